@@ -1,0 +1,188 @@
+package delta
+
+import (
+	"context"
+	"crypto/sha3"
+	"hash"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// The reading pipeline. One goroutine reads the file in chunks and holds back
+// the last TrailerSize bytes (the trailer, known only at EOF); every other byte
+// goes to two hashing goroutines (SHA3-256 of header ‖ payload for the
+// signature, SHA3-256 of the payload for the checksum) and to the parser, so
+// both digests and decompression run at once on different cores and the file
+// is read exactly once. Chunks are pooled: memory is chunkSize × poolSize
+// whatever the file's size.
+
+const (
+	chunkSize = 256 << 10
+	poolSize  = 8
+)
+
+type chunk struct {
+	data []byte // valid bytes; a prefix of buf
+	buf  []byte
+	off  int64 // file offset of data[0]
+	refs atomic.Int32
+	pool chan []byte
+}
+
+func (c *chunk) release() {
+	if c.refs.Add(-1) == 0 {
+		c.pool <- c.buf
+	}
+}
+
+type pump struct {
+	src  io.Reader
+	pool chan []byte
+	out  [3]chan *chunk // signature digest, checksum digest, parser
+	done chan struct{}  // closed by the parser when it stops reading
+
+	// Set by the feeder before it closes out; read after.
+	err        error
+	size       int64
+	trailer    [TrailerSize]byte
+	trailerLen int
+
+	sig, sum hash.Hash
+	wg       sync.WaitGroup
+}
+
+func startPump(ctx context.Context, src io.Reader) *pump {
+	p := &pump{
+		src:  src,
+		pool: make(chan []byte, poolSize),
+		done: make(chan struct{}),
+		sig:  sha3.New256(),
+		sum:  sha3.New256(),
+	}
+	for range poolSize {
+		p.pool <- make([]byte, chunkSize)
+	}
+	for i := range p.out {
+		p.out[i] = make(chan *chunk, poolSize)
+	}
+	p.wg.Add(3)
+	go p.feed(ctx)
+	go p.hash(p.out[0], p.sig, 0)
+	go p.hash(p.out[1], p.sum, HeaderSize)
+	return p
+}
+
+// hash writes every byte at file offset ≥ from into h.
+func (p *pump) hash(in <-chan *chunk, h hash.Hash, from int64) {
+	defer p.wg.Done()
+	for c := range in {
+		d := c.data
+		if skip := from - c.off; skip > 0 {
+			d = d[min(int64(len(d)), skip):]
+		}
+		h.Write(d)
+		c.release()
+	}
+}
+
+func (p *pump) feed(ctx context.Context) {
+	defer p.wg.Done()
+	defer func() {
+		for _, ch := range p.out {
+			close(ch)
+		}
+	}()
+	var carry []byte // the last TrailerSize bytes seen so far
+	var off int64
+	for {
+		var buf []byte
+		select {
+		case buf = <-p.pool:
+		case <-p.done:
+			return
+		case <-ctx.Done():
+			p.err = ctx.Err()
+			return
+		}
+		n := copy(buf, carry)
+		k, err := io.ReadFull(p.src, buf[n:])
+		n += k
+		p.size += int64(k)
+		eof := err == io.EOF || err == io.ErrUnexpectedEOF
+		if err != nil && !eof {
+			p.err = err
+			return
+		}
+		keep := min(n, TrailerSize)
+		if eof {
+			p.trailerLen = copy(p.trailer[:], buf[n-keep:n])
+		} else {
+			carry = append(carry[:0], buf[n-keep:n]...)
+		}
+		if n-keep > 0 {
+			c := &chunk{data: buf[:n-keep], buf: buf, off: off, pool: p.pool}
+			off += int64(n - keep)
+			c.refs.Store(int32(len(p.out)))
+			for _, ch := range p.out {
+				ch <- c // never blocks: a channel holds as many chunks as the pool
+			}
+		} else {
+			p.pool <- buf
+		}
+		if eof {
+			return
+		}
+	}
+}
+
+// stop tells the feeder the parser is done and waits for all goroutines.
+func (p *pump) stop() {
+	close(p.done)
+	p.wg.Wait()
+}
+
+// chunkReader is the parser's io.Reader over the pump's chunks.
+type chunkReader struct {
+	ctx  context.Context
+	p    *pump
+	cur  *chunk
+	rest []byte
+	off  int64 // file offset of the next byte
+	tap  hash.Hash64
+}
+
+func (r *chunkReader) Read(b []byte) (int, error) {
+	for len(r.rest) == 0 {
+		if r.cur != nil {
+			r.cur.release()
+			r.cur = nil
+		}
+		select {
+		case c, ok := <-r.p.out[2]:
+			if !ok {
+				if r.p.err != nil {
+					return 0, r.p.err
+				}
+				return 0, io.EOF
+			}
+			r.cur, r.rest = c, c.data
+		case <-r.ctx.Done():
+			return 0, r.ctx.Err()
+		}
+	}
+	n := copy(b, r.rest)
+	if r.tap != nil {
+		r.tap.Write(r.rest[:n])
+	}
+	r.rest = r.rest[n:]
+	r.off += int64(n)
+	return n, nil
+}
+
+func (r *chunkReader) close() {
+	if r.cur != nil {
+		r.cur.release()
+		r.cur = nil
+	}
+}

@@ -1,0 +1,440 @@
+package delta
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Entry describes one tensor entry of a file.
+type Entry struct {
+	Name        string
+	DType       DType
+	Shape       []uint64
+	Offset      int64 // file offset of the entry's name_len field
+	DataOffset  int64 // file offset of the entry's data
+	StoredBytes int64 // bytes of data as stored (the frame, or the raw bytes)
+}
+
+// NumBytes is the decoded size of the entry's data.
+func (e *Entry) NumBytes() uint64 {
+	n, _ := numBytes(e.Shape, e.DType.Size())
+	return n
+}
+
+// Info is what a reader learned about a file. Only when the reading function
+// returned a nil error has the file verified; with an error, Info holds what
+// was parsed before the fault, for diagnostics.
+type Info struct {
+	Header    Header
+	Entries   []Entry   // in file order, __metadata__ included
+	Metadata  *Metadata // nil when the file has no __metadata__ entry
+	Signature [SignatureSize]byte
+	PublicKey ed25519.PublicKey
+	Size      int64 // bytes in the file
+}
+
+// Tensor is a named tensor with its raw little-endian element bytes.
+type Tensor struct {
+	Name  string
+	DType DType
+	Shape []uint64
+	Data  []byte
+}
+
+// Unverified is a tensor decoded from a file whose signature has not been
+// checked yet. Anything derived from its data must be discarded unless the
+// call that produced it returns a nil error.
+type Unverified struct {
+	Entry
+	data []byte
+}
+
+// UnverifiedData returns the decoded bytes. The slice belongs to the caller.
+func (u *Unverified) UnverifiedData() []byte { return u.data }
+
+// Delta is a verified file with its tensors (the __metadata__ entry is in
+// Info.Metadata, not in Tensors).
+type Delta struct {
+	Info    *Info
+	Tensors []Tensor
+}
+
+// Read reads and verifies a whole file and returns its tensors, or an error;
+// it never returns tensors from a file that did not verify. Memory is the
+// total of the tensors plus a constant.
+func Read(ctx context.Context, r io.Reader, lim Limits) (*Delta, error) {
+	var ts []Tensor
+	info, err := Stream(ctx, r, lim, func(u *Unverified) error {
+		ts = append(ts, Tensor{Name: u.Name, DType: u.DType, Shape: u.Shape, Data: u.data})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Delta{Info: info, Tensors: ts}, nil
+}
+
+// Verify reads a whole file and checks every rule, the checksum and the
+// signature without keeping any tensor: memory stays at a few MiB (plus the
+// window of a Zstandard frame, at most its tensor's size).
+func Verify(ctx context.Context, r io.Reader, lim Limits) (*Info, error) {
+	return scan(ctx, r, lim, nil, nil)
+}
+
+// Stream reads a file in one pass and calls fn with each tensor as soon as
+// it is decoded, before the file has verified. Stream returns nil only if the
+// whole file verified; otherwise whatever fn did with the data must be
+// undone. An error from fn stops the stream and is returned as is. Memory is
+// the largest tensor plus a constant.
+func Stream(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) error) (*Info, error) {
+	if fn == nil {
+		return nil, errors.New("delta: Stream needs a function")
+	}
+	return scan(ctx, r, lim, fn, nil)
+}
+
+// scan runs the pipeline. With fn nil, data is decoded and discarded. tap,
+// if set, receives every stored data byte and is summed per entry.
+func scan(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := startPump(ctx, r)
+	cr := &chunkReader{ctx: ctx, p: p}
+	ps := newParser(cr, lim.withDefaults())
+	info, err := ps.run(fn, sums)
+	cr.close()
+	p.stop()
+	info.Size = p.size
+	if err != nil {
+		return info, err
+	}
+	if p.err != nil {
+		return info, p.err
+	}
+	if p.trailerLen < TrailerSize {
+		return info, &Error{Offset: p.size, Entry: -1, Err: ErrTruncated, Detail: "no room for the 96-byte trailer"}
+	}
+	copy(info.Signature[:], p.trailer[:SignatureSize])
+	info.PublicKey = ed25519.PublicKey(append([]byte(nil), p.trailer[SignatureSize:]...))
+	var sum [32]byte
+	p.sum.Sum(sum[:0])
+	if [ChecksumSize]byte(sum[:ChecksumSize]) != info.Header.Checksum {
+		return info, &Error{Offset: 8, Entry: -1, Err: ErrChecksum, Detail: fmt.Sprintf("header says %x, payload hashes to %x", info.Header.Checksum, sum[:ChecksumSize])}
+	}
+	var digest [32]byte
+	p.sig.Sum(digest[:0])
+	if !ed25519.Verify(info.PublicKey, digest[:], info.Signature[:]) {
+		return info, &Error{Offset: p.size - TrailerSize, Entry: -1, Err: ErrSignature, Detail: fmt.Sprintf("signature does not verify under the trailer's key %x", []byte(info.PublicKey))}
+	}
+	return info, nil
+}
+
+// parser reads entries from a byte stream positioned at the header.
+type parser struct {
+	r     *chunkReader
+	lim   Limits
+	info  *Info
+	names map[string]struct{}
+	total uint64
+	dec   decoders
+	buf   [8]byte
+}
+
+func newParser(r *chunkReader, lim Limits) *parser {
+	return &parser{r: r, lim: lim, info: &Info{}, names: make(map[string]struct{})}
+}
+
+func (p *parser) run(fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
+	defer p.dec.close()
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(p.r, hb[:]); err != nil {
+		return p.info, p.fail(-1, 0, "", readErr(err), "file shorter than the 24-byte header")
+	}
+	h, err := parseHeader(hb[:])
+	if err != nil {
+		return p.info, err
+	}
+	p.info.Header = h
+	var tap hash.Hash64
+	if sums != nil {
+		tap = newTap()
+		p.r.tap = tap
+	}
+	for i := 0; ; i++ {
+		e, err := p.entryHeader(i)
+		if err == io.EOF {
+			return p.info, nil
+		}
+		if err != nil {
+			return p.info, err
+		}
+		isMeta := e.Name == MetadataName
+		if tap != nil {
+			tap.Reset()
+		}
+		data, err := p.data(i, e, fn != nil || isMeta)
+		if err != nil {
+			return p.info, err
+		}
+		if tap != nil {
+			*sums = append(*sums, tap.Sum64())
+		}
+		p.info.Entries = append(p.info.Entries, *e)
+		if isMeta {
+			m, err := ParseMetadata(data)
+			if err != nil {
+				return p.info, p.fail(i, e.Offset, e.Name, ErrMetadata, err.Error())
+			}
+			p.info.Metadata = m
+			continue
+		}
+		if fn != nil {
+			if err := fn(&Unverified{Entry: *e, data: data}); err != nil {
+				return p.info, err
+			}
+		}
+	}
+}
+
+func (p *parser) fail(entry int, off int64, name string, sentinel error, detail string) error {
+	return &Error{Offset: off, Entry: entry, Name: name, Err: sentinel, Detail: detail}
+}
+
+// readErr maps the end of input inside a structure to ErrTruncated and
+// passes I/O errors through.
+func readErr(err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return ErrTruncated
+	}
+	return err
+}
+
+var errTrailing = fmt.Errorf("%w: %w", ErrTrailingData, io.ErrUnexpectedEOF)
+
+// entryHeader parses name_len · name · dtype · rank · shape, or returns io.EOF
+// at a clean end of the payload.
+func (p *parser) entryHeader(i int) (*Entry, error) {
+	off := p.r.off
+	n, err := io.ReadFull(p.r, p.buf[:4])
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	if err == io.ErrUnexpectedEOF {
+		return nil, p.fail(-1, off, "", errTrailing, fmt.Sprintf("%d bytes after the last entry are not a whole entry", n))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if i >= p.lim.MaxTensors {
+		return nil, p.fail(i, off, "", ErrLimit, fmt.Sprintf("more than %d entries", p.lim.MaxTensors))
+	}
+	nameLen := binary.LittleEndian.Uint32(p.buf[:4])
+	if nameLen == 0 {
+		return nil, p.fail(i, off, "", ErrName, "empty name")
+	}
+	if uint64(nameLen) > uint64(p.lim.MaxNameLen) {
+		return nil, p.fail(i, off, "", ErrLimit, fmt.Sprintf("name of %d bytes exceeds the %d-byte limit", nameLen, p.lim.MaxNameLen))
+	}
+	nb := make([]byte, nameLen)
+	if _, err := io.ReadFull(p.r, nb); err != nil {
+		return nil, p.fail(i, off, "", readErr(err), "inside the name")
+	}
+	if !utf8.Valid(nb) {
+		return nil, p.fail(i, off, "", ErrName, fmt.Sprintf("name %q is not UTF-8", nb))
+	}
+	e := &Entry{Name: string(nb), Offset: off}
+	if _, dup := p.names[e.Name]; dup {
+		return nil, p.fail(i, off, e.Name, ErrDuplicate, "the name appears twice")
+	}
+	if _, err := io.ReadFull(p.r, p.buf[:2]); err != nil {
+		return nil, p.fail(i, off, e.Name, readErr(err), "inside the dtype and rank")
+	}
+	e.DType = DType(p.buf[0])
+	if !e.DType.Valid() {
+		return nil, p.fail(i, off, e.Name, ErrDType, fmt.Sprintf("dtype byte %d (want 0 fp32, 1 fp16, 2 bf16, 3 int8)", p.buf[0]))
+	}
+	rank := int(p.buf[1])
+	if rank > p.lim.MaxRank {
+		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("rank %d exceeds the limit of %d", rank, p.lim.MaxRank))
+	}
+	e.Shape = make([]uint64, rank)
+	for d := range e.Shape {
+		if _, err := io.ReadFull(p.r, p.buf[:8]); err != nil {
+			return nil, p.fail(i, off, e.Name, readErr(err), "inside the shape")
+		}
+		e.Shape[d] = binary.LittleEndian.Uint64(p.buf[:8])
+	}
+	size, ok := numBytes(e.Shape, e.DType.Size())
+	if !ok {
+		return nil, p.fail(i, off, e.Name, ErrShape, fmt.Sprintf("shape %v of %s overflows 64 bits", e.Shape, e.DType))
+	}
+	if size > p.lim.MaxTensorBytes {
+		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("%d bytes exceed the per-tensor limit of %d", size, p.lim.MaxTensorBytes))
+	}
+	if p.total+size > p.lim.MaxTotalBytes || p.total+size < p.total {
+		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("tensors total more than the limit of %d bytes", p.lim.MaxTotalBytes))
+	}
+	if e.Name == MetadataName {
+		if e.DType != Int8 || rank != 1 {
+			return nil, p.fail(i, off, e.Name, ErrMetadata, fmt.Sprintf("must be int8 of rank 1, is %s of rank %d", e.DType, rank))
+		}
+		if size > uint64(p.lim.MaxMetadataBytes) {
+			return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("metadata of %d bytes exceeds the limit of %d", size, p.lim.MaxMetadataBytes))
+		}
+	}
+	p.total += size
+	p.names[e.Name] = struct{}{}
+	e.DataOffset = p.r.off
+	return e, nil
+}
+
+// data reads the entry's data; with keep false it is decoded and discarded.
+func (p *parser) data(i int, e *Entry, keep bool) ([]byte, error) {
+	want := e.NumBytes()
+	data, stored, err := p.dec.decode(p.r, p.info.Header.Compression, want, keep)
+	e.StoredBytes = stored
+	if err != nil {
+		var fe *Error
+		if errors.As(err, &fe) {
+			return nil, err
+		}
+		if errors.Is(err, ErrTruncated) || errors.Is(err, ErrFrame) || errors.Is(err, ErrSize) {
+			return nil, p.fail(i, e.Offset, e.Name, err, "")
+		}
+		return nil, err
+	}
+	return data, nil
+}
+
+// decoders decodes data fields, reusing the decompressors across entries.
+type decoders struct {
+	fr      frameReader
+	lz4     *lz4.Reader
+	zstd    *zstd.Decoder
+	one     [1]byte
+	scratch []byte
+}
+
+func (d *decoders) close() {
+	if d.zstd != nil {
+		d.zstd.Close()
+	}
+}
+
+// decode reads one data field of want decoded bytes from src. It returns the
+// bytes (nil unless keep) and how many stored bytes the field took.
+func (d *decoders) decode(src io.Reader, c Compression, want uint64, keep bool) ([]byte, int64, error) {
+	if c == None {
+		b, err := d.readN(src, want, keep)
+		if err != nil {
+			return nil, int64(len(b)), readErr(err)
+		}
+		return b, int64(want), nil
+	}
+	d.fr.reset(src, c, want)
+	var dec io.Reader
+	if c == LZ4 {
+		if d.lz4 == nil {
+			d.lz4 = lz4.NewReader(nil)
+		}
+		d.lz4.Reset(&d.fr)
+		dec = d.lz4
+	} else {
+		if d.zstd == nil {
+			z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+				zstd.WithDecoderMaxWindow(1<<40), zstd.WithDecoderMaxMemory(1<<62))
+			if err != nil {
+				return nil, 0, err
+			}
+			d.zstd = z
+		}
+		if err := d.zstd.Reset(&d.fr); err != nil {
+			return nil, 0, d.frameErr(err)
+		}
+		dec = d.zstd
+	}
+	b, err := d.readN(dec, want, keep)
+	if err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			if d.fr.err != nil {
+				return nil, int64(d.fr.n), d.fr.err
+			}
+			return nil, int64(d.fr.n), fmt.Errorf("%w: frame decodes to %d bytes, shape needs %d", ErrSize, len(b), want)
+		}
+		return nil, int64(d.fr.n), d.frameErr(err)
+	}
+	// The frame must end exactly here: one more byte means it decodes to more
+	// than the shape, and the decoder must have consumed the whole frame.
+	n, err := dec.Read(d.one[:])
+	for n == 0 && err == nil {
+		n, err = dec.Read(d.one[:])
+	}
+	if n > 0 {
+		return nil, int64(d.fr.n), fmt.Errorf("%w: frame decodes to more than the %d bytes the shape needs", ErrSize, want)
+	}
+	if err != io.EOF {
+		return nil, int64(d.fr.n), d.frameErr(err)
+	}
+	if !d.fr.finished() {
+		if d.fr.err != nil {
+			return nil, int64(d.fr.n), d.fr.err
+		}
+		return nil, int64(d.fr.n), fmt.Errorf("%w: %w", ErrFrame, errFrameStopped)
+	}
+	return b, int64(d.fr.n), nil
+}
+
+// frameErr prefers the frame reader's own diagnosis (truncation, structure)
+// over the decoder's report of its consequence.
+func (d *decoders) frameErr(err error) error {
+	if d.fr.err != nil {
+		return d.fr.err
+	}
+	return fmt.Errorf("%w: %w", ErrFrame, err)
+}
+
+// readN reads exactly n bytes from r. With keep it returns them, growing the
+// buffer as bytes arrive (so a file that lies about sizes costs at most what
+// it actually delivers, plus the first 16 MiB); otherwise it discards them.
+func (d *decoders) readN(r io.Reader, n uint64, keep bool) ([]byte, error) {
+	if !keep {
+		if d.scratch == nil {
+			d.scratch = make([]byte, 64<<10)
+		}
+		for n > 0 {
+			k, err := r.Read(d.scratch[:min(n, uint64(len(d.scratch)))])
+			n -= uint64(k)
+			if err != nil && n > 0 {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+	buf := make([]byte, 0, min(n, 16<<20))
+	for uint64(len(buf)) < n {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, min(n-uint64(len(buf)), uint64(cap(buf))))...)[:len(buf)]
+		}
+		k, err := r.Read(buf[len(buf):min(uint64(cap(buf)), n)])
+		buf = buf[:len(buf)+k]
+		if err != nil && uint64(len(buf)) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf, err
+		}
+	}
+	return buf, nil
+}
