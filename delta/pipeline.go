@@ -3,6 +3,7 @@ package delta
 import (
 	"context"
 	"crypto/sha3"
+	"errors"
 	"hash"
 	"io"
 	"sync"
@@ -37,10 +38,11 @@ func (c *chunk) release() {
 }
 
 type pump struct {
-	src  io.Reader
-	pool chan []byte
-	out  [3]chan *chunk // signature digest, checksum digest, parser
-	done chan struct{}  // closed by the parser when it stops reading
+	src       io.Reader
+	pool      chan []byte    // buffers returned by consumers
+	allocated int            // buffers made so far, at most poolSize
+	out       [3]chan *chunk // signature digest, checksum digest, parser
+	done      chan struct{}  // closed by the parser when it stops reading
 
 	// Set by the feeder before it closes out; read after.
 	err        error
@@ -59,9 +61,6 @@ func startPump(ctx context.Context, src io.Reader) *pump {
 		done: make(chan struct{}),
 		sig:  sha3.New256(),
 		sum:  sha3.New256(),
-	}
-	for range poolSize {
-		p.pool <- make([]byte, chunkSize)
 	}
 	for i := range p.out {
 		p.out[i] = make(chan *chunk, poolSize)
@@ -96,13 +95,11 @@ func (p *pump) feed(ctx context.Context) {
 	var carry []byte // the last TrailerSize bytes seen so far
 	var off int64
 	for {
-		var buf []byte
-		select {
-		case buf = <-p.pool:
-		case <-p.done:
-			return
-		case <-ctx.Done():
-			p.err = ctx.Err()
+		buf, err := p.nextBuf(ctx, off)
+		if err != nil {
+			if err != errStopped {
+				p.err = err
+			}
 			return
 		}
 		n := copy(buf, carry)
@@ -136,10 +133,80 @@ func (p *pump) feed(ctx context.Context) {
 	}
 }
 
-// stop tells the feeder the parser is done and waits for all goroutines.
+var errStopped = errors.New("delta: parser stopped")
+
+// nextBuf returns a buffer for the next chunk. Buffers grow with the file's
+// progress, so a tiny file costs a tiny buffer and a large one moves in
+// chunkSize pieces; at most poolSize buffers are in flight.
+func (p *pump) nextBuf(ctx context.Context, off int64) ([]byte, error) {
+	want := 4 << 10
+	for want < chunkSize && int64(want) < off {
+		want *= 2
+	}
+	for {
+		var buf []byte
+		select {
+		case buf = <-p.pool:
+		default:
+			if p.allocated < poolSize {
+				p.allocated++
+				return chunkBuffers.get(want), nil
+			}
+			select {
+			case buf = <-p.pool:
+			case <-p.done:
+				return nil, errStopped
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if len(buf) >= want {
+			return buf, nil
+		}
+		chunkBuffers.put(buf) // outgrown
+		p.allocated--
+	}
+}
+
+// stop tells the feeder the parser is done, waits for all goroutines and
+// recycles the buffers.
 func (p *pump) stop() {
 	close(p.done)
 	p.wg.Wait()
+	for {
+		select {
+		case b := <-p.pool:
+			chunkBuffers.put(b)
+		default:
+			return
+		}
+	}
+}
+
+// bufferPool recycles chunk buffers across files, by size class.
+type bufferPool struct{ classes [8]sync.Pool }
+
+var chunkBuffers bufferPool
+
+func sizeClass(n int) int {
+	c := 0
+	for 4<<10<<c < n {
+		c++
+	}
+	return c
+}
+
+func (b *bufferPool) get(n int) []byte {
+	if v, ok := b.classes[sizeClass(n)].Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, n)
+}
+
+func (b *bufferPool) put(buf []byte) {
+	if c := sizeClass(len(buf)); c < len(b.classes) && 4<<10<<c == len(buf) {
+		b.classes[c].Put(&buf)
+	}
 }
 
 // chunkReader is the parser's io.Reader over the pump's chunks.
