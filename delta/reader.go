@@ -114,6 +114,10 @@ func scan(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) err
 	cr.close()
 	p.stop()
 	info.Size = p.size
+	if p.trailerLen == TrailerSize {
+		copy(info.Signature[:], p.trailer[:SignatureSize])
+		info.PublicKey = ed25519.PublicKey(append([]byte(nil), p.trailer[SignatureSize:]...))
+	}
 	if err != nil {
 		return info, err
 	}
@@ -123,8 +127,6 @@ func scan(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) err
 	if p.trailerLen < TrailerSize {
 		return info, &Error{Offset: p.size, Entry: -1, Err: ErrTruncated, Detail: "no room for the 96-byte trailer"}
 	}
-	copy(info.Signature[:], p.trailer[:SignatureSize])
-	info.PublicKey = ed25519.PublicKey(append([]byte(nil), p.trailer[SignatureSize:]...))
 	var sum [32]byte
 	p.sum.Sum(sum[:0])
 	if [ChecksumSize]byte(sum[:ChecksumSize]) != info.Header.Checksum {

@@ -1,0 +1,306 @@
+// Package deltabench measures the delta format's writer and readers against
+// the bounds this machine sets: SHA3-256 throughput (the format hashes every
+// byte once to verify and twice, in sequence, to sign) and memcpy. It backs
+// `gym bench delta`; docs/delta-format.md records its figures.
+package deltabench
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/sha3"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/zooai/gym/delta"
+	"github.com/zooai/gym/internal/pyref"
+)
+
+// Config says what to measure.
+type Config struct {
+	Bytes   int64  // decoded bytes of the delta
+	Tensors int    // split into this many equal bf16 tensors
+	Iters   int    // timed repetitions of each measurement; the best counts
+	Python  bool   // also time the Python reference writer (LZ4)
+	Dir     string // scratch directory; files are removed afterwards
+	// VerifyCmd, when set, is run as VerifyCmd... FILE in a child process to
+	// measure verify's peak resident memory (gym passes itself).
+	VerifyCmd []string
+	Progress  io.Writer // human progress lines; nil for none
+}
+
+// Codec is one compression's figures.
+type Codec struct {
+	Compression    string  `json:"compression"`
+	FileBytes      int64   `json:"file_bytes"`
+	PackMBps       float64 `json:"pack_sign_mb_s"`
+	VerifyMBps     float64 `json:"verify_decode_mb_s"`
+	VerifyOnlyMBps float64 `json:"verify_only_mb_s"`
+	PackRatio      float64 `json:"pack_vs_two_pass_sha3"`
+	VerifyRatio    float64 `json:"verify_vs_one_pass_sha3"`
+	PeakRSSBytes   int64   `json:"verify_peak_rss_bytes,omitempty"`
+}
+
+// Result is what Run measured. MB are 10^6 bytes of decoded tensor data.
+type Result struct {
+	Bytes             int64   `json:"bytes"`
+	Tensors           int     `json:"tensors"`
+	LargestTensor     int64   `json:"largest_tensor_bytes"`
+	CPUs              int     `json:"cpus"`
+	SHA3MBps          float64 `json:"sha3_256_mb_s"`
+	SHA256MBps        float64 `json:"sha256_mb_s"`
+	MemcpyMBps        float64 `json:"memcpy_mb_s"`
+	TwoPassBoundMBps  float64 `json:"pack_bound_mb_s"`
+	Codecs            []Codec `json:"codecs"`
+	BaselineRSSBytes  int64   `json:"verify_baseline_rss_bytes,omitempty"`
+	PythonMBps        float64 `json:"python_reference_lz4_mb_s,omitempty"`
+	PythonSkipped     string  `json:"python_skipped,omitempty"`
+	GoVsPythonSpeedup float64 `json:"go_vs_python_pack_speedup,omitempty"`
+}
+
+// Tensors makes the benchmark's delta: n bf16 tensors of Gaussian values with
+// σ = 1e-3, like a LoRA update, from a fixed seed.
+func Tensors(total int64, n int) []delta.Tensor {
+	per := total / int64(n) / 2 * 2
+	rng := rand.New(rand.NewPCG(42, 7))
+	out := make([]delta.Tensor, n)
+	for i := range out {
+		data := make([]byte, per)
+		for j := 0; j < len(data); j += 2 {
+			f := float32(rng.NormFloat64() * 1e-3)
+			binary.LittleEndian.PutUint16(data[j:], uint16(math.Float32bits(f)>>16))
+		}
+		rows := uint64(per / 2 / 1024)
+		shape := []uint64{rows, 1024}
+		if rows*1024*2 != uint64(per) {
+			shape = []uint64{uint64(per / 2)}
+		}
+		out[i] = delta.Tensor{Name: fmt.Sprintf("lora.layers.%d.q_proj.%s.weight", i/2, [2]string{"A", "B"}[i%2]), DType: delta.BF16, Shape: shape, Data: data}
+	}
+	return out
+}
+
+func mbps(bytes int64, d time.Duration) float64 { return float64(bytes) / d.Seconds() / 1e6 }
+
+// best runs f iters times and returns the shortest duration.
+func best(iters int, f func() error) (time.Duration, error) {
+	var ds []time.Duration
+	for range max(iters, 1) {
+		start := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return slices.Min(ds), nil
+}
+
+// Run measures everything in cfg and returns the figures.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	say := func(format string, a ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", a...)
+		}
+	}
+	dir, err := os.MkdirTemp(cfg.Dir, "gym-bench-delta-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
+	say("generating %d bf16 tensors, %d MiB in all", cfg.Tensors, cfg.Bytes>>20)
+	ts := Tensors(cfg.Bytes, cfg.Tensors)
+	var total int64
+	for _, t := range ts {
+		total += int64(len(t.Data))
+	}
+	res := &Result{Bytes: total, Tensors: len(ts), LargestTensor: int64(len(ts[0].Data)), CPUs: runtime.GOMAXPROCS(0)}
+
+	flat := make([]byte, 0, total)
+	for _, t := range ts {
+		flat = append(flat, t.Data...)
+	}
+	say("measuring the bounds: SHA3-256, SHA-256, memcpy (one core)")
+	d, _ := best(cfg.Iters, func() error { sha3.Sum256(flat); return nil })
+	res.SHA3MBps = mbps(total, d)
+	d, _ = best(cfg.Iters, func() error { sha256.Sum256(flat); return nil })
+	res.SHA256MBps = mbps(total, d)
+	dst := make([]byte, len(flat))
+	d, _ = best(cfg.Iters, func() error { copy(dst, flat); return nil })
+	res.MemcpyMBps = mbps(total, d)
+	dst = nil
+	res.TwoPassBoundMBps = res.SHA3MBps / 2
+
+	key := benchKey()
+	for _, c := range []delta.Compression{delta.LZ4, delta.Zstd, delta.None} {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		say("%s: pack+sign, verify+decode, verify", c)
+		path := filepath.Join(dir, c.String()+".delta")
+		cr := Codec{Compression: c.String()}
+		d, err := best(cfg.Iters, func() error {
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			_, err = delta.Write(ctx, f, key, ts, delta.WriteOptions{Compression: c, Flags: delta.FlagLoRA})
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		cr.PackMBps = mbps(total, d)
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		cr.FileBytes = st.Size()
+		read := func(verifyOnly bool) func() error {
+			return func() error {
+				f, err := os.Open(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if verifyOnly {
+					_, err = delta.Verify(ctx, f, delta.Limits{})
+				} else {
+					_, err = delta.Read(ctx, f, delta.Limits{})
+				}
+				return err
+			}
+		}
+		if d, err = best(cfg.Iters, read(false)); err != nil {
+			return nil, err
+		}
+		cr.VerifyMBps = mbps(total, d)
+		if d, err = best(cfg.Iters, read(true)); err != nil {
+			return nil, err
+		}
+		cr.VerifyOnlyMBps = mbps(total, d)
+		cr.PackRatio = cr.PackMBps / res.TwoPassBoundMBps
+		cr.VerifyRatio = cr.VerifyMBps / res.SHA3MBps
+		if len(cfg.VerifyCmd) > 0 {
+			if cr.PeakRSSBytes, err = childRSS(ctx, cfg.VerifyCmd, path); err != nil {
+				return nil, err
+			}
+		}
+		res.Codecs = append(res.Codecs, cr)
+	}
+	if len(cfg.VerifyCmd) > 0 {
+		// The same command on an empty delta: the runtime's own footprint.
+		path := filepath.Join(dir, "empty.delta")
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		_, err = delta.Write(ctx, f, key, nil, delta.WriteOptions{})
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		if res.BaselineRSSBytes, err = childRSS(ctx, cfg.VerifyCmd, path); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Python {
+		say("Python reference writer (LZ4, the seed's listing); this takes a while")
+		mb, err := pythonWriter(ctx, dir, ts, flat)
+		switch {
+		case err != nil:
+			res.PythonSkipped = err.Error()
+		default:
+			res.PythonMBps = mb
+			res.GoVsPythonSpeedup = res.Codecs[0].PackMBps / mb
+		}
+	} else {
+		res.PythonSkipped = "not requested"
+	}
+	return res, nil
+}
+
+func benchKey() ed25519.PrivateKey {
+	seed := sha3.Sum256([]byte("gym bench delta"))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+// childRSS runs cmd FILE and returns its peak resident set size.
+func childRSS(ctx context.Context, cmd []string, file string) (int64, error) {
+	c := exec.CommandContext(ctx, cmd[0], append(cmd[1:], file)...)
+	if out, err := c.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%v: %v: %s", cmd, err, out)
+	}
+	ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, errors.New("no rusage on this platform")
+	}
+	return ru.Maxrss * 1024, nil
+}
+
+func pythonWriter(ctx context.Context, dir string, ts []delta.Tensor, flat []byte) (float64, error) {
+	if err := pyref.Available(); err != nil {
+		return 0, err
+	}
+	raw := filepath.Join(dir, "raw.bin")
+	if err := os.WriteFile(raw, flat, 0o600); err != nil {
+		return 0, err
+	}
+	type spec struct {
+		Name     string   `json:"name"`
+		DType    int      `json:"dtype"`
+		Shape    []uint64 `json:"shape"`
+		DataFile string   `json:"data_file"`
+		Offset   int      `json:"offset"`
+		Length   int      `json:"length"`
+	}
+	var specs []spec
+	off := 0
+	for _, t := range ts {
+		specs = append(specs, spec{t.Name, int(t.DType), t.Shape, raw, off, len(t.Data)})
+		off += len(t.Data)
+	}
+	seed := sha3.Sum256([]byte("gym bench delta"))
+	js, _ := json.Marshal(map[string]any{"seed_hex": hex.EncodeToString(seed[:]), "compression": 1, "flags": 1, "tensors": specs})
+	sp := filepath.Join(dir, "spec.json")
+	if err := os.WriteFile(sp, js, 0o600); err != nil {
+		return 0, err
+	}
+	out, err := pyref.Run(ctx, pyref.Writer, "--spec", sp, "--out", filepath.Join(dir, "python.delta"), "--time")
+	if err != nil {
+		return 0, err
+	}
+	var r struct {
+		Seconds float64 `json:"seconds"`
+		Bytes   int64   `json:"bytes"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return 0, fmt.Errorf("python writer printed %q: %v", out, err)
+	}
+	// Its file must verify here too, or the comparison means nothing.
+	f, err := os.Open(filepath.Join(dir, "python.delta"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if _, err := delta.Verify(ctx, f, delta.Limits{}); err != nil {
+		return 0, fmt.Errorf("the Python writer's file does not verify: %w", err)
+	}
+	return float64(r.Bytes) / r.Seconds / 1e6, nil
+}
