@@ -19,8 +19,8 @@ import (
 // whatever the file's size.
 
 const (
-	chunkSize = 256 << 10
-	poolSize  = 8
+	chunkSize = 128 << 10
+	poolSize  = 16
 )
 
 type chunk struct {
@@ -183,7 +183,8 @@ func (p *pump) stop() {
 	}
 }
 
-// bufferPool recycles chunk buffers across files, by size class.
+// bufferPool recycles chunk buffers across files, by size class: 4 KiB
+// doubling up to chunkSize.
 type bufferPool struct{ classes [8]sync.Pool }
 
 var chunkBuffers bufferPool
@@ -197,8 +198,10 @@ func sizeClass(n int) int {
 }
 
 func (b *bufferPool) get(n int) []byte {
-	if v, ok := b.classes[sizeClass(n)].Get().(*[]byte); ok {
-		return *v
+	if c := sizeClass(n); c < len(b.classes) {
+		if v, ok := b.classes[c].Get().(*[]byte); ok {
+			return *v
+		}
 	}
 	return make([]byte, n)
 }

@@ -58,7 +58,8 @@ type Unverified struct {
 	data []byte
 }
 
-// UnverifiedData returns the decoded bytes. The slice belongs to the caller.
+// UnverifiedData returns the decoded bytes. Stream reuses the slice for the
+// next tensor: it is valid only until the callback returns.
 func (u *Unverified) UnverifiedData() []byte { return u.data }
 
 // Delta is a verified file with its tensors (the __metadata__ entry is in
@@ -73,10 +74,10 @@ type Delta struct {
 // total of the tensors plus a constant.
 func Read(ctx context.Context, r io.Reader, lim Limits) (*Delta, error) {
 	var ts []Tensor
-	info, err := Stream(ctx, r, lim, func(u *Unverified) error {
+	info, err := scan(ctx, r, lim, decodeOwn, func(u *Unverified) error {
 		ts = append(ts, Tensor{Name: u.Name, DType: u.DType, Shape: u.Shape, Data: u.data})
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -87,30 +88,40 @@ func Read(ctx context.Context, r io.Reader, lim Limits) (*Delta, error) {
 // signature without keeping any tensor: memory stays at a few MiB (plus the
 // window of a Zstandard frame, at most its tensor's size).
 func Verify(ctx context.Context, r io.Reader, lim Limits) (*Info, error) {
-	return scan(ctx, r, lim, nil, nil)
+	return scan(ctx, r, lim, decodeDiscard, nil, nil)
 }
 
 // Stream reads a file in one pass and calls fn with each tensor as soon as
 // it is decoded, before the file has verified. Stream returns nil only if the
 // whole file verified; otherwise whatever fn did with the data must be
-// undone. An error from fn stops the stream and is returned as is. Memory is
-// the largest tensor plus a constant.
+// undone. An error from fn stops the stream and is returned as is. One buffer
+// is reused for every tensor, so memory is the largest tensor plus a
+// constant; fn must copy what it keeps.
 func Stream(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) error) (*Info, error) {
 	if fn == nil {
 		return nil, errors.New("delta: Stream needs a function")
 	}
-	return scan(ctx, r, lim, fn, nil)
+	return scan(ctx, r, lim, decodeReuse, fn, nil)
 }
+
+// decodeMode says what happens to decoded tensor bytes.
+type decodeMode int
+
+const (
+	decodeDiscard decodeMode = iota // decode to check, keep nothing
+	decodeOwn                       // a fresh buffer per tensor, owned by the caller
+	decodeReuse                     // one buffer reused for every tensor
+)
 
 // scan runs the pipeline. With fn nil, data is decoded and discarded. tap,
 // if set, receives every stored data byte and is summed per entry.
-func scan(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
+func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := startPump(ctx, r)
 	cr := &chunkReader{ctx: ctx, p: p}
 	ps := newParser(cr, lim.withDefaults())
-	info, err := ps.run(fn, sums)
+	info, err := ps.run(mode, fn, sums)
 	cr.close()
 	p.stop()
 	info.Size = p.size
@@ -155,7 +166,7 @@ func newParser(r *chunkReader, lim Limits) *parser {
 	return &parser{r: r, lim: lim, info: &Info{}, names: make(map[string]struct{})}
 }
 
-func (p *parser) run(fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
+func (p *parser) run(mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
 	defer p.dec.close()
 	var hb [HeaderSize]byte
 	if _, err := io.ReadFull(p.r, hb[:]); err != nil {
@@ -183,7 +194,11 @@ func (p *parser) run(fn func(*Unverified) error, sums *[]uint64) (*Info, error) 
 		if tap != nil {
 			tap.Reset()
 		}
-		data, err := p.data(i, e, fn != nil || isMeta)
+		m := mode
+		if isMeta {
+			m = decodeOwn
+		}
+		data, err := p.data(i, e, m)
 		if err != nil {
 			return p.info, err
 		}
@@ -299,10 +314,10 @@ func (p *parser) entryHeader(i int) (*Entry, error) {
 	return e, nil
 }
 
-// data reads the entry's data; with keep false it is decoded and discarded.
-func (p *parser) data(i int, e *Entry, keep bool) ([]byte, error) {
+// data reads and decodes the entry's data.
+func (p *parser) data(i int, e *Entry, mode decodeMode) ([]byte, error) {
 	want := e.NumBytes()
-	data, stored, err := p.dec.decode(p.r, p.info.Header.Compression, want, keep)
+	data, stored, err := p.dec.decode(p.r, p.info.Header.Compression, want, mode)
 	e.StoredBytes = stored
 	if err != nil {
 		var fe *Error
@@ -323,7 +338,8 @@ type decoders struct {
 	lz4     *lz4.Reader
 	zstd    *zstd.Decoder
 	one     [1]byte
-	scratch []byte
+	scratch []byte // for decodeDiscard
+	reuse   []byte // for decodeReuse
 }
 
 func (d *decoders) close() {
@@ -333,10 +349,10 @@ func (d *decoders) close() {
 }
 
 // decode reads one data field of want decoded bytes from src. It returns the
-// bytes (nil unless keep) and how many stored bytes the field took.
-func (d *decoders) decode(src io.Reader, c Compression, want uint64, keep bool) ([]byte, int64, error) {
+// bytes (nil when discarding) and how many stored bytes the field took.
+func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decodeMode) ([]byte, int64, error) {
 	if c == None {
-		b, err := d.readN(src, want, keep)
+		b, err := d.readN(src, want, mode)
 		if err != nil {
 			return nil, int64(len(b)), readErr(err)
 		}
@@ -364,7 +380,7 @@ func (d *decoders) decode(src io.Reader, c Compression, want uint64, keep bool) 
 		}
 		dec = d.zstd
 	}
-	b, err := d.readN(dec, want, keep)
+	b, err := d.readN(dec, want, mode)
 	if err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			if d.fr.err != nil {
@@ -404,11 +420,11 @@ func (d *decoders) frameErr(err error) error {
 	return fmt.Errorf("%w: %w", ErrFrame, err)
 }
 
-// readN reads exactly n bytes from r. With keep it returns them, growing the
-// buffer as bytes arrive (so a file that lies about sizes costs at most what
-// it actually delivers, plus the first 16 MiB); otherwise it discards them.
-func (d *decoders) readN(r io.Reader, n uint64, keep bool) ([]byte, error) {
-	if !keep {
+// readN reads exactly n bytes from r. Buffers grow as bytes arrive (so a
+// file that lies about sizes costs at most what it actually delivers, plus
+// the first 16 MiB).
+func (d *decoders) readN(r io.Reader, n uint64, mode decodeMode) ([]byte, error) {
+	if mode == decodeDiscard {
 		if d.scratch == nil {
 			d.scratch = make([]byte, 64<<10)
 		}
@@ -424,7 +440,13 @@ func (d *decoders) readN(r io.Reader, n uint64, keep bool) ([]byte, error) {
 		}
 		return nil, nil
 	}
-	buf := make([]byte, 0, min(n, 16<<20))
+	var buf []byte
+	if mode == decodeReuse {
+		buf = d.reuse[:0]
+	}
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, min(n, 16<<20))
+	}
 	for uint64(len(buf)) < n {
 		if len(buf) == cap(buf) {
 			buf = append(buf, make([]byte, min(n-uint64(len(buf)), uint64(cap(buf))))...)[:len(buf)]
@@ -437,6 +459,9 @@ func (d *decoders) readN(r io.Reader, n uint64, keep bool) ([]byte, error) {
 			}
 			return buf, err
 		}
+	}
+	if mode == decodeReuse {
+		d.reuse = buf
 	}
 	return buf, nil
 }

@@ -31,7 +31,7 @@ type File struct {
 // Open verifies the size bytes of ra and returns the indexed file.
 func Open(ctx context.Context, ra io.ReaderAt, size int64, lim Limits) (*File, error) {
 	var sums []uint64
-	info, err := scan(ctx, io.NewSectionReader(ra, 0, size), lim, nil, &sums)
+	info, err := scan(ctx, io.NewSectionReader(ra, 0, size), lim, decodeDiscard, nil, &sums)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (f *File) Tensor(name string) (Tensor, error) {
 	defer f.pool.Put(d)
 	h := xxhash.New()
 	src := io.TeeReader(io.NewSectionReader(f.ra, e.DataOffset, e.StoredBytes), h)
-	data, _, err := d.decode(src, f.info.Header.Compression, e.NumBytes(), true)
+	data, _, err := d.decode(src, f.info.Header.Compression, e.NumBytes(), decodeOwn)
 	switch {
 	case err == nil && h.Sum64() != f.sums[i]:
 		return Tensor{}, &Error{Offset: e.Offset, Entry: i, Name: name, Err: ErrModified, Detail: "stored bytes differ from those verified"}
