@@ -130,6 +130,14 @@ func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func
 		info.PublicKey = ed25519.PublicKey(append([]byte(nil), p.trailer[SignatureSize:]...))
 	}
 	if err != nil {
+		if errors.Is(err, ErrTruncated) && ps.headerLen < HeaderSize && p.err == nil {
+			// A file too short for header and trailer: the pump held its
+			// bytes back as the trailer. Say what the bytes are, if not a delta.
+			whole := append(ps.header[:ps.headerLen:ps.headerLen], p.trailer[:p.trailerLen]...)
+			if herr := checkShortHeader(whole); herr != nil {
+				return info, herr
+			}
+		}
 		return info, err
 	}
 	if p.err != nil {
@@ -160,6 +168,22 @@ type parser struct {
 	total uint64
 	dec   decoders
 	buf   [8]byte
+
+	header    [HeaderSize]byte
+	headerLen int
+}
+
+// checkShortHeader reports what is wrong with the start of a file that is
+// too short to be a delta, when that start already rules it out.
+func checkShortHeader(b []byte) error {
+	if len(b) >= HeaderSize {
+		_, err := parseHeader(b)
+		return err
+	}
+	if len(b) >= len(magic) && [5]byte(b[:5]) != magic {
+		return &Error{Offset: 0, Entry: -1, Err: ErrMagic, Detail: fmt.Sprintf("file starts with %q, want \"DELTA\"", b[:5])}
+	}
+	return nil
 }
 
 func newParser(r *chunkReader, lim Limits) *parser {
@@ -168,11 +192,12 @@ func newParser(r *chunkReader, lim Limits) *parser {
 
 func (p *parser) run(mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
 	defer p.dec.close()
-	var hb [HeaderSize]byte
-	if _, err := io.ReadFull(p.r, hb[:]); err != nil {
-		return p.info, p.fail(-1, 0, "", readErr(err), "file shorter than the 24-byte header")
+	n, err := io.ReadFull(p.r, p.header[:])
+	p.headerLen = n
+	if err != nil {
+		return p.info, p.fail(-1, 0, "", readErr(err), "file too short for the 24-byte header and the 96-byte trailer")
 	}
-	h, err := parseHeader(hb[:])
+	h, err := parseHeader(p.header[:])
 	if err != nil {
 		return p.info, err
 	}

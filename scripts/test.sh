@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what the tests need (Debian packages; idempotent and quick when they
+# are present) and runs the whole suite: vet, unit and integration tests, the
+# race detector on the concurrent packages, and a bounded fuzzing pass over
+# every parser.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+
+# python3-*: the delta format's reference writer and verifier (compatibility
+# tests); openssl: key interoperability.
+packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy openssl)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Tests that need Python fail instead of skipping when it is missing here.
+export GYM_REQUIRE_PYTHON=1
+
+go vet ./...
+go test -count=1 ./...
+go test -count=1 -race ./delta ./nodekey
+
+# Fuzz each parser for a fixed number of executions (bounded time; a crash
+# fails the run and leaves its input under testdata/fuzz/).
+go test -run '^$' -fuzz '^FuzzRead$' -fuzztime 50000x ./delta
+go test -run '^$' -fuzz '^FuzzReadResigned$' -fuzztime 50000x ./delta
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 100000x ./safetensors
