@@ -53,30 +53,17 @@ func TestPythonWriterToGoReader(t *testing.T) {
 	needPython(t)
 	dir := t.TempDir()
 	ts := compatTensors()
-	raw := filepath.Join(dir, "raw.bin")
-	var all []byte
-	type spec struct {
-		Name     string   `json:"name"`
-		DType    int      `json:"dtype"`
-		Shape    []uint64 `json:"shape"`
-		DataFile string   `json:"data_file"`
-		Offset   int      `json:"offset"`
-		Length   int      `json:"length"`
-	}
-	var specs []spec
+	var pts []pyref.Tensor
 	for _, tn := range ts {
-		specs = append(specs, spec{tn.Name, int(tn.DType), append([]uint64{}, tn.Shape...), raw, len(all), len(tn.Data)})
-		all = append(all, tn.Data...)
-	}
-	if err := os.WriteFile(raw, all, 0o600); err != nil {
-		t.Fatal(err)
+		pts = append(pts, pyref.Tensor{Name: tn.Name, DType: int(tn.DType), Shape: tn.Shape, Data: tn.Data})
 	}
 	seed := bytes.Repeat([]byte{9}, 32)
 	for _, c := range []delta.Compression{delta.None, delta.LZ4, delta.Zstd} {
 		t.Run(c.String(), func(t *testing.T) {
-			js, _ := json.Marshal(map[string]any{"seed_hex": hex.EncodeToString(seed), "compression": int(c), "flags": 1, "tensors": specs})
-			sp := filepath.Join(dir, "spec.json")
-			os.WriteFile(sp, js, 0o600)
+			sp, err := pyref.WriteSpec(dir, seed, int(c), 1, pts)
+			if err != nil {
+				t.Fatal(err)
+			}
 			out := filepath.Join(dir, c.String()+".delta")
 			if _, err := pyref.Run(context.Background(), pyref.Writer, "--spec", sp, "--out", out); err != nil {
 				t.Fatal(err)

@@ -16,8 +16,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/zooai/gym/internal/atomicfile"
 )
 
 // ErrKey is wrapped by every error about a key's content.
@@ -92,49 +93,21 @@ func Load(path string) (ed25519.PrivateKey, error) {
 	return k, nil
 }
 
-// Save writes key to path with mode 0600, atomically (a temporary file in
-// the same directory, synced, then renamed). It refuses to replace an
-// existing file unless overwrite is set.
+// Save writes key to path with mode 0600, atomically. It refuses to replace
+// an existing file unless overwrite is set.
 func Save(path string, key ed25519.PrivateKey, overwrite bool) error {
 	data, err := Marshal(key)
 	if err != nil {
 		return err
 	}
-	if !overwrite {
-		if _, err := os.Lstat(path); err == nil {
-			return fmt.Errorf("nodekey: %s already exists; refusing to overwrite a key", path)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*")
-	if err != nil {
+	err = atomicfile.Write(path, 0o600, overwrite, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
+	})
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("nodekey: %w; refusing to replace a key (pass --force to gym keygen)", err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if !overwrite {
-		// Link fails if path appeared meanwhile; rename would replace it.
-		if err := os.Link(tmp.Name(), path); err != nil {
-			return fmt.Errorf("nodekey: %w", err)
-		}
-		return nil
-	}
-	return os.Rename(tmp.Name(), path)
+	return err
 }
 
 // PublicHex returns the public half of key as 64 hex characters.

@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/zooai/gym/delta"
+	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/safetensors"
 )
@@ -125,29 +125,9 @@ func readSafetensors(path string) ([]delta.Tensor, error) {
 	return out, nil
 }
 
-// writeAtomic writes a file through a temporary file in the same directory,
-// so a failure never leaves a partial OUT behind.
+// writeAtomic writes a file so that a failure never leaves a partial file.
 func writeAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, 0o644, true, write)
 }
 
 func parsePubkey(s string) (ed25519.PublicKey, error) {

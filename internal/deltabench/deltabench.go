@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"crypto/sha3"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,7 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Python {
 		say("Python reference writer (LZ4, the seed's listing); this takes a while")
-		mb, err := pythonWriter(ctx, dir, ts, flat)
+		mb, err := pythonWriter(ctx, dir, ts)
 		switch {
 		case err != nil:
 			res.PythonSkipped = err.Error()
@@ -307,32 +306,17 @@ func PeakRSS() (int64, error) {
 	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
-func pythonWriter(ctx context.Context, dir string, ts []delta.Tensor, flat []byte) (float64, error) {
+func pythonWriter(ctx context.Context, dir string, ts []delta.Tensor) (float64, error) {
 	if err := pyref.Available(); err != nil {
 		return 0, err
 	}
-	raw := filepath.Join(dir, "raw.bin")
-	if err := os.WriteFile(raw, flat, 0o600); err != nil {
-		return 0, err
-	}
-	type spec struct {
-		Name     string   `json:"name"`
-		DType    int      `json:"dtype"`
-		Shape    []uint64 `json:"shape"`
-		DataFile string   `json:"data_file"`
-		Offset   int      `json:"offset"`
-		Length   int      `json:"length"`
-	}
-	var specs []spec
-	off := 0
+	var pts []pyref.Tensor
 	for _, t := range ts {
-		specs = append(specs, spec{t.Name, int(t.DType), t.Shape, raw, off, len(t.Data)})
-		off += len(t.Data)
+		pts = append(pts, pyref.Tensor{Name: t.Name, DType: int(t.DType), Shape: t.Shape, Data: t.Data})
 	}
 	seed := sha3.Sum256([]byte("gym bench delta"))
-	js, _ := json.Marshal(map[string]any{"seed_hex": hex.EncodeToString(seed[:]), "compression": 1, "flags": 1, "tensors": specs})
-	sp := filepath.Join(dir, "spec.json")
-	if err := os.WriteFile(sp, js, 0o600); err != nil {
+	sp, err := pyref.WriteSpec(dir, seed[:], int(delta.LZ4), int(delta.FlagLoRA), pts)
+	if err != nil {
 		return 0, err
 	}
 	out, err := pyref.Run(ctx, pyref.Writer, "--spec", sp, "--out", filepath.Join(dir, "python.delta"), "--time")

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	_ "embed" // for //go:embed
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -112,4 +114,54 @@ func Run(ctx context.Context, script string, args ...string) ([]byte, error) {
 			Python, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// Tensor is one tensor for writer.py: dtype is the delta code (0 fp32,
+// 1 fp16, 2 bf16, 3 int8) and Data its raw little-endian bytes.
+type Tensor struct {
+	Name  string
+	DType int
+	Shape []uint64
+	Data  []byte
+}
+
+// WriteSpec writes the tensors' bytes and a writer.py spec into dir and
+// returns the spec's path. seed is the 32-byte Ed25519 seed to sign with.
+func WriteSpec(dir string, seed []byte, compression, flags int, ts []Tensor) (string, error) {
+	type spec struct {
+		Name     string   `json:"name"`
+		DType    int      `json:"dtype"`
+		Shape    []uint64 `json:"shape"`
+		DataFile string   `json:"data_file"`
+		Offset   int      `json:"offset"`
+		Length   int      `json:"length"`
+	}
+	raw, err := os.CreateTemp(dir, "tensors-*.bin")
+	if err != nil {
+		return "", err
+	}
+	defer raw.Close()
+	specs := make([]spec, 0, len(ts))
+	off := 0
+	for _, t := range ts {
+		if _, err := raw.Write(t.Data); err != nil {
+			return "", err
+		}
+		shape := append([]uint64{}, t.Shape...) // [] for a scalar, never null
+		specs = append(specs, spec{t.Name, t.DType, shape, raw.Name(), off, len(t.Data)})
+		off += len(t.Data)
+	}
+	js, err := json.Marshal(map[string]any{"seed_hex": hex.EncodeToString(seed), "compression": compression, "flags": flags, "tensors": specs})
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, "spec-*.json")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.Write(js); err != nil {
+		return "", err
+	}
+	return f.Name(), raw.Close()
 }
