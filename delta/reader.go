@@ -113,8 +113,9 @@ const (
 	decodeReuse                     // one buffer reused for every tensor
 )
 
-// scan runs the pipeline. With fn nil, data is decoded and discarded. tap,
-// if set, receives every stored data byte and is summed per entry.
+// scan runs the pipeline, decoding data as mode says and calling fn (if not
+// nil) with each tensor. With sums set, it also records an xxHash64 of every
+// entry's stored bytes (for Open).
 func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
