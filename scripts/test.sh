@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
 # python3-*: the delta format's reference writer and verifier (compatibility
-# tests); openssl: key interoperability.
-packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy openssl)
+# tests); openssl: key interoperability; redis-server: the Valkey store's tests.
+packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy openssl redis-server)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,8 +23,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Tests that need Python fail instead of skipping when it is missing here.
-export GYM_REQUIRE_PYTHON=1
+# Tests that need Python or redis-server fail instead of skipping when it is
+# missing here.
+export GYM_REQUIRE_PYTHON=1 GYM_REQUIRE_REDIS=1
 
 go vet ./...
 go test -count=1 ./...

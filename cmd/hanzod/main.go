@@ -1,38 +1,188 @@
-// Command hanzod is the Zoo Gym orchestrator: it schedules jobs, registers
-// nodes, builds and repairs rings, validates and merges deltas, publishes
-// checkpoints and keeps the stake ledger.
+// Command hanzod is the Zoo Gym orchestrator: it registers nodes, tracks
+// their liveness, schedules jobs, builds and repairs rings and keeps the
+// stake ledger, over an event log in an embedded store (one directory) or
+// in Valkey (several replicas, one leader at a time).
 //
-// Only its command line exists in this release; the service is built in the
-// orchestrator issue. It refuses to start rather than pretend to run.
+// Validating and merging deltas and publishing checkpoints come with the
+// end-to-end issue; see docs/orchestrator.md for what runs today.
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zooai/gym/orchestrator/daemon"
 )
 
 func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// settings are what a config file, the environment and flags can set, in
+// that order of increasing precedence. Names are the flag names.
+type settings struct {
+	Data           string `json:"data"`
+	Listen         string `json:"listen"`
+	Metrics        string `json:"metrics"`
+	Store          string `json:"store"`
+	Valkey         string `json:"valkey"`
+	ValkeyPrefix   string `json:"valkey-prefix"`
+	Lease          string `json:"lease"`
+	TLSCert        string `json:"tls-cert"`
+	TLSKey         string `json:"tls-key"`
+	Insecure       bool   `json:"insecure"`
+	AdminTokenFile string `json:"admin-token-file"`
+	LogLevel       string `json:"log-level"`
+}
+
+var envNames = map[string]string{
+	"data": "HANZOD_DATA", "listen": "HANZOD_LISTEN", "metrics": "HANZOD_METRICS", "store": "HANZOD_STORE",
+	"valkey": "HANZOD_VALKEY_URL", "valkey-prefix": "HANZOD_VALKEY_PREFIX", "lease": "HANZOD_LEASE",
+	"tls-cert": "HANZOD_TLS_CERT", "tls-key": "HANZOD_TLS_KEY", "insecure": "HANZOD_INSECURE",
+	"admin-token-file": "HANZOD_ADMIN_TOKEN_FILE", "log-level": "HANZOD_LOG_LEVEL",
+}
+
+// load builds the daemon config from defaults, the config file, the
+// environment and the flags.
+func load(args []string) (daemon.Config, slog.Level, error) {
+	def := daemon.DefaultConfig()
+	s := settings{Listen: def.Listen, Metrics: def.Metrics, Store: def.Store, ValkeyPrefix: def.ValkeyPrefix, Lease: def.LeaseTTL.String(), LogLevel: "info"}
+
 	fs := flag.NewFlagSet("hanzod", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `hanzod: the Zoo Gym orchestrator.
 
 Usage: hanzod --data DIR [--listen ADDR] [--metrics ADDR] [--store embedded|valkey --valkey URL]
 
+Settings come from defaults, then --config FILE (JSON with the flag names
+as keys), then the environment variable in brackets, then flags.
+
 `)
 		fs.PrintDefaults()
 	}
-	fs.String("data", "", "directory for the event log and snapshots")
-	fs.String("listen", ":9550", "gRPC address for nodes and clients")
-	fs.String("metrics", ":9551", "Prometheus metrics address")
-	fs.String("store", "embedded", "state store: embedded or valkey")
-	fs.String("valkey", "", "Valkey URL when --store valkey")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			os.Exit(0)
-		}
-		os.Exit(2)
+	config := fs.String("config", os.Getenv("HANZOD_CONFIG"), "JSON config file [HANZOD_CONFIG]")
+	f := settings{}
+	fs.StringVar(&f.Data, "data", "", "directory for the event log, snapshots and TLS material [HANZOD_DATA]")
+	fs.StringVar(&f.Listen, "listen", s.Listen, "gRPC address for nodes and clients [HANZOD_LISTEN]")
+	fs.StringVar(&f.Metrics, "metrics", s.Metrics, "Prometheus metrics address, empty to disable [HANZOD_METRICS]")
+	fs.StringVar(&f.Store, "store", s.Store, "state store: embedded or valkey [HANZOD_STORE]")
+	fs.StringVar(&f.Valkey, "valkey", "", "Valkey URL when --store valkey, e.g. redis://10.0.0.5:6379/0 [HANZOD_VALKEY_URL]")
+	fs.StringVar(&f.ValkeyPrefix, "valkey-prefix", s.ValkeyPrefix, "key namespace in Valkey [HANZOD_VALKEY_PREFIX]")
+	fs.StringVar(&f.Lease, "lease", s.Lease, "leader lease; a standby takes over about this long after the leader stops [HANZOD_LEASE]")
+	fs.StringVar(&f.TLSCert, "tls-cert", "", "TLS certificate (PEM); off loopback a self-signed one is made when absent [HANZOD_TLS_CERT]")
+	fs.StringVar(&f.TLSKey, "tls-key", "", "TLS key (PEM) [HANZOD_TLS_KEY]")
+	fs.BoolVar(&f.Insecure, "insecure", false, "serve plaintext gRPC even off loopback [HANZOD_INSECURE]")
+	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", "file holding the bearer token for ledger operations from non-loopback callers [HANZOD_ADMIN_TOKEN_FILE]")
+	fs.StringVar(&f.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error [HANZOD_LOG_LEVEL]")
+	var level slog.Level
+	if err := fs.Parse(args); err != nil {
+		return def, level, err
 	}
-	fmt.Fprintln(os.Stderr, "hanzod: the orchestrator service is not part of this release yet; nothing was started.")
-	os.Exit(1)
+	if fs.NArg() > 0 {
+		return def, level, fmt.Errorf("hanzod: unexpected argument %q", fs.Arg(0))
+	}
+	if *config != "" {
+		data, err := os.ReadFile(*config)
+		if err != nil {
+			return def, level, fmt.Errorf("hanzod: --config: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return def, level, fmt.Errorf("hanzod: --config %s: %w (keys are the flag names)", *config, err)
+		}
+	}
+	// The environment, then the flags given on the command line.
+	set := func(name, v string) {
+		switch name {
+		case "data":
+			s.Data = v
+		case "listen":
+			s.Listen = v
+		case "metrics":
+			s.Metrics = v
+		case "store":
+			s.Store = v
+		case "valkey":
+			s.Valkey = v
+		case "valkey-prefix":
+			s.ValkeyPrefix = v
+		case "lease":
+			s.Lease = v
+		case "tls-cert":
+			s.TLSCert = v
+		case "tls-key":
+			s.TLSKey = v
+		case "insecure":
+			s.Insecure = v == "1" || v == "true"
+		case "admin-token-file":
+			s.AdminTokenFile = v
+		case "log-level":
+			s.LogLevel = v
+		}
+	}
+	for name, envName := range envNames {
+		if v, ok := os.LookupEnv(envName); ok {
+			set(name, v)
+		}
+	}
+	fs.Visit(func(fl *flag.Flag) { set(fl.Name, fl.Value.String()) })
+
+	cfg := def
+	cfg.DataDir, cfg.Listen, cfg.Metrics, cfg.Store = s.Data, s.Listen, s.Metrics, s.Store
+	cfg.ValkeyURL, cfg.ValkeyPrefix, cfg.TLSCert, cfg.TLSKey, cfg.Insecure = s.Valkey, s.ValkeyPrefix, s.TLSCert, s.TLSKey, s.Insecure
+	lease, err := time.ParseDuration(s.Lease)
+	if err != nil {
+		return def, level, fmt.Errorf("hanzod: --lease %q: %w", s.Lease, err)
+	}
+	cfg.LeaseTTL = lease
+	if s.AdminTokenFile != "" {
+		b, err := os.ReadFile(s.AdminTokenFile)
+		if err != nil {
+			return def, level, fmt.Errorf("hanzod: admin token: %w", err)
+		}
+		cfg.AdminToken = strings.TrimSpace(string(b))
+		cfg.Server.AdminToken = cfg.AdminToken
+	}
+	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
+		return def, level, fmt.Errorf("hanzod: --log-level: %w", err)
+	}
+	return cfg, level, cfg.Validate()
+}
+
+func run(args []string) error {
+	cfg, level, err := load(args)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	d, err := daemon.Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	t0 := time.Now()
+	err = d.Close()
+	log.Info("stopped", "took", time.Since(t0))
+	return err
 }

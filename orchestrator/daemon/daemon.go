@@ -1,0 +1,379 @@
+// Package daemon wires hanzod together in one place: the store, the
+// engine, the gRPC server (with health and reflection), the metrics
+// endpoint and the loop that campaigns for the lease and ticks the state
+// machine once a second.
+package daemon
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/zooai/gym/orchestrator/engine"
+	"github.com/zooai/gym/orchestrator/server"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/orchestrator/store"
+	"github.com/zooai/gym/orchestrator/store/bolt"
+	"github.com/zooai/gym/orchestrator/store/valkey"
+)
+
+// Config is everything hanzod needs; flags and environment map onto it.
+type Config struct {
+	DataDir      string        // event log (embedded store), TLS material
+	Listen       string        // gRPC address
+	Metrics      string        // Prometheus address; empty disables
+	Store        string        // "embedded" or "valkey"
+	ValkeyURL    string        // with Store "valkey"
+	ValkeyPrefix string        // key namespace in Valkey
+	Holder       string        // replica id in the lease; generated when empty
+	LeaseTTL     time.Duration // failover bound
+	TickInterval time.Duration // how often the state machine ticks
+	// TLSCert and TLSKey are PEM files. Off loopback, TLS 1.3 is on by
+	// default: without files a self-signed certificate is made in DataDir.
+	TLSCert, TLSKey string
+	// Insecure serves plaintext gRPC even off loopback.
+	Insecure bool
+	// AdminToken enables ledger operations from non-loopback callers.
+	AdminToken string
+	Server     server.Config
+	Engine     engine.Config
+}
+
+// DefaultConfig returns the seed's ports and the embedded store.
+func DefaultConfig() Config {
+	return Config{
+		Listen: ":9550", Metrics: ":9551", Store: "embedded", ValkeyPrefix: "gym",
+		LeaseTTL: 6 * time.Second, TickInterval: time.Second,
+		Server: server.DefaultConfig(), Engine: engine.DefaultConfig("hanzod"),
+	}
+}
+
+// Validate checks the config and says what to fix.
+func (c Config) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("hanzod: --data DIR is required")
+	case c.Store != "embedded" && c.Store != "valkey":
+		return fmt.Errorf("hanzod: --store %q: want embedded or valkey", c.Store)
+	case c.Store == "valkey" && c.ValkeyURL == "":
+		return errors.New("hanzod: --store valkey needs --valkey redis://HOST:PORT/DB")
+	case c.LeaseTTL < 100*time.Millisecond:
+		return errors.New("hanzod: lease TTL below 100ms")
+	case c.TickInterval <= 0 || c.TickInterval*2 > c.LeaseTTL:
+		return errors.New("hanzod: the tick interval must be positive and at most half the lease TTL")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("hanzod: give both --tls-cert and --tls-key, or neither")
+	}
+	if err := c.Server.Validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Daemon is a running hanzod.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	st      store.Store
+	eng     *engine.Engine
+	grpc    *grpc.Server
+	health  *health.Server
+	lis     net.Listener
+	mlis    net.Listener
+	http    *http.Server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	errOnce sync.Once
+	err     error
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Start opens the store, rebuilds the state and starts serving.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Holder == "" && cfg.Store == "embedded" {
+		// bbolt's file lock already makes this the only process on the
+		// directory: a fixed holder lets a restart take the lease at once.
+		cfg.Holder = "embedded"
+	}
+	if cfg.Holder == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		rand.Read(b[:])
+		cfg.Holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	cfg.Engine.Holder, cfg.Engine.LeaseTTL = cfg.Holder, cfg.LeaseTTL
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: log}
+	var err error
+	switch cfg.Store {
+	case "embedded":
+		d.st, err = bolt.Open(bolt.DefaultConfig(cfg.DataDir))
+	case "valkey":
+		vc := valkey.DefaultConfig(cfg.ValkeyURL)
+		vc.Prefix = cfg.ValkeyPrefix
+		d.st, err = valkey.Open(ctx, vc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	d.eng, err = engine.Open(ctx, cfg.Engine, d.st, time.Now)
+	if err != nil {
+		d.st.Close()
+		return nil, err
+	}
+	log.Info("state rebuilt", "events_replayed", d.eng.Replayed(), "took", time.Since(t0), "store", cfg.Store, "holder", cfg.Holder)
+
+	srv, err := server.New(cfg.Server, d.eng, time.Now)
+	if err != nil {
+		d.st.Close()
+		return nil, err
+	}
+	creds, err := d.credentials()
+	if err != nil {
+		d.st.Close()
+		return nil, err
+	}
+	d.grpc = grpc.NewServer(append(srv.Options(), grpc.Creds(creds))...)
+	srv.Attach(d.grpc)
+	d.health = health.NewServer()
+	d.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(d.grpc, d.health)
+	reflection.Register(d.grpc)
+	if d.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		d.st.Close()
+		return nil, fmt.Errorf("hanzod: listen %s: %w", cfg.Listen, err)
+	}
+	if cfg.Metrics != "" {
+		if d.mlis, err = net.Listen("tcp", cfg.Metrics); err != nil {
+			d.lis.Close()
+			d.st.Close()
+			return nil, fmt.Errorf("hanzod: metrics listen %s: %w", cfg.Metrics, err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/metrics", d.metrics)
+		d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
+	ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := d.grpc.Serve(d.lis); err != nil {
+			d.fail(err)
+		}
+	}()
+	if d.http != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.http.Serve(d.mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.fail(err)
+			}
+		}()
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.loop(ctx)
+	}()
+	log.Info("serving", "grpc", d.lis.Addr().String(), "tls", !cfg.Insecure && (cfg.TLSCert != "" || !isLoopback(cfg.Listen)), "metrics", cfg.Metrics)
+	return d, nil
+}
+
+func (d *Daemon) fail(err error) {
+	d.errOnce.Do(func() { d.err = err; d.cancel() })
+}
+
+// Addr is the gRPC listen address.
+func (d *Daemon) Addr() string { return d.lis.Addr().String() }
+
+// MetricsAddr is the metrics listen address ("" when disabled).
+func (d *Daemon) MetricsAddr() string {
+	if d.mlis == nil {
+		return ""
+	}
+	return d.mlis.Addr().String()
+}
+
+// loop campaigns and ticks every TickInterval.
+func (d *Daemon) loop(ctx context.Context) {
+	t := time.NewTicker(d.cfg.TickInterval)
+	defer t.Stop()
+	leading := false
+	for {
+		ok, err := d.eng.Campaign(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("campaign failed", "err", err)
+		}
+		if ok != leading {
+			leading = ok
+			d.log.Info("leadership changed", "leader", ok)
+			st := healthpb.HealthCheckResponse_NOT_SERVING
+			if ok {
+				st = healthpb.HealthCheckResponse_SERVING
+			}
+			d.health.SetServingStatus("", st)
+		}
+		if ok {
+			if _, err := d.eng.Do(ctx, state.Tick{}); err != nil && ctx.Err() == nil {
+				d.log.Warn("tick failed", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close stops serving gracefully, gives up the lease and closes the store.
+func (d *Daemon) Close() error {
+	d.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() { d.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		d.grpc.Stop()
+	}
+	if d.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d.http.Shutdown(ctx)
+		cancel()
+	}
+	d.cancel()
+	d.wg.Wait()
+	err := d.eng.Resign(context.Background())
+	return errors.Join(d.err, err, d.st.Close())
+}
+
+// credentials picks TLS 1.3 (given or self-signed files) or plaintext.
+func (d *Daemon) credentials() (credentials.TransportCredentials, error) {
+	cfg := d.cfg
+	if cfg.Insecure || (cfg.TLSCert == "" && isLoopback(cfg.Listen)) {
+		return insecure.NewCredentials(), nil
+	}
+	certFile, keyFile := cfg.TLSCert, cfg.TLSKey
+	if certFile == "" {
+		certFile, keyFile = filepath.Join(cfg.DataDir, "tls-cert.pem"), filepath.Join(cfg.DataDir, "tls-key.pem")
+		if _, err := os.Stat(certFile); errors.Is(err, os.ErrNotExist) {
+			if err := selfSigned(certFile, keyFile); err != nil {
+				return nil, err
+			}
+			d.log.Warn("generated a self-signed TLS certificate; clients must pin it or use --tls-cert", "cert", certFile)
+		}
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("hanzod: TLS: %w", err)
+	}
+	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}), nil
+}
+
+func selfSigned(certFile, keyFile string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	host, _ := os.Hostname()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: "hanzod"}, DNSNames: []string{host, "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().AddDate(1, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+}
+
+// metrics writes the Prometheus text exposition (listed in
+// docs/orchestrator.md).
+func (d *Daemon) metrics(w http.ResponseWriter, r *http.Request) {
+	var b strings.Builder
+	gauge := func(name, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+	}
+	leader := 0
+	if d.eng.Leading() {
+		leader = 1
+	}
+	gauge("gym_hanzod_leader", "1 when this replica holds the lease.")
+	fmt.Fprintf(&b, "gym_hanzod_leader %d\n", leader)
+	nodes := map[string]int{}
+	jobs := map[string]int{}
+	var applied uint64
+	d.eng.View(func(m *state.Machine) {
+		applied = m.Applied()
+		for _, id := range m.Nodes() {
+			n, _ := m.Node(id)
+			nodes[string(n.Status)]++
+		}
+		for _, id := range m.Jobs() {
+			j, _ := m.Job(id)
+			jobs[string(j.State)]++
+		}
+	})
+	gauge("gym_hanzod_log_applied_index", "Index of the last event applied.")
+	fmt.Fprintf(&b, "gym_hanzod_log_applied_index %d\n", applied)
+	gauge("gym_hanzod_nodes", "Registered nodes by status.")
+	for _, s := range []state.NodeStatus{state.StatusActive, state.StatusFailed} {
+		fmt.Fprintf(&b, "gym_hanzod_nodes{status=%q} %d\n", s, nodes[string(s)])
+	}
+	gauge("gym_hanzod_jobs", "Jobs by state.")
+	for _, s := range []state.JobState{state.Pending, state.Provisioning, state.Running, state.Aggregating, state.Published, state.Failed} {
+		fmt.Fprintf(&b, "gym_hanzod_jobs{state=%q} %d\n", s, jobs[string(s)])
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.Write([]byte(b.String()))
+}

@@ -1,0 +1,468 @@
+// Package server exposes the orchestrator engine over gRPC: NodeService
+// for signed worker requests and OrchestratorService for clients and
+// operators (api/hanzod/v1). It translates messages into state commands,
+// bounds message sizes and per-node request rates, and maps the state
+// machine's sentinel errors onto gRPC status codes with messages that say
+// what to fix.
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/orchestrator/engine"
+	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/orchestrator/store"
+)
+
+// Config bounds what clients may send.
+type Config struct {
+	// MaxMessageBytes bounds a request (gRPC refuses larger ones with
+	// ResourceExhausted).
+	MaxMessageBytes int
+	// NodeRate and NodeBurst bound each node's requests (token bucket).
+	NodeRate  float64
+	NodeBurst int
+	// AdminToken, when set, is required as "authorization: Bearer TOKEN"
+	// for ledger operations; when empty they are allowed from loopback
+	// peers only.
+	AdminToken string
+}
+
+// DefaultConfig allows 1 MiB messages and 5 requests a second per node
+// (burst 20): a heartbeat every 10 s plus bandwidth reports fit easily.
+func DefaultConfig() Config {
+	return Config{MaxMessageBytes: 1 << 20, NodeRate: 5, NodeBurst: 20}
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.MaxMessageBytes < 4096 || c.NodeRate <= 0 || c.NodeBurst < 1 {
+		return fmt.Errorf("server: MaxMessageBytes ≥ 4096, NodeRate > 0 and NodeBurst ≥ 1 required")
+	}
+	return nil
+}
+
+// Server implements both services.
+type Server struct {
+	pb.UnimplementedNodeServiceServer
+	pb.UnimplementedOrchestratorServiceServer
+	cfg     Config
+	eng     *engine.Engine
+	now     func() time.Time
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+// New returns a server over eng; now is the clock of the rate limiter.
+func New(cfg Config, eng *engine.Engine, now func() time.Time) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, eng: eng, now: now, buckets: map[string]*bucket{}}, nil
+}
+
+// Options are the grpc.Server options the limits need.
+func (s *Server) Options() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(1024),
+	}
+}
+
+// Attach registers both services on g.
+func (s *Server) Attach(g *grpc.Server) {
+	pb.RegisterNodeServiceServer(g, s)
+	pb.RegisterOrchestratorServiceServer(g, s)
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+const maxBuckets = 200_000
+
+func (s *Server) allow(node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	b, ok := s.buckets[node]
+	if !ok {
+		if len(s.buckets) >= maxBuckets {
+			s.buckets = map[string]*bucket{} // forget idle nodes rather than grow without bound
+		}
+		b = &bucket{tokens: float64(s.cfg.NodeBurst), last: now}
+		s.buckets[node] = b
+	}
+	b.tokens = min(float64(s.cfg.NodeBurst), b.tokens+now.Sub(b.last).Seconds()*s.cfg.NodeRate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// Status maps an engine or state error onto a gRPC status.
+func Status(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, engine.ErrNotLeader), errors.Is(err, store.ErrFenced):
+		code = codes.Unavailable
+	case errors.Is(err, state.ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, state.ErrUnauthenticated):
+		code = codes.Unauthenticated
+	case errors.Is(err, state.ErrPermission):
+		code = codes.PermissionDenied
+	case errors.Is(err, state.ErrPrecondition):
+		code = codes.FailedPrecondition
+	case errors.Is(err, state.ErrExhausted):
+		code = codes.ResourceExhausted
+	case errors.Is(err, state.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	return status.Error(code, err.Error())
+}
+
+func auth(a *pb.Auth) (state.Auth, error) {
+	if a == nil {
+		return state.Auth{}, status.Error(codes.InvalidArgument, "auth is missing: sign the request with the node key")
+	}
+	return state.Auth{Node: a.Node, Seq: a.Seq, Timestamp: a.TimestampMs, Sig: a.Signature}, nil
+}
+
+// admit checks a node request's signature before it costs the engine
+// anything, then the node's rate.
+func (s *Server) admit(a state.Auth, msg []byte) error {
+	pub, err := state.ParsePublicKey(a.Node)
+	if err != nil {
+		return Status(err)
+	}
+	if len(a.Sig) != ed25519.SignatureSize || !ed25519.Verify(pub, msg, a.Sig) {
+		return status.Errorf(codes.Unauthenticated, "signature does not verify under node %s (sign the request bytes described in docs/orchestrator.md)", a.Node)
+	}
+	if !s.allow(a.Node) {
+		return status.Errorf(codes.ResourceExhausted, "node %s exceeds %.0f requests/s (burst %d); slow down", a.Node, s.cfg.NodeRate, s.cfg.NodeBurst)
+	}
+	return nil
+}
+
+func (s *Server) do(ctx context.Context, cmd state.Command) ([]state.Event, error) {
+	evs, err := s.eng.Do(ctx, cmd)
+	return evs, Status(err)
+}
+
+// Register implements NodeService.
+func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	a, err := auth(r.Auth)
+	if err != nil {
+		return nil, err
+	}
+	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport}
+	if err := s.admit(a, cmd.SignedBytes()); err != nil {
+		return nil, err
+	}
+	evs, err := s.do(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RegisterResponse{Attestation: evs[0].Body.(state.NodeRegistered).Attestation}, nil
+}
+
+// Heartbeat implements NodeService.
+func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	a, err := auth(r.Auth)
+	if err != nil {
+		return nil, err
+	}
+	cmd := state.Heartbeat{Auth: a}
+	if err := s.admit(a, cmd.SignedBytes()); err != nil {
+		return nil, err
+	}
+	if _, err := s.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &pb.HeartbeatResponse{Assignment: s.assignment(a.Node)}, nil
+}
+
+// ReportBandwidth implements NodeService.
+func (s *Server) ReportBandwidth(ctx context.Context, r *pb.ReportBandwidthRequest) (*pb.ReportBandwidthResponse, error) {
+	a, err := auth(r.Auth)
+	if err != nil {
+		return nil, err
+	}
+	cmd := state.ReportBandwidth{Auth: a, Job: r.Job}
+	for _, l := range r.Links {
+		cmd.Links = append(cmd.Links, state.Link{Peer: l.Peer, Kbps: l.Kbps})
+	}
+	if err := s.admit(a, cmd.SignedBytes()); err != nil {
+		return nil, err
+	}
+	if _, err := s.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &pb.ReportBandwidthResponse{Assignment: s.assignment(a.Node)}, nil
+}
+
+func ring(j state.Job) *pb.RingConfig {
+	if len(j.Ring) == 0 {
+		return nil
+	}
+	return &pb.RingConfig{ConfigId: j.ConfigID, Generation: j.Generation, Members: append([]string(nil), j.Ring...), BottleneckKbps: j.Bottleneck}
+}
+
+func (s *Server) assignment(node string) *pb.Assignment {
+	out := &pb.Assignment{}
+	s.eng.View(func(m *state.Machine) {
+		n, ok := m.Node(node)
+		if !ok || n.Job == "" {
+			return
+		}
+		j, _ := m.Job(n.Job)
+		out.Job, out.JobState, out.Epoch, out.Paused = j.ID, string(j.State), int32(j.Epoch), j.Paused
+		if j.State == state.Provisioning {
+			for _, p := range j.Members {
+				if p != node {
+					out.ProbePeers = append(out.ProbePeers, p)
+				}
+			}
+		}
+		out.Ring = ring(j)
+	})
+	return out
+}
+
+func specFrom(p *pb.JobSpec) (state.JobSpec, error) {
+	if p == nil {
+		return state.JobSpec{}, status.Error(codes.InvalidArgument, "spec is missing")
+	}
+	return state.JobSpec{
+		Model: p.Model, Dataset: p.Dataset, Epochs: int(p.Epochs), MinNodes: int(p.MinNodes), MaxNodes: int(p.MaxNodes),
+		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
+	}, nil
+}
+
+func specTo(s state.JobSpec) *pb.JobSpec {
+	return &pb.JobSpec{
+		Model: s.Model, Dataset: s.Dataset, Epochs: int32(s.Epochs), MinNodes: int32(s.MinNodes), MaxNodes: int32(s.MaxNodes),
+		MinVramMib: s.MinVRAMMiB, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, DeadlineUnixMs: s.Deadline,
+	}
+}
+
+func jobTo(j state.Job) *pb.Job {
+	return &pb.Job{
+		Id: j.ID, Spec: specTo(j.Spec), State: string(j.State), Epoch: int32(j.Epoch), Ring: ring(j), Paused: j.Paused,
+		Cids: append([]string(nil), j.CIDs...), Reason: j.Reason, Members: append([]string(nil), j.Members...),
+	}
+}
+
+// SubmitJob implements OrchestratorService.
+func (s *Server) SubmitJob(ctx context.Context, r *pb.SubmitJobRequest) (*pb.SubmitJobResponse, error) {
+	spec, err := specFrom(r.Spec)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := s.do(ctx, state.SubmitJob{Spec: spec})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SubmitJobResponse{Job: evs[0].Body.(state.JobSubmitted).Job}, nil
+}
+
+// GetJob implements OrchestratorService.
+func (s *Server) GetJob(ctx context.Context, r *pb.GetJobRequest) (*pb.Job, error) {
+	var out *pb.Job
+	s.eng.View(func(m *state.Machine) {
+		if j, ok := m.Job(r.Job); ok {
+			out = jobTo(j)
+		}
+	})
+	if out == nil {
+		return nil, status.Errorf(codes.NotFound, "job %q not found (list jobs with ListJobs)", r.Job)
+	}
+	return out, nil
+}
+
+// ListJobs implements OrchestratorService.
+func (s *Server) ListJobs(ctx context.Context, r *pb.ListJobsRequest) (*pb.ListJobsResponse, error) {
+	out := &pb.ListJobsResponse{}
+	s.eng.View(func(m *state.Machine) {
+		for _, id := range m.Jobs() {
+			j, _ := m.Job(id)
+			out.Jobs = append(out.Jobs, jobTo(j))
+		}
+	})
+	return out, nil
+}
+
+// ListNodes implements OrchestratorService.
+func (s *Server) ListNodes(ctx context.Context, r *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
+	out := &pb.ListNodesResponse{}
+	now := s.now().UnixMilli()
+	s.eng.View(func(m *state.Machine) {
+		for _, id := range m.Nodes() {
+			n, _ := m.Node(id)
+			out.Nodes = append(out.Nodes, &pb.Node{
+				Id: n.ID, Address: n.Address, Region: n.Region, GpuModel: n.GPUModel, VramMib: n.VRAMMiB,
+				Attestation: n.Attestation, Status: string(n.Status), Job: n.Job, UptimeBp: int32(m.UptimeBP(&n)),
+				Ineligible: m.Ineligible(&n, 0, now),
+			})
+		}
+	})
+	return out, nil
+}
+
+func accountTo(a ledger.Account) *pb.Account {
+	out := &pb.Account{Id: a.ID, Free: uint64(a.Free), Bonded: uint64(a.Bonded), Unbonding: uint64(a.Unbonded()), Banned: a.Banned}
+	for _, sl := range a.Slashes {
+		out.Slashes = append(out.Slashes, &pb.Slash{Offence: int32(sl.Offence), Amount: uint64(sl.Amount), AtUnixMs: sl.At, Reason: sl.Reason, Evidence: sl.Evidence})
+	}
+	return out
+}
+
+func (s *Server) account(id string) *pb.Account {
+	var a ledger.Account
+	s.eng.View(func(m *state.Machine) { a = m.Account(id) })
+	return accountTo(a)
+}
+
+// GetBalance implements OrchestratorService.
+func (s *Server) GetBalance(ctx context.Context, r *pb.GetBalanceRequest) (*pb.Account, error) {
+	if r.Account == "" {
+		return nil, status.Error(codes.InvalidArgument, "account is empty")
+	}
+	return s.account(r.Account), nil
+}
+
+// operator checks that the caller may run ledger operations.
+func (s *Server) operator(ctx context.Context) error {
+	if s.cfg.AdminToken != "" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		for _, v := range md.Get("authorization") {
+			if t, ok := strings.CutPrefix(v, "Bearer "); ok && subtle.ConstantTimeCompare([]byte(t), []byte(s.cfg.AdminToken)) == 1 {
+				return nil
+			}
+		}
+		return status.Error(codes.Unauthenticated, "ledger operations need \"authorization: Bearer <admin token>\"")
+	}
+	p, ok := peer.FromContext(ctx)
+	if ok {
+		if tcp, ok := p.Addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+			return nil
+		}
+	}
+	return status.Error(codes.PermissionDenied, "ledger operations are allowed from loopback only unless hanzod has an admin token")
+}
+
+func (s *Server) ledgerOp(ctx context.Context, r *pb.LedgerRequest, cmd state.Command) (*pb.Account, error) {
+	if err := s.operator(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return s.account(r.Account), nil
+}
+
+// Deposit implements OrchestratorService.
+func (s *Server) Deposit(ctx context.Context, r *pb.LedgerRequest) (*pb.Account, error) {
+	return s.ledgerOp(ctx, r, state.Deposit{Account: r.Account, Amount: ledger.Amount(r.Amount)})
+}
+
+// Bond implements OrchestratorService.
+func (s *Server) Bond(ctx context.Context, r *pb.LedgerRequest) (*pb.Account, error) {
+	return s.ledgerOp(ctx, r, state.Bond{Account: r.Account, Amount: ledger.Amount(r.Amount)})
+}
+
+// Unbond implements OrchestratorService.
+func (s *Server) Unbond(ctx context.Context, r *pb.LedgerRequest) (*pb.Account, error) {
+	return s.ledgerOp(ctx, r, state.Unbond{Account: r.Account, Amount: ledger.Amount(r.Amount)})
+}
+
+// Withdraw implements OrchestratorService.
+func (s *Server) Withdraw(ctx context.Context, r *pb.LedgerRequest) (*pb.Account, error) {
+	return s.ledgerOp(ctx, r, state.Withdraw{Account: r.Account})
+}
+
+func (s *Server) jobAfter(ctx context.Context, job string, cmd state.Command) (*pb.Job, error) {
+	if err := s.operator(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return s.GetJob(ctx, &pb.GetJobRequest{Job: job})
+}
+
+// EndEpoch implements OrchestratorService.
+func (s *Server) EndEpoch(ctx context.Context, r *pb.EndEpochRequest) (*pb.Job, error) {
+	return s.jobAfter(ctx, r.Job, state.EndEpoch{Job: r.Job, Epoch: int(r.Epoch)})
+}
+
+// PublishCheckpoint implements OrchestratorService.
+func (s *Server) PublishCheckpoint(ctx context.Context, r *pb.PublishCheckpointRequest) (*pb.Job, error) {
+	return s.jobAfter(ctx, r.Job, state.PublishCheckpoint{Job: r.Job, Epoch: int(r.Epoch), CID: r.Cid})
+}
+
+// FailJob implements OrchestratorService.
+func (s *Server) FailJob(ctx context.Context, r *pb.FailJobRequest) (*pb.Job, error) {
+	return s.jobAfter(ctx, r.Job, state.FailJob{Job: r.Job, Reason: r.Reason})
+}
+
+// Slash implements OrchestratorService.
+func (s *Server) Slash(ctx context.Context, r *pb.SlashRequest) (*pb.Account, error) {
+	if err := s.operator(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.do(ctx, state.Slash{Node: r.Node, Reason: r.Reason, Evidence: r.Evidence}); err != nil {
+		return nil, err
+	}
+	return s.account(r.Node), nil
+}
+
+// PayRewards implements OrchestratorService.
+func (s *Server) PayRewards(ctx context.Context, r *pb.PayRewardsRequest) (*pb.PayRewardsResponse, error) {
+	if err := s.operator(ctx); err != nil {
+		return nil, err
+	}
+	if len(r.Contributions) > 100_000 {
+		return nil, status.Error(codes.InvalidArgument, "at most 100000 contributions per epoch")
+	}
+	cmd := state.PayRewards{Job: r.Job, Epoch: int(r.Epoch), Total: ledger.Amount(r.Total)}
+	for _, c := range r.Contributions {
+		cmd.Contributions = append(cmd.Contributions, ledger.Contribution{ID: c.Account, Compute: c.Compute, Quality: c.Quality, Participation: c.Participation})
+	}
+	evs, err := s.do(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.PayRewardsResponse{}
+	for _, p := range evs[0].Body.(state.RewardsPaid).Payouts {
+		out.Payouts = append(out.Payouts, &pb.Payout{Account: p.ID, Amount: uint64(p.Amount)})
+	}
+	return out, nil
+}

@@ -1,0 +1,238 @@
+package state
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+
+	"filippo.io/edwards25519"
+
+	"github.com/zooai/gym/orchestrator/ledger"
+)
+
+// Command is a request to change the state. Step validates it into events.
+type Command interface{ command() }
+
+// Auth is the signed envelope of a node's request. Node is the node's
+// Ed25519 public key in hex; Seq must grow with every request the node
+// makes; Timestamp is the node's clock (unix milliseconds) and must be
+// within Config.MaxSkew of the orchestrator's; Sig signs SignedBytes.
+type Auth struct {
+	Node      string
+	Seq       uint64
+	Timestamp int64
+	Sig       []byte
+}
+
+// Node requests (signed).
+type (
+	// Register announces a node and its hardware as the node reports it.
+	Register struct {
+		Auth
+		Address  string
+		Region   string
+		GPUModel string
+		VRAMMiB  uint64
+		// Report is an optional hardware attestation document, passed to the
+		// Verifier.
+		Report []byte
+	}
+	// Heartbeat says the node is alive (every 10 s).
+	Heartbeat struct {
+		Auth
+	}
+	// ReportBandwidth carries a member's measurements to the other members
+	// of a Provisioning job.
+	ReportBandwidth struct {
+		Auth
+		Job   string
+		Links []Link
+	}
+)
+
+// Operator and internal commands. The API authenticates their callers;
+// they carry no node signature.
+type (
+	// Tick advances time: failures, timeouts, deadlines and scheduling.
+	Tick struct{}
+	// SubmitJob adds a job.
+	SubmitJob struct{ Spec JobSpec }
+	// EndEpoch moves a Running job to Aggregating.
+	EndEpoch struct {
+		Job   string
+		Epoch int
+	}
+	// PublishCheckpoint records the merged checkpoint of the epoch being
+	// aggregated; the job runs its next epoch or, after the last, is
+	// Published.
+	PublishCheckpoint struct {
+		Job   string
+		Epoch int
+		CID   string
+	}
+	// FailJob fails a job on the operator's or validator's word.
+	FailJob struct {
+		Job    string
+		Reason string
+	}
+	// Deposit mints tokens into an account (a deposit bridged from the
+	// chain, or an emission into the treasury).
+	Deposit struct {
+		Account string
+		Amount  ledger.Amount
+	}
+	// Bond, Unbond and Withdraw move an account's stake.
+	Bond struct {
+		Account string
+		Amount  ledger.Amount
+	}
+	Unbond struct {
+		Account string
+		Amount  ledger.Amount
+	}
+	Withdraw struct{ Account string }
+	// Slash punishes a node; the evidence is kept in the ledger.
+	Slash struct {
+		Node     string
+		Reason   string
+		Evidence []byte
+	}
+	// PayRewards distributes an epoch's rewards from the treasury.
+	PayRewards struct {
+		Job           string
+		Epoch         int
+		Total         ledger.Amount
+		Contributions []ledger.Contribution
+	}
+)
+
+func (Register) command()          {}
+func (Heartbeat) command()         {}
+func (ReportBandwidth) command()   {}
+func (Tick) command()              {}
+func (SubmitJob) command()         {}
+func (EndEpoch) command()          {}
+func (PublishCheckpoint) command() {}
+func (FailJob) command()           {}
+func (Deposit) command()           {}
+func (Bond) command()              {}
+func (Unbond) command()            {}
+func (Withdraw) command()          {}
+func (Slash) command()             {}
+func (PayRewards) command()        {}
+
+// Domain is the signature domain tag of node requests; the request kind and
+// a NUL follow it, so a signature for one kind never verifies as another.
+const Domain = "zoo-gym/hanzod/v1/"
+
+type enc struct{ bytes.Buffer }
+
+func (e *enc) str(s string) {
+	_ = binary.Write(&e.Buffer, binary.BigEndian, uint32(len(s)))
+	e.WriteString(s)
+}
+func (e *enc) u64(v uint64) { _ = binary.Write(&e.Buffer, binary.BigEndian, v) }
+
+func header(kind string, a Auth) *enc {
+	e := &enc{}
+	e.WriteString(Domain)
+	e.WriteString(kind)
+	e.WriteByte(0)
+	e.str(a.Node)
+	e.u64(a.Seq)
+	e.u64(uint64(a.Timestamp))
+	return e
+}
+
+// SignedBytes is what a node signs: the domain tag, the kind, then every
+// field (strings as a 4-byte big-endian length and the bytes, integers as
+// 8 bytes big-endian) in declaration order.
+func (r Register) SignedBytes() []byte {
+	e := header("register", r.Auth)
+	e.str(r.Address)
+	e.str(r.Region)
+	e.str(r.GPUModel)
+	e.u64(r.VRAMMiB)
+	e.str(string(r.Report))
+	return e.Bytes()
+}
+
+// SignedBytes is what a node signs.
+func (h Heartbeat) SignedBytes() []byte { return header("heartbeat", h.Auth).Bytes() }
+
+// SignedBytes is what a node signs.
+func (b ReportBandwidth) SignedBytes() []byte {
+	e := header("bandwidth", b.Auth)
+	e.str(b.Job)
+	e.u64(uint64(len(b.Links)))
+	for _, l := range b.Links {
+		e.str(l.Peer)
+		e.u64(l.Kbps)
+	}
+	return e.Bytes()
+}
+
+// Sign fills a.Sig for the request whose SignedBytes are msg.
+func (a *Auth) Sign(key ed25519.PrivateKey, msg []byte) { a.Sig = ed25519.Sign(key, msg) }
+
+// SignRegister, SignHeartbeat and SignBandwidth sign a request in place
+// with the node's key (and set Auth.Node to its public key).
+func SignRegister(key ed25519.PrivateKey, r *Register) {
+	r.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	r.Sign(key, r.SignedBytes())
+}
+
+// SignHeartbeat signs h in place.
+func SignHeartbeat(key ed25519.PrivateKey, h *Heartbeat) {
+	h.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	h.Sign(key, h.SignedBytes())
+}
+
+// SignBandwidth signs b in place.
+func SignBandwidth(key ed25519.PrivateKey, b *ReportBandwidth) {
+	b.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	b.Sign(key, b.SignedBytes())
+}
+
+// ParsePublicKey decodes a node id (64 lowercase hex characters) and
+// refuses encodings that are not canonical, are not on the curve, or are of
+// small order (such a key makes signatures meaningless: many messages
+// verify under it).
+func ParsePublicKey(node string) (ed25519.PublicKey, error) {
+	if len(node) != 2*ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: node id must be %d hex characters, got %d", ErrInvalidKey, 2*ed25519.PublicKeySize, len(node))
+	}
+	raw, err := hex.DecodeString(node)
+	if err != nil || hex.EncodeToString(raw) != node {
+		return nil, fmt.Errorf("%w: node id must be lowercase hex", ErrInvalidKey)
+	}
+	p, err := new(edwards25519.Point).SetBytes(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a point on Ed25519", ErrInvalidKey)
+	}
+	if !bytes.Equal(p.Bytes(), raw) {
+		return nil, fmt.Errorf("%w: non-canonical point encoding", ErrInvalidKey)
+	}
+	if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1 {
+		return nil, fmt.Errorf("%w: small-order public key", ErrInvalidKey)
+	}
+	return ed25519.PublicKey(raw), nil
+}
+
+// Verifier checks a node's hardware report. It must be deterministic for a
+// given report: its answer is recorded in the log, not recomputed on replay.
+type Verifier interface {
+	Verify(node string, gpuModel string, vramMiB uint64, report []byte) string
+}
+
+// Unverified is the attestation recorded when nothing was verified.
+const Unverified = "unverified"
+
+// NoVerifier records every report as unverified: the node's claims are
+// kept as claims, signed by the node, and never presented as attested.
+type NoVerifier struct{}
+
+// Verify implements Verifier.
+func (NoVerifier) Verify(string, string, uint64, []byte) string { return Unverified }

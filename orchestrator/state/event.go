@@ -1,0 +1,282 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/zooai/gym/orchestrator/ledger"
+)
+
+// Event is one entry of the append-only log. Index is its 1-based position,
+// At the orchestrator's wall clock (unix milliseconds) when it was decided.
+type Event struct {
+	Index uint64
+	At    int64
+	Body  Body
+}
+
+// Body is the payload of an event; Kind names it in the encoding.
+type Body interface{ Kind() string }
+
+// Params are the rules Apply depends on. They are fixed by the first event
+// of a log (Genesis) so that every replay uses the same ones.
+type Params struct {
+	// MaxStepMs bounds how much observed time one event can add, so a clock
+	// jump or an orchestrator outage does not count as node silence.
+	MaxStepMs int64 `json:"max_step_ms"`
+	// UptimeWindowMs is the uptime window (24 h); older down intervals are
+	// forgotten.
+	UptimeWindowMs int64 `json:"uptime_window_ms"`
+}
+
+// Link is one measured bandwidth from the reporting node to Peer.
+type Link struct {
+	Peer string `json:"peer"`
+	Kbps uint64 `json:"kbps"`
+}
+
+// The event bodies. Each is a fact that happened; Apply never refuses a
+// well-formed log.
+type (
+	// Genesis starts a log.
+	Genesis struct {
+		Params Params `json:"params"`
+	}
+	// Ticked advances time; the daemon ticks once a second.
+	Ticked struct{}
+	// NodeRegistered records a node's signed self-description. A node that
+	// registers again updates it.
+	NodeRegistered struct {
+		Node        string `json:"node"`
+		Seq         uint64 `json:"seq"`
+		Address     string `json:"address"`
+		Region      string `json:"region"`
+		GPUModel    string `json:"gpu_model"`
+		VRAMMiB     uint64 `json:"vram_mib"`
+		Attestation string `json:"attestation"`
+		Report      []byte `json:"report,omitempty"` // signed hardware report as sent
+	}
+	// HeartbeatReceived marks a node alive (and recovered if it had failed).
+	HeartbeatReceived struct {
+		Node string `json:"node"`
+		Seq  uint64 `json:"seq"`
+	}
+	// NodeFailed marks a node failed; it has been down since Since
+	// (observed milliseconds, its last heartbeat).
+	NodeFailed struct {
+		Node   string `json:"node"`
+		Since  int64  `json:"since"`
+		Reason string `json:"reason"`
+	}
+	// BandwidthReported stores a member's measurements to its peers.
+	BandwidthReported struct {
+		Node  string `json:"node"`
+		Seq   uint64 `json:"seq"`
+		Job   string `json:"job"`
+		Links []Link `json:"links"`
+	}
+	// JobSubmitted adds a Pending job.
+	JobSubmitted struct {
+		Job  string  `json:"job"`
+		Spec JobSpec `json:"spec"`
+	}
+	// JobTransitioned moves a job between states; the only way a job's
+	// state changes.
+	JobTransitioned struct {
+		Job    string   `json:"job"`
+		From   JobState `json:"from"`
+		To     JobState `json:"to"`
+		Reason string   `json:"reason,omitempty"`
+		// Members is set when entering Provisioning.
+		Members []string `json:"members,omitempty"`
+		// CID is set when leaving Aggregating.
+		CID string `json:"cid,omitempty"`
+	}
+	// MemberChanged removes or adds a member of a Provisioning job.
+	MemberChanged struct {
+		Job    string `json:"job"`
+		Node   string `json:"node"`
+		Added  bool   `json:"added"`
+		Reason string `json:"reason"`
+	}
+	// RingConfigured publishes a ring configuration of a job.
+	RingConfigured struct {
+		Job        string   `json:"job"`
+		ConfigID   string   `json:"config_id"`
+		Generation uint64   `json:"generation"`
+		Ring       []string `json:"ring"`
+		Bottleneck uint64   `json:"bottleneck_kbps"`
+		Cause      string   `json:"cause"`
+	}
+	// JobPaused and JobResumed bracket a running job that lost too many
+	// members to continue its epoch.
+	JobPaused struct {
+		Job    string `json:"job"`
+		Reason string `json:"reason"`
+	}
+	JobResumed struct {
+		Job string `json:"job"`
+	}
+	// Ledger events.
+	Minted struct {
+		Account string        `json:"account"`
+		Amount  ledger.Amount `json:"amount"`
+	}
+	Bonded struct {
+		Account string        `json:"account"`
+		Amount  ledger.Amount `json:"amount"`
+	}
+	Unbonded struct {
+		Account   string        `json:"account"`
+		Amount    ledger.Amount `json:"amount"`
+		ReleaseAt int64         `json:"release_at"`
+	}
+	Withdrawn struct {
+		Account string        `json:"account"`
+		Amount  ledger.Amount `json:"amount"`
+	}
+	Slashed struct {
+		Account  string        `json:"account"`
+		Offence  int           `json:"offence"`
+		Amount   ledger.Amount `json:"amount"`
+		Ban      bool          `json:"ban"`
+		Reason   string        `json:"reason"`
+		Evidence []byte        `json:"evidence"`
+	}
+	RewardsPaid struct {
+		Job     string          `json:"job"`
+		Epoch   int             `json:"epoch"`
+		Total   ledger.Amount   `json:"total"`
+		Payouts []ledger.Payout `json:"payouts"`
+	}
+)
+
+func (Genesis) Kind() string           { return "genesis" }
+func (Ticked) Kind() string            { return "ticked" }
+func (NodeRegistered) Kind() string    { return "node_registered" }
+func (HeartbeatReceived) Kind() string { return "heartbeat" }
+func (NodeFailed) Kind() string        { return "node_failed" }
+func (BandwidthReported) Kind() string { return "bandwidth_reported" }
+func (JobSubmitted) Kind() string      { return "job_submitted" }
+func (JobTransitioned) Kind() string   { return "job_transitioned" }
+func (MemberChanged) Kind() string     { return "member_changed" }
+func (RingConfigured) Kind() string    { return "ring_configured" }
+func (JobPaused) Kind() string         { return "job_paused" }
+func (JobResumed) Kind() string        { return "job_resumed" }
+func (Minted) Kind() string            { return "minted" }
+func (Bonded) Kind() string            { return "bonded" }
+func (Unbonded) Kind() string          { return "unbonded" }
+func (Withdrawn) Kind() string         { return "withdrawn" }
+func (Slashed) Kind() string           { return "slashed" }
+func (RewardsPaid) Kind() string       { return "rewards_paid" }
+
+var bodyTypes = map[string]func() Body{
+	"genesis":            func() Body { return &Genesis{} },
+	"ticked":             func() Body { return &Ticked{} },
+	"node_registered":    func() Body { return &NodeRegistered{} },
+	"heartbeat":          func() Body { return &HeartbeatReceived{} },
+	"node_failed":        func() Body { return &NodeFailed{} },
+	"bandwidth_reported": func() Body { return &BandwidthReported{} },
+	"job_submitted":      func() Body { return &JobSubmitted{} },
+	"job_transitioned":   func() Body { return &JobTransitioned{} },
+	"member_changed":     func() Body { return &MemberChanged{} },
+	"ring_configured":    func() Body { return &RingConfigured{} },
+	"job_paused":         func() Body { return &JobPaused{} },
+	"job_resumed":        func() Body { return &JobResumed{} },
+	"minted":             func() Body { return &Minted{} },
+	"bonded":             func() Body { return &Bonded{} },
+	"unbonded":           func() Body { return &Unbonded{} },
+	"withdrawn":          func() Body { return &Withdrawn{} },
+	"slashed":            func() Body { return &Slashed{} },
+	"rewards_paid":       func() Body { return &RewardsPaid{} },
+}
+
+type wireEvent struct {
+	Index uint64          `json:"i"`
+	At    int64           `json:"at"`
+	Type  string          `json:"type"`
+	Body  json.RawMessage `json:"body"`
+}
+
+// MaxEventSize bounds one encoded event.
+const MaxEventSize = 1 << 20
+
+// Encode returns the canonical encoding of e: compact JSON with fields in
+// declaration order. The same event always encodes to the same bytes.
+func (e Event) Encode() ([]byte, error) {
+	if e.Body == nil {
+		return nil, fmt.Errorf("%w: event %d has no body", ErrCorrupt, e.Index)
+	}
+	body, err := json.Marshal(e.Body)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(wireEvent{Index: e.Index, At: e.At, Type: e.Body.Kind(), Body: body})
+}
+
+// DecodeEvent parses an encoded event. Unknown fields and types are
+// refused: a log this version does not fully understand must not be
+// replayed into a different state.
+func DecodeEvent(data []byte) (Event, error) {
+	if len(data) > MaxEventSize {
+		return Event{}, fmt.Errorf("%w: event of %d bytes exceeds %d", ErrCorrupt, len(data), MaxEventSize)
+	}
+	var w wireEvent
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	mk, ok := bodyTypes[w.Type]
+	if !ok {
+		return Event{}, fmt.Errorf("%w: unknown event type %q", ErrCorrupt, w.Type)
+	}
+	b := mk()
+	bd := json.NewDecoder(bytes.NewReader(w.Body))
+	bd.DisallowUnknownFields()
+	if err := bd.Decode(b); err != nil {
+		return Event{}, fmt.Errorf("%w: %s body: %v", ErrCorrupt, w.Type, err)
+	}
+	// Store the value, not the pointer, so decoded events equal decided ones.
+	var v Body
+	switch p := b.(type) {
+	case *Genesis:
+		v = *p
+	case *Ticked:
+		v = *p
+	case *NodeRegistered:
+		v = *p
+	case *HeartbeatReceived:
+		v = *p
+	case *NodeFailed:
+		v = *p
+	case *BandwidthReported:
+		v = *p
+	case *JobSubmitted:
+		v = *p
+	case *JobTransitioned:
+		v = *p
+	case *MemberChanged:
+		v = *p
+	case *RingConfigured:
+		v = *p
+	case *JobPaused:
+		v = *p
+	case *JobResumed:
+		v = *p
+	case *Minted:
+		v = *p
+	case *Bonded:
+		v = *p
+	case *Unbonded:
+		v = *p
+	case *Withdrawn:
+		v = *p
+	case *Slashed:
+		v = *p
+	case *RewardsPaid:
+		v = *p
+	}
+	return Event{Index: w.Index, At: w.At, Body: v}, nil
+}

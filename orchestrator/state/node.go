@@ -1,0 +1,325 @@
+package state
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"net"
+	"sort"
+)
+
+// NodeStatus is a node's liveness.
+type NodeStatus string
+
+// Node statuses.
+const (
+	StatusActive NodeStatus = "active"
+	StatusFailed NodeStatus = "failed"
+)
+
+// Interval is a closed span of observed time in milliseconds.
+type Interval struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// Node is a registered node. Times are observed milliseconds.
+type Node struct {
+	ID           string     `json:"id"`
+	Address      string     `json:"address"`
+	Region       string     `json:"region"`
+	GPUModel     string     `json:"gpu_model"`
+	VRAMMiB      uint64     `json:"vram_mib"`
+	Attestation  string     `json:"attestation"`
+	Report       []byte     `json:"report,omitempty"`
+	RegisteredAt int64      `json:"registered_at"`
+	LastSeq      uint64     `json:"last_seq"`
+	LastSeen     int64      `json:"last_seen"`
+	Status       NodeStatus `json:"status"`
+	DownSince    int64      `json:"down_since,omitempty"`
+	Down         []Interval `json:"down,omitempty"`
+	Job          string     `json:"job,omitempty"`
+}
+
+// Bounds on what a node may send.
+const (
+	maxAddress = 256
+	maxRegion  = 64
+	maxGPU     = 128
+	maxReport  = 64 << 10
+	maxVRAMMiB = 1 << 24 // 16 TiB
+	maxLinks   = 4096
+)
+
+// authenticate checks a node request's key, signature, timestamp and
+// sequence number, in that order.
+func (m *Machine) authenticate(now int64, a Auth, msg []byte) (*Node, error) {
+	pub, err := ParsePublicKey(a.Node)
+	if err != nil {
+		return nil, err
+	}
+	if len(a.Sig) != ed25519.SignatureSize || !ed25519.Verify(pub, msg, a.Sig) {
+		return nil, fmt.Errorf("%w: signature does not verify under node %s (sign SignedBytes with the node key)", ErrUnauthenticated, a.Node)
+	}
+	if d := now - a.Timestamp; d > m.cfg.MaxSkew.Milliseconds() || -d > m.cfg.MaxSkew.Milliseconds() {
+		return nil, fmt.Errorf("%w: request time %d is %d ms from the orchestrator's %d (allowed %v; check the node's clock)", ErrStale, a.Timestamp, d, now, m.cfg.MaxSkew)
+	}
+	n := m.nodes[a.Node]
+	if n != nil && a.Seq <= n.LastSeq {
+		return nil, fmt.Errorf("%w: sequence %d, the last accepted was %d (use a higher one)", ErrReplay, a.Seq, n.LastSeq)
+	}
+	if m.ledger.Banned(a.Node) {
+		return nil, fmt.Errorf("%w: node %s is banned", ErrPermission, a.Node)
+	}
+	return n, nil
+}
+
+func (m *Machine) register(now int64, r Register) error {
+	switch {
+	case len(r.Address) == 0 || len(r.Address) > maxAddress:
+		return fmt.Errorf("%w: address must be host:port of at most %d bytes", ErrInvalid, maxAddress)
+	case len(r.Region) > maxRegion:
+		return fmt.Errorf("%w: region longer than %d bytes", ErrInvalid, maxRegion)
+	case len(r.GPUModel) == 0 || len(r.GPUModel) > maxGPU:
+		return fmt.Errorf("%w: gpu model must be 1..%d bytes", ErrInvalid, maxGPU)
+	case r.VRAMMiB == 0 || r.VRAMMiB > maxVRAMMiB:
+		return fmt.Errorf("%w: vram %d MiB outside 1..%d", ErrInvalid, r.VRAMMiB, maxVRAMMiB)
+	case len(r.Report) > maxReport:
+		return fmt.Errorf("%w: hardware report of %d bytes exceeds %d", ErrInvalid, len(r.Report), maxReport)
+	}
+	if _, port, err := net.SplitHostPort(r.Address); err != nil || port == "" {
+		return fmt.Errorf("%w: address %q is not host:port", ErrInvalid, r.Address)
+	}
+	n, err := m.authenticate(now, r.Auth, r.SignedBytes())
+	if err != nil {
+		return err
+	}
+	if n == nil && len(m.nodes) >= m.cfg.MaxNodes {
+		return fmt.Errorf("%w: the registry holds its limit of %d nodes", ErrExhausted, m.cfg.MaxNodes)
+	}
+	m.emit(now, NodeRegistered{
+		Node: r.Node, Seq: r.Seq, Address: r.Address, Region: r.Region, GPUModel: r.GPUModel, VRAMMiB: r.VRAMMiB,
+		Attestation: m.cfg.Verifier.Verify(r.Node, r.GPUModel, r.VRAMMiB, r.Report),
+		Report:      r.Report,
+	})
+	return nil
+}
+
+func (m *Machine) applyRegistered(e NodeRegistered) error {
+	n := m.nodes[e.Node]
+	if n == nil {
+		n = &Node{ID: e.Node, RegisteredAt: m.observed, Status: StatusActive, LastSeen: m.observed}
+		m.nodes[e.Node] = n
+		m.addID(e.Node)
+	} else if e.Seq <= n.LastSeq {
+		return fmt.Errorf("sequence %d not above %d", e.Seq, n.LastSeq)
+	}
+	n.Address, n.Region, n.GPUModel, n.VRAMMiB = e.Address, e.Region, e.GPUModel, e.VRAMMiB
+	n.Attestation, n.Report, n.LastSeq = e.Attestation, e.Report, e.Seq
+	m.alive(n)
+	return nil
+}
+
+func (m *Machine) heartbeat(now int64, h Heartbeat) error {
+	n, err := m.authenticate(now, h.Auth, h.SignedBytes())
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return fmt.Errorf("%w: node %s is not registered (register first)", ErrPrecondition, h.Node)
+	}
+	if gap, since := m.cfg.MinHeartbeatGap.Milliseconds(), m.observedAt(now)-n.LastSeen; n.Status == StatusActive && since < gap {
+		return fmt.Errorf("%w: heartbeat %d ms after the previous one (at most one per %v)", ErrExhausted, since, m.cfg.MinHeartbeatGap)
+	}
+	m.emit(now, HeartbeatReceived{Node: h.Node, Seq: h.Seq})
+	return nil
+}
+
+func (m *Machine) applyHeartbeat(e HeartbeatReceived) error {
+	n := m.nodes[e.Node]
+	if n == nil {
+		return fmt.Errorf("heartbeat from unknown node %s", e.Node)
+	}
+	if e.Seq <= n.LastSeq {
+		return fmt.Errorf("sequence %d not above %d", e.Seq, n.LastSeq)
+	}
+	n.LastSeq = e.Seq
+	m.alive(n)
+	return nil
+}
+
+// alive records that n was heard from now, closing a down interval.
+func (m *Machine) alive(n *Node) {
+	if n.Status == StatusFailed {
+		n.Down = append(n.Down, Interval{From: n.DownSince, To: m.observed})
+		n.Status, n.DownSince = StatusActive, 0
+	}
+	n.LastSeen = m.observed
+	// Forget down time that left the uptime window.
+	keep := n.Down[:0]
+	for _, d := range n.Down {
+		if d.To >= m.observed-m.params.UptimeWindowMs {
+			keep = append(keep, d)
+		}
+	}
+	n.Down = keep
+	if len(n.Down) == 0 {
+		n.Down = nil
+	}
+}
+
+func (m *Machine) applyFailed(e NodeFailed) error {
+	n := m.nodes[e.Node]
+	if n == nil || n.Status != StatusActive {
+		return fmt.Errorf("node %s is not active", e.Node)
+	}
+	n.Status, n.DownSince = StatusFailed, e.Since
+	return nil
+}
+
+// UptimeBP is n's uptime in basis points over the uptime window (or since
+// registration, when that is shorter), at the current observed time.
+func (m *Machine) UptimeBP(n *Node) int {
+	now := m.observed
+	start := max(now-m.params.UptimeWindowMs, n.RegisteredAt)
+	span := now - start
+	if span <= 0 {
+		return 10_000
+	}
+	overlap := func(from, to int64) int64 { return max(0, min(to, now)-max(from, start)) }
+	var down int64
+	for _, d := range n.Down {
+		down += overlap(d.From, d.To)
+	}
+	if n.Status == StatusFailed {
+		down += overlap(n.DownSince, now)
+	}
+	return int((span - down) * 10_000 / span)
+}
+
+// Ineligible says why node n cannot take a job needing minVRAM, or ""
+// when it can: active, not banned, bonded stake ≥ MinStake, VRAM ≥
+// minVRAM, uptime ≥ MinUptimeBP, no slash within PenaltyPeriod.
+func (m *Machine) Ineligible(n *Node, minVRAM uint64, now int64) string {
+	switch {
+	case n.Status != StatusActive:
+		return "not active"
+	case m.ledger.Banned(n.ID):
+		return "banned"
+	case m.ledger.Bonded(n.ID) < m.cfg.MinStake:
+		return fmt.Sprintf("bonded stake %d below %d", m.ledger.Bonded(n.ID), m.cfg.MinStake)
+	case n.VRAMMiB < minVRAM:
+		return fmt.Sprintf("vram %d MiB below %d", n.VRAMMiB, minVRAM)
+	}
+	if u := m.UptimeBP(n); u < m.cfg.MinUptimeBP {
+		return fmt.Sprintf("uptime %d bp below %d", u, m.cfg.MinUptimeBP)
+	}
+	if at, ok := m.ledger.LastSlashAt(n.ID); ok && now < at+m.cfg.PenaltyPeriod.Milliseconds() {
+		return "penalty after a slash"
+	}
+	return ""
+}
+
+// idleEligible lists nodes free for a job needing minVRAM, best first:
+// highest uptime, then most VRAM, then node id.
+func (m *Machine) idleEligible(minVRAM uint64, now int64, taken map[string]bool) []*Node {
+	var out []*Node
+	for _, id := range m.nodeIDs() {
+		n := m.nodes[id]
+		if n.Job == "" && !taken[id] && m.Ineligible(n, minVRAM, now) == "" {
+			out = append(out, n)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ui, uj := m.UptimeBP(out[i]), m.UptimeBP(out[j])
+		if ui != uj {
+			return ui > uj
+		}
+		return out[i].VRAMMiB > out[j].VRAMMiB
+	})
+	return out
+}
+
+// nodeIDs lists the node ids in sorted order (kept sorted on
+// registration; callers must not modify it).
+func (m *Machine) nodeIDs() []string { return m.ids }
+
+func (m *Machine) addID(id string) {
+	i := sort.SearchStrings(m.ids, id)
+	m.ids = append(m.ids, "")
+	copy(m.ids[i+1:], m.ids[i:])
+	m.ids[i] = id
+}
+
+// detectFailures fails every active node silent for longer than FailAfter
+// of observed time and repairs the jobs it belonged to.
+func (m *Machine) detectFailures(now int64) {
+	limit := m.cfg.FailAfter.Milliseconds()
+	for _, id := range m.nodeIDs() {
+		n := m.nodes[id]
+		if n.Status == StatusActive && m.observed-n.LastSeen > limit {
+			m.emit(now, NodeFailed{Node: id, Since: n.LastSeen, Reason: fmt.Sprintf("no heartbeat for %d ms", m.observed-n.LastSeen)})
+			m.lose(now, n, "node failed")
+		}
+	}
+}
+
+func (m *Machine) reportBandwidth(now int64, b ReportBandwidth) error {
+	if len(b.Links) > maxLinks {
+		return fmt.Errorf("%w: %d links, at most %d", ErrInvalid, len(b.Links), maxLinks)
+	}
+	n, err := m.authenticate(now, b.Auth, b.SignedBytes())
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return fmt.Errorf("%w: node %s is not registered (register first)", ErrPrecondition, b.Node)
+	}
+	j := m.jobs[b.Job]
+	if j == nil {
+		return fmt.Errorf("%w: job %q", ErrNotFound, b.Job)
+	}
+	if j.State != Provisioning || !contains(j.Members, b.Node) {
+		return fmt.Errorf("%w: job %s is %s and node %s is not provisioning it", ErrPrecondition, b.Job, j.State, b.Node)
+	}
+	seen := map[string]bool{}
+	for _, l := range b.Links {
+		if l.Peer == b.Node || !contains(j.Members, l.Peer) || seen[l.Peer] {
+			return fmt.Errorf("%w: link to %q: peers must be other members of %s, each once", ErrInvalid, l.Peer, b.Job)
+		}
+		seen[l.Peer] = true
+	}
+	links := append([]Link(nil), b.Links...)
+	sort.Slice(links, func(i, k int) bool { return links[i].Peer < links[k].Peer })
+	m.emit(now, BandwidthReported{Node: b.Node, Seq: b.Seq, Job: b.Job, Links: links})
+	m.maybeBuild(now, j)
+	return nil
+}
+
+func (m *Machine) applyBandwidth(e BandwidthReported) error {
+	n, j := m.nodes[e.Node], m.jobs[e.Job]
+	if n == nil || j == nil || j.State != Provisioning || !contains(j.Members, e.Node) {
+		return fmt.Errorf("bandwidth from %s for %s out of place", e.Node, e.Job)
+	}
+	if e.Seq <= n.LastSeq {
+		return fmt.Errorf("sequence %d not above %d", e.Seq, n.LastSeq)
+	}
+	n.LastSeq = e.Seq
+	if j.Bandwidth == nil {
+		j.Bandwidth = map[string]map[string]uint64{}
+	}
+	row := map[string]uint64{}
+	for _, l := range e.Links {
+		row[l.Peer] = l.Kbps
+	}
+	j.Bandwidth[e.Node] = row
+	return nil
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,449 @@
+package state
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zooai/gym/orchestrator/ledger"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of transcript tests")
+
+// Transcript tests run scripts from testdata/*.txt. A block is a directive
+// line, a "----" line and the expected output, ended by a blank line;
+// lines starting with # between blocks are comments. See harness.run for
+// the directives. Run with -rewrite to regenerate the expected output (and
+// then read the diff).
+func TestTranscripts(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no transcripts")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { runTranscript(t, f) })
+	}
+}
+
+type block struct {
+	cmd      string
+	want     string
+	line     int
+	comments []string
+}
+
+func parseTranscript(t *testing.T, data string) ([]block, []string) {
+	var blocks []block
+	var comments []string
+	lines := strings.Split(data, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			comments = append(comments, l)
+			continue
+		}
+		b := block{cmd: l, line: i + 1, comments: comments}
+		comments = nil
+		i++
+		if i >= len(lines) || lines[i] != "----" {
+			t.Fatalf("line %d: want ---- after %q", i+1, l)
+		}
+		var out []string
+		for i++; i < len(lines) && lines[i] != ""; i++ {
+			out = append(out, lines[i])
+		}
+		b.want = strings.Join(out, "\n")
+		blocks = append(blocks, b)
+	}
+	return blocks, comments
+}
+
+func runTranscript(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, trailing := parseTranscript(t, string(data))
+	h := newHarness(t)
+	var rewritten strings.Builder
+	for _, b := range blocks {
+		got := h.run(b.cmd)
+		if *rewrite {
+			for _, c := range b.comments {
+				rewritten.WriteString(c + "\n")
+			}
+			rewritten.WriteString(b.cmd + "\n----\n")
+			if got != "" {
+				rewritten.WriteString(got + "\n")
+			}
+			rewritten.WriteString("\n")
+			continue
+		}
+		if got != b.want {
+			t.Errorf("%s:%d: %s\n got:\n%s\nwant:\n%s", path, b.line, b.cmd, got, b.want)
+		}
+	}
+	if *rewrite {
+		out := strings.TrimRight(rewritten.String(), "\n") + "\n"
+		for _, c := range trailing {
+			if c != "" {
+				out += c + "\n"
+			}
+		}
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.checkReplay()
+}
+
+// harness drives a Machine with a fake clock and named node keys.
+type harness struct {
+	t     *testing.T
+	m     *Machine
+	now   int64
+	keys  map[string]ed25519.PrivateKey
+	names map[string]string // hex id → name
+	seq   map[string]uint64
+	log   []Event
+}
+
+const epoch0 = 1_767_225_600_000 // 2026-01-01T00:00:00Z
+
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.UptimeWindow = time.Hour
+	cfg.PenaltyPeriod = time.Hour
+	cfg.UnbondingPeriod = time.Hour
+	cfg.AgingTau = time.Minute
+	return cfg
+}
+
+func newHarness(t *testing.T) *harness {
+	m, err := New(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, m: m, now: epoch0, keys: map[string]ed25519.PrivateKey{}, names: map[string]string{}, seq: map[string]uint64{}}
+	h.log = append(h.log, m.Start(h.now)...)
+	return h
+}
+
+func (h *harness) key(name string) ed25519.PrivateKey {
+	k, ok := h.keys[name]
+	if !ok {
+		seed := sha256.Sum256([]byte("node:" + name))
+		k = ed25519.NewKeyFromSeed(seed[:])
+		h.keys[name] = k
+		h.names[hex.EncodeToString(k.Public().(ed25519.PublicKey))] = name
+	}
+	return k
+}
+
+func (h *harness) id(name string) string {
+	return hex.EncodeToString(h.key(name).Public().(ed25519.PublicKey))
+}
+
+func (h *harness) auth(name string, kv map[string]string) Auth {
+	h.key(name)
+	h.seq[name]++
+	a := Auth{Node: h.id(name), Seq: h.seq[name], Timestamp: h.now}
+	if v, ok := kv["seq"]; ok {
+		a.Seq = mustU(v)
+	}
+	if v, ok := kv["skew"]; ok {
+		a.Timestamp += mustDur(v)
+	}
+	return a
+}
+
+// step runs one command and renders what happened.
+func (h *harness) step(cmd Command) string {
+	evs, err := h.m.Step(h.now, cmd)
+	if err != nil {
+		return "error: " + h.names2(err.Error())
+	}
+	h.log = append(h.log, evs...)
+	if err := h.m.CheckLedger(); err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		if _, ok := e.Body.(Ticked); ok {
+			continue
+		}
+		b, _ := json.Marshal(e.Body)
+		out = append(out, e.Body.Kind()+" "+h.names2(string(b)))
+	}
+	return strings.Join(out, "\n")
+}
+
+func (h *harness) names2(s string) string {
+	ids := make([]string, 0, len(h.names))
+	for id := range h.names {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s = strings.ReplaceAll(s, id, h.names[id])
+	}
+	return s
+}
+
+func parseArgs(fields []string) ([]string, map[string]string) {
+	var pos []string
+	kv := map[string]string{}
+	for _, f := range fields {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			kv[k] = v
+		} else {
+			pos = append(pos, f)
+		}
+	}
+	return pos, kv
+}
+
+func mustU(s string) uint64 {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func mustDur(s string) int64 {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return d.Milliseconds()
+}
+
+// run executes one directive:
+//
+//	register NAME vram=MiB [addr=H:P] [region=R] [gpu=G] [seq=N] [skew=DUR]
+//	heartbeat NAME [seq=N] [skew=DUR] [badsig=1]
+//	bandwidth NAME JOB PEER=KBPS...
+//	advance DUR [beat=A,B,...]   tick once a second; listed nodes heartbeat every 10 s
+//	jump DUR                     move the wall clock without ticking (may be negative)
+//	submit key=value...          model dataset epochs min max vram utility submitter deadline=DUR
+//	end-epoch JOB EPOCH / publish JOB EPOCH CID / fail JOB REASON
+//	deposit ACCT GYM / bond ACCT GYM / unbond ACCT GYM / withdraw ACCT / slash NODE REASON
+//	pay JOB EPOCH TOTAL NAME=COMPUTE,QUALITY,PARTICIPATION...
+//	nodes / jobs / account NAME / priority
+func (h *harness) run(line string) string {
+	f := strings.Fields(line)
+	pos, kv := parseArgs(f[1:])
+	acct := func(s string) string {
+		if s == ledger.Treasury || strings.HasPrefix(s, "@") {
+			return strings.TrimPrefix(s, "@")
+		}
+		return h.id(s)
+	}
+	switch f[0] {
+	case "register":
+		r := Register{Address: "10.0.0.1:9560", Region: "eu", GPUModel: "RTX 4090", VRAMMiB: 24576}
+		if v, ok := kv["vram"]; ok {
+			r.VRAMMiB = mustU(v)
+		}
+		if v, ok := kv["addr"]; ok {
+			r.Address = v
+		}
+		if v, ok := kv["gpu"]; ok {
+			r.GPUModel = v
+		}
+		r.Auth = h.auth(pos[0], kv)
+		r.Sign(h.key(pos[0]), r.SignedBytes())
+		if v, ok := kv["node"]; ok { // claim a different key than the signer's
+			r.Node = v
+		}
+		return h.step(r)
+	case "heartbeat":
+		hb := Heartbeat{Auth: h.auth(pos[0], kv)}
+		hb.Sign(h.key(pos[0]), hb.SignedBytes())
+		if kv["badsig"] == "1" {
+			hb.Sig[0] ^= 1
+		}
+		return h.step(hb)
+	case "bandwidth":
+		b := ReportBandwidth{Auth: h.auth(pos[0], kv), Job: pos[1]}
+		var peers []string
+		for k := range kv {
+			if k != "seq" && k != "skew" {
+				peers = append(peers, k)
+			}
+		}
+		sort.Strings(peers)
+		for _, p := range peers {
+			b.Links = append(b.Links, Link{Peer: h.id(p), Kbps: mustU(kv[p])})
+		}
+		b.Sign(h.key(pos[0]), b.SignedBytes())
+		return h.step(b)
+	case "advance":
+		d := mustDur(pos[0])
+		var beat []string
+		if v := kv["beat"]; v != "" {
+			beat = strings.Split(v, ",")
+		}
+		var out []string
+		for s := int64(1000); s <= d; s += 1000 {
+			h.now += 1000
+			if s%10_000 == 0 {
+				for _, n := range beat {
+					hb := Heartbeat{Auth: h.auth(n, nil)}
+					hb.Sign(h.key(n), hb.SignedBytes())
+					if r := h.step(hb); strings.HasPrefix(r, "error") {
+						out = append(out, r)
+					}
+				}
+			}
+			if r := h.step(Tick{}); r != "" {
+				out = append(out, r)
+			}
+		}
+		return strings.Join(out, "\n")
+	case "jump":
+		h.now += mustDur(pos[0])
+		return ""
+	case "submit":
+		s := JobSpec{Model: "zoo/eco-1b", Dataset: "gsm8k", Epochs: 1, MinNodes: 3}
+		for k, v := range kv {
+			switch k {
+			case "model":
+				s.Model = v
+			case "epochs":
+				s.Epochs = int(mustU(v))
+			case "min":
+				s.MinNodes = int(mustU(v))
+			case "max":
+				s.MaxNodes = int(mustU(v))
+			case "vram":
+				s.MinVRAMMiB = mustU(v)
+			case "utility":
+				s.Utility = mustU(v)
+			case "submitter":
+				s.Submitter = h.id(v)
+			case "deadline":
+				s.Deadline = h.now + mustDur(v)
+			case "aggregation":
+				s.Aggregation = v
+			}
+		}
+		return h.step(SubmitJob{Spec: s})
+	case "end-epoch":
+		return h.step(EndEpoch{Job: pos[0], Epoch: int(mustU(pos[1]))})
+	case "publish":
+		return h.step(PublishCheckpoint{Job: pos[0], Epoch: int(mustU(pos[1])), CID: pos[2]})
+	case "fail":
+		return h.step(FailJob{Job: pos[0], Reason: strings.Join(pos[1:], " ")})
+	case "deposit":
+		return h.step(Deposit{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM})
+	case "bond":
+		return h.step(Bond{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM})
+	case "unbond":
+		return h.step(Unbond{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM})
+	case "withdraw":
+		return h.step(Withdraw{Account: acct(pos[0])})
+	case "slash":
+		return h.step(Slash{Node: acct(pos[0]), Reason: strings.Join(pos[1:], " "), Evidence: []byte("evidence:" + pos[0])})
+	case "pay":
+		c := PayRewards{Job: pos[0], Epoch: int(mustU(pos[1])), Total: ledger.Amount(mustU(pos[2])) * ledger.GYM}
+		var names []string
+		for k := range kv {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := strings.Split(kv[n], ",")
+			c.Contributions = append(c.Contributions, ledger.Contribution{ID: acct(n), Compute: mustU(p[0]), Quality: mustU(p[1]), Participation: mustU(p[2])})
+		}
+		return h.step(c)
+	case "nodes":
+		var out []string
+		for _, id := range h.m.Nodes() {
+			n, _ := h.m.Node(id)
+			why := h.m.Ineligible(&n, 0, h.now)
+			if why == "" {
+				why = "eligible"
+			}
+			out = append(out, fmt.Sprintf("%s %s job=%q uptime=%d %s", h.names[id], n.Status, n.Job, h.m.UptimeBP(&n), why))
+		}
+		return strings.Join(out, "\n")
+	case "jobs":
+		var out []string
+		for _, id := range h.m.Jobs() {
+			j, _ := h.m.Job(id)
+			ring := make([]string, len(j.Ring))
+			for k, r := range j.Ring {
+				ring[k] = h.names[r]
+			}
+			out = append(out, fmt.Sprintf("%s %s epoch=%d ring=%s gen=%d paused=%v cids=%v reason=%q",
+				id, j.State, j.Epoch, strings.Join(ring, ","), j.Generation, j.Paused, j.CIDs, j.Reason))
+		}
+		return strings.Join(out, "\n")
+	case "account":
+		if pos[0] == ledger.Treasury {
+			return fmt.Sprintf("treasury=%d", h.m.ledger.TreasuryBalance()/ledger.GYM)
+		}
+		a := h.m.Account(acct(pos[0]))
+		return fmt.Sprintf("free=%d bonded=%d unbonding=%d slashes=%d banned=%v", a.Free/ledger.GYM, a.Bonded/ledger.GYM, a.Unbonded()/ledger.GYM, len(a.Slashes), a.Banned)
+	case "priority":
+		var out []string
+		for _, id := range h.m.Jobs() {
+			j := h.m.jobs[id]
+			if j.State == Pending {
+				out = append(out, fmt.Sprintf("%s %s", id, h.m.Priority(j)))
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	h.t.Fatalf("unknown directive %q", line)
+	return ""
+}
+
+// checkReplay rebuilds the state from the log, whole and from a snapshot
+// taken half way, through the event encoding, and compares bytes.
+func (h *harness) checkReplay() {
+	t := h.t
+	want := h.m.Marshal()
+	replay := func(from *Machine, evs []Event) *Machine {
+		for _, e := range evs {
+			b, err := e.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := DecodeEvent(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := from.Apply(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return from
+	}
+	fresh, _ := New(testConfig())
+	if got := replay(fresh, h.log).Marshal(); !bytes.Equal(got, want) {
+		t.Fatalf("replay differs:\n got %s\nwant %s", got, want)
+	}
+	half, _ := New(testConfig())
+	replay(half, h.log[:len(h.log)/2])
+	snap, err := Restore(testConfig(), half.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := replay(snap, h.log[len(h.log)/2:]).Marshal(); !bytes.Equal(got, want) {
+		t.Fatalf("snapshot + tail differs:\n got %s\nwant %s", got, want)
+	}
+}
