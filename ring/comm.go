@@ -1,0 +1,723 @@
+package ring
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Op is the reduction.
+type Op uint8
+
+const (
+	Sum  Op = iota // element-wise sum
+	Mean           // element-wise sum divided by the ring size
+)
+
+func (o Op) String() string {
+	switch o {
+	case Sum:
+		return "sum"
+	case Mean:
+		return "mean"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Defaults.
+const (
+	DefaultTimeout         = 30 * time.Second
+	DefaultSegmentBytes    = 1 << 20  // largest segment payload (fp32 bytes)
+	DefaultMinSegmentBytes = 64 << 10 // smallest, so small vectors still pipeline
+	DefaultMaxInvalid      = 64
+
+	maxStash = 256 << 20 // bytes of next-call frames kept across a call boundary
+)
+
+// Transports must say which side of the ring failed to connect by wrapping
+// one of these, so the communicator can name a suspect.
+var (
+	ErrNoSuccessor   = errors.New("ring: cannot reach the successor")
+	ErrNoPredecessor = errors.New("ring: the predecessor did not connect")
+)
+
+// Options configures a Comm. Key, Config and Transport are required.
+type Options struct {
+	Key       ed25519.PrivateKey
+	Config    Config
+	Transport Transport
+
+	// Timeout is how long a neighbour may stay silent (no valid frame from
+	// the predecessor, or a send to the successor blocked) before the call
+	// fails naming it. It also bounds connecting. Default 30 s.
+	Timeout time.Duration
+	// SegmentBytes and MinSegmentBytes bound the fp32 payload of one
+	// signed segment; a call uses a quarter of a chunk, clamped to them.
+	// Every node of a ring must use the same values.
+	SegmentBytes    int
+	MinSegmentBytes int
+	// Wire is the default element type on the wire (Call.Wire overrides).
+	Wire Wire
+	// ClipNorm, when > 0, is the bound C every honest contribution was
+	// clipped to: a partial sum of r contributions with norm above r·C is
+	// refused and its sender reported (NormExceeded ends the call).
+	ClipNorm float64
+	// Insecure switches hashing, signing and verification off. For
+	// measuring their cost only: any peer can then inject data.
+	Insecure bool
+	// MaxInvalid is how many invalid frames one call tolerates before it
+	// ends with ErrMisbehaved naming the predecessor. Default 64.
+	MaxInvalid int
+	Reporter   Reporter // nil: evidence is dropped
+	Clock      Clock    // nil: SystemClock
+}
+
+// Call holds per-call options.
+type Call struct {
+	Step uint64 // the caller's training step, bound into every signature
+	Wire Wire   // FP32 or BF16; zero value FP32 unless Options.Wire says otherwise
+	wire bool   // Wire was set explicitly
+}
+
+// WithWire returns c with its wire format set.
+func (c Call) WithWire(w Wire) Call { c.Wire, c.wire = w, true; return c }
+
+// Comm is one node's ring communicator. Calls are serialised; a Comm may be
+// reused for any number of calls and configurations.
+type Comm struct {
+	mu     sync.Mutex
+	opt    Options
+	pub    ed25519.PublicKey
+	cfg    Config
+	id     ID
+	self   int
+	seq    uint64
+	prefix []byte // SignTag ‖ len(job) ‖ job
+	out    Conn
+	in     Conn
+	work   []float32
+	sbuf   []byte // bf16 send scratch
+
+	stash      [][]byte // frames of the next call received early
+	stashBytes int
+	closed     bool
+}
+
+// New validates o, finds this node in o.Config and returns a Comm. It does
+// not connect; the first AllReduce does.
+func New(o Options) (*Comm, error) {
+	if len(o.Key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("%w: node key has %d bytes", ErrConfig, len(o.Key))
+	}
+	if o.Transport == nil {
+		return nil, fmt.Errorf("%w: no transport", ErrConfig)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.MinSegmentBytes == 0 {
+		o.MinSegmentBytes = min(DefaultMinSegmentBytes, o.SegmentBytes)
+	}
+	if o.MaxInvalid == 0 {
+		o.MaxInvalid = DefaultMaxInvalid
+	}
+	if o.Clock == nil {
+		o.Clock = SystemClock{}
+	}
+	switch {
+	case o.Timeout < 0:
+		return nil, fmt.Errorf("%w: negative timeout", ErrConfig)
+	case o.SegmentBytes < 4 || o.MinSegmentBytes < 4 || o.MinSegmentBytes > o.SegmentBytes || o.SegmentBytes > 1<<30:
+		return nil, fmt.Errorf("%w: segment bytes %d..%d, want 4 ≤ min ≤ max ≤ 1 GiB", ErrConfig, o.MinSegmentBytes, o.SegmentBytes)
+	case o.Wire.Size() == 0:
+		return nil, fmt.Errorf("%w: unknown wire %d", ErrConfig, o.Wire)
+	case o.ClipNorm < 0 || math.IsNaN(o.ClipNorm):
+		return nil, fmt.Errorf("%w: clip norm %v", ErrConfig, o.ClipNorm)
+	}
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		return nil, fmt.Errorf("%w: big-endian hosts are not supported", ErrConfig)
+	}
+	c := &Comm{opt: o, pub: o.Key.Public().(ed25519.PublicKey)}
+	if err := c.install(o.Config); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Comm) install(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	self := cfg.Index(c.pub)
+	if self < 0 {
+		return fmt.Errorf("%w: this node's key is not a member", ErrConfig)
+	}
+	cfg.Members = append([]Member(nil), cfg.Members...)
+	c.closeLinks()
+	c.cfg, c.id, c.self, c.seq = cfg, cfg.ID(), self, 0
+	c.stash, c.stashBytes = nil, 0
+	c.prefix = signingPrefix(cfg.Job)
+	return nil
+}
+
+// Reconfigure installs a new ring configuration: the links of the old one
+// are closed, and frames bound to it are refused from now on.
+func (c *Comm) Reconfigure(cfg Config) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return c.install(cfg)
+}
+
+// Config returns the installed configuration, its id and this node's index.
+func (c *Comm) Config() (Config, ID, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg, c.id, c.self
+}
+
+// Close closes the links. Later calls fail with ErrClosed.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.closeLinks()
+	return nil
+}
+
+func (c *Comm) closeLinks() {
+	if c.out != nil {
+		c.out.Close()
+		c.in.Close()
+		c.out, c.in = nil, nil
+	}
+}
+
+func (c *Comm) pred() int { return (c.self + len(c.cfg.Members) - 1) % len(c.cfg.Members) }
+func (c *Comm) succ() int { return (c.self + 1) % len(c.cfg.Members) }
+
+// maxFrame is the largest frame this configuration's calls send.
+func (c *Comm) maxFrame() int { return HeaderSize + c.opt.SegmentBytes }
+
+func (c *Comm) peerErr(idx int, ph Phase, round int, err error) *PeerError {
+	return &PeerError{Suspect: idx, SuspectID: c.cfg.Members[idx].ID, Phase: ph, Round: round, Err: err}
+}
+
+func (c *Comm) connect(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
+	defer cancel()
+	s := LinkSpec{
+		ConfigID: c.id, Self: c.self, Me: c.cfg.Members[c.self],
+		Succ: c.cfg.Members[c.succ()], SuccIdx: c.succ(),
+		Pred: c.cfg.Members[c.pred()], PredIdx: c.pred(),
+		MaxFrame: c.maxFrame(),
+	}
+	out, in, err := c.opt.Transport.Connect(cctx, s)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		kind := ErrBroken
+		if errors.Is(err, context.DeadlineExceeded) {
+			kind = ErrTimeout
+		}
+		switch {
+		case errors.Is(err, ErrNoSuccessor):
+			return c.peerErr(c.succ(), ScatterReduce, 0, fmt.Errorf("%w: %w", kind, err))
+		case errors.Is(err, ErrNoPredecessor):
+			return c.peerErr(c.pred(), ScatterReduce, 0, fmt.Errorf("%w: %w", kind, err))
+		}
+		return fmt.Errorf("ring: connect: %w", err)
+	}
+	c.out, c.in = out, in
+	return nil
+}
+
+// AllReduce reduces buf across the ring in place with op, with the
+// default call options (step 0, Options.Wire).
+func (c *Comm) AllReduce(ctx context.Context, buf []float32, op Op) error {
+	return c.AllReduceCall(ctx, buf, op, Call{})
+}
+
+// AllReduceCall reduces buf across the ring in place. Every member must
+// call it with a buffer of the same length, the same op and call options.
+// On error buf is untouched and the links of this configuration are
+// closed; a *PeerError names the neighbour to blame. Other members may have
+// finished the same call, so retry only after Reconfigure with the
+// configuration the orchestrator publishes (a new epoch or membership):
+// calls are numbered per configuration and must stay in step.
+func (c *Comm) AllReduceCall(ctx context.Context, buf []float32, op Op, call Call) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if op > Mean {
+		return fmt.Errorf("ring: unknown op %d", op)
+	}
+	wire := c.opt.Wire
+	if call.wire {
+		wire = call.Wire
+	}
+	if wire.Size() == 0 {
+		return fmt.Errorf("ring: unknown wire %d", wire)
+	}
+	n := len(c.cfg.Members)
+	if n == 1 {
+		return nil // sum and mean of one contribution
+	}
+	if uint64(len(buf)) > math.MaxUint32*uint64(n) {
+		return ErrSize
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	seq := c.seq
+	c.seq++
+	if c.out == nil {
+		if err := c.connect(ctx); err != nil {
+			return err
+		}
+	}
+	chunkBytes := 4 * ((len(buf) + n - 1) / n)
+	segBytes := min(max(chunkBytes/4, c.opt.MinSegmentBytes), c.opt.SegmentBytes)
+	p := newPlan(n, c.self, len(buf), max(segBytes/4, 1))
+	if cap(c.work) < len(buf) {
+		c.work = make([]float32, len(buf))
+	}
+	// The call reads buf and writes only work: every element of work is
+	// written before it is read (reduced chunks as received + own, the rest
+	// while gathering), so no copy-in is needed; buf is written once, on
+	// success.
+	work := c.work[:len(buf)]
+	if wire == BF16 && len(c.sbuf) < 2*(segBytes/4+1) {
+		c.sbuf = make([]byte, 2*(segBytes/4+1))
+	}
+	k := &callState{c: c, p: p, op: op, wire: wire, step: call.Step, seq: seq, own: buf, work: work,
+		ready: make(chan int32, p.frames()), abort: make(chan struct{}),
+		recvd: make([]bool, p.frames()), sent: make([]atomic.Bool, p.frames()), sentNote: make(chan struct{}, 1),
+		normSq: make([]float64, p.steps()), pred: c.pred(), succ: c.succ(),
+		start: c.opt.Clock.Now()}
+	if !c.opt.Insecure && wire == FP32 {
+		k.hashes = make([][32]byte, p.frames())
+	}
+	if err := k.run(ctx); err != nil {
+		c.closeLinks()
+		return err
+	}
+	copy(buf, work)
+	return nil
+}
+
+// callState is one call in flight: a receive goroutine (read, check,
+// verify, reduce) and a send goroutine (hash, sign, write) joined by the
+// ready queue, watched by the caller's goroutine for timeouts.
+type callState struct {
+	c          *Comm
+	p          plan
+	op         Op
+	wire       Wire
+	step, seq  uint64
+	own        []float32 // the caller's buffer: read only
+	work       []float32
+	ready      chan int32 // frame indices the sender may send, in readiness order
+	abort      chan struct{}
+	recvd      []bool        // receiver only
+	sent       []atomic.Bool // written by the sender, read by the receiver
+	sentNote   chan struct{} // a send completed
+	hashes     [][32]byte    // received payload hashes, reused when forwarding fp32 gathers
+	normSq     []float64     // receiver only: squared norm so far of each step's chunk
+	pred, succ int
+	invalid    int
+
+	start     time.Time
+	lastRecv  atomic.Int64 // clock offset of the last valid frame
+	sendSince atomic.Int64 // clock offset+1 at which a blocked Send began, 0 if none
+	received  atomic.Int64
+	recvDone  atomic.Bool
+}
+
+func (k *callState) now() int64 { return int64(k.c.opt.Clock.Now().Sub(k.start)) }
+
+func (k *callState) where() (Phase, int) {
+	t := int(k.received.Load()) / k.p.segs
+	t = min(t, k.p.steps()-1)
+	return k.p.phaseRound(t)
+}
+
+func (k *callState) fail(idx int, err error) *PeerError {
+	ph, r := k.where()
+	return k.c.peerErr(idx, ph, r, err)
+}
+
+func (k *callState) run(ctx context.Context) error {
+	for s := range k.p.segs {
+		k.ready <- int32(s) // step 0: this node's own chunk
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- k.recvLoop() }()
+	go func() { errc <- k.sendLoop() }()
+	timeout := k.c.opt.Timeout
+	timer := k.c.opt.Clock.NewTimer(timeout)
+	defer timer.Stop()
+	done := ctx.Done()
+	tick := timer.C()
+	var first error
+	stop := func(err error) {
+		if first == nil {
+			first = err
+			close(k.abort)
+			k.c.out.Close()
+			k.c.in.Close()
+			done, tick = nil, nil
+		}
+	}
+	for pending := 2; pending > 0; {
+		select {
+		case err := <-errc:
+			pending--
+			if err != nil {
+				stop(err)
+			}
+		case <-done:
+			stop(ctx.Err())
+		case <-tick:
+			now := k.now()
+			next := int64(timeout)
+			// A send blocked on the successor is direct evidence against
+			// it; a silent predecessor may itself be starved upstream.
+			if s := k.sendSince.Load(); s > 0 {
+				blocked := now - (s - 1)
+				if blocked >= int64(timeout) {
+					stop(k.fail(k.succ, fmt.Errorf("%w: send blocked for %v", ErrTimeout, time.Duration(blocked))))
+					continue
+				}
+				next = min(next, int64(timeout)-blocked)
+			}
+			if !k.recvDone.Load() {
+				idle := now - k.lastRecv.Load()
+				if idle >= int64(timeout) {
+					stop(k.fail(k.pred, fmt.Errorf("%w: no valid frame for %v", ErrTimeout, time.Duration(idle))))
+					continue
+				}
+				next = min(next, int64(timeout)-idle)
+			}
+			timer.Reset(time.Duration(max(next, int64(time.Millisecond))))
+		}
+	}
+	return first
+}
+
+func (k *callState) sendLoop() error {
+	c, p := k.c, k.p
+	var hdr [HeaderSize]byte
+	bind := make([]byte, 0, len(c.prefix)+signedEnd-signedStart)
+	bind = append(bind, c.prefix...)
+	h := Header{Wire: k.wire, Sender: uint32(c.self), Receiver: uint32(k.succ),
+		Epoch: c.cfg.Epoch, Step: k.step, Seq: k.seq, Total: uint64(p.total), ConfigID: c.id}
+	for range p.frames() {
+		var idx int
+		select {
+		case i := <-k.ready:
+			idx = int(i)
+		case <-k.abort:
+			return nil
+		}
+		t, seg := idx/p.segs, idx%p.segs
+		chunk := p.sendChunk(t)
+		lo, hi := p.segment(chunk, seg)
+		ph, r := p.phaseRound(t)
+		src := k.work[lo:hi]
+		if t == 0 {
+			src = k.own[lo:hi]
+		}
+		var payload []byte
+		if k.wire == FP32 {
+			payload = f32bytes(src)
+		} else {
+			payload = c.sbuf[:2*(hi-lo)]
+			for i, v := range src {
+				binary.LittleEndian.PutUint16(payload[2*i:], toBF16(v))
+			}
+		}
+		h.Phase, h.Round, h.Chunk, h.Segment = ph, uint32(r), uint32(chunk), uint32(seg)
+		h.Count, h.Offset = uint32(hi-lo), uint64(lo)
+		if !c.opt.Insecure {
+			if k.hashes != nil && t >= p.n {
+				// Forwarding an all-gather segment: the bytes are the ones
+				// received (and verified) at step t-1, so is their hash.
+				h.Hash = k.hashes[idx-p.segs]
+			} else {
+				h.Hash = sha256.Sum256(payload)
+			}
+			putHeader(hdr[:], &h, len(payload))
+			bind = append(bind[:len(c.prefix)], hdr[signedStart:signedEnd]...)
+			copy(hdr[offSig:], ed25519.Sign(c.opt.Key, bind))
+		} else {
+			putHeader(hdr[:], &h, len(payload))
+		}
+		k.sendSince.Store(k.now() + 1)
+		err := c.out.Send(hdr[:], payload)
+		k.sendSince.Store(0)
+		if err != nil {
+			return k.fail(k.succ, fmt.Errorf("%w: send: %w", ErrBroken, err))
+		}
+		k.sent[idx].Store(true)
+		select {
+		case k.sentNote <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (k *callState) recvLoop() error {
+	c := k.c
+	bind := make([]byte, 0, len(c.prefix)+signedEnd-signedStart)
+	bind = append(bind, c.prefix...)
+	// Frames of this call that arrived during the previous one (possible
+	// with several streams per link, which do not keep order).
+	stash := c.stash
+	c.stash, c.stashBytes = nil, 0
+	for got := 0; got < k.p.frames(); {
+		var fr []byte
+		if len(stash) > 0 {
+			fr, stash = stash[0], stash[1:]
+		} else {
+			var err error
+			if fr, err = c.in.Recv(); err != nil {
+				return k.fail(k.pred, fmt.Errorf("%w: receive: %w", ErrBroken, err))
+			}
+		}
+		ok, err := k.accept(fr, &bind)
+		if err != nil {
+			return err
+		}
+		if ok {
+			got++
+			k.received.Store(int64(got))
+			k.lastRecv.Store(k.now())
+		}
+	}
+	k.recvDone.Store(true)
+	return nil
+}
+
+// accept checks one frame and applies it. It returns ok when the frame was
+// applied, and an error when the call must end.
+func (k *callState) accept(fr []byte, bind *[]byte) (bool, error) {
+	c, p := k.c, k.p
+	h, payload, err := DecodeFrame(fr, c.maxFrame())
+	if err != nil {
+		return false, k.reject(Malformed, nil, fr, false, err.Error())
+	}
+	if h.ConfigID != c.id {
+		return false, k.reject(StaleConfig, &h, fr, false, fmt.Sprintf("configuration %s, want %s", h.ConfigID, c.id))
+	}
+	verify := func(idx uint32) bool {
+		if c.opt.Insecure || idx >= uint32(p.n) {
+			return false
+		}
+		*bind = append((*bind)[:len(c.prefix)], fr[signedStart:signedEnd]...)
+		return ed25519.Verify(c.cfg.Members[idx].PublicKey, *bind, h.Sig[:])
+	}
+	if h.Sender != uint32(k.pred) {
+		return false, k.reject(WrongSender, &h, fr, verify(h.Sender), fmt.Sprintf("sender %d, want the predecessor %d", h.Sender, k.pred))
+	}
+	signed := verify(h.Sender)
+	if !c.opt.Insecure && !signed {
+		return false, k.reject(BadSignature, &h, fr, false, "signature does not verify under the predecessor's key")
+	}
+	if h.Receiver != uint32(c.self) {
+		return false, k.reject(WrongReceiver, &h, fr, signed, fmt.Sprintf("receiver %d, this node is %d", h.Receiver, c.self))
+	}
+	if h.Seq == k.seq+1 && h.Epoch == c.cfg.Epoch && (signed || c.opt.Insecure) && c.stashBytes+len(fr) <= maxStash {
+		// The next call's frame, overtaking this call's on another stream:
+		// keep it (verified again when that call starts).
+		c.stash = append(c.stash, append([]byte(nil), fr...))
+		c.stashBytes += len(fr)
+		return false, nil
+	}
+	if h.Epoch != c.cfg.Epoch || h.Step != k.step || h.Seq != k.seq {
+		return false, k.reject(WrongCall, &h, fr, signed, fmt.Sprintf("epoch/step/seq %d/%d/%d, want %d/%d/%d", h.Epoch, h.Step, h.Seq, c.cfg.Epoch, k.step, k.seq))
+	}
+	t, ok := p.step(h.Phase, h.Round)
+	if !ok || h.Segment >= uint32(p.segs) || h.Chunk != uint32(p.recvChunk(t)) {
+		return false, k.reject(WrongRound, &h, fr, signed, fmt.Sprintf("%s round %d chunk %d segment %d is not in this call's schedule", h.Phase, h.Round, h.Chunk, h.Segment))
+	}
+	chunk, seg := int(h.Chunk), int(h.Segment)
+	lo, hi := p.segment(chunk, seg)
+	if h.Wire != k.wire || h.Total != uint64(p.total) || h.Offset != uint64(lo) || h.Count != uint32(hi-lo) {
+		return false, k.reject(WrongSize, &h, fr, signed, fmt.Sprintf("%s [%d,+%d) of %d, want %s [%d,+%d) of %d", h.Wire, h.Offset, h.Count, h.Total, k.wire, lo, hi-lo, p.total))
+	}
+	idx := t*p.segs + seg
+	if k.recvd[idx] {
+		return false, k.reject(Duplicate, &h, fr, signed, fmt.Sprintf("%s round %d segment %d already applied", h.Phase, h.Round, seg))
+	}
+	if t >= p.n-1 {
+		// An all-gather segment overwrites what this node sends at step
+		// t+1-N. It cannot honestly arrive before that send was at least
+		// ready (it has gone round the ring since); if the send is ready
+		// but still in flight, wait for it to finish reading the buffer.
+		j := idx - (p.n-1)*p.segs
+		if j >= p.segs && !k.recvd[j-p.segs] {
+			return false, k.reject(WrongRound, &h, fr, signed, fmt.Sprintf("all-gather round %d segment %d arrived before this node could send its part: from the future", h.Round, seg))
+		}
+		for !k.sent[j].Load() {
+			select {
+			case <-k.sentNote:
+			case <-k.abort:
+				return false, k.fail(k.pred, ErrClosed)
+			}
+		}
+	}
+	if !c.opt.Insecure && sha256.Sum256(payload) != h.Hash {
+		return false, k.reject(Corrupt, &h, fr, signed, "payload does not match the signed hash")
+	}
+	if C := c.opt.ClipNorm; C > 0 {
+		k.normSq[t] += k.sumSquares(payload)
+		bound := float64(p.contributions(t)) * C
+		slack := 1 + 1e-5
+		if k.wire == BF16 {
+			slack = 1 + 1.0/64
+		}
+		if k.normSq[t] > bound*bound*slack*slack || math.IsNaN(k.normSq[t]) {
+			err := k.reject(NormExceeded, &h, fr, signed, fmt.Sprintf("%s round %d: chunk norm so far %.6g > %d × %g", h.Phase, h.Round, math.Sqrt(k.normSq[t]), p.contributions(t), C))
+			if err == nil {
+				err = k.fail(k.pred, fmt.Errorf("%w: partial sum norm above the clip bound", ErrMisbehaved))
+			}
+			return false, err
+		}
+	}
+	k.apply(t, k.work[lo:hi], k.own[lo:hi], payload)
+	k.recvd[idx] = true
+	if k.hashes != nil {
+		k.hashes[idx] = h.Hash
+	}
+	if t+1 < p.steps() {
+		k.ready <- int32(idx + p.segs)
+	}
+	return true, nil
+}
+
+func (k *callState) sumSquares(payload []byte) float64 {
+	var s float64
+	if k.wire == BF16 {
+		for i := 0; i+1 < len(payload); i += 2 {
+			v := float64(fromBF16(binary.LittleEndian.Uint16(payload[i:])))
+			s += v * v
+		}
+		return s
+	}
+	for i := 0; i+3 < len(payload); i += 4 {
+		v := float64(math.Float32frombits(binary.LittleEndian.Uint32(payload[i:])))
+		s += v * v
+	}
+	return s
+}
+
+// apply reduces (scatter-reduce: dst = received + own) or stores
+// (all-gather) a verified payload.
+func (k *callState) apply(t int, dst, own []float32, payload []byte) {
+	p := k.p
+	scatter := t < p.n-1
+	switch {
+	case k.wire == FP32 && scatter:
+		own = own[:len(dst)]
+		if src, ok := bytesF32(payload); ok {
+			src = src[:len(dst)]
+			for i := range dst {
+				dst[i] = src[i] + own[i]
+			}
+		} else {
+			for i := range dst {
+				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(payload[4*i:])) + own[i]
+			}
+		}
+	case k.wire == FP32:
+		if src, ok := bytesF32(payload); ok {
+			copy(dst, src)
+		} else {
+			for i := range dst {
+				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(payload[4*i:]))
+			}
+		}
+	case scatter:
+		for i := range dst {
+			dst[i] = fromBF16(binary.LittleEndian.Uint16(payload[2*i:])) + own[i]
+		}
+	default:
+		for i := range dst {
+			dst[i] = fromBF16(binary.LittleEndian.Uint16(payload[2*i:]))
+		}
+	}
+	if t == p.n-2 { // this chunk is now fully reduced here: finish it
+		if k.op == Mean {
+			d := float32(p.n)
+			for i := range dst {
+				dst[i] /= d
+			}
+		}
+		if k.wire == BF16 { // what every other node will receive
+			for i := range dst {
+				dst[i] = RoundBF16(dst[i])
+			}
+		}
+	}
+}
+
+// reject drops a frame: it reports evidence and counts it against the
+// predecessor; past MaxInvalid the call ends.
+func (k *callState) reject(v Violation, h *Header, fr []byte, signed bool, detail string) error {
+	c := k.c
+	if r := c.opt.Reporter; r != nil {
+		e := Evidence{Kind: v, Suspect: k.pred, SuspectID: c.cfg.Members[k.pred].ID, Claimed: -1,
+			Signed: signed, ConfigID: c.id, Seq: k.seq, Detail: detail}
+		if h != nil {
+			e.Claimed = int(h.Sender)
+			e.SignedBytes = SignedBytes(c.cfg.Job, fr)
+			e.Signature = append([]byte(nil), h.Sig[:]...)
+			if v == NormExceeded {
+				e.Payload = append([]byte(nil), fr[HeaderSize:]...)
+			}
+		}
+		r.Report(e)
+	}
+	k.invalid++
+	if k.invalid > c.opt.MaxInvalid {
+		return k.fail(k.pred, fmt.Errorf("%w: %d invalid frames, last %s: %s", ErrMisbehaved, k.invalid, v, detail))
+	}
+	return nil
+}
+
+func f32bytes(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))
+}
+
+// bytesF32 views b as float32s when it is suitably aligned.
+func bytesF32(b []byte) ([]float32, bool) {
+	if len(b) == 0 {
+		return nil, true
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if uintptr(p)%4 != 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*float32)(p), len(b)/4), true
+}

@@ -1,0 +1,93 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Violation names what was wrong with a dropped frame.
+type Violation uint8
+
+const (
+	Malformed     Violation = iota + 1 // undecodable frame: bad length, version, kind, size
+	StaleConfig                        // another configuration id (an old ring, or a future one)
+	WrongSender                        // sender is not this node's predecessor
+	WrongReceiver                      // receiver is not this node
+	BadSignature                       // signature does not verify under the predecessor's key
+	WrongCall                          // signed for another epoch, step or call sequence: a replay
+	WrongRound                         // phase, round, chunk or segment outside this call's schedule
+	WrongSize                          // total, offset, count or wire format not the expected ones
+	Duplicate                          // a segment already applied in this call
+	Corrupt                            // payload does not hash to the signed hash
+	NormExceeded                       // partial sum's norm above contributions × clip bound
+)
+
+var violationNames = [...]string{
+	Malformed: "malformed", StaleConfig: "stale-config", WrongSender: "wrong-sender",
+	WrongReceiver: "wrong-receiver", BadSignature: "bad-signature", WrongCall: "wrong-call",
+	WrongRound: "wrong-round", WrongSize: "wrong-size", Duplicate: "duplicate",
+	Corrupt: "corrupt", NormExceeded: "norm-exceeded",
+}
+
+func (v Violation) String() string {
+	if int(v) < len(violationNames) && violationNames[v] != "" {
+		return violationNames[v]
+	}
+	return fmt.Sprintf("violation(%d)", uint8(v))
+}
+
+// Evidence describes one dropped frame. Signed is true when the frame's
+// signature verified under Claimed's key: then SignedBytes and Signature
+// prove that Claimed sent it (check with ed25519.Verify). Otherwise the
+// frame only shows what arrived on the link from Suspect.
+type Evidence struct {
+	Kind        Violation
+	Suspect     int    // ring index of the node the link connects to (the predecessor)
+	SuspectID   string // its member id
+	Claimed     int    // sender index written in the frame, -1 if undecodable
+	Signed      bool
+	SignedBytes []byte // what the signature covers (nil when undecodable)
+	Signature   []byte
+	Payload     []byte // kept for NormExceeded, where it is the proof
+	ConfigID    ID     // the receiver's configuration
+	Seq         uint64 // the receiver's call
+	Detail      string
+}
+
+// Reporter receives evidence. Report is called on the receiving goroutine:
+// keep it short (queue the evidence, do not block).
+type Reporter interface {
+	Report(Evidence)
+}
+
+// ReporterFunc adapts a function to Reporter.
+type ReporterFunc func(Evidence)
+
+// Report calls f(e).
+func (f ReporterFunc) Report(e Evidence) { f(e) }
+
+// Errors a failed AllReduce wraps. A *PeerError carries the suspect.
+var (
+	ErrTimeout    = errors.New("ring: neighbour silent past the timeout")
+	ErrBroken     = errors.New("ring: connection broken")
+	ErrMisbehaved = errors.New("ring: neighbour sent invalid frames")
+	ErrClosed     = errors.New("ring: communicator closed")
+	ErrSize       = errors.New("ring: buffer too large")
+)
+
+// PeerError ends a call that failed because of a neighbour. The caller
+// reports Suspect to the orchestrator, installs the configuration it
+// publishes (Reconfigure) and retries.
+type PeerError struct {
+	Suspect   int    // ring index in the failed configuration
+	SuspectID string // member id
+	Phase     Phase  // where this node was when it gave up
+	Round     int
+	Err       error // ErrTimeout, ErrBroken or ErrMisbehaved, possibly wrapping the cause
+}
+
+func (e *PeerError) Error() string {
+	return fmt.Sprintf("ring: suspect %s (index %d) during %s round %d: %v", e.SuspectID, e.Suspect, e.Phase, e.Round, e.Err)
+}
+
+func (e *PeerError) Unwrap() error { return e.Err }

@@ -1,0 +1,484 @@
+package ring_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/ring/memnet"
+)
+
+func hdr(t testing.TB, frame []byte) ring.Header {
+	t.Helper()
+	h, _, err := ring.DecodeFrame(frame, 1<<30)
+	if err != nil {
+		t.Fatalf("filter saw an undecodable frame: %v", err)
+	}
+	return h
+}
+
+func peerErr(t testing.TB, err error) *ring.PeerError {
+	t.Helper()
+	var pe *ring.PeerError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T), want a *ring.PeerError", err, err)
+	}
+	return pe
+}
+
+// Faults the protocol must absorb: the sum is still exact, and what was
+// dropped is reported.
+func TestFaultsThatStillGiveTheExactSum(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		filter func(t *testing.T) memnet.Filter
+		want   ring.Violation // evidence expected (0: none)
+	}{
+		{"delay", func(t *testing.T) memnet.Filter {
+			var n atomic.Int64
+			return func(l memnet.Link, f []byte, deliver func([]byte)) {
+				d := time.Duration(n.Add(1)%7) * time.Millisecond
+				go func() { time.Sleep(d); deliver(f) }()
+			}
+		}, 0},
+		{"reorder", func(t *testing.T) memnet.Filter {
+			var mu sync.Mutex
+			held := map[memnet.Link][]byte{}
+			return func(l memnet.Link, f []byte, deliver func([]byte)) {
+				mu.Lock()
+				prev := held[l]
+				if prev == nil {
+					held[l] = f
+					mu.Unlock()
+					go func() { // flush a frame nobody swapped with
+						time.Sleep(time.Millisecond)
+						mu.Lock()
+						if slices.Equal(held[l], f) {
+							delete(held, l)
+							mu.Unlock()
+							deliver(f)
+							return
+						}
+						mu.Unlock()
+					}()
+					return
+				}
+				delete(held, l)
+				mu.Unlock()
+				deliver(f)
+				deliver(prev)
+			}
+		}, 0},
+		{"duplicate", func(t *testing.T) memnet.Filter {
+			return func(l memnet.Link, f []byte, deliver func([]byte)) {
+				deliver(f)
+				deliver(slices.Clone(f))
+			}
+		}, ring.Duplicate},
+		{"corrupt copy before the original", func(t *testing.T) memnet.Filter {
+			return func(l memnet.Link, f []byte, deliver func([]byte)) {
+				if h := hdr(t, f); h.Count > 0 && h.Segment == 0 {
+					bad := slices.Clone(f)
+					bad[len(bad)-1] ^= 0x40
+					deliver(bad)
+				}
+				deliver(f)
+			}
+		}, ring.Corrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 4
+				cl := newCluster(t, n, func(o *ring.Options) { o.MaxInvalid = 1 << 20 })
+				cl.net.SetFilter(tc.filter(t))
+				bufs := inputs(n, 1234, 5)
+				want := sumOf(bufs)
+				for i, err := range cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{}) {
+					if err != nil {
+						t.Fatalf("node %d: %v", i, err)
+					}
+					if !slices.Equal(bufs[i], want) {
+						t.Fatalf("node %d: wrong sum", i)
+					}
+				}
+				time.Sleep(time.Second) // let delayed deliveries and flushes finish
+				got := cl.log.kinds()
+				if tc.want == 0 && len(got) != 0 || tc.want != 0 && (got[tc.want] == 0 || len(got) != 1) {
+					t.Fatalf("evidence %v, want only %v", got, tc.want)
+				}
+			})
+		})
+	}
+}
+
+// A dropped frame is never replaced: the receiver gives up after exactly
+// the timeout and names the sender; its buffer is untouched.
+func TestDroppedFrameTimesOutNamingTheSender(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 4
+		cl := newCluster(t, n, nil)
+		cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+			if h := hdr(t, f); h.Sender == 1 && h.Phase == ring.AllGather && h.Round == 0 && h.Segment == 1 {
+				return // dropped
+			}
+			deliver(f)
+		})
+		bufs := inputs(n, 1000, 1)
+		orig := clone(bufs)
+		start := time.Now()
+		var end time.Time
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				errs[i] = cl.comms[i].AllReduce(t.Context(), bufs[i], ring.Sum)
+				if i == 2 {
+					end = time.Now()
+				}
+			})
+		}
+		wg.Wait()
+		pe := peerErr(t, errs[2])
+		if pe.Suspect != 1 || !errors.Is(pe, ring.ErrTimeout) || pe.Phase != ring.AllGather {
+			t.Fatalf("node 2: %v, want a timeout naming node 1 in all-gather", pe)
+		}
+		if d := end.Sub(start); d != 30*time.Second {
+			t.Fatalf("gave up after %v, want the 30 s timeout", d)
+		}
+		for i, err := range errs {
+			if err != nil && !slices.Equal(bufs[i], orig[i]) {
+				t.Fatalf("node %d failed but its buffer changed", i)
+			}
+		}
+	})
+}
+
+// A neighbour that connected but does nothing (a paused process): its
+// successor times out receiving, its predecessor times out sending; both
+// name it.
+func TestSilentNeighbourIsNamedByBothSides(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3
+		cl := newCluster(t, n, func(o *ring.Options) { o.Timeout = 5 * time.Second })
+		_, id, _ := cl.comms[2].Config()
+		// Node 2 connects its links and then freezes.
+		tr := cl.net.Transport("mem2")
+		go tr.Connect(t.Context(), ring.LinkSpec{ConfigID: id, Self: 2, Me: cl.cfg.Members[2],
+			Succ: cl.cfg.Members[0], SuccIdx: 0, Pred: cl.cfg.Members[1], PredIdx: 1})
+		bufs := inputs(n, 100000, 2) // more than the links hold
+		start := time.Now()
+		errs := cl.run(t.Context(), []int{0, 1}, bufs, ring.Sum, ring.Call{})
+		if d := time.Since(start); d != 5*time.Second {
+			t.Fatalf("took %v, want the 5 s timeout", d)
+		}
+		for _, i := range []int{0, 1} {
+			pe := peerErr(t, errs[i])
+			if pe.Suspect != 2 || pe.SuspectID != "node2" || !errors.Is(pe, ring.ErrTimeout) {
+				t.Fatalf("node %d: %v, want a timeout naming node 2", i, pe)
+			}
+		}
+	})
+}
+
+func TestContextCancelEndsTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t, 2, nil)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		go cl.net.Transport("mem1").Connect(t.Context(), ring.LinkSpec{ConfigID: cl.cfg.ID(), Self: 1,
+			Me: cl.cfg.Members[1], Succ: cl.cfg.Members[0], Pred: cl.cfg.Members[0]})
+		buf := []float32{1, 2, 3}
+		err := cl.comms[0].AllReduce(ctx, buf, ring.Sum)
+		if !errors.Is(err, context.DeadlineExceeded) || !slices.Equal(buf, []float32{1, 2, 3}) {
+			t.Fatalf("%v %v", err, buf)
+		}
+	})
+}
+
+// signFrame builds a frame for h and payload signed with key.
+func signFrame(job string, key ed25519.PrivateKey, h ring.Header, payload []byte) []byte {
+	f := ring.EncodeFrame(h, payload)
+	sig := ed25519.Sign(key, ring.SignedBytes(job, f))
+	copy(h.Sig[:], sig)
+	return ring.EncodeFrame(h, payload)
+}
+
+// Forged, replayed and malformed frames injected on a link are dropped,
+// reported with the right kind and evidence that verifies, and the sum is
+// still exact.
+func TestForgedAndReplayedFramesAreDropped(t *testing.T) {
+	const n = 4
+	cl := newCluster(t, n, nil)
+	// Call 1: record what node 1 sends to node 2.
+	var mu sync.Mutex
+	var recorded [][]byte
+	cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+		if l.From == "mem1" && l.To == "mem2" {
+			mu.Lock()
+			recorded = append(recorded, slices.Clone(f))
+			mu.Unlock()
+		}
+		deliver(f)
+	})
+	bufs := inputs(n, 500, 3)
+	for _, err := range cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{Step: 7}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.net.SetFilter(nil)
+	job := cl.cfg.Job
+	good := hdr(t, recorded[0])
+	_, payload, _ := ring.DecodeFrame(recorded[0], 1<<30)
+	good.Seq, good.Step = 1, 8 // a frame of call 2, step 0
+	inject := func(f []byte) {
+		if err := cl.net.Inject("mem1", "mem2", f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Replays of call 1 (every frame node 1 sent).
+	for _, f := range recorded {
+		inject(f)
+	}
+	// Node 3 signs with its own key: not the predecessor.
+	h := good
+	h.Sender = 3
+	inject(signFrame(job, keyFor(3), h, payload))
+	// Claims to be node 1 but signed by node 3.
+	inject(signFrame(job, keyFor(3), good, payload))
+	// Signed by node 1 but outside the schedule, the wrong size, the wrong receiver.
+	h = good
+	h.Round = n - 1
+	inject(signFrame(job, keyFor(1), h, payload))
+	h = good
+	h.Total++
+	inject(signFrame(job, keyFor(1), h, payload))
+	h = good
+	h.Receiver = 3
+	inject(signFrame(job, keyFor(1), h, payload))
+	// A frame bound to another configuration (an old epoch of this ring).
+	old := makeConfig(n, 0)
+	h = good
+	h.ConfigID = old.ID()
+	inject(signFrame(job, keyFor(1), h, payload))
+	// Truncated.
+	inject(recorded[0][:ring.HeaderSize-1])
+	// Signed over the right header but the payload changed in flight.
+	bad := signFrame(job, keyFor(1), good, payload)
+	bad[len(bad)-1] ^= 1
+	inject(bad)
+
+	bufs = inputs(n, 500, 4)
+	want := sumOf(bufs)
+	for i, err := range cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{Step: 8}) {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		if !slices.Equal(bufs[i], want) {
+			t.Fatalf("node %d: wrong sum", i)
+		}
+	}
+	got := cl.log.kinds()
+	wantKinds := map[ring.Violation]int{ring.WrongCall: len(recorded), ring.WrongSender: 1, ring.BadSignature: 1,
+		ring.WrongRound: 1, ring.WrongSize: 1, ring.WrongReceiver: 1, ring.StaleConfig: 1, ring.Malformed: 1, ring.Corrupt: 1}
+	if len(got) != len(wantKinds) {
+		t.Fatalf("evidence %v, want %v", got, wantKinds)
+	}
+	for k, v := range wantKinds {
+		if got[k] != v {
+			t.Fatalf("evidence %v, want %v", got, wantKinds)
+		}
+	}
+	for _, e := range cl.log.ev {
+		if e.Suspect != 1 {
+			t.Fatalf("%v names %d, want the link's peer 1", e.Kind, e.Suspect)
+		}
+		if e.Signed {
+			if e.Claimed < 0 || !ed25519.Verify(keyFor(e.Claimed).Public().(ed25519.PublicKey), e.SignedBytes, e.Signature) {
+				t.Fatalf("%v: evidence marked signed does not verify", e.Kind)
+			}
+		}
+		if (e.Kind == ring.WrongCall || e.Kind == ring.WrongRound || e.Kind == ring.WrongSender) != e.Signed && e.Kind != ring.WrongSize && e.Kind != ring.WrongReceiver && e.Kind != ring.Corrupt {
+			t.Fatalf("%v: signed=%v", e.Kind, e.Signed)
+		}
+	}
+}
+
+// Too many invalid frames end the call naming the predecessor.
+func TestFloodOfInvalidFramesEndsTheCall(t *testing.T) {
+	cl := newCluster(t, 2, func(o *ring.Options) { o.MaxInvalid = 3 })
+	cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+		if l.From == "mem0" {
+			for range 4 {
+				bad := slices.Clone(f)
+				bad[ring.HeaderSize-1] ^= 1 // signature
+				deliver(bad)
+			}
+		}
+		deliver(f)
+	})
+	bufs := inputs(2, 64, 1)
+	errs := cl.run(t.Context(), all(2), bufs, ring.Sum, ring.Call{})
+	pe := peerErr(t, errs[1])
+	if pe.Suspect != 0 || !errors.Is(pe, ring.ErrMisbehaved) {
+		t.Fatalf("%v", pe)
+	}
+}
+
+func TestNormCheck(t *testing.T) {
+	const n, length, C = 4, 400, 10.0
+	clip := func(b []float32, c float64) {
+		var s float64
+		for _, v := range b {
+			s += float64(v) * float64(v)
+		}
+		if f := c / math.Sqrt(s); f < 1 {
+			for i := range b {
+				b[i] *= float32(f)
+			}
+		}
+	}
+	cl := newCluster(t, n, func(o *ring.Options) { o.ClipNorm = C })
+	bufs := inputs(n, length, 11)
+	for i := range bufs {
+		clip(bufs[i], C)
+	}
+	for i, err := range cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{}) {
+		if err != nil {
+			t.Fatalf("honest clipped inputs: node %d: %v", i, err)
+		}
+	}
+	// Node 1 sends a contribution 3× over the bound everywhere.
+	bufs = inputs(n, length, 12)
+	for i := range bufs {
+		clip(bufs[i], C)
+	}
+	for j := range bufs[1] {
+		bufs[1][j] = 3 * C / float32(math.Sqrt(length)) * 2
+	}
+	errs := cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{})
+	pe := peerErr(t, errs[2])
+	if pe.Suspect != 1 || !errors.Is(pe, ring.ErrMisbehaved) {
+		t.Fatalf("node 2: %v, want node 1 named for misbehaving", pe)
+	}
+	if cl.log.kinds()[ring.NormExceeded] == 0 {
+		t.Fatal("no NormExceeded evidence")
+	}
+	for _, e := range cl.log.ev {
+		if e.Kind == ring.NormExceeded && (!e.Signed || len(e.Payload) == 0) {
+			t.Fatal("norm evidence must carry the signed frame and its payload")
+		}
+	}
+}
+
+// A node dies during scatter-reduce or all-gather. Its neighbours name it,
+// nobody's buffer changes on failure, and after the survivors install the
+// configuration without it, frames of the old ring (a paused node waking
+// up) are refused and the retry gives the exact sum of the survivors.
+func TestKillRetryWithNewConfig(t *testing.T) {
+	for _, killAt := range []ring.Phase{ring.ScatterReduce, ring.AllGather} {
+		t.Run(killAt.String(), func(t *testing.T) {
+			const n, victim = 5, 2
+			cl := newCluster(t, n, func(o *ring.Options) { o.MaxInvalid = 1000 })
+			var once sync.Once
+			var stale [][]byte
+			var smu sync.Mutex
+			cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+				h := hdr(t, f)
+				if l.From == "mem2" {
+					smu.Lock()
+					stale = append(stale, slices.Clone(f))
+					smu.Unlock()
+				}
+				if int(h.Sender) == victim && h.Phase == killAt && h.Round == 1 {
+					once.Do(func() { cl.net.Kill("mem2") })
+					return
+				}
+				deliver(f)
+			})
+			bufs := inputs(n, 3001, 21)
+			orig := clone(bufs)
+			survivors := []int{0, 1, 3, 4}
+			errs := cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{Step: 1})
+			if errs[victim] == nil {
+				t.Fatal("the killed node's call succeeded")
+			}
+			full := sumOf(orig)
+			named := 0 // aborts cascade round the ring: some name a survivor
+			for _, i := range survivors {
+				if errs[i] == nil {
+					if !slices.Equal(bufs[i], full) {
+						t.Fatalf("node %d succeeded with a wrong sum", i)
+					}
+					continue
+				}
+				if pe := peerErr(t, errs[i]); pe.Suspect == victim {
+					named++
+				}
+				if !slices.Equal(bufs[i], orig[i]) {
+					t.Fatalf("node %d: aborted call changed the buffer", i)
+				}
+			}
+			if named == 0 {
+				t.Fatal("no survivor named the killed node")
+			}
+			// The orchestrator removes the victim; survivors retry.
+			newCfg := cl.cfg.Without(victim)
+			for _, i := range survivors {
+				if err := cl.comms[i].Reconfigure(newCfg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cl.net.SetFilter(nil)
+			cl.net.Revive("mem2")
+			bufs = clone(orig)
+			want := sumOf(orig, victim)
+			var wg sync.WaitGroup
+			var injected atomic.Int64
+			// The victim wakes up and injects its old frames into the new ring.
+			wg.Go(func() {
+				smu.Lock()
+				defer smu.Unlock()
+				for cl.net.Inject("mem1", "mem3", stale[0]) != nil { // wait for the new link
+					time.Sleep(time.Millisecond)
+				}
+				injected.Add(1)
+				for _, f := range stale {
+					g := slices.Clone(f)
+					if cl.net.Inject("mem1", "mem3", g) == nil { // as if relayed onto the new link
+						injected.Add(1)
+					}
+				}
+			})
+			errs = cl.run(t.Context(), survivors, bufs, ring.Sum, ring.Call{Step: 1})
+			wg.Wait()
+			// A second call drains whatever stale frames are still queued.
+			bufs2 := clone(orig)
+			errs2 := cl.run(t.Context(), survivors, bufs2, ring.Sum, ring.Call{Step: 2})
+			if got := cl.log.kinds()[ring.StaleConfig]; got != int(injected.Load()) {
+				t.Fatalf("%d stale-config reports, want one per replayed frame (%d)", got, injected.Load())
+			}
+			for _, i := range survivors {
+				if errs2[i] != nil || !slices.Equal(bufs2[i], want) {
+					t.Fatalf("second call: node %d: %v", i, errs2[i])
+				}
+			}
+			for _, i := range survivors {
+				if errs[i] != nil {
+					t.Fatalf("retry: node %d: %v", i, errs[i])
+				}
+				if !slices.Equal(bufs[i], want) {
+					t.Fatalf("retry: node %d: not the survivors' sum", i)
+				}
+			}
+		})
+	}
+}

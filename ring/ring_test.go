@@ -1,0 +1,266 @@
+package ring_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/ring/memnet"
+)
+
+// keyFor returns a deterministic key for node i.
+func keyFor(i int) ed25519.PrivateKey {
+	seed := make([]byte, ed25519.SeedSize)
+	seed[0], seed[1] = byte(i), 0x5a
+	return ed25519.NewKeyFromSeed(seed)
+}
+
+func makeConfig(n int, epoch uint64) ring.Config {
+	cfg := ring.Config{Job: "job-test", Epoch: epoch}
+	for i := range n {
+		cfg.Members = append(cfg.Members, ring.Member{
+			ID: fmt.Sprintf("node%d", i), PublicKey: keyFor(i).Public().(ed25519.PublicKey), Addr: fmt.Sprintf("mem%d", i)})
+	}
+	return cfg
+}
+
+// evidenceLog collects evidence from every node.
+type evidenceLog struct {
+	mu sync.Mutex
+	ev []ring.Evidence
+}
+
+func (l *evidenceLog) Report(e ring.Evidence) { l.mu.Lock(); l.ev = append(l.ev, e); l.mu.Unlock() }
+
+func (l *evidenceLog) kinds() map[ring.Violation]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := map[ring.Violation]int{}
+	for _, e := range l.ev {
+		m[e.Kind]++
+	}
+	return m
+}
+
+type cluster struct {
+	net   *memnet.Network
+	cfg   ring.Config
+	comms []*ring.Comm
+	log   *evidenceLog
+}
+
+func newCluster(t testing.TB, n int, mod func(*ring.Options)) *cluster {
+	t.Helper()
+	cl := &cluster{net: memnet.New(256), cfg: makeConfig(n, 1), log: &evidenceLog{}}
+	for i := range n {
+		o := ring.Options{Key: keyFor(i), Config: cl.cfg, Transport: cl.net.Transport(cl.cfg.Members[i].Addr),
+			SegmentBytes: 64, MinSegmentBytes: 16, Reporter: cl.log, Timeout: 30 * time.Second}
+		if mod != nil {
+			mod(&o)
+		}
+		c, err := ring.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.comms = append(cl.comms, c)
+	}
+	t.Cleanup(func() {
+		for _, c := range cl.comms {
+			c.Close()
+		}
+	})
+	return cl
+}
+
+// inputs returns integer-valued vectors, so sums are exact in any order.
+func inputs(n, length int, seed uint64) [][]float32 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([][]float32, n)
+	for i := range out {
+		out[i] = make([]float32, length)
+		for j := range out[i] {
+			out[i][j] = float32(r.IntN(201) - 100)
+		}
+	}
+	return out
+}
+
+func sumOf(bufs [][]float32, skip ...int) []float32 {
+	var s []float32
+	for i, b := range bufs {
+		if slices.Contains(skip, i) {
+			continue
+		}
+		if s == nil {
+			s = make([]float32, len(b))
+		}
+		for j, v := range b {
+			s[j] += v
+		}
+	}
+	return s
+}
+
+// run calls AllReduceCall on the given nodes concurrently.
+func (cl *cluster) run(ctx context.Context, nodes []int, bufs [][]float32, op ring.Op, call ring.Call) []error {
+	errs := make([]error, len(cl.comms))
+	var wg sync.WaitGroup
+	for _, i := range nodes {
+		wg.Go(func() { errs[i] = cl.comms[i].AllReduceCall(ctx, bufs[i], op, call) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func all(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+func clone(b [][]float32) [][]float32 {
+	out := make([][]float32, len(b))
+	for i := range b {
+		out[i] = slices.Clone(b[i])
+	}
+	return out
+}
+
+func TestAllReduceSumExact(t *testing.T) {
+	for n := 2; n <= 8; n++ {
+		for _, length := range []int{0, 1, n - 1, n + 1, 37, 1001, 4099} {
+			t.Run(fmt.Sprintf("n%d/len%d", n, length), func(t *testing.T) {
+				cl := newCluster(t, n, nil)
+				bufs := inputs(n, length, uint64(n*10000+length))
+				want := sumOf(bufs)
+				for i, err := range cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{Step: 3}) {
+					if err != nil {
+						t.Fatalf("node %d: %v", i, err)
+					}
+					if length > 0 && !slices.Equal(bufs[i], want) {
+						t.Fatalf("node %d: got %v…, want %v…", i, bufs[i][:min(8, length)], want[:min(8, length)])
+					}
+				}
+				if k := cl.log.kinds(); len(k) != 0 {
+					t.Fatalf("evidence from an honest ring: %v", k)
+				}
+			})
+		}
+	}
+}
+
+func TestAllReduceMeanAndRepeatedCalls(t *testing.T) {
+	const n = 5
+	cl := newCluster(t, n, nil)
+	for call := range 3 {
+		bufs := inputs(n, 999, uint64(call))
+		sum := sumOf(bufs)
+		for i, err := range cl.run(t.Context(), all(n), bufs, ring.Mean, ring.Call{Step: uint64(call)}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range sum {
+				if want := sum[j] / n; bufs[i][j] != want {
+					t.Fatalf("call %d node %d [%d]: %v, want %v", call, i, j, bufs[i][j], want)
+				}
+			}
+		}
+	}
+}
+
+func TestAllReduceBF16(t *testing.T) {
+	const n, length = 4, 777
+	cl := newCluster(t, n, nil)
+	bufs := inputs(n, length, 9) // |x| ≤ 100, sums ≤ 400: partial sums up to 256 exact in bf16
+	for i := range bufs {
+		for j := range bufs[i] {
+			bufs[i][j] = float32(int(bufs[i][j]) / 2) // |partial sums| ≤ 200 < 256
+		}
+	}
+	want := sumOf(bufs)
+	for i, err := range cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{}.WithWire(ring.BF16)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(bufs[i], want) {
+			t.Fatalf("node %d differs", i)
+		}
+	}
+	// Non-integer data: all nodes end bit-identical, within bf16 rounding of the sum.
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range bufs {
+		for j := range bufs[i] {
+			bufs[i][j] = float32(r.NormFloat64())
+		}
+	}
+	exact := sumOf(bufs)
+	cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{}.WithWire(ring.BF16))
+	for i := range bufs {
+		if !slices.Equal(bufs[i], bufs[0]) {
+			t.Fatalf("node %d not identical to node 0", i)
+		}
+	}
+	for j, v := range bufs[0] {
+		if d := float64(v - exact[j]); d*d > 0.1*0.1 {
+			t.Fatalf("[%d] bf16 sum %v, fp32 %v", j, v, exact[j])
+		}
+	}
+}
+
+func TestSingleNodeIsIdentity(t *testing.T) {
+	cl := newCluster(t, 1, nil)
+	buf := []float32{1, 2, 3}
+	if err := cl.comms[0].AllReduce(t.Context(), buf, ring.Mean); err != nil || !slices.Equal(buf, []float32{1, 2, 3}) {
+		t.Fatal(err, buf)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	cfg := makeConfig(3, 1)
+	tr := memnet.New(0).Transport("mem0")
+	for name, o := range map[string]ring.Options{
+		"no key":        {Config: cfg, Transport: tr},
+		"not a member":  {Key: keyFor(9), Config: cfg, Transport: tr},
+		"no transport":  {Key: keyFor(0), Config: cfg},
+		"dup member":    {Key: keyFor(0), Config: ring.Config{Members: []ring.Member{cfg.Members[0], cfg.Members[0]}}, Transport: tr},
+		"bad segment":   {Key: keyFor(0), Config: cfg, Transport: tr, SegmentBytes: 2},
+		"negative clip": {Key: keyFor(0), Config: cfg, Transport: tr, ClipNorm: -1},
+	} {
+		if _, err := ring.New(o); !errors.Is(err, ring.ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+func TestConfigID(t *testing.T) {
+	a := makeConfig(4, 1)
+	b := makeConfig(4, 2)
+	c := makeConfig(4, 1)
+	c.Job = "other"
+	d := makeConfig(4, 1)
+	d.Members[1], d.Members[2] = d.Members[2], d.Members[1]
+	e := a.Without(2)
+	ids := map[ring.ID]string{}
+	for name, cfg := range map[string]ring.Config{"a": a, "epoch": b, "job": c, "order": d, "without": e} {
+		id := cfg.ID()
+		if prev, ok := ids[id]; ok {
+			t.Fatalf("%s and %s share an id", name, prev)
+		}
+		ids[id] = name
+	}
+	if want := makeConfig(4, 1); a.ID() != want.ID() {
+		t.Fatal("id not deterministic")
+	}
+	if len(e.Members) != 3 || e.Index(a.Members[2].PublicKey) != -1 {
+		t.Fatal("Without did not remove the member")
+	}
+}
