@@ -1,0 +1,154 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/zooai/gym/gspo"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/optim"
+	"github.com/zooai/gym/rollout"
+	"github.com/zooai/gym/task"
+)
+
+// Config is a GSPO job's training configuration. Keys follow the seed's
+// GSPOConfig (importance_sampling_level, beta, group_size,
+// aggregate_interval, use_4bit, lora_rank, lora_alpha, max_seq_len,
+// gradient_accumulation_steps, learning_rate, warmup_steps, weight_decay)
+// plus what the built-in trainer needs to be fully specified.
+type Config struct {
+	Task string `json:"task"`
+	Seed uint64 `json:"seed"` // job seed: data, sampling and adapter initialisation
+	// Steps is the number of optimiser steps of a run (the schedule's
+	// horizon is fixed by it only when CosineDecay is set).
+	Steps int `json:"steps"`
+
+	ImportanceSamplingLevel string  `json:"importance_sampling_level"` // "sequence" (GSPO) or "token" (GRPO)
+	Beta                    float64 `json:"beta"`                      // KL weight
+	EpsilonLow              float64 `json:"epsilon_low"`
+	EpsilonHigh             float64 `json:"epsilon_high"`
+	GroupSize               int     `json:"group_size"`       // completions per prompt (G)
+	PromptsPerStep          int     `json:"prompts_per_step"` // prompts per optimiser step
+	NumIterations           int     `json:"num_iterations"`   // optimiser passes over each batch (μ)
+	// AggregateInterval is the number of local steps between ring syncs. A
+	// single node never syncs; the ring worker reads it.
+	AggregateInterval int  `json:"aggregate_interval"`
+	Use4Bit           bool `json:"use_4bit"` // accepted; not applicable to the built-in float32 model
+
+	LoRARank    int      `json:"lora_rank"`
+	LoRAAlpha   float64  `json:"lora_alpha"`
+	LoRATargets []string `json:"lora_target_modules"`
+
+	MaxSeqLen                 int     `json:"max_seq_len"`
+	GradientAccumulationSteps int     `json:"gradient_accumulation_steps"`
+	LearningRate              float64 `json:"learning_rate"`
+	WarmupSteps               int     `json:"warmup_steps"`
+	WeightDecay               float64 `json:"weight_decay"`
+	// CosineDecay decays the rate to 10% by the end of step Steps. The
+	// schedule (warmup included) counts optimiser updates: num_iterations
+	// per step.
+	CosineDecay bool `json:"cosine_decay"`
+
+	Temperature float64 `json:"temperature"`
+	TopK        int     `json:"top_k"`
+	EvalSize    int     `json:"eval_size"` // held-out problems
+}
+
+// DefaultConfig is the embedded default: GSPO on 2-digit addition with the
+// paper's clipping and the seed's β, LoRA rank 8 on q and v.
+func DefaultConfig() Config {
+	return Config{
+		Task: "addition", Seed: 0, Steps: 100,
+		ImportanceSamplingLevel: "sequence", Beta: 0.1, EpsilonLow: 3e-4, EpsilonHigh: 4e-4,
+		GroupSize: 8, PromptsPerStep: 16, NumIterations: 2, AggregateInterval: 10,
+		LoRARank: 8, LoRAAlpha: 16, LoRATargets: []string{"q", "v"},
+		MaxSeqLen: 12, GradientAccumulationSteps: 1,
+		LearningRate: 2e-3, WarmupSteps: 0, WeightDecay: 0,
+		Temperature: 1, TopK: 0, EvalSize: 500,
+	}
+}
+
+// ErrConfig reports an invalid training configuration.
+var ErrConfig = errors.New("trainer: invalid config")
+
+// Validate reports whether c can train a model of shape mc.
+func (c Config) Validate(mc model.Config) error {
+	t, err := task.Lookup(c.Task)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if _, err := c.objective(); err != nil {
+		return err
+	}
+	if _, err := c.lora(mc); err != nil {
+		return err
+	}
+	if err := c.optimizer().Validate(); err != nil {
+		return err
+	}
+	if err := c.sampling().Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Steps < 1:
+		return fmt.Errorf("%w: steps %d < 1", ErrConfig, c.Steps)
+	case c.GroupSize < 2:
+		return fmt.Errorf("%w: group_size %d < 2 (advantages need a group)", ErrConfig, c.GroupSize)
+	case c.PromptsPerStep < 1 || c.NumIterations < 1 || c.AggregateInterval < 1 || c.EvalSize < 1:
+		return fmt.Errorf("%w: prompts_per_step %d, num_iterations %d, aggregate_interval %d, eval_size %d must be >= 1",
+			ErrConfig, c.PromptsPerStep, c.NumIterations, c.AggregateInterval, c.EvalSize)
+	case c.GradientAccumulationSteps < 1 || c.PromptsPerStep%c.GradientAccumulationSteps != 0:
+		return fmt.Errorf("%w: gradient_accumulation_steps %d must divide prompts_per_step %d",
+			ErrConfig, c.GradientAccumulationSteps, c.PromptsPerStep)
+	}
+	need := t.PromptLen() + t.AnswerLen()
+	if c.MaxSeqLen < need {
+		return fmt.Errorf("%w: max_seq_len %d < %d, the length of a %s sequence", ErrConfig, c.MaxSeqLen, need, c.Task)
+	}
+	if need-1 > mc.Ctx {
+		return fmt.Errorf("%w: task %s needs a context of %d, the model has %d", ErrConfig, c.Task, need-1, mc.Ctx)
+	}
+	return nil
+}
+
+// Notes lists settings that were accepted but have no effect here.
+func (c Config) Notes() []string {
+	var n []string
+	if c.Use4Bit {
+		n = append(n, "use_4bit: not applicable to the built-in float32 model; ignored")
+	}
+	return n
+}
+
+func (c Config) objective() (gspo.Config, error) {
+	lvl, err := gspo.ParseLevel(c.ImportanceSamplingLevel)
+	if err != nil {
+		return gspo.Config{}, err
+	}
+	g := gspo.Config{Level: lvl, EpsLow: c.EpsilonLow, EpsHigh: c.EpsilonHigh, Beta: c.Beta, AdvEps: 1e-4}
+	return g, g.Validate()
+}
+
+func (c Config) lora(mc model.Config) (model.LoRAConfig, error) {
+	lc := model.LoRAConfig{Rank: c.LoRARank, Alpha: c.LoRAAlpha, Targets: c.LoRATargets}
+	if err := mc.Validate(); err != nil {
+		return lc, err
+	}
+	return lc, lc.Validate()
+}
+
+func (c Config) optimizer() optim.Config {
+	s := optim.Schedule{LR: c.LearningRate, Warmup: c.WarmupSteps}
+	if c.CosineDecay {
+		s.Total, s.MinLR = c.Steps*c.NumIterations, c.LearningRate/10
+	}
+	if math.IsNaN(c.WeightDecay) {
+		c.WeightDecay = -1
+	}
+	return optim.Config{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: c.WeightDecay, Schedule: s}
+}
+
+func (c Config) sampling() rollout.Config {
+	return rollout.Config{Temperature: c.Temperature, TopK: c.TopK}
+}
