@@ -29,10 +29,26 @@ export GYM_REQUIRE_PYTHON=1 GYM_REQUIRE_REDIS=1
 
 go vet ./...
 go test -count=1 ./...
-go test -count=1 -race ./delta ./nodekey
+go test -count=1 -race ./delta ./nodekey ./ring/... ./orchestrator/engine ./artifact/transfer
 
-# Fuzz each parser for a fixed number of executions (bounded time; a crash
-# fails the run and leaves its input under testdata/fuzz/).
-go test -run '^$' -fuzz '^FuzzRead$' -fuzztime 50000x ./delta
-go test -run '^$' -fuzz '^FuzzReadResigned$' -fuzztime 50000x ./delta
-go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 100000x ./safetensors
+# Fuzz every parser for a fixed number of executions (bounded time; a crash
+# fails the run and leaves its input under the package's testdata/fuzz/).
+fuzz=(
+  "./delta FuzzRead 20000"
+  "./delta FuzzReadResigned 50000"
+  "./safetensors FuzzParse 50000"
+  "./ring FuzzDecodeFrame 50000"
+  "./artifact FuzzReadCAR 20000"
+  "./artifact FuzzWalkBlock 20000"
+  "./artifact FuzzParseSigned 20000"
+  "./artifact/transfer FuzzParseAuthorization 20000"
+  "./artifact/transfer FuzzParsePeer 20000"
+  "./orchestrator/state FuzzDecodeEvent 20000"
+  "./orchestrator/state FuzzRestore 5000"
+  "./cmd/gym FuzzParseJobFile 20000"
+  "./model FuzzReadAdapter 5000"
+)
+for f in "${fuzz[@]}"; do
+  set -- $f
+  go test -run '^$' -fuzz "^$2\$" -fuzztime "$3x" "$1"
+done

@@ -15,12 +15,17 @@ func newRoot() *cobra.Command {
 
 Node operators use it to make a node key and (soon) run a worker; anyone can
 pack, inspect and verify the signed delta files that workers exchange with
-the orchestrator, hanzod.`,
+the orchestrator, hanzod; submitters send jobs to hanzod and follow them
+(gym job, gym node, gym ledger; --orchestrator says where hanzod is).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newKeygen(), newDelta(), newBench(), newDemo(), newVersion())
+	var orch orchestratorFlags
+	orch.register(root)
+	root.AddCommand(newKeygen(), newDelta(), newBench(), newDemo(), newVersion(),
+		newJob(&orch), newNode(&orch), newLedger(&orch),
+		newRing(), newTrain(), newArtifact())
 	return root
 }
 

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/zooai/gym/ring/ringbench"
+)
+
+func newRing() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ring",
+		Short: "Authenticated ring all-reduce: benchmarks",
+	}
+	cmd.AddCommand(newRingBench(), newRingNode(), newRingDelay())
+	return cmd
+}
+
+func newRingBench() *cobra.Command {
+	cfg := ringbench.Config{Warmup: 1}
+	var sizes, rate string
+	var asJSON, netns bool
+	var delay time.Duration
+	cmd := &cobra.Command{
+		Use:   "bench --nodes N --size BYTES[,BYTES...] --iters K [--auth=true|false] [--tls=true|false] [--wire fp32|bf16] [--netns [--rate 1gbit] [--delay 20ms]] [--json]",
+		Short: "Measure ring all-reduce between N local processes",
+		Long: `bench starts N processes on this machine, joined in a ring over TCP on
+loopback (TLS 1.3 with keys bound to fresh node keys unless --tls=false;
+every segment signed and verified unless --auth=false). Per size it runs
+warm-up calls plus K timed calls (barrier, one call, slowest rank) and
+prints the median and minimum time, algbw = bytes/time and busbw =
+algbw·2(N−1)/N in GB/s (10^9 bytes/s, nccl-tests conventions), and whether
+every rank got the exact expected sum.
+
+With --netns (root) each node runs in its own network namespace, linked by
+veth pairs to a bridge, optionally shaped with --rate (HTB) and delayed with
+--delay (this kernel has no netem: packets crossing the bridge go to an
+NFQUEUE served by 'gym ring nfqdelay'); everything is deleted afterwards.
+
+Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			var err error
+			if cfg.Sizes, err = parseSizes(sizes); err != nil {
+				return usageError{err}
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			var bed *ringbench.Bed
+			if netns {
+				if !cfg.TLS {
+					return usageError{fmt.Errorf("--netns needs --tls=true: plain TCP is for loopback only")}
+				}
+				bed = &ringbench.Bed{Prefix: fmt.Sprintf("gymrb%d-", os.Getpid()%10000), N: cfg.Nodes, Rate: rate,
+					Delay: delay, Delayer: []string{exe, "ring", "nfqdelay", "--delay", delay.String()}}
+				if err := bed.Up(); err != nil {
+					return err
+				}
+				defer bed.Down()
+				for i := range cfg.Nodes {
+					cfg.Listen = append(cfg.Listen, bed.Addr(i))
+				}
+			} else if rate != "" || delay != 0 {
+				return usageError{fmt.Errorf("--rate and --delay need --netns")}
+			}
+			conf, _ := json.Marshal(cfg)
+			results, err := ringbench.Run(c.Context(), cfg, func(rank int) *exec.Cmd {
+				args := []string{"ring", "node", "--rank", strconv.Itoa(rank), "--config", string(conf)}
+				var cmd *exec.Cmd
+				if bed != nil {
+					cmd = bed.Exec(rank, exe, args...)
+				} else {
+					cmd = exec.CommandContext(c.Context(), exe, args...)
+				}
+				cmd.Stderr = os.Stderr
+				return cmd
+			})
+			out := c.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				for _, r := range results {
+					enc.Encode(r)
+				}
+			} else {
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "nodes\tbytes\titers\tmedian ms\tmin ms\talgbw GB/s\tbusbw GB/s\tcorrect\t")
+				for _, r := range results {
+					fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t%v\t\n", r.Nodes, r.Bytes, r.Iters,
+						1e3*r.SecondsMedian, 1e3*r.SecondsMin, r.AlgBW, r.BusBW, r.Correct)
+				}
+				tw.Flush()
+			}
+			if err != nil {
+				return err
+			}
+			for _, r := range results {
+				if !r.Correct {
+					return &exitError{code: 1, msg: fmt.Sprintf("wrong sum at %d bytes", r.Bytes)}
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Nodes, "nodes", 4, "number of processes in the ring")
+	f.StringVar(&sizes, "size", "64MiB", "comma-separated buffer sizes in bytes")
+	f.IntVar(&cfg.Iters, "iters", 5, "timed calls per size")
+	f.IntVar(&cfg.Warmup, "warmup", 1, "untimed calls per size before the timed ones")
+	f.BoolVar(&cfg.Auth, "auth", true, "sign and verify every segment")
+	f.BoolVar(&cfg.TLS, "tls", true, "TLS 1.3 between nodes (false: plain TCP, loopback only)")
+	f.StringVar(&cfg.Wire, "wire", "fp32", "element type on the wire: fp32 or bf16")
+	f.IntVar(&cfg.Streams, "streams", 1, "parallel TCP streams per link")
+	f.IntVar(&cfg.SocketBuffer, "sockbuf", 0, "SO_RCVBUF and SO_SNDBUF in bytes (0: OS default)")
+	f.IntVar(&cfg.SegmentBytes, "segment", 0, "largest signed segment in bytes (0: 1 MiB)")
+	f.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "neighbour silence timeout")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per size")
+	f.BoolVar(&netns, "netns", false, "run each node in its own network namespace joined by a bridge (root, iproute2)")
+	f.StringVar(&rate, "rate", "", "with --netns: shape every node's link with HTB to this rate (e.g. 1gbit)")
+	f.DurationVar(&delay, "delay", 0, "with --netns: one-way delay added where packets cross the bridge (user-space NFQUEUE; needs iptables)")
+	return cmd
+}
+
+// newRingNode is the child process of ring bench.
+func newRingNode() *cobra.Command {
+	var conf string
+	var rank int
+	cmd := &cobra.Command{
+		Use:    "node --rank R --config JSON",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			var cfg ringbench.Config
+			if err := json.Unmarshal([]byte(conf), &cfg); err != nil {
+				return usageError{err}
+			}
+			return ringbench.Node(c.Context(), cfg, rank, os.Stdin, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&conf, "config", "", "benchmark configuration (JSON)")
+	cmd.Flags().IntVar(&rank, "rank", 0, "this node's rank")
+	return cmd
+}
+
+func parseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		mult := int64(1)
+		for _, u := range []struct {
+			suffix string
+			m      int64
+		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}} {
+			if strings.HasSuffix(f, u.suffix) {
+				f, mult = strings.TrimSuffix(f, u.suffix), u.m
+				break
+			}
+		}
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("bad size %q", f)
+		}
+		out = append(out, v*mult)
+	}
+	return out, nil
+}
+
+// newRingDelay is the packet delayer ring bench --delay starts in the
+// switch namespace.
+func newRingDelay() *cobra.Command {
+	var delay time.Duration
+	var queue uint16
+	cmd := &cobra.Command{
+		Use:    "nfqdelay --delay D [--queue Q]",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			return ringbench.Delay(c.Context(), queue, delay, c.OutOrStdout())
+		},
+	}
+	cmd.Flags().DurationVar(&delay, "delay", 20*time.Millisecond, "one-way delay")
+	cmd.Flags().Uint16Var(&queue, "queue", 0, "NFQUEUE number")
+	return cmd
+}
