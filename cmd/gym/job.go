@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,8 +47,9 @@ A relative deadline (72h, 7d) counts from now. With --dry-run nothing is
 sent: submit prints the job as it would be sent, as JSON, with defaults
 filled in and the deadline resolved.
 
-The gspo section is checked but not sent yet: hanzod's API has no field for
-it (docs/job-file.md).`,
+The gspo section is sent whole, with a default for every key the file
+leaves out (without the section, every default); 'gym job status' shows
+what hanzod recorded.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j, err := readJobFile(args[0], cmd.InOrStdin(), time.Now())
@@ -66,9 +68,6 @@ it (docs/job-file.md).`,
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), resp.Job)
-			if j.HasGSPO {
-				fmt.Fprintln(cmd.ErrOrStderr(), "gym: note: the gspo section was checked but not sent; hanzod's API does not carry it yet (docs/job-file.md)")
-			}
 			return nil
 		},
 	}
@@ -131,7 +130,11 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
   {config_id, generation, members in ring order, bottleneck_kbps}), cids
   (published checkpoints), spec {model, dataset, epochs, min_nodes,
   max_nodes, min_vram_mib, aggregation, utility, submitter, deadline
-  (RFC 3339 or null)}.
+  (RFC 3339 or null), gspo (null for a job hanzod recorded none for, else
+  {importance_sampling_level, beta, group_size, aggregate_interval,
+  use_4bit, lora_rank, lora_alpha, max_seq_len,
+  gradient_accumulation_steps, learning_rate, warmup_steps,
+  weight_decay})}.
 
 Lists are never null.`,
 		Args: exactArgs(1),
@@ -193,6 +196,8 @@ type specJSON struct {
 	Utility     uint64  `json:"utility"`
 	Submitter   string  `json:"submitter"`
 	Deadline    *string `json:"deadline"`
+	// GSPO uses the job file's keys; nil for a job without settings.
+	GSPO *gspoConfig `json:"gspo"`
 }
 
 func nonNil(s []string) []string {
@@ -213,7 +218,7 @@ func jobOut(j *pb.Job) jobJSON {
 	}
 	if s := j.Spec; s != nil {
 		out.Spec = specJSON{Model: s.Model, Dataset: s.Dataset, Epochs: s.Epochs, MinNodes: s.MinNodes, MaxNodes: s.MaxNodes,
-			MinVRAMMiB: s.MinVramMib, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter}
+			MinVRAMMiB: s.MinVramMib, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, GSPO: gspoFrom(s.Gspo)}
 		if s.DeadlineUnixMs != 0 {
 			d := rfc3339ms(s.DeadlineUnixMs)
 			out.Spec.Deadline = &d
@@ -240,6 +245,9 @@ func (j jobJSON) nodesText() string {
 	}
 	return fmt.Sprintf("%d of %s", n, want)
 }
+
+// fnum writes a real number in its shortest exact form (2e-05, 0.1, 32).
+func fnum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 func orDash(s string) string {
 	if s == "" {
@@ -270,6 +278,12 @@ func printJob(w io.Writer, j jobJSON) {
 		deadline = *j.Spec.Deadline
 	}
 	fmt.Fprintf(w, "deadline     %s\n", deadline)
+	if g := j.Spec.GSPO; g != nil {
+		fmt.Fprintf(w, "gspo         %s, beta %s, group %d, sync every %d steps, learning rate %s (warm-up %d steps, weight decay %s)\n",
+			g.ImportanceSamplingLevel, fnum(g.Beta), g.GroupSize, g.AggregateInterval, fnum(g.LearningRate), g.WarmupSteps, fnum(g.WeightDecay))
+		fmt.Fprintf(w, "             LoRA rank %d, alpha %s, 4-bit base %v, max %d tokens, %d accumulation steps\n",
+			g.LoRARank, fnum(g.LoRAAlpha), g.Use4Bit, g.MaxSeqLen, g.GradientAccumulationSteps)
+	}
 	if len(j.Members) > 0 && j.Ring == nil {
 		fmt.Fprintf(w, "members      %d (measuring bandwidth)\n", len(j.Members))
 		for _, m := range j.Members {

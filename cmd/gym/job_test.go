@@ -267,6 +267,110 @@ func exampleSpec(t *testing.T) map[string]any {
 
 var jobID = regexp.MustCompile(`^job-[0-9]{8}\n$`)
 
+// gspoKeys reads spec.gspo of 'gym job status --json' output as plain JSON
+// (numbers as float64), independently of the types under test; it fails
+// unless the object has exactly the twelve keys of the job file.
+func gspoKeys(t *testing.T, out string) map[string]any {
+	t.Helper()
+	var v struct {
+		Spec struct {
+			GSPO map[string]any `json:"gspo"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	keys := []string{"aggregate_interval", "beta", "gradient_accumulation_steps", "group_size", "importance_sampling_level", "learning_rate",
+		"lora_alpha", "lora_rank", "max_seq_len", "use_4bit", "warmup_steps", "weight_decay"}
+	got := make([]string, 0, len(v.Spec.GSPO))
+	for k := range v.Spec.GSPO {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, keys) {
+		t.Fatalf("spec.gspo has keys %v, want %v, in %s", got, keys, out)
+	}
+	return v.Spec.GSPO
+}
+
+// TestJobGSPO submits job files with and without a gspo section to a real
+// hanzod and reads the settings back, also after hanzod restarts (so they
+// survive its log and snapshot); a section the file leaves out comes back
+// as the seed's defaults, the same in gym and in hanzod.
+func TestJobGSPO(t *testing.T) {
+	data := t.TempDir()
+	dir := t.TempDir()
+	const base = "model: m\ndataset: d\nepochs: 1\nmin_nodes: 3\n"
+	custom := filepath.Join(dir, "custom.yaml")
+	os.WriteFile(custom, []byte(base+`gspo:
+  importance_sampling_level: token
+  beta: 0
+  group_size: 3
+  aggregate_interval: 7
+  use_4bit: false
+  lora_rank: 5
+  lora_alpha: 0.30000000000000004
+  max_seq_len: 1000
+  gradient_accumulation_steps: 2
+  learning_rate: 1.25e-7
+  warmup_steps: 0
+  weight_decay: 0.3
+`), 0o644)
+	partial := filepath.Join(dir, "partial.yaml")
+	os.WriteFile(partial, []byte(base+"gspo:\n  group_size: 16\n"), 0o644)
+	none := filepath.Join(dir, "none.yaml")
+	os.WriteFile(none, []byte(base), 0o644)
+	wantCustom := gspoConfig{ImportanceSamplingLevel: "token", Beta: 0, GroupSize: 3, AggregateInterval: 7, Use4Bit: false, LoRARank: 5,
+		LoRAAlpha: 0.30000000000000004, MaxSeqLen: 1000, GradientAccumulationSteps: 2, LearningRate: 1.25e-7, WarmupSteps: 0, WeightDecay: 0.3}
+	wantPartial := defaultGSPO()
+	wantPartial.GroupSize = 16
+	// hanzod's defaults are gym's.
+	if d := state.DefaultGSPO(); d.ImportanceSamplingLevel != "sequence" || fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", state.GSPOConfig(defaultGSPO())) {
+		t.Fatalf("hanzod's default GSPO config %+v, gym's %+v", d, defaultGSPO())
+	}
+	want := map[string]gspoConfig{}
+	check := func(t *testing.T, addr string) {
+		for id, w := range want {
+			j := decodeJSON[jobJSON](t, mustGym(t, "--orchestrator", addr, "job", "status", "--json", id))
+			if j.Spec.GSPO == nil || *j.Spec.GSPO != w {
+				t.Errorf("%s: gspo %+v, want %+v", id, j.Spec.GSPO, w)
+			}
+		}
+		list := decodeJSON[struct {
+			Jobs []jobJSON `json:"jobs"`
+		}](t, mustGym(t, "--orchestrator", addr, "job", "list", "--json"))
+		for _, j := range list.Jobs {
+			if j.Spec.GSPO == nil || *j.Spec.GSPO != want[j.ID] {
+				t.Errorf("job list: %s: gspo %+v, want %+v", j.ID, j.Spec.GSPO, want[j.ID])
+			}
+		}
+		if len(list.Jobs) != len(want) {
+			t.Errorf("job list has %d jobs, want %d", len(list.Jobs), len(want))
+		}
+	}
+	t.Run("submit", func(t *testing.T) {
+		d := startHanzod(t, "127.0.0.1:0", plaintext, "--metrics", "", "--data", data)
+		for file, w := range map[string]gspoConfig{custom: wantCustom, partial: wantPartial, none: defaultGSPO()} {
+			r := gym(t, "--orchestrator", d.addr, "job", "submit", file)
+			if r.code != 0 || !jobID.MatchString(r.stdout) || r.stderr != "" {
+				t.Fatalf("submit %s: exit %d, stdout %q, stderr %q", file, r.code, r.stdout, r.stderr)
+			}
+			want[strings.TrimSpace(r.stdout)] = w
+		}
+		check(t, d.addr)
+		if g := gspoKeys(t, mustGym(t, "--orchestrator", d.addr, "job", "status", "--json", "job-00000001")); g["lora_alpha"] != 0.30000000000000004 || g["use_4bit"] != false {
+			t.Errorf("status --json gspo: %v", g)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	t.Run("restart", func(t *testing.T) {
+		d := startHanzod(t, "127.0.0.1:0", plaintext, "--metrics", "", "--data", data)
+		check(t, d.addr)
+	})
+}
+
 // TestJobLifecycle submits examples/job.yaml to a real hanzod with three
 // staked nodes, follows it to Running, and reads it, the nodes and their
 // balances back, as JSON and as text.
@@ -295,8 +399,8 @@ func TestJobLifecycle(t *testing.T) {
 	if r.code != 0 || !jobID.MatchString(r.stdout) {
 		t.Fatalf("submit: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "gspo section was checked but not sent") {
-		t.Errorf("submit did not say the gspo section is not sent: %q", r.stderr)
+	if r.stderr != "" {
+		t.Errorf("submit wrote to stderr: %q", r.stderr)
 	}
 	id := strings.TrimSpace(r.stdout)
 	submitted := time.Now()
@@ -325,12 +429,24 @@ func TestJobLifecycle(t *testing.T) {
 	case j.Spec.Deadline == nil:
 		t.Fatal("the example's deadline was not sent")
 	}
+	// The gspo section, key by key as the example writes it (its
+	// max_seq_len, 4096, is not the default).
+	wantG, gotG := want["gspo"].(map[string]any), gspoKeys(t, mustGym(t, "job", "status", "--json", id))
+	if len(wantG) != 12 || wantG["max_seq_len"] != 4096 {
+		t.Fatalf("%s gspo section: %v", exampleJob, wantG)
+	}
+	for k, v := range wantG {
+		if fmt.Sprint(gotG[k]) != fmt.Sprint(v) {
+			t.Errorf("gspo.%s: hanzod has %v, %s says %v", k, gotG[k], exampleJob, v)
+		}
+	}
 	dl, err := time.Parse(time.RFC3339Nano, *j.Spec.Deadline)
 	if err != nil || dl.Sub(submitted) > 7*24*time.Hour || dl.Sub(submitted) < 7*24*time.Hour-time.Minute {
 		t.Fatalf("deadline %s, want 7 days after %s (%v)", *j.Spec.Deadline, submitted, err)
 	}
 	text := mustGym(t, "job", "status", id)
-	for _, s := range []string{id, "running", "epoch        1 of 3", "trimmed-mean", j.Ring.ConfigID, ids[0]} {
+	for _, s := range []string{id, "running", "epoch        1 of 3", "trimmed-mean", j.Ring.ConfigID, ids[0],
+		"gspo         sequence, beta 0.1, group 8, sync every 50 steps, learning rate 2e-05", "max 4096 tokens"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("job status lacks %q:\n%s", s, text)
 		}

@@ -84,7 +84,41 @@ func (j *jobFile) spec() *pb.JobSpec {
 	if j.Deadline != nil {
 		s.DeadlineUnixMs = j.Deadline.UnixMilli()
 	}
+	s.Gspo = j.GSPO.proto()
 	return s
+}
+
+// proto is the GSPO section as hanzod's API carries it, every field set
+// (defaults filled in), so hanzod records exactly what --dry-run shows.
+func (g gspoConfig) proto() *pb.GSPOConfig {
+	return &pb.GSPOConfig{
+		ImportanceSamplingLevel: &g.ImportanceSamplingLevel, Beta: &g.Beta,
+		GroupSize: int32p(g.GroupSize), AggregateInterval: int32p(g.AggregateInterval), Use_4Bit: &g.Use4Bit,
+		LoraRank: int32p(g.LoRARank), LoraAlpha: &g.LoRAAlpha, MaxSeqLen: int32p(g.MaxSeqLen),
+		GradientAccumulationSteps: int32p(g.GradientAccumulationSteps), LearningRate: &g.LearningRate,
+		WarmupSteps: int32p(g.WarmupSteps), WeightDecay: &g.WeightDecay,
+	}
+}
+
+// gspoFrom reads a job's GSPO settings as hanzod reports them (nil: the
+// job has none, it was submitted before hanzod recorded them).
+func gspoFrom(p *pb.GSPOConfig) *gspoConfig {
+	if p == nil {
+		return nil
+	}
+	return &gspoConfig{
+		ImportanceSamplingLevel: p.GetImportanceSamplingLevel(), Beta: p.GetBeta(), GroupSize: int(p.GetGroupSize()),
+		AggregateInterval: int(p.GetAggregateInterval()), Use4Bit: p.GetUse_4Bit(), LoRARank: int(p.GetLoraRank()),
+		LoRAAlpha: p.GetLoraAlpha(), MaxSeqLen: int(p.GetMaxSeqLen()), GradientAccumulationSteps: int(p.GetGradientAccumulationSteps()),
+		LearningRate: p.GetLearningRate(), WarmupSteps: int(p.GetWarmupSteps()), WeightDecay: p.GetWeightDecay(),
+	}
+}
+
+// int32p returns a pointer to v; the parser bounds every whole number well
+// inside int32.
+func int32p(v int) *int32 {
+	x := int32(v)
+	return &x
 }
 
 // jobFileError lists every problem found in a job file.

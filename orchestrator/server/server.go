@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/orchestrator/engine"
@@ -263,13 +264,77 @@ func specFrom(p *pb.JobSpec) (state.JobSpec, error) {
 	return state.JobSpec{
 		Model: p.Model, Dataset: p.Dataset, Epochs: int(p.Epochs), MinNodes: int(p.MinNodes), MaxNodes: int(p.MaxNodes),
 		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
+		GSPO: gspoFrom(p.Gspo),
 	}, nil
+}
+
+// gspoFrom maps the API's GSPO settings: absent, the zero config (the state
+// fills in every default); otherwise each unset field takes its default
+// and each set one is taken as it is, for the state to validate.
+func gspoFrom(p *pb.GSPOConfig) state.GSPOConfig {
+	if p == nil {
+		return state.GSPOConfig{}
+	}
+	g := state.DefaultGSPO()
+	if p.ImportanceSamplingLevel != nil {
+		g.ImportanceSamplingLevel = *p.ImportanceSamplingLevel
+	}
+	if p.Beta != nil {
+		g.Beta = *p.Beta
+	}
+	if p.GroupSize != nil {
+		g.GroupSize = int(*p.GroupSize)
+	}
+	if p.AggregateInterval != nil {
+		g.AggregateInterval = int(*p.AggregateInterval)
+	}
+	if p.Use_4Bit != nil {
+		g.Use4Bit = *p.Use_4Bit
+	}
+	if p.LoraRank != nil {
+		g.LoRARank = int(*p.LoraRank)
+	}
+	if p.LoraAlpha != nil {
+		g.LoRAAlpha = *p.LoraAlpha
+	}
+	if p.MaxSeqLen != nil {
+		g.MaxSeqLen = int(*p.MaxSeqLen)
+	}
+	if p.GradientAccumulationSteps != nil {
+		g.GradientAccumulationSteps = int(*p.GradientAccumulationSteps)
+	}
+	if p.LearningRate != nil {
+		g.LearningRate = *p.LearningRate
+	}
+	if p.WarmupSteps != nil {
+		g.WarmupSteps = int(*p.WarmupSteps)
+	}
+	if p.WeightDecay != nil {
+		g.WeightDecay = *p.WeightDecay
+	}
+	return g
+}
+
+// gspoTo reports a job's GSPO settings, every field set; nil for a job
+// logged before jobs carried them.
+func gspoTo(g state.GSPOConfig) *pb.GSPOConfig {
+	if g == (state.GSPOConfig{}) {
+		return nil
+	}
+	return &pb.GSPOConfig{
+		ImportanceSamplingLevel: proto.String(g.ImportanceSamplingLevel), Beta: proto.Float64(g.Beta),
+		GroupSize: proto.Int32(int32(g.GroupSize)), AggregateInterval: proto.Int32(int32(g.AggregateInterval)),
+		Use_4Bit: proto.Bool(g.Use4Bit), LoraRank: proto.Int32(int32(g.LoRARank)), LoraAlpha: proto.Float64(g.LoRAAlpha),
+		MaxSeqLen: proto.Int32(int32(g.MaxSeqLen)), GradientAccumulationSteps: proto.Int32(int32(g.GradientAccumulationSteps)),
+		LearningRate: proto.Float64(g.LearningRate), WarmupSteps: proto.Int32(int32(g.WarmupSteps)), WeightDecay: proto.Float64(g.WeightDecay),
+	}
 }
 
 func specTo(s state.JobSpec) *pb.JobSpec {
 	return &pb.JobSpec{
 		Model: s.Model, Dataset: s.Dataset, Epochs: int32(s.Epochs), MinNodes: int32(s.MinNodes), MaxNodes: int32(s.MaxNodes),
 		MinVramMib: s.MinVRAMMiB, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, DeadlineUnixMs: s.Deadline,
+		Gspo: gspoTo(s.GSPO),
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/orchestrator/engine"
@@ -317,4 +320,66 @@ func TestJobThroughTheAPI(t *testing.T) {
 	wantCode(t, err, codes.FailedPrecondition)
 	_, err = e.orch.FailJob(ctx, &pb.FailJobRequest{Job: sub.Job, Reason: "too late"})
 	wantCode(t, err, codes.FailedPrecondition)
+}
+
+// TestJobGSPO: a job's GSPO settings go in with SubmitJob (unset fields
+// take the seed's defaults) and come back, every field set, from GetJob
+// and ListJobs; a setting out of range is refused naming it.
+func TestJobGSPO(t *testing.T) {
+	e := start(t, DefaultConfig(), true)
+	ctx := context.Background()
+	spec := func(g *pb.GSPOConfig) *pb.SubmitJobRequest {
+		return &pb.SubmitJobRequest{Spec: &pb.JobSpec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, Gspo: g}}
+	}
+	def := state.DefaultGSPO()
+	want := gspoTo(def)
+	plain, err := e.orch.SubmitJob(ctx, spec(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial, err := e.orch.SubmitJob(ctx, spec(&pb.GSPOConfig{
+		ImportanceSamplingLevel: proto.String("token"), Beta: proto.Float64(0), Use_4Bit: proto.Bool(false),
+		WarmupSteps: proto.Int32(0), LearningRate: proto.Float64(0.30000000000000004), GroupSize: proto.Int32(2),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPartial := &pb.GSPOConfig{
+		ImportanceSamplingLevel: proto.String("token"), Beta: proto.Float64(0), GroupSize: proto.Int32(2),
+		AggregateInterval: proto.Int32(int32(def.AggregateInterval)), Use_4Bit: proto.Bool(false), LoraRank: proto.Int32(int32(def.LoRARank)),
+		LoraAlpha: proto.Float64(def.LoRAAlpha), MaxSeqLen: proto.Int32(int32(def.MaxSeqLen)),
+		GradientAccumulationSteps: proto.Int32(int32(def.GradientAccumulationSteps)), LearningRate: proto.Float64(0.30000000000000004),
+		WarmupSteps: proto.Int32(0), WeightDecay: proto.Float64(def.WeightDecay),
+	}
+	for id, w := range map[string]*pb.GSPOConfig{plain.Job: want, partial.Job: wantPartial} {
+		j, err := e.orch.GetJob(ctx, &pb.GetJobRequest{Job: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(j.Spec.Gspo, w) {
+			t.Errorf("%s: gspo %v, want %v", id, j.Spec.Gspo, w)
+		}
+	}
+	list, err := e.orch.ListJobs(ctx, &pb.ListJobsRequest{})
+	if err != nil || len(list.Jobs) != 2 || !proto.Equal(list.Jobs[1].Spec.Gspo, wantPartial) {
+		t.Fatalf("list %v %v", list, err)
+	}
+	for _, bad := range []struct {
+		g    *pb.GSPOConfig
+		want string
+	}{
+		{&pb.GSPOConfig{GroupSize: proto.Int32(1)}, "gspo.group_size 1 outside 2..1024"},
+		{&pb.GSPOConfig{GroupSize: proto.Int32(0)}, "gspo.group_size 0"},
+		{&pb.GSPOConfig{Beta: proto.Float64(-1)}, "gspo.beta -1"},
+		{&pb.GSPOConfig{Beta: proto.Float64(math.NaN())}, "gspo.beta NaN"},
+		{&pb.GSPOConfig{LearningRate: proto.Float64(0)}, "gspo.learning_rate 0"},
+		{&pb.GSPOConfig{ImportanceSamplingLevel: proto.String("")}, `gspo.importance_sampling_level ""`},
+		{&pb.GSPOConfig{LoraRank: proto.Int32(-3)}, "gspo.lora_rank -3"},
+	} {
+		_, err := e.orch.SubmitJob(ctx, spec(bad.g))
+		wantCode(t, err, codes.InvalidArgument)
+		if !strings.Contains(status.Convert(err).Message(), bad.want) {
+			t.Errorf("%v: %v, want it to say %q", bad.g, err, bad.want)
+		}
+	}
 }

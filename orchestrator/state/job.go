@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/big"
 	"sort"
 
@@ -65,6 +66,102 @@ type JobSpec struct {
 	// Deadline is a wall time in unix milliseconds (0: none); a job not
 	// Published by then fails.
 	Deadline int64 `json:"deadline,omitempty"`
+	// GSPO is the training configuration. In a SubmitJob command the zero
+	// value means "not given" and becomes DefaultGSPO(); an accepted job
+	// always holds a validated, non-zero one. It is omitted from the
+	// encoding only when zero (jobs logged before the field existed), so
+	// older logs and snapshots still decode and re-encode byte for byte.
+	GSPO GSPOConfig `json:"gspo,omitzero"`
+}
+
+// GSPOConfig is a job's training configuration: the keys of the seed's
+// GSPOConfig (SPEC.md, "Training: GSPO"). The real-valued settings are
+// float64s that the state only stores and compares with constants;
+// encoding/json writes the shortest decimal that reads back to the same
+// bits, so they survive the event log and snapshots exactly, and NaN and
+// infinities are refused before anything is logged.
+type GSPOConfig struct {
+	// ImportanceSamplingLevel is "sequence" (GSPO) or "token" (GRPO).
+	ImportanceSamplingLevel string `json:"importance_sampling_level"`
+	// Beta weights the KL penalty against the reference policy (0: none).
+	Beta float64 `json:"beta"`
+	// GroupSize is the number of completions sampled per prompt.
+	GroupSize int `json:"group_size"`
+	// AggregateInterval is the number of local steps between ring syncs.
+	AggregateInterval int     `json:"aggregate_interval"`
+	Use4Bit           bool    `json:"use_4bit"`
+	LoRARank          int     `json:"lora_rank"`
+	LoRAAlpha         float64 `json:"lora_alpha"`
+	// MaxSeqLen counts prompt plus completion tokens.
+	MaxSeqLen                 int     `json:"max_seq_len"`
+	GradientAccumulationSteps int     `json:"gradient_accumulation_steps"`
+	LearningRate              float64 `json:"learning_rate"`
+	WarmupSteps               int     `json:"warmup_steps"`
+	WeightDecay               float64 `json:"weight_decay"`
+}
+
+// DefaultGSPO is the seed's GSPOConfig defaults (docs/job-file.md).
+func DefaultGSPO() GSPOConfig {
+	return GSPOConfig{
+		ImportanceSamplingLevel: "sequence", Beta: 0.1, GroupSize: 8, AggregateInterval: 50, Use4Bit: true,
+		LoRARank: 16, LoRAAlpha: 32, MaxSeqLen: 8192, GradientAccumulationSteps: 4,
+		LearningRate: 2e-5, WarmupSteps: 100, WeightDecay: 0.01,
+	}
+}
+
+// Limits of the GSPO settings (docs/job-file.md lists the same).
+const (
+	maxGroupSize         = 1024
+	maxAggregateInterval = 1_000_000
+	maxLoRARank          = 4096
+	maxSeqLen            = 1 << 20
+	maxGradAccumulation  = 65536
+	maxWarmupSteps       = 1_000_000_000
+)
+
+// validate checks g; a refusal names the setting and its allowed range.
+func (g *GSPOConfig) validate() error {
+	// -0 and 0 are the same setting; keep one encoding of it.
+	for _, v := range []*float64{&g.Beta, &g.LoRAAlpha, &g.LearningRate, &g.WeightDecay} {
+		if *v == 0 {
+			*v = 0
+		}
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	intRange := func(name string, v, lo, hi int, hint string) error {
+		if v < lo || v > hi {
+			return fmt.Errorf("%w: gspo.%s %d outside %d..%d (%s)", ErrInvalid, name, v, lo, hi, hint)
+		}
+		return nil
+	}
+	switch g.ImportanceSamplingLevel {
+	case "sequence", "token":
+	default:
+		return fmt.Errorf("%w: gspo.importance_sampling_level %q (want sequence for GSPO or token for GRPO)", ErrInvalid, g.ImportanceSamplingLevel)
+	}
+	switch {
+	case !finite(g.Beta) || g.Beta < 0:
+		return fmt.Errorf("%w: gspo.beta %v must be a finite number >= 0 (the KL weight; 0 for none, 0.1 by default)", ErrInvalid, g.Beta)
+	case !finite(g.LoRAAlpha) || g.LoRAAlpha <= 0:
+		return fmt.Errorf("%w: gspo.lora_alpha %v must be a finite number > 0 (LoRA scaling, often twice lora_rank)", ErrInvalid, g.LoRAAlpha)
+	case !finite(g.LearningRate) || g.LearningRate <= 0 || g.LearningRate > 1:
+		return fmt.Errorf("%w: gspo.learning_rate %v must lie in (0, 1] (LoRA rates are small, e.g. 2e-5)", ErrInvalid, g.LearningRate)
+	case !finite(g.WeightDecay) || g.WeightDecay < 0 || g.WeightDecay > 1:
+		return fmt.Errorf("%w: gspo.weight_decay %v must lie in [0, 1] (AdamW decay, e.g. 0.01)", ErrInvalid, g.WeightDecay)
+	}
+	for _, err := range []error{
+		intRange("group_size", g.GroupSize, 2, maxGroupSize, "advantages need a group of at least 2 completions per prompt"),
+		intRange("aggregate_interval", g.AggregateInterval, 1, maxAggregateInterval, "local steps between ring syncs"),
+		intRange("lora_rank", g.LoRARank, 1, maxLoRARank, "the LoRA adapter rank, e.g. 16"),
+		intRange("max_seq_len", g.MaxSeqLen, 1, maxSeqLen, "tokens per prompt plus completion"),
+		intRange("gradient_accumulation_steps", g.GradientAccumulationSteps, 1, maxGradAccumulation, "micro-batches per optimiser step"),
+		intRange("warmup_steps", g.WarmupSteps, 0, maxWarmupSteps, "steps of linear learning-rate warm-up"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Job is a job and its progress. Times are observed milliseconds.
@@ -104,6 +201,9 @@ func (s *JobSpec) normalise() error {
 	if s.Aggregation == "" {
 		s.Aggregation = "mean"
 	}
+	if s.GSPO == (GSPOConfig{}) {
+		s.GSPO = DefaultGSPO()
+	}
 	switch {
 	case s.Model == "" || len(s.Model) > maxName:
 		return fmt.Errorf("%w: model must be 1..%d bytes", ErrInvalid, maxName)
@@ -129,7 +229,7 @@ func (s *JobSpec) normalise() error {
 	default:
 		return fmt.Errorf("%w: aggregation %q (want mean, median or trimmed-mean)", ErrInvalid, s.Aggregation)
 	}
-	return nil
+	return s.GSPO.validate()
 }
 
 func (m *Machine) submit(now int64, c SubmitJob) error {

@@ -3,7 +3,9 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -13,6 +15,7 @@ import (
 func randomRun(t *testing.T, seed uint64, steps int) (*harness, [][]byte) {
 	h := newHarness(t)
 	r := rand.New(rand.NewPCG(seed, 99))
+	g := rand.New(rand.NewPCG(seed, 7)) // GSPO settings of submitted jobs
 	names := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"}
 	pick := func() string { return names[r.IntN(len(names))] }
 	for _, n := range names {
@@ -43,6 +46,13 @@ func randomRun(t *testing.T, seed uint64, steps int) (*harness, [][]byte) {
 			line = fmt.Sprintf("bond %s %d", pick(), 1000+r.IntN(15000))
 		case k == 12:
 			line = fmt.Sprintf("submit min=3 max=%d epochs=%d vram=%d utility=%d", 3+r.IntN(3), 1+r.IntN(2), 8192*r.IntN(3), r.IntN(5))
+			if g.IntN(2) == 0 {
+				// arbitrary float64s must survive the log and snapshots bit
+				// for bit (g, not r: the history stays the one it was)
+				line += fmt.Sprintf(" gspo.beta=%s gspo.learning_rate=%s gspo.lora_alpha=%s gspo.group_size=%d gspo.importance_sampling_level=%s gspo.use_4bit=%v",
+					strconv.FormatFloat(g.Float64()*10, 'g', -1, 64), strconv.FormatFloat(1-g.Float64(), 'g', -1, 64),
+					strconv.FormatFloat(math.Ldexp(1-g.Float64(), g.IntN(40)-20), 'g', -1, 64), 2+g.IntN(16), []string{"sequence", "token"}[g.IntN(2)], g.IntN(2) == 0)
+			}
 		case k == 13:
 			// a member of a provisioning job reports bandwidth to the others
 			for _, id := range h.m.Jobs() {

@@ -238,6 +238,8 @@ func mustDur(s string) int64 {
 //	advance DUR [beat=A,B,...]   tick once a second; listed nodes heartbeat every 10 s
 //	jump DUR                     move the wall clock without ticking (may be negative)
 //	submit key=value...          model dataset epochs min max vram utility submitter deadline=DUR
+//	                             gspo.KEY=VALUE (any GSPOConfig json key; the others keep their defaults)
+//	spec JOB                     the job's spec as JSON
 //	end-epoch JOB EPOCH / publish JOB EPOCH CID / fail JOB REASON
 //	deposit ACCT GYM / bond ACCT GYM / unbond ACCT GYM / withdraw ACCT / slash NODE REASON
 //	pay JOB EPOCH TOTAL NAME=COMPUTE,QUALITY,PARTICIPATION...
@@ -319,6 +321,13 @@ func (h *harness) run(line string) string {
 	case "submit":
 		s := JobSpec{Model: "zoo/eco-1b", Dataset: "gsm8k", Epochs: 1, MinNodes: 3}
 		for k, v := range kv {
+			if key, ok := strings.CutPrefix(k, "gspo."); ok {
+				if s.GSPO == (GSPOConfig{}) {
+					s.GSPO = DefaultGSPO()
+				}
+				setGSPO(h.t, &s.GSPO, key, v)
+				continue
+			}
 			switch k {
 			case "model":
 				s.Model = v
@@ -341,6 +350,13 @@ func (h *harness) run(line string) string {
 			}
 		}
 		return h.step(SubmitJob{Spec: s})
+	case "spec":
+		j, ok := h.m.Job(pos[0])
+		if !ok {
+			return "no job " + pos[0]
+		}
+		b, _ := json.Marshal(j.Spec)
+		return h.names2(string(b))
 	case "end-epoch":
 		return h.step(EndEpoch{Job: pos[0], Epoch: int(mustU(pos[1]))})
 	case "publish":
@@ -412,6 +428,36 @@ func (h *harness) run(line string) string {
 	return ""
 }
 
+// setGSPO sets the GSPOConfig field whose json key is key, through the
+// JSON encoding, so every key of the encoding can be given.
+func setGSPO(t *testing.T, g *GSPOConfig, key, value string) {
+	var m map[string]any
+	b, _ := json.Marshal(g)
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m[key]; !ok {
+		t.Fatalf("no GSPO key %q", key)
+	}
+	switch m[key].(type) {
+	case string:
+		m[key] = value
+	case bool:
+		m[key] = value == "true"
+	default:
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("gspo.%s=%s: %v", key, value, err)
+		}
+		m[key] = f
+	}
+	b, _ = json.Marshal(m)
+	*g = GSPOConfig{}
+	if err := json.Unmarshal(b, g); err != nil {
+		t.Fatalf("gspo.%s=%s: %v", key, value, err)
+	}
+}
+
 // checkReplay rebuilds the state from the log, whole and from a snapshot
 // taken half way, through the event encoding, and compares bytes.
 func (h *harness) checkReplay() {
@@ -445,5 +491,34 @@ func (h *harness) checkReplay() {
 	}
 	if got := replay(snap, h.log[len(h.log)/2:]).Marshal(); !bytes.Equal(got, want) {
 		t.Fatalf("snapshot + tail differs:\n got %s\nwant %s", got, want)
+	}
+	// The canonical bytes agree; check also that what they hold is what
+	// was submitted: every job's spec, field by field, after a restore of
+	// the final state and after a replay of the whole log.
+	whole, _ := New(testConfig())
+	replay(whole, h.log)
+	final, err := Restore(testConfig(), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitted := map[string]JobSpec{}
+	for _, e := range h.log {
+		if s, ok := e.Body.(JobSubmitted); ok {
+			submitted[s.Job] = s.Spec
+		}
+	}
+	for _, id := range h.m.Jobs() {
+		live, _ := h.m.Job(id)
+		if live.Spec != submitted[id] {
+			t.Fatalf("job %s: spec %+v, the job_submitted event says %+v", id, live.Spec, submitted[id])
+		}
+		if live.Spec.GSPO == (GSPOConfig{}) {
+			t.Fatalf("job %s was accepted without a GSPO config", id)
+		}
+		for name, m := range map[string]*Machine{"replay": whole, "restore": final} {
+			if j, _ := m.Job(id); j.Spec != live.Spec {
+				t.Fatalf("job %s after %s: spec %+v, want %+v", id, name, j.Spec, live.Spec)
+			}
+		}
 	}
 }

@@ -636,8 +636,12 @@ type JobSpec struct {
 	Utility        uint64                 `protobuf:"varint,8,opt,name=utility,proto3" json:"utility,omitempty"`        // priority weight, 1 when 0
 	Submitter      string                 `protobuf:"bytes,9,opt,name=submitter,proto3" json:"submitter,omitempty"`     // ledger account whose stake weights the priority
 	DeadlineUnixMs int64                  `protobuf:"varint,10,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Training settings; absent: every default. A job's status always
+	// carries the full configuration the job was accepted with (absent only
+	// for jobs submitted before hanzod knew the field).
+	Gspo          *GSPOConfig `protobuf:"bytes,11,opt,name=gspo,proto3" json:"gspo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -740,6 +744,150 @@ func (x *JobSpec) GetDeadlineUnixMs() int64 {
 	return 0
 }
 
+func (x *JobSpec) GetGspo() *GSPOConfig {
+	if x != nil {
+		return x.Gspo
+	}
+	return nil
+}
+
+// GSPOConfig is a job's training configuration: the keys of the seed's
+// GSPOConfig (SPEC.md, "Training: GSPO"). A field left unset takes the
+// seed's default (given after each field); a field that is set is taken as
+// it is and must lie in its range, or SubmitJob fails with
+// InvalidArgument naming it.
+type GSPOConfig struct {
+	state                     protoimpl.MessageState `protogen:"open.v1"`
+	ImportanceSamplingLevel   *string                `protobuf:"bytes,1,opt,name=importance_sampling_level,json=importanceSamplingLevel,proto3,oneof" json:"importance_sampling_level,omitempty"`        // sequence (GSPO) or token (GRPO); sequence
+	Beta                      *float64               `protobuf:"fixed64,2,opt,name=beta,proto3,oneof" json:"beta,omitempty"`                                                                             // KL weight, finite, >= 0; 0.1
+	GroupSize                 *int32                 `protobuf:"varint,3,opt,name=group_size,json=groupSize,proto3,oneof" json:"group_size,omitempty"`                                                   // completions per prompt, 2..1024; 8
+	AggregateInterval         *int32                 `protobuf:"varint,4,opt,name=aggregate_interval,json=aggregateInterval,proto3,oneof" json:"aggregate_interval,omitempty"`                           // local steps between ring syncs, 1..1000000; 50
+	Use_4Bit                  *bool                  `protobuf:"varint,5,opt,name=use_4bit,json=use4bit,proto3,oneof" json:"use_4bit,omitempty"`                                                         // QLoRA 4-bit base weights; true
+	LoraRank                  *int32                 `protobuf:"varint,6,opt,name=lora_rank,json=loraRank,proto3,oneof" json:"lora_rank,omitempty"`                                                      // 1..4096; 16
+	LoraAlpha                 *float64               `protobuf:"fixed64,7,opt,name=lora_alpha,json=loraAlpha,proto3,oneof" json:"lora_alpha,omitempty"`                                                  // finite, > 0; 32
+	MaxSeqLen                 *int32                 `protobuf:"varint,8,opt,name=max_seq_len,json=maxSeqLen,proto3,oneof" json:"max_seq_len,omitempty"`                                                 // tokens, 1..1048576; 8192
+	GradientAccumulationSteps *int32                 `protobuf:"varint,9,opt,name=gradient_accumulation_steps,json=gradientAccumulationSteps,proto3,oneof" json:"gradient_accumulation_steps,omitempty"` // 1..65536; 4
+	LearningRate              *float64               `protobuf:"fixed64,10,opt,name=learning_rate,json=learningRate,proto3,oneof" json:"learning_rate,omitempty"`                                        // peak AdamW rate, (0, 1]; 2e-5
+	WarmupSteps               *int32                 `protobuf:"varint,11,opt,name=warmup_steps,json=warmupSteps,proto3,oneof" json:"warmup_steps,omitempty"`                                            // 0..1000000000; 100
+	WeightDecay               *float64               `protobuf:"fixed64,12,opt,name=weight_decay,json=weightDecay,proto3,oneof" json:"weight_decay,omitempty"`                                           // AdamW decay, [0, 1]; 0.01
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *GSPOConfig) Reset() {
+	*x = GSPOConfig{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GSPOConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GSPOConfig) ProtoMessage() {}
+
+func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GSPOConfig.ProtoReflect.Descriptor instead.
+func (*GSPOConfig) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GSPOConfig) GetImportanceSamplingLevel() string {
+	if x != nil && x.ImportanceSamplingLevel != nil {
+		return *x.ImportanceSamplingLevel
+	}
+	return ""
+}
+
+func (x *GSPOConfig) GetBeta() float64 {
+	if x != nil && x.Beta != nil {
+		return *x.Beta
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetGroupSize() int32 {
+	if x != nil && x.GroupSize != nil {
+		return *x.GroupSize
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetAggregateInterval() int32 {
+	if x != nil && x.AggregateInterval != nil {
+		return *x.AggregateInterval
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetUse_4Bit() bool {
+	if x != nil && x.Use_4Bit != nil {
+		return *x.Use_4Bit
+	}
+	return false
+}
+
+func (x *GSPOConfig) GetLoraRank() int32 {
+	if x != nil && x.LoraRank != nil {
+		return *x.LoraRank
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetLoraAlpha() float64 {
+	if x != nil && x.LoraAlpha != nil {
+		return *x.LoraAlpha
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetMaxSeqLen() int32 {
+	if x != nil && x.MaxSeqLen != nil {
+		return *x.MaxSeqLen
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetGradientAccumulationSteps() int32 {
+	if x != nil && x.GradientAccumulationSteps != nil {
+		return *x.GradientAccumulationSteps
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetLearningRate() float64 {
+	if x != nil && x.LearningRate != nil {
+		return *x.LearningRate
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetWarmupSteps() int32 {
+	if x != nil && x.WarmupSteps != nil {
+		return *x.WarmupSteps
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetWeightDecay() float64 {
+	if x != nil && x.WeightDecay != nil {
+		return *x.WeightDecay
+	}
+	return 0
+}
+
 type SubmitJobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -749,7 +897,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +909,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +922,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -793,7 +941,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +953,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +966,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitJobResponse) GetJob() string {
@@ -837,7 +985,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +997,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1010,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetJobRequest) GetJob() string {
@@ -889,7 +1037,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +1049,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +1062,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Job) GetId() string {
@@ -988,7 +1136,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1148,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1161,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
 }
 
 type ListJobsResponse struct {
@@ -1025,7 +1173,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1185,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1198,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1078,7 +1226,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1238,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1251,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Node) GetId() string {
@@ -1184,7 +1332,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1344,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1357,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
 }
 
 type ListNodesResponse struct {
@@ -1221,7 +1369,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1381,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1394,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1265,7 +1413,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1425,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1438,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetBalanceRequest) GetAccount() string {
@@ -1313,7 +1461,7 @@ type Slash struct {
 
 func (x *Slash) Reset() {
 	*x = Slash{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1473,7 @@ func (x *Slash) String() string {
 func (*Slash) ProtoMessage() {}
 
 func (x *Slash) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1486,7 @@ func (x *Slash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slash.ProtoReflect.Descriptor instead.
 func (*Slash) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Slash) GetOffence() int32 {
@@ -1391,7 +1539,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1551,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1564,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Account) GetId() string {
@@ -1471,7 +1619,7 @@ type LedgerRequest struct {
 
 func (x *LedgerRequest) Reset() {
 	*x = LedgerRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1631,7 @@ func (x *LedgerRequest) String() string {
 func (*LedgerRequest) ProtoMessage() {}
 
 func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1644,7 @@ func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LedgerRequest) GetAccount() string {
@@ -1523,7 +1671,7 @@ type EndEpochRequest struct {
 
 func (x *EndEpochRequest) Reset() {
 	*x = EndEpochRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1683,7 @@ func (x *EndEpochRequest) String() string {
 func (*EndEpochRequest) ProtoMessage() {}
 
 func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1696,7 @@ func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEpochRequest.ProtoReflect.Descriptor instead.
 func (*EndEpochRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EndEpochRequest) GetJob() string {
@@ -1576,7 +1724,7 @@ type PublishCheckpointRequest struct {
 
 func (x *PublishCheckpointRequest) Reset() {
 	*x = PublishCheckpointRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1736,7 @@ func (x *PublishCheckpointRequest) String() string {
 func (*PublishCheckpointRequest) ProtoMessage() {}
 
 func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1749,7 @@ func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*PublishCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishCheckpointRequest) GetJob() string {
@@ -1635,7 +1783,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1795,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1808,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FailJobRequest) GetJob() string {
@@ -1688,7 +1836,7 @@ type SlashRequest struct {
 
 func (x *SlashRequest) Reset() {
 	*x = SlashRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1848,7 @@ func (x *SlashRequest) String() string {
 func (*SlashRequest) ProtoMessage() {}
 
 func (x *SlashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1861,7 @@ func (x *SlashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlashRequest.ProtoReflect.Descriptor instead.
 func (*SlashRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SlashRequest) GetNode() string {
@@ -1751,7 +1899,7 @@ type Contribution struct {
 
 func (x *Contribution) Reset() {
 	*x = Contribution{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1911,7 @@ func (x *Contribution) String() string {
 func (*Contribution) ProtoMessage() {}
 
 func (x *Contribution) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1924,7 @@ func (x *Contribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
 func (*Contribution) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Contribution) GetAccount() string {
@@ -1819,7 +1967,7 @@ type PayRewardsRequest struct {
 
 func (x *PayRewardsRequest) Reset() {
 	*x = PayRewardsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1979,7 @@ func (x *PayRewardsRequest) String() string {
 func (*PayRewardsRequest) ProtoMessage() {}
 
 func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1992,7 @@ func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsRequest.ProtoReflect.Descriptor instead.
 func (*PayRewardsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PayRewardsRequest) GetJob() string {
@@ -1885,7 +2033,7 @@ type Payout struct {
 
 func (x *Payout) Reset() {
 	*x = Payout{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2045,7 @@ func (x *Payout) String() string {
 func (*Payout) ProtoMessage() {}
 
 func (x *Payout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2058,7 @@ func (x *Payout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payout.ProtoReflect.Descriptor instead.
 func (*Payout) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Payout) GetAccount() string {
@@ -1936,7 +2084,7 @@ type PayRewardsResponse struct {
 
 func (x *PayRewardsResponse) Reset() {
 	*x = PayRewardsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2096,7 @@ func (x *PayRewardsResponse) String() string {
 func (*PayRewardsResponse) ProtoMessage() {}
 
 func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2109,7 @@ func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsResponse.ProtoReflect.Descriptor instead.
 func (*PayRewardsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PayRewardsResponse) GetPayouts() []*Payout {
@@ -2023,7 +2171,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x17ReportBandwidthResponse\x12=\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
-	"assignment\"\xb1\x02\n" +
+	"assignment\"\xe4\x02\n" +
 	"\aJobSpec\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x16\n" +
@@ -2036,7 +2184,39 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\autility\x18\b \x01(\x04R\autility\x12\x1c\n" +
 	"\tsubmitter\x18\t \x01(\tR\tsubmitter\x12(\n" +
 	"\x10deadline_unix_ms\x18\n" +
-	" \x01(\x03R\x0edeadlineUnixMs\"B\n" +
+	" \x01(\x03R\x0edeadlineUnixMs\x121\n" +
+	"\x04gspo\x18\v \x01(\v2\x1d.zoo.gym.hanzod.v1.GSPOConfigR\x04gspo\"\xe3\x05\n" +
+	"\n" +
+	"GSPOConfig\x12?\n" +
+	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
+	"\x04beta\x18\x02 \x01(\x01H\x01R\x04beta\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"group_size\x18\x03 \x01(\x05H\x02R\tgroupSize\x88\x01\x01\x122\n" +
+	"\x12aggregate_interval\x18\x04 \x01(\x05H\x03R\x11aggregateInterval\x88\x01\x01\x12\x1e\n" +
+	"\buse_4bit\x18\x05 \x01(\bH\x04R\ause4bit\x88\x01\x01\x12 \n" +
+	"\tlora_rank\x18\x06 \x01(\x05H\x05R\bloraRank\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"lora_alpha\x18\a \x01(\x01H\x06R\tloraAlpha\x88\x01\x01\x12#\n" +
+	"\vmax_seq_len\x18\b \x01(\x05H\aR\tmaxSeqLen\x88\x01\x01\x12C\n" +
+	"\x1bgradient_accumulation_steps\x18\t \x01(\x05H\bR\x19gradientAccumulationSteps\x88\x01\x01\x12(\n" +
+	"\rlearning_rate\x18\n" +
+	" \x01(\x01H\tR\flearningRate\x88\x01\x01\x12&\n" +
+	"\fwarmup_steps\x18\v \x01(\x05H\n" +
+	"R\vwarmupSteps\x88\x01\x01\x12&\n" +
+	"\fweight_decay\x18\f \x01(\x01H\vR\vweightDecay\x88\x01\x01B\x1c\n" +
+	"\x1a_importance_sampling_levelB\a\n" +
+	"\x05_betaB\r\n" +
+	"\v_group_sizeB\x15\n" +
+	"\x13_aggregate_intervalB\v\n" +
+	"\t_use_4bitB\f\n" +
+	"\n" +
+	"_lora_rankB\r\n" +
+	"\v_lora_alphaB\x0e\n" +
+	"\f_max_seq_lenB\x1e\n" +
+	"\x1c_gradient_accumulation_stepsB\x10\n" +
+	"\x0e_learning_rateB\x0f\n" +
+	"\r_warmup_stepsB\x0f\n" +
+	"\r_weight_decay\"B\n" +
 	"\x10SubmitJobRequest\x12.\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\"%\n" +
 	"\x11SubmitJobResponse\x12\x10\n" +
@@ -2155,7 +2335,7 @@ func file_api_hanzod_v1_hanzod_proto_rawDescGZIP() []byte {
 	return file_api_hanzod_v1_hanzod_proto_rawDescData
 }
 
-var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Auth)(nil),                     // 0: zoo.gym.hanzod.v1.Auth
 	(*RegisterRequest)(nil),          // 1: zoo.gym.hanzod.v1.RegisterRequest
@@ -2168,27 +2348,28 @@ var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*ReportBandwidthRequest)(nil),   // 8: zoo.gym.hanzod.v1.ReportBandwidthRequest
 	(*ReportBandwidthResponse)(nil),  // 9: zoo.gym.hanzod.v1.ReportBandwidthResponse
 	(*JobSpec)(nil),                  // 10: zoo.gym.hanzod.v1.JobSpec
-	(*SubmitJobRequest)(nil),         // 11: zoo.gym.hanzod.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 12: zoo.gym.hanzod.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),            // 13: zoo.gym.hanzod.v1.GetJobRequest
-	(*Job)(nil),                      // 14: zoo.gym.hanzod.v1.Job
-	(*ListJobsRequest)(nil),          // 15: zoo.gym.hanzod.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 16: zoo.gym.hanzod.v1.ListJobsResponse
-	(*Node)(nil),                     // 17: zoo.gym.hanzod.v1.Node
-	(*ListNodesRequest)(nil),         // 18: zoo.gym.hanzod.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 19: zoo.gym.hanzod.v1.ListNodesResponse
-	(*GetBalanceRequest)(nil),        // 20: zoo.gym.hanzod.v1.GetBalanceRequest
-	(*Slash)(nil),                    // 21: zoo.gym.hanzod.v1.Slash
-	(*Account)(nil),                  // 22: zoo.gym.hanzod.v1.Account
-	(*LedgerRequest)(nil),            // 23: zoo.gym.hanzod.v1.LedgerRequest
-	(*EndEpochRequest)(nil),          // 24: zoo.gym.hanzod.v1.EndEpochRequest
-	(*PublishCheckpointRequest)(nil), // 25: zoo.gym.hanzod.v1.PublishCheckpointRequest
-	(*FailJobRequest)(nil),           // 26: zoo.gym.hanzod.v1.FailJobRequest
-	(*SlashRequest)(nil),             // 27: zoo.gym.hanzod.v1.SlashRequest
-	(*Contribution)(nil),             // 28: zoo.gym.hanzod.v1.Contribution
-	(*PayRewardsRequest)(nil),        // 29: zoo.gym.hanzod.v1.PayRewardsRequest
-	(*Payout)(nil),                   // 30: zoo.gym.hanzod.v1.Payout
-	(*PayRewardsResponse)(nil),       // 31: zoo.gym.hanzod.v1.PayRewardsResponse
+	(*GSPOConfig)(nil),               // 11: zoo.gym.hanzod.v1.GSPOConfig
+	(*SubmitJobRequest)(nil),         // 12: zoo.gym.hanzod.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 13: zoo.gym.hanzod.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),            // 14: zoo.gym.hanzod.v1.GetJobRequest
+	(*Job)(nil),                      // 15: zoo.gym.hanzod.v1.Job
+	(*ListJobsRequest)(nil),          // 16: zoo.gym.hanzod.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 17: zoo.gym.hanzod.v1.ListJobsResponse
+	(*Node)(nil),                     // 18: zoo.gym.hanzod.v1.Node
+	(*ListNodesRequest)(nil),         // 19: zoo.gym.hanzod.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 20: zoo.gym.hanzod.v1.ListNodesResponse
+	(*GetBalanceRequest)(nil),        // 21: zoo.gym.hanzod.v1.GetBalanceRequest
+	(*Slash)(nil),                    // 22: zoo.gym.hanzod.v1.Slash
+	(*Account)(nil),                  // 23: zoo.gym.hanzod.v1.Account
+	(*LedgerRequest)(nil),            // 24: zoo.gym.hanzod.v1.LedgerRequest
+	(*EndEpochRequest)(nil),          // 25: zoo.gym.hanzod.v1.EndEpochRequest
+	(*PublishCheckpointRequest)(nil), // 26: zoo.gym.hanzod.v1.PublishCheckpointRequest
+	(*FailJobRequest)(nil),           // 27: zoo.gym.hanzod.v1.FailJobRequest
+	(*SlashRequest)(nil),             // 28: zoo.gym.hanzod.v1.SlashRequest
+	(*Contribution)(nil),             // 29: zoo.gym.hanzod.v1.Contribution
+	(*PayRewardsRequest)(nil),        // 30: zoo.gym.hanzod.v1.PayRewardsRequest
+	(*Payout)(nil),                   // 31: zoo.gym.hanzod.v1.Payout
+	(*PayRewardsResponse)(nil),       // 32: zoo.gym.hanzod.v1.PayRewardsResponse
 }
 var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 0: zoo.gym.hanzod.v1.RegisterRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
@@ -2198,53 +2379,54 @@ var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 4: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	7,  // 5: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
 	4,  // 6: zoo.gym.hanzod.v1.ReportBandwidthResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	10, // 7: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	10, // 8: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	6,  // 9: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	14, // 10: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	17, // 11: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	21, // 12: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	28, // 13: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	30, // 14: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 15: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	3,  // 16: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	8,  // 17: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	11, // 18: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	13, // 19: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	15, // 20: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	18, // 21: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	20, // 22: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	23, // 23: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	23, // 24: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	23, // 25: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	23, // 26: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	24, // 27: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	25, // 28: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	26, // 29: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	27, // 30: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	29, // 31: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	2,  // 32: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	5,  // 33: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	9,  // 34: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	12, // 35: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	14, // 36: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	16, // 37: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	19, // 38: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	22, // 39: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	22, // 40: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	22, // 41: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	22, // 42: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	22, // 43: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	14, // 44: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	14, // 45: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	14, // 46: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	22, // 47: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	31, // 48: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	32, // [32:49] is the sub-list for method output_type
-	15, // [15:32] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	11, // 7: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
+	10, // 8: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	10, // 9: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	6,  // 10: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	15, // 11: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	18, // 12: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	22, // 13: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	29, // 14: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	31, // 15: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 16: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	3,  // 17: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	8,  // 18: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	12, // 19: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	14, // 20: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	16, // 21: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	19, // 22: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	21, // 23: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	24, // 24: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	24, // 25: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	24, // 26: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	24, // 27: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	25, // 28: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	26, // 29: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	27, // 30: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	28, // 31: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	30, // 32: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	2,  // 33: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	5,  // 34: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	9,  // 35: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	13, // 36: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	15, // 37: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	17, // 38: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	20, // 39: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	23, // 40: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	23, // 41: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	23, // 42: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	23, // 43: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	23, // 44: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	15, // 45: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	15, // 46: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	15, // 47: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	23, // 48: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	32, // 49: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	33, // [33:50] is the sub-list for method output_type
+	16, // [16:33] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }
@@ -2252,13 +2434,14 @@ func file_api_hanzod_v1_hanzod_proto_init() {
 	if File_api_hanzod_v1_hanzod_proto != nil {
 		return
 	}
+	file_api_hanzod_v1_hanzod_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_hanzod_v1_hanzod_proto_rawDesc), len(file_api_hanzod_v1_hanzod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
