@@ -350,7 +350,12 @@ func TestJobGSPO(t *testing.T) {
 	}
 	t.Run("submit", func(t *testing.T) {
 		d := startHanzod(t, "127.0.0.1:0", plaintext, "--metrics", "", "--data", data)
-		for file, w := range map[string]gspoConfig{custom: wantCustom, partial: wantPartial, none: defaultGSPO()} {
+		// In this order: job-00000001 is the custom file, checked below.
+		for _, c := range []struct {
+			file string
+			w    gspoConfig
+		}{{custom, wantCustom}, {partial, wantPartial}, {none, defaultGSPO()}} {
+			file, w := c.file, c.w
 			r := gym(t, "--orchestrator", d.addr, "job", "submit", file)
 			if r.code != 0 || !jobID.MatchString(r.stdout) || r.stderr != "" {
 				t.Fatalf("submit %s: exit %d, stdout %q, stderr %q", file, r.code, r.stdout, r.stderr)

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/orchestrator/state"
 )
 
 // A job file (docs/job-file.md) is one YAML mapping. Its limits mirror the
@@ -50,30 +51,12 @@ type jobFile struct {
 	HasGSPO bool `json:"-"`
 }
 
-// gspoConfig is the training configuration; the keys are SPEC.md's (the
-// seed's GSPOConfig), the defaults the seed's.
-type gspoConfig struct {
-	ImportanceSamplingLevel   string  `json:"importance_sampling_level"`
-	Beta                      float64 `json:"beta"`
-	GroupSize                 int     `json:"group_size"`
-	AggregateInterval         int     `json:"aggregate_interval"`
-	Use4Bit                   bool    `json:"use_4bit"`
-	LoRARank                  int     `json:"lora_rank"`
-	LoRAAlpha                 float64 `json:"lora_alpha"`
-	MaxSeqLen                 int     `json:"max_seq_len"`
-	GradientAccumulationSteps int     `json:"gradient_accumulation_steps"`
-	LearningRate              float64 `json:"learning_rate"`
-	WarmupSteps               int     `json:"warmup_steps"`
-	WeightDecay               float64 `json:"weight_decay"`
-}
+// gspoConfig is the training configuration: the keys are SPEC.md's (the
+// seed's GSPOConfig) and hanzod's job spec holds the same type, so the file,
+// the wire and the event log cannot drift apart.
+type gspoConfig = state.GSPOConfig
 
-func defaultGSPO() gspoConfig {
-	return gspoConfig{
-		ImportanceSamplingLevel: "sequence", Beta: 0.1, GroupSize: 8, AggregateInterval: 50, Use4Bit: true,
-		LoRARank: 16, LoRAAlpha: 32, MaxSeqLen: 8192, GradientAccumulationSteps: 4,
-		LearningRate: 2e-5, WarmupSteps: 100, WeightDecay: 0.01,
-	}
-}
+func defaultGSPO() gspoConfig { return state.DefaultGSPO() }
 
 // spec is what hanzod's SubmitJob takes.
 func (j *jobFile) spec() *pb.JobSpec {
@@ -84,13 +67,13 @@ func (j *jobFile) spec() *pb.JobSpec {
 	if j.Deadline != nil {
 		s.DeadlineUnixMs = j.Deadline.UnixMilli()
 	}
-	s.Gspo = j.GSPO.proto()
+	s.Gspo = gspoProto(j.GSPO)
 	return s
 }
 
 // proto is the GSPO section as hanzod's API carries it, every field set
 // (defaults filled in), so hanzod records exactly what --dry-run shows.
-func (g gspoConfig) proto() *pb.GSPOConfig {
+func gspoProto(g gspoConfig) *pb.GSPOConfig {
 	return &pb.GSPOConfig{
 		ImportanceSamplingLevel: &g.ImportanceSamplingLevel, Beta: &g.Beta,
 		GroupSize: int32p(g.GroupSize), AggregateInterval: int32p(g.AggregateInterval), Use_4Bit: &g.Use4Bit,
