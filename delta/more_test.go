@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -162,5 +163,42 @@ func TestDeclaredSizeIsNotAllocated(t *testing.T) {
 	ms2.read()
 	if grew := ms2.total - ms1.total; grew > 5*(17<<20) { // the first 16 MiB step, not 1 GiB
 		t.Fatalf("allocated %d MiB for 5 reads of a lying 1 GiB declaration", grew>>20)
+	}
+}
+
+// stallingReader returns its bytes, then blocks until released.
+type stallingReader struct {
+	b       []byte
+	release chan struct{}
+}
+
+func (s *stallingReader) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		<-s.release
+		return 0, io.EOF
+	}
+	n := copy(p, s.b)
+	s.b = s.b[n:]
+	return n, nil
+}
+
+// A peer that sends a bad start and then stalls does not hold up the reader.
+func TestBadStartThenStall(t *testing.T) {
+	file := encode(t, sampleTensors(11), WriteOptions{Compression: LZ4})
+	bad := append([]byte("XELTA"), file[5:200]...)
+	src := &stallingReader{b: bad, release: make(chan struct{})}
+	defer close(src.release)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Verify(context.Background(), src, Limits{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrMagic) {
+			t.Fatalf("got %v, want ErrMagic", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Verify waited on a stalled source after the header was already wrong")
 	}
 }

@@ -102,11 +102,16 @@ func (p *pump) feed(ctx context.Context) {
 			}
 			return
 		}
+		// One Read, not ReadFull: bytes that have arrived are parsed and
+		// hashed now, even if the source then stalls.
 		n := copy(buf, carry)
-		k, err := io.ReadFull(p.src, buf[n:])
+		k, err := p.src.Read(buf[n:])
+		for k == 0 && err == nil {
+			k, err = p.src.Read(buf[n:])
+		}
 		n += k
 		p.size += int64(k)
-		eof := err == io.EOF || err == io.ErrUnexpectedEOF
+		eof := err == io.EOF
 		if err != nil && !eof {
 			p.err = err
 			return
@@ -168,6 +173,12 @@ func (p *pump) nextBuf(ctx context.Context, off int64) ([]byte, error) {
 	}
 }
 
+// abandon tells the feeder the parser is done without waiting for it: a
+// feeder blocked in a Read that never returns (a stalled peer) must not hold
+// up the caller. It exits when that Read returns. The pump's results must
+// not be read after abandon.
+func (p *pump) abandon() { close(p.done) }
+
 // stop tells the feeder the parser is done, waits for all goroutines and
 // recycles the buffers.
 func (p *pump) stop() {
@@ -220,6 +231,9 @@ type chunkReader struct {
 	rest []byte
 	off  int64 // file offset of the next byte
 	tap  hash.Hash64
+	// drained is set once the feeder has closed the stream: it has read
+	// its last byte and is about to exit.
+	drained bool
 }
 
 func (r *chunkReader) Read(b []byte) (int, error) {
@@ -231,6 +245,7 @@ func (r *chunkReader) Read(b []byte) (int, error) {
 		select {
 		case c, ok := <-r.p.out[2]:
 			if !ok {
+				r.drained = true
 				if r.p.err != nil {
 					return 0, r.p.err
 				}

@@ -124,6 +124,12 @@ func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func
 	ps := newParser(cr, lim.withDefaults())
 	info, err := ps.run(mode, fn, sums)
 	cr.close()
+	if !cr.drained {
+		// The parser stopped before the end of the input (a malformed file,
+		// a callback's error, cancellation): do not wait on the source.
+		p.abandon()
+		return info, err
+	}
 	p.stop()
 	info.Size = p.size
 	if p.trailerLen == TrailerSize {
