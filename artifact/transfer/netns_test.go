@@ -231,7 +231,7 @@ func TestNetnsHelper(t *testing.T) {
 			peers = append(peers, p)
 		}
 		root, _ := cid.Decode(os.Getenv("GYM_ROOT"))
-		_, stats, err := GetArtifact(ctx, root, Get{Client: c, Peers: peers, Store: st, Fetch: FetchConfig{Workers: 8}})
+		_, stats, err := GetArtifact(ctx, root, Get{Client: c, Peers: peers, Store: st, Fetch: FetchConfig{Workers: envInt("GYM_WORKERS", 8)}})
 		res := struct {
 			Stats
 			Err string

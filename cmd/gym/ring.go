@@ -25,11 +25,12 @@ func newRing() *cobra.Command {
 
 func newRingBench() *cobra.Command {
 	cfg := ringbench.Config{Warmup: 1}
-	var sizes, rate string
+	var sizes, rate, lossArg, baseline string
 	var asJSON, netns bool
 	var delay time.Duration
+	var lossSeed uint64
 	cmd := &cobra.Command{
-		Use:   "bench --nodes N --size BYTES[,BYTES...] --iters K [--auth=true|false] [--tls=true|false] [--wire fp32|bf16] [--netns [--rate 1gbit] [--delay 20ms]] [--json]",
+		Use:   "bench --nodes N --size BYTES[,BYTES...] --iters K [--auth=true|false] [--tls=true|false] [--wire fp32|bf16] [--netns [--rate 1gbit] [--delay 20ms] [--loss 0.1%]] [--baseline gloo] [--json]",
 		Short: "Measure ring all-reduce between N local processes",
 		Long: `bench starts N processes on this machine, joined in a ring over TCP on
 loopback (TLS 1.3 with keys bound to fresh node keys unless --tls=false;
@@ -42,7 +43,14 @@ every rank got the exact expected sum.
 With --netns (root) each node runs in its own network namespace, linked by
 veth pairs to a bridge, optionally shaped with --rate (HTB) and delayed with
 --delay (this kernel has no netem: packets crossing the bridge go to an
-NFQUEUE served by 'gym ring nfqdelay'); everything is deleted afterwards.
+NFQUEUE served by 'gym ring nfqdelay'), and lose --loss of the packets
+crossing the bridge (same program, seeded PRNG: --loss-seed); everything is
+deleted afterwards.
+
+With --baseline gloo the same nodes (and namespaces and shaping) then run
+torch.distributed all_reduce with the gloo backend (script embedded in this
+binary, run with /usr/bin/python3; Debian: apt-get install python3-torch),
+with the same inputs, timing and exact check, printed as "impl": "gloo".
 
 Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 		Args: exactArgs(0),
@@ -54,6 +62,19 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
+			loss, err := parseLoss(lossArg)
+			if err != nil {
+				return usageError{err}
+			}
+			switch baseline {
+			case "":
+			case "gloo":
+				if err := ringbench.GlooAvailable(); err != nil {
+					return err
+				}
+			default:
+				return usageError{fmt.Errorf("--baseline %q: only gloo is supported", baseline)}
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return err
@@ -64,7 +85,8 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 					return usageError{fmt.Errorf("--netns needs --tls=true: plain TCP is for loopback only")}
 				}
 				bed = &ringbench.Bed{Prefix: fmt.Sprintf("gymrb%d-", os.Getpid()%10000), N: cfg.Nodes, Rate: rate,
-					Delay: delay, Delayer: []string{exe, "ring", "nfqdelay", "--delay", delay.String()}}
+					Delay: delay, Loss: loss, Delayer: []string{exe, "ring", "nfqdelay", "--delay", delay.String(),
+						"--loss", strconv.FormatFloat(loss, 'g', -1, 64), "--seed", strconv.FormatUint(lossSeed, 10)}}
 				if err := bed.Up(); err != nil {
 					return err
 				}
@@ -72,8 +94,8 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				for i := range cfg.Nodes {
 					cfg.Listen = append(cfg.Listen, bed.Addr(i))
 				}
-			} else if rate != "" || delay != 0 {
-				return usageError{fmt.Errorf("--rate and --delay need --netns")}
+			} else if rate != "" || delay != 0 || loss != 0 {
+				return usageError{fmt.Errorf("--rate, --delay and --loss need --netns")}
 			}
 			conf, _ := json.Marshal(cfg)
 			results, err := ringbench.Run(c.Context(), cfg, func(rank int) *exec.Cmd {
@@ -87,6 +109,17 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				cmd.Stderr = os.Stderr
 				return cmd
 			})
+			if err == nil && baseline == "gloo" {
+				var more []ringbench.Result
+				more, err = runGloo(c, cfg, bed)
+				results = append(results, more...)
+			}
+			for i := range results {
+				results[i].Rate, results[i].Loss = rate, loss
+				if delay > 0 {
+					results[i].Delay = delay.String()
+				}
+			}
 			out := c.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -95,9 +128,9 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				}
 			} else {
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "nodes\tbytes\titers\tmedian ms\tmin ms\talgbw GB/s\tbusbw GB/s\tcorrect\t")
+				fmt.Fprintln(tw, "impl\tnodes\tbytes\titers\tmedian ms\tmin ms\talgbw GB/s\tbusbw GB/s\tcorrect\t")
 				for _, r := range results {
-					fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t%v\t\n", r.Nodes, r.Bytes, r.Iters,
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t%v\t\n", r.Impl, r.Nodes, r.Bytes, r.Iters,
 						1e3*r.SecondsMedian, 1e3*r.SecondsMin, r.AlgBW, r.BusBW, r.Correct)
 				}
 				tw.Flush()
@@ -107,7 +140,7 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 			}
 			for _, r := range results {
 				if !r.Correct {
-					return &exitError{code: 1, msg: fmt.Sprintf("wrong sum at %d bytes", r.Bytes)}
+					return &exitError{code: 1, msg: fmt.Sprintf("%s: wrong sum at %d bytes", r.Impl, r.Bytes)}
 				}
 			}
 			return nil
@@ -129,7 +162,51 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 	f.BoolVar(&netns, "netns", false, "run each node in its own network namespace joined by a bridge (root, iproute2)")
 	f.StringVar(&rate, "rate", "", "with --netns: shape every node's link with HTB to this rate (e.g. 1gbit)")
 	f.DurationVar(&delay, "delay", 0, "with --netns: one-way delay added where packets cross the bridge (user-space NFQUEUE; needs iptables)")
+	f.StringVar(&lossArg, "loss", "", "with --netns: drop this fraction of the packets crossing the bridge (e.g. 0.1% or 0.001)")
+	f.Uint64Var(&lossSeed, "loss-seed", 1, "with --loss: seed of the PRNG that picks the dropped packets")
+	f.StringVar(&baseline, "baseline", "", "after our ring, run this baseline on the same nodes: gloo (torch.distributed, /usr/bin/python3)")
 	return cmd
+}
+
+// runGloo runs the gloo baseline on the nodes of the run: loopback, or one
+// rank per namespace of bed.
+func runGloo(c *cobra.Command, cfg ringbench.Config, bed *ringbench.Bed) ([]ringbench.Result, error) {
+	master, ifname, port := "127.0.0.1", "lo", 29500
+	if bed != nil {
+		master, ifname = bed.Addr(0), "eth0"
+	} else {
+		var err error
+		if port, err = ringbench.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	return ringbench.RunGloo(c.Context(), cfg, func(rank int) *exec.Cmd {
+		args := ringbench.GlooArgs(cfg, rank, master, port, ifname)
+		var cmd *exec.Cmd
+		if bed != nil {
+			cmd = bed.Exec(rank, ringbench.Python, args...)
+		} else {
+			cmd = exec.CommandContext(c.Context(), ringbench.Python, args...)
+		}
+		cmd.Stderr = os.Stderr
+		return cmd
+	})
+}
+
+// parseLoss reads a loss fraction: "0.1%" or "0.001"; empty is 0.
+func parseLoss(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	t, pct := strings.CutSuffix(strings.TrimSpace(s), "%")
+	v, err := strconv.ParseFloat(t, 64)
+	if pct {
+		v /= 100
+	}
+	if err != nil || v < 0 || v >= 1 || v != v {
+		return 0, fmt.Errorf("--loss %q: want a fraction in [0, 1), e.g. 0.1%% or 0.001", s)
+	}
+	return v, nil
 }
 
 // newRingNode is the child process of ring bench.
@@ -181,15 +258,19 @@ func parseSizes(s string) ([]int64, error) {
 func newRingDelay() *cobra.Command {
 	var delay time.Duration
 	var queue uint16
+	var loss float64
+	var seed uint64
 	cmd := &cobra.Command{
-		Use:    "nfqdelay --delay D [--queue Q]",
+		Use:    "nfqdelay --delay D [--loss FRACTION --seed S] [--queue Q]",
 		Hidden: true,
 		Args:   exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
-			return ringbench.Delay(c.Context(), queue, delay, c.OutOrStdout())
+			return ringbench.Impair(c.Context(), queue, ringbench.Impairment{Delay: delay, Loss: loss, Seed: seed}, c.OutOrStdout())
 		},
 	}
 	cmd.Flags().DurationVar(&delay, "delay", 20*time.Millisecond, "one-way delay")
 	cmd.Flags().Uint16Var(&queue, "queue", 0, "NFQUEUE number")
+	cmd.Flags().Float64Var(&loss, "loss", 0, "fraction of packets to drop (0.001 = 0.1 %)")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the loss PRNG")
 	return cmd
 }

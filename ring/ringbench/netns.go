@@ -25,7 +25,11 @@ type Bed struct {
 	// bridge, by Delayer (argv of a program running Delay on NFQUEUE 0,
 	// e.g. `gym ring nfqdelay --delay 20ms`) started in the switch
 	// namespace behind an iptables NFQUEUE rule. Needs iptables.
-	Delay   time.Duration
+	Delay time.Duration
+	// Loss, when > 0, is the fraction of packets crossing the bridge that
+	// the Delayer drops (it must be told the same loss, e.g. `gym ring
+	// nfqdelay --loss 0.001`); it only makes Up start the Delayer.
+	Loss    float64
 	Delayer []string
 
 	delayer *exec.Cmd
@@ -95,7 +99,7 @@ func (b *Bed) Up() (err error) {
 			}
 		}
 	}
-	if b.Delay > 0 {
+	if b.Delay > 0 || b.Loss > 0 {
 		return b.startDelayer(sw)
 	}
 	return nil
@@ -103,7 +107,7 @@ func (b *Bed) Up() (err error) {
 
 func (b *Bed) startDelayer(sw string) error {
 	if len(b.Delayer) == 0 {
-		return errors.New("ringbench: a delay needs a Delayer command")
+		return errors.New("ringbench: a delay or loss needs a Delayer command")
 	}
 	for _, c := range [][]string{
 		{"ip", "netns", "exec", sw, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1"},

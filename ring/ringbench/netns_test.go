@@ -1,11 +1,16 @@
 package ringbench_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,9 +24,10 @@ func netnsChild() bool {
 	switch {
 	case os.Getenv("GYM_RINGBENCH_DELAY") != "":
 		d, _ := time.ParseDuration(os.Getenv("GYM_RINGBENCH_DELAY"))
+		loss, _ := strconv.ParseFloat(os.Getenv("GYM_RINGBENCH_LOSS"), 64)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
-		if err := ringbench.Delay(ctx, 0, d, os.Stdout); err != nil {
+		if err := ringbench.Impair(ctx, 0, ringbench.Impairment{Delay: d, Loss: loss, Seed: lossSeed}, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -36,6 +42,35 @@ func netnsChild() bool {
 				os.Exit(1)
 			}
 			c.Close()
+		}
+	case os.Getenv("GYM_RINGBENCH_UDPRECV") != "":
+		// count datagrams until 1 s without one
+		c, err := net.ListenPacket("udp", os.Getenv("GYM_RINGBENCH_UDPRECV"))
+		if err != nil {
+			os.Exit(1)
+		}
+		fmt.Println("ready")
+		buf := make([]byte, 2048)
+		n := 0
+		for {
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			if _, _, err := c.ReadFrom(buf); err != nil {
+				break
+			}
+			n++
+		}
+		fmt.Println(n)
+	case os.Getenv("GYM_RINGBENCH_UDPSEND") != "":
+		c, err := net.Dial("udp", os.Getenv("GYM_RINGBENCH_UDPSEND"))
+		if err != nil {
+			os.Exit(1)
+		}
+		msg := make([]byte, 200)
+		for i := range udpPackets {
+			c.Write(msg)
+			if i%50 == 49 {
+				time.Sleep(time.Millisecond) // stay below the receiver's buffer
+			}
 		}
 	case os.Getenv("GYM_RINGBENCH_DIAL") != "":
 		t0 := time.Now()
@@ -95,4 +130,136 @@ func TestNetnsDelay(t *testing.T) {
 		t.Fatalf("connect took %v, want about 2 × %v", best, delay)
 	}
 	t.Logf("connect round trip %v with %v one-way delay", best, delay)
+}
+
+const (
+	udpPackets = 4000
+	lossSeed   = 7
+)
+
+// The bed's delayer drops the configured fraction of the packets crossing
+// the bridge, picked by the seeded PRNG: with nothing else crossing, the
+// datagrams lost are exactly the ones Dropper picks. Then a 3-node ring with
+// 1 % loss on every crossing still gets the exact sum (TCP retransmits; no
+// frame is dropped as invalid). Opt in with GYM_NETNS=1 (root, iproute2,
+// iptables).
+func TestNetnsLoss(t *testing.T) {
+	if os.Getenv("GYM_NETNS") != "1" {
+		t.Skip("set GYM_NETNS=1 (root, iproute2, iptables) to run the network-namespace test bed")
+	}
+	t.Run("drop-rate", func(t *testing.T) {
+		const loss = 0.05
+		bed := &ringbench.Bed{Prefix: fmt.Sprintf("gymrl%d-", os.Getpid()%10000), N: 2, Loss: loss,
+			Delayer: []string{"env", "GYM_RINGBENCH_DELAY=0s", fmt.Sprint("GYM_RINGBENCH_LOSS=", loss), os.Args[0], "-test.run=^$"}}
+		if err := bed.Up(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(bed.Down)
+		addr := bed.Addr(1) + ":7778"
+		rc := bed.Exec(1, "env", "GYM_RINGBENCH_UDPRECV="+addr, os.Args[0], "-test.run=^$")
+		out, err := rc.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { rc.Process.Kill(); rc.Wait() }()
+		sc := bufio.NewScanner(out)
+		if !sc.Scan() || sc.Text() != "ready" {
+			t.Fatal("receiver did not start")
+		}
+		if err := bed.Exec(0, "env", "GYM_RINGBENCH_UDPSEND="+addr, os.Args[0], "-test.run=^$").Run(); err != nil {
+			t.Fatal(err)
+		}
+		if !sc.Scan() {
+			t.Fatal("receiver gave no count")
+		}
+		got, _ := strconv.Atoi(sc.Text())
+		drop, want := ringbench.Dropper(loss, lossSeed), 0
+		for range udpPackets {
+			if !drop() {
+				want++
+			}
+		}
+		rate := 1 - float64(got)/udpPackets
+		if got != want {
+			t.Fatalf("%d of %d datagrams arrived (loss %.2f %%), the seeded PRNG drops %d", got, udpPackets, 100*rate, udpPackets-want)
+		}
+		t.Logf("%d of %d datagrams arrived: loss %.2f %% (configured %.2f %%), exactly the PRNG's picks", got, udpPackets, 100*rate, 100*loss)
+	})
+	t.Run("ring-correct", func(t *testing.T) {
+		const loss = 0.01
+		bed := &ringbench.Bed{Prefix: fmt.Sprintf("gymrl%d-", os.Getpid()%10000), N: 3, Rate: "1gbit", Loss: loss,
+			Delay:   2 * time.Millisecond,
+			Delayer: []string{"env", "GYM_RINGBENCH_DELAY=2ms", fmt.Sprint("GYM_RINGBENCH_LOSS=", loss), os.Args[0], "-test.run=^$"}}
+		if err := bed.Up(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(bed.Down)
+		cfg := ringbench.Config{Nodes: 3, Sizes: []int64{4, 40004, 4 << 20}, Iters: 3, Auth: true, TLS: true, Wire: "fp32",
+			Streams: 2, Timeout: 20 * time.Second}
+		for i := range cfg.Nodes {
+			cfg.Listen = append(cfg.Listen, bed.Addr(i))
+		}
+		conf, _ := json.Marshal(cfg)
+		res, err := ringbench.Run(t.Context(), cfg, func(rank int) *exec.Cmd {
+			cmd := bed.Exec(rank, "env", "GYM_RINGBENCH_NODE="+string(conf), "GYM_RINGBENCH_RANK="+strconv.Itoa(rank),
+				os.Args[0], "-test.run=^$")
+			cmd.Stderr = os.Stderr
+			return cmd
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if !r.Correct {
+				t.Fatalf("wrong sum under %.0f %% loss: %+v", 100*loss, r)
+			}
+			t.Logf("%d bytes under %.0f %% loss: median %.1f ms, correct", r.Bytes, 100*loss, 1e3*r.SecondsMedian)
+		}
+		var retrans, sent int
+		for i := range cfg.Nodes {
+			out, err := bed.Exec(i, "cat", "/proc/net/snmp").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, r := tcpCounters(t, string(out))
+			sent, retrans = sent+s, retrans+r
+		}
+		if retrans == 0 {
+			t.Fatalf("no TCP retransmission in %d segments: the loss did not reach the ring", sent)
+		}
+		t.Logf("TCP: %d segments sent, %d retransmitted (%.2f %%)", sent, retrans, 100*float64(retrans)/float64(sent))
+	})
+}
+
+// tcpCounters reads OutSegs and RetransSegs from /proc/net/snmp.
+func tcpCounters(t *testing.T, snmp string) (out, retrans int) {
+	var names []string
+	for _, l := range strings.Split(snmp, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, v := range f {
+			if i < len(names) {
+				n, _ := strconv.Atoi(v)
+				switch names[i] {
+				case "OutSegs":
+					out = n
+				case "RetransSegs":
+					retrans = n
+				}
+			}
+		}
+	}
+	if names == nil {
+		t.Fatal("no Tcp counters in /proc/net/snmp")
+	}
+	return out, retrans
 }

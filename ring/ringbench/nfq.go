@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +22,44 @@ import (
 // with batch verdicts. It runs until ctx ends. Adapted from the anchor
 // bench's nfqdelay (raw netlink, standard library only).
 func Delay(ctx context.Context, q uint16, d time.Duration, log io.Writer) error {
+	return Impair(ctx, q, Impairment{Delay: d}, log)
+}
+
+// Impairment is what Impair does to the packets of its queue.
+type Impairment struct {
+	Delay time.Duration // constant one-way delay
+	// Loss is the fraction of packets dropped (0.001 for 0.1 %), decided
+	// per packet by a PRNG seeded with Seed, so the same packet sequence
+	// loses the same packets. With Loss > 0 the queue asks the kernel to
+	// segment GSO packets, so a packet is one wire packet (MTU sized), not a
+	// 64 KiB GSO burst; this costs CPU per packet.
+	Loss float64
+	Seed uint64
+}
+
+// Dropper returns the loss decision of Impair: true means drop. It draws
+// one 64-bit number per packet from a PCG seeded with seed.
+func Dropper(loss float64, seed uint64) func() bool {
+	if loss <= 0 {
+		return func() bool { return false }
+	}
+	if loss >= 1 {
+		return func() bool { return true }
+	}
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	thr := uint64(loss * math.Exp2(64))
+	return func() bool { return r.Uint64() < thr }
+}
+
+// Impair is Delay with packet loss: packets chosen by Dropper(im.Loss,
+// im.Seed) get an NF_DROP verdict as they arrive; the others are accepted
+// in arrival order im.Delay after they arrived.
+func Impair(ctx context.Context, q uint16, im Impairment, log io.Writer) error {
+	d := im.Delay
+	if im.Loss < 0 || im.Loss > 1 || math.IsNaN(im.Loss) {
+		return fmt.Errorf("nfqueue: loss %v, want a fraction in [0, 1]", im.Loss)
+	}
+	drop := Dropper(im.Loss, im.Seed)
 	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW, syscall.NETLINK_NETFILTER)
 	if err != nil {
 		return fmt.Errorf("nfqueue: socket: %w", err)
@@ -41,12 +81,17 @@ func Delay(ctx context.Context, q uint16, d time.Duration, log io.Writer) error 
 	m.attr(nfqaCfgParams, append(be32(0), nfqnlCopyMeta))
 	m.attr(nfqaCfgQueueMaxlen, be32(100000))
 	m.attr(nfqaCfgMask, be32(nfqaCfgFGSO))
-	m.attr(nfqaCfgFlags, be32(nfqaCfgFGSO))
+	if im.Loss > 0 {
+		m.attr(nfqaCfgFlags, be32(0)) // kernel segments GSO packets: loss per wire packet
+	} else {
+		m.attr(nfqaCfgFlags, be32(nfqaCfgFGSO))
+	}
 	if err := c.request(m); err != nil {
 		return fmt.Errorf("nfqueue: configure queue %d: %w", q, err)
 	}
-	fmt.Fprintf(log, "nfqdelay: queue %d, delay %v\n", q, d)
-	var nPkts, recvErrs atomic.Uint64
+	fmt.Fprintf(log, "nfqdelay: queue %d, delay %v, loss %g (seed %d)\n", q, d, im.Loss, im.Seed)
+	var nPkts, nDropped, recvErrs atomic.Uint64
+	dropType := uint16(nfnlSubsysQueue<<8 | nfqnlMsgVerdict)
 	type pkt struct {
 		id uint32
 		at time.Time
@@ -120,8 +165,18 @@ func Delay(ctx context.Context, q uint16, d time.Duration, log io.Writer) error 
 					break
 				}
 				if t == nfqaPacketHdr && l >= 8 {
-					ch <- pkt{id: binary.BigEndian.Uint32(a[4:8]), at: now}
+					id := binary.BigEndian.Uint32(a[4:8])
 					nPkts.Add(1)
+					if drop() {
+						// Sent before any later packet enters ch, so no
+						// batch verdict can accept it first.
+						vm := newNLMsg(dropType, syscall.NLM_F_REQUEST, q)
+						vm.attr(nfqaVerdictHdr, append(be32(nfDrop), be32(id)...))
+						_ = c.send(vm)
+						nDropped.Add(1)
+						break
+					}
+					ch <- pkt{id: id, at: now}
 					break
 				}
 				a = a[(l+3)&^3:]
@@ -129,13 +184,14 @@ func Delay(ctx context.Context, q uint16, d time.Duration, log io.Writer) error 
 		}
 	}
 	close(ch)
-	fmt.Fprintf(log, "nfqdelay: %d packets, %d receive errors\n", nPkts.Load(), recvErrs.Load())
+	fmt.Fprintf(log, "nfqdelay: %d packets, %d dropped, %d receive errors\n", nPkts.Load(), nDropped.Load(), recvErrs.Load())
 	return nil
 }
 
 const (
 	nfnlSubsysQueue      = 3
 	nfqnlMsgPacket       = 0
+	nfqnlMsgVerdict      = 1
 	nfqnlMsgConfig       = 2
 	nfqnlMsgVerdictBatch = 3
 	nfqaPacketHdr        = 1
@@ -148,6 +204,7 @@ const (
 	nfqnlCfgCmdBind      = 1
 	nfqnlCopyMeta        = 1
 	nfqaCfgFGSO          = 1 << 2
+	nfDrop               = 0
 	nfAccept             = 1
 )
 

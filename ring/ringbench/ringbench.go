@@ -91,6 +91,10 @@ type Result struct {
 	TLS           bool    `json:"tls"`
 	Wire          string  `json:"wire"`
 	Streams       int     `json:"streams"`
+	// The namespace bed's links, filled in by the caller (gym ring bench).
+	Rate  string  `json:"rate,omitempty"`
+	Delay string  `json:"delay,omitempty"`
+	Loss  float64 `json:"loss,omitempty"`
 }
 
 type hello struct {
@@ -194,29 +198,41 @@ func Run(ctx context.Context, cfg Config, start func(rank int) *exec.Cmd) ([]Res
 		if err := errors.Join(errs...); err != nil {
 			return results, err
 		}
-		res := Result{Impl: "go-ring", Nodes: cfg.Nodes, Bytes: size, Iters: cfg.Iters, Correct: true,
-			Auth: cfg.Auth, TLS: cfg.TLS, Wire: cfg.Wire, Streams: max(cfg.Streams, 1)}
-		times := make([]float64, cfg.Iters)
-		for r, rep := range reps {
-			if rep.Err != "" {
-				return results, fmt.Errorf("ringbench: node %d, %d bytes: %s", r, size, rep.Err)
-			}
-			res.Correct = res.Correct && rep.Correct
-			for i, s := range rep.Seconds {
-				if i < len(times) {
-					times[i] = max(times[i], s)
-				}
-			}
+		res, err := aggregate(cfg, size, reps)
+		if err != nil {
+			return results, err
 		}
-		res.SecondsMin = slices.Min(times)
-		sort.Float64s(times)
-		res.SecondsMedian = median(times)
-		n := float64(cfg.Nodes)
-		res.AlgBW = float64(size) / res.SecondsMedian / 1e9
-		res.BusBW = res.AlgBW * 2 * (n - 1) / n
+		res.Impl, res.Auth, res.TLS, res.Wire, res.Streams = "go-ring", cfg.Auth, cfg.TLS, cfg.Wire, max(cfg.Streams, 1)
 		results = append(results, res)
 	}
 	return results, nil
+}
+
+// aggregate makes the Result of one size from every rank's report: the
+// slowest rank's time per call, median and minimum over the calls.
+func aggregate(cfg Config, size int64, reps []sizeReport) (Result, error) {
+	res := Result{Nodes: cfg.Nodes, Bytes: size, Iters: cfg.Iters, Correct: true}
+	times := make([]float64, cfg.Iters)
+	for r, rep := range reps {
+		if rep.Err != "" {
+			return res, fmt.Errorf("ringbench: node %d, %d bytes: %s", r, size, rep.Err)
+		}
+		if rep.Bytes != size || len(rep.Seconds) != cfg.Iters {
+			return res, fmt.Errorf("ringbench: node %d reported %d calls of %d bytes, want %d of %d",
+				r, len(rep.Seconds), rep.Bytes, cfg.Iters, size)
+		}
+		res.Correct = res.Correct && rep.Correct
+		for i, s := range rep.Seconds {
+			times[i] = max(times[i], s)
+		}
+	}
+	res.SecondsMin = slices.Min(times)
+	sort.Float64s(times)
+	res.SecondsMedian = median(times)
+	n := float64(cfg.Nodes)
+	res.AlgBW = float64(size) / res.SecondsMedian / 1e9
+	res.BusBW = res.AlgBW * 2 * (n - 1) / n
+	return res, nil
 }
 
 func median(sorted []float64) float64 {

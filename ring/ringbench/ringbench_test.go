@@ -75,3 +75,66 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// Dropper is deterministic per seed and drops the configured fraction.
+func TestDropper(t *testing.T) {
+	const n = 1_000_000
+	for _, loss := range []float64{0, 0.001, 0.01, 0.2, 1} {
+		a, b, c := ringbench.Dropper(loss, 1), ringbench.Dropper(loss, 1), ringbench.Dropper(loss, 2)
+		drops, same := 0, true
+		for range n {
+			x := a()
+			if x {
+				drops++
+			}
+			same = same && x == b()
+			c()
+		}
+		if !same {
+			t.Fatalf("loss %v: two droppers with the same seed differ", loss)
+		}
+		// 5 standard deviations of a binomial, plus one packet
+		if got, sd := float64(drops)/n, math.Sqrt(loss*(1-loss)/n); math.Abs(got-loss) > 5*sd+1.0/n {
+			t.Fatalf("loss %v: dropped %v", loss, got)
+		}
+	}
+	a, c := ringbench.Dropper(0.5, 1), ringbench.Dropper(0.5, 2)
+	differ := false
+	for range 64 {
+		differ = differ || a() != c()
+	}
+	if !differ {
+		t.Fatal("seeds 1 and 2 give the same drops")
+	}
+}
+
+// The gloo baseline (torch.distributed, /usr/bin/python3) on loopback.
+// Opt in with GYM_GLOO=1 (needs python3-torch; about 10 s, mostly importing
+// torch).
+func TestGlooBaseline(t *testing.T) {
+	if os.Getenv("GYM_GLOO") != "1" {
+		t.Skip("set GYM_GLOO=1 (apt-get install python3-torch) to run the gloo baseline")
+	}
+	if err := ringbench.GlooAvailable(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ringbench.Config{Nodes: 2, Sizes: []int64{4, 40004, 1 << 20}, Iters: 2, Wire: "fp32"}
+	port, err := ringbench.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ringbench.RunGloo(t.Context(), cfg, func(rank int) *exec.Cmd {
+		return exec.Command(ringbench.Python, ringbench.GlooArgs(cfg, rank, "127.0.0.1", port, "lo")...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(cfg.Sizes) {
+		t.Fatalf("%d results", len(res))
+	}
+	for i, r := range res {
+		if r.Impl != "gloo" || !r.Correct || r.Bytes != cfg.Sizes[i] || r.SecondsMin <= 0 || r.SecondsMin > r.SecondsMedian {
+			t.Fatalf("bad result %+v", r)
+		}
+	}
+}
