@@ -10,12 +10,13 @@ import (
 	"sync/atomic"
 )
 
-// The reading pipeline. One goroutine reads the file in chunks and holds back
-// the last TrailerSize bytes (the trailer, known only at EOF); every other byte
-// goes to two hashing goroutines (SHA3-256 of header ‖ payload for the
-// signature, SHA3-256 of the payload for the checksum) and to the parser, so
-// both digests and decompression run at once on different cores and the file
-// is read exactly once. Chunks are pooled: memory is chunkSize × poolSize
+// The reading pipeline. The feeder goroutine reads the file in chunks, holds
+// back the last TrailerSize bytes (the trailer, known only at EOF), hands
+// every other byte to a hashing goroutine (SHA3-256 of the payload, for the
+// checksum) and to the parser, and then hashes the chunk itself (SHA3-256 of
+// header ‖ payload, for the signature). Two digests, two goroutines with a
+// core's worth of work each, and decompression beside them; the file is read
+// exactly once. Chunks are pooled: memory is chunkSize × poolSize
 // whatever the file's size.
 
 const (
@@ -65,10 +66,9 @@ func startPump(ctx context.Context, src io.Reader) *pump {
 	for i := range p.out {
 		p.out[i] = make(chan *chunk, poolSize)
 	}
-	p.wg.Add(3)
+	p.wg.Add(2)
 	go p.feed(ctx)
-	go p.hash(p.out[0], p.sig, 0)
-	go p.hash(p.out[1], p.sum, HeaderSize)
+	go p.hash(p.out[0], p.sum, HeaderSize)
 	return p
 }
 
@@ -125,10 +125,13 @@ func (p *pump) feed(ctx context.Context) {
 		if n-keep > 0 {
 			c := &chunk{data: buf[:n-keep], buf: buf, off: off, pool: p.pool}
 			off += int64(n - keep)
-			c.refs.Store(int32(len(p.out)))
-			for _, ch := range p.out {
-				ch <- c // never blocks: a channel holds as many chunks as the pool
-			}
+			c.refs.Store(3)
+			p.out[0] <- c // never blocks: a channel holds as many chunks as the pool
+			p.out[1] <- c
+			// The feeder computes the signature digest itself: one goroutine
+			// per core's worth of work, no hand-off for this digest.
+			p.sig.Write(c.data)
+			c.release()
 		} else {
 			p.pool <- buf
 		}
@@ -243,7 +246,7 @@ func (r *chunkReader) Read(b []byte) (int, error) {
 			r.cur = nil
 		}
 		select {
-		case c, ok := <-r.p.out[2]:
+		case c, ok := <-r.p.out[1]:
 			if !ok {
 				r.drained = true
 				if r.p.err != nil {
