@@ -52,9 +52,9 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func TestInteropWithJSImporter(t *testing.T) {
-	ctx := context.Background()
-	inputs := map[string]func(t *testing.T) string{
+// interopInputs makes the inputs of interopGolden, by name.
+func interopInputs() map[string]func(t *testing.T) string {
+	return map[string]func(t *testing.T) string{
 		"file1": func(t *testing.T) string {
 			p := filepath.Join(t.TempDir(), "f")
 			must(t, os.WriteFile(p, pattern(1048577, 1), 0o644))
@@ -78,7 +78,11 @@ func TestInteropWithJSImporter(t *testing.T) {
 		"hamt":      func(t *testing.T) string { return manyFiles(t, 3000, 49) },
 		"basic2000": func(t *testing.T) string { return manyFiles(t, 2000, 34) },
 	}
-	for name, make := range inputs {
+}
+
+func TestInteropWithJSImporter(t *testing.T) {
+	ctx := context.Background()
+	for name, make := range interopInputs() {
 		t.Run(name, func(t *testing.T) {
 			bs := NewMemBlocks()
 			res, err := Import(ctx, bs, make(t))
