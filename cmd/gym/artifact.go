@@ -309,16 +309,29 @@ asked for its key first.`,
 }
 
 func newArtifactVerify() *cobra.Command {
+	var want string
 	cmd := &cobra.Command{
-		Use:   "verify DIR",
-		Short: "Re-verify every block and every artifact of a store",
-		Args:  exactArgs(1),
+		Use:   "verify [--cid CID] DIR",
+		Short: "Re-verify a store, or check an exported directory against its CID",
+		Long: `verify re-hashes every block and re-checks every artifact of the store DIR.
+
+When DIR is not a store (an artifact exported with fetch --export, or any
+directory), verify builds its DAG exactly as publish would, prints the root
+CID, and with --cid fails unless it is that CID. DIR is only read.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := store.DefaultConfig(args[0])
-			cfg.Quota = 0
-			if _, err := os.Lstat(args[0]); err != nil {
+			dir := args[0]
+			if _, err := os.Lstat(dir); err != nil {
 				return err
 			}
+			if _, err := os.Stat(filepath.Join(dir, "blocks")); err != nil {
+				return verifyExport(cmd, dir, want)
+			}
+			if want != "" {
+				return usageError{errors.New("--cid checks an exported directory; DIR is a store (its artifacts are checked against their manifests)")}
+			}
+			cfg := store.DefaultConfig(dir)
+			cfg.Quota = 0
 			st, err := store.Open(cfg)
 			if err != nil {
 				return err
@@ -336,7 +349,42 @@ func newArtifactVerify() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&want, "cid", "", "the root CID an exported directory must have")
 	return cmd
+}
+
+// verifyExport builds dir's DAG in a scratch store and compares its root.
+func verifyExport(cmd *cobra.Command, dir, want string) error {
+	var wantCID cid.Cid
+	if want != "" {
+		c, err := cid.Decode(want)
+		if err != nil {
+			return usageError{fmt.Errorf("--cid %q: %w", want, err)}
+		}
+		wantCID = c
+	}
+	scratch, err := os.MkdirTemp("", "gym-verify-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	cfg := store.DefaultConfig(scratch)
+	cfg.Quota = 0
+	st, err := store.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	imp, err := artifact.Import(cmd.Context(), st, dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: root %s, %d file(s), %d bytes\n", dir, imp.Root, len(imp.Files), imp.Size)
+	if want != "" && !imp.Root.Equals(wantCID) {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: root is %s, want %s\n", dir, imp.Root, wantCID)
+		return &exitError{code: 1}
+	}
+	return nil
 }
 
 // progressBar prints a one-line progress report with rate and ETA to w at
