@@ -62,6 +62,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -302,62 +303,39 @@ func parseHeader(header []byte, dataLen int64, lim Limits) (*File, error) {
 	seen := make(map[string]int)
 	sawMeta := false
 
-	p.i++ // '{'
-	p.ws()
-	if p.peek() == '}' {
-		p.i++
-	} else {
-		for {
-			p.ws()
-			if p.peek() != '"' {
-				return nil, p.syntax("expected string key")
+	err := p.members("", func(key []byte) error {
+		name := string(key)
+		if name == metadataKey {
+			if sawMeta {
+				return fmt.Errorf("%w: appears twice", ErrInvalidMetadata)
 			}
-			name, err := p.str()
-			if err != nil {
-				return nil, err
-			}
-			p.ws()
-			if !p.eat(':') {
-				return nil, p.syntax("expected ':'")
-			}
-			p.ws()
-			if name == metadataKey {
-				if sawMeta {
-					return nil, fmt.Errorf("%w: appears twice", ErrInvalidMetadata)
-				}
-				sawMeta = true
-				if f.Metadata, err = p.metadata(); err != nil {
-					return nil, err
-				}
-			} else {
-				if name == "" {
-					return nil, fmt.Errorf("%w: tensor \"\" (header entry %d)", ErrEmptyName, len(f.Tensors)+1)
-				}
-				if _, dup := seen[name]; dup {
-					return nil, fmt.Errorf("%w: tensor %q", ErrDuplicateName, name)
-				}
-				if len(f.Tensors) >= lim.MaxTensors {
-					return nil, fmt.Errorf("%w: more than %d (at tensor %q)", ErrTooManyTensors, lim.MaxTensors, name)
-				}
-				t, err := p.tensor(name, lim)
-				if err != nil {
-					return nil, err
-				}
-				if err := checkInfo(t, dataLen); err != nil {
-					return nil, err
-				}
-				seen[name] = len(f.Tensors)
-				f.Tensors = append(f.Tensors, t)
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat('}') {
-				break
-			}
-			return nil, p.syntax("expected ',' or '}'")
+			sawMeta = true
+			m, err := p.metadata()
+			f.Metadata = m
+			return err
 		}
+		if name == "" {
+			return fmt.Errorf("%w: tensor \"\" (header entry %d)", ErrEmptyName, len(f.Tensors)+1)
+		}
+		if _, dup := seen[name]; dup {
+			return fmt.Errorf("%w: tensor %q", ErrDuplicateName, name)
+		}
+		if len(f.Tensors) >= lim.MaxTensors {
+			return fmt.Errorf("%w: more than %d (at tensor %q)", ErrTooManyTensors, lim.MaxTensors, name)
+		}
+		t, err := p.tensor(name, lim)
+		if err != nil {
+			return err
+		}
+		if err := checkInfo(t, dataLen); err != nil {
+			return err
+		}
+		seen[name] = len(f.Tensors)
+		f.Tensors = append(f.Tensors, t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	p.ws()
 	if p.i != len(p.b) {
@@ -695,51 +673,73 @@ func (p *parser) uint() (v uint64, isInt, overflow bool, err error) {
 	return v, true, false, nil
 }
 
-// metadata parses the value of "__metadata__".
-func (p *parser) metadata() (map[string]string, error) {
-	if p.peek() != '{' {
-		return nil, p.typeErr(ErrInvalidMetadata, "expected object")
+// members parses the members of the JSON object at the cursor (which must be
+// '{'), calling member with each key with the cursor at its value; member
+// must consume the value. in names the object in syntax errors ("" for the
+// header). The key aliases the header when it has no escapes.
+func (p *parser) members(in string, member func(key []byte) error) error {
+	suffix := ""
+	if in != "" {
+		suffix = " in " + in
 	}
-	p.i++
-	m := make(map[string]string)
+	p.i++ // '{'
 	p.ws()
 	if p.eat('}') {
-		return m, nil
+		return nil
 	}
 	for {
 		p.ws()
 		if p.peek() != '"' {
-			return nil, p.syntax("expected string key in __metadata__")
+			return p.syntax("expected string key" + suffix)
 		}
-		k, err := p.str()
+		key, err := p.strBytes()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p.ws()
 		if !p.eat(':') {
-			return nil, p.syntax("expected ':'")
+			return p.syntax("expected ':'")
 		}
 		p.ws()
-		if p.peek() != '"' {
-			return nil, p.typeErr(ErrInvalidMetadata, fmt.Sprintf("key %q: expected string value", k))
+		if err := member(key); err != nil {
+			return err
 		}
-		v, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := m[k]; dup {
-			return nil, fmt.Errorf("%w: duplicate key %q", ErrInvalidMetadata, k)
-		}
-		m[k] = v
 		p.ws()
 		if p.eat(',') {
 			continue
 		}
 		if p.eat('}') {
-			return m, nil
+			return nil
 		}
-		return nil, p.syntax("expected ',' or '}' in __metadata__")
+		return p.syntax("expected ',' or '}'" + suffix)
 	}
+}
+
+// metadata parses the value of "__metadata__".
+func (p *parser) metadata() (map[string]string, error) {
+	if p.peek() != '{' {
+		return nil, p.typeErr(ErrInvalidMetadata, "expected object")
+	}
+	m := make(map[string]string)
+	err := p.members("__metadata__", func(key []byte) error {
+		k := string(key)
+		if p.peek() != '"' {
+			return p.typeErr(ErrInvalidMetadata, fmt.Sprintf("key %q: expected string value", k))
+		}
+		v, err := p.str()
+		if err != nil {
+			return err
+		}
+		if _, dup := m[k]; dup {
+			return fmt.Errorf("%w: duplicate key %q", ErrInvalidMetadata, k)
+		}
+		m[k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // tensor parses one tensor entry object.
@@ -751,76 +751,56 @@ func (p *parser) tensor(name string, lim Limits) (TensorInfo, error) {
 	if p.peek() != '{' {
 		return t, p.typeErr(ErrInvalidTensorInfo, fmt.Sprintf("tensor %q: expected object", name))
 	}
-	p.i++
 	const (
 		hasDType = 1 << iota
 		hasShape
 		hasOffsets
 	)
 	have := 0
-	p.ws()
-	if !p.eat('}') {
-		for {
-			p.ws()
-			if p.peek() != '"' {
-				return t, p.syntax("expected string key")
-			}
-			key, err := p.strBytes()
-			if err != nil {
-				return t, err
-			}
-			p.ws()
-			if !p.eat(':') {
-				return t, p.syntax("expected ':'")
-			}
-			p.ws()
-			var bit int
-			switch string(key) {
-			case "dtype":
-				bit = hasDType
-			case "shape":
-				bit = hasShape
-			case "data_offsets":
-				bit = hasOffsets
-			default:
-				return t, bad("unknown field %q", key)
-			}
-			if have&bit != 0 {
-				return t, bad("duplicate field %q", key)
-			}
-			have |= bit
-			switch bit {
-			case hasDType:
-				if p.peek() != '"' {
-					return t, p.typeErr(ErrInvalidTensorInfo, fmt.Sprintf("tensor %q: dtype: expected string", name))
-				}
-				d, err := p.strBytes()
-				if err != nil {
-					return t, err
-				}
-				canon, ok := dtypeNames[string(d)]
-				if !ok {
-					return t, fmt.Errorf("%w: tensor %q: %q", ErrUnknownDType, name, d)
-				}
-				t.DType = canon
-			case hasShape:
-				if t.Shape, err = p.shape(name, lim.MaxRank); err != nil {
-					return t, err
-				}
-			case hasOffsets:
-				if t.Begin, t.End, err = p.offsets(name); err != nil {
-					return t, err
-				}
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat('}') {
-				break
-			}
-			return t, p.syntax("expected ',' or '}'")
+	err := p.members("tensor "+strconv.Quote(name), func(key []byte) error {
+		var err error
+		var bit int
+		switch string(key) {
+		case "dtype":
+			bit = hasDType
+		case "shape":
+			bit = hasShape
+		case "data_offsets":
+			bit = hasOffsets
+		default:
+			return bad("unknown field %q", key)
 		}
+		if have&bit != 0 {
+			return bad("duplicate field %q", key)
+		}
+		have |= bit
+		switch bit {
+		case hasDType:
+			if p.peek() != '"' {
+				return p.typeErr(ErrInvalidTensorInfo, fmt.Sprintf("tensor %q: dtype: expected string", name))
+			}
+			d, err := p.strBytes()
+			if err != nil {
+				return err
+			}
+			canon, ok := dtypeNames[string(d)]
+			if !ok {
+				return fmt.Errorf("%w: tensor %q: %q", ErrUnknownDType, name, d)
+			}
+			t.DType = canon
+		case hasShape:
+			if t.Shape, err = p.shape(name, lim.MaxRank); err != nil {
+				return err
+			}
+		case hasOffsets:
+			if t.Begin, t.End, err = p.offsets(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return t, err
 	}
 	switch {
 	case have&hasDType == 0:
