@@ -32,7 +32,6 @@ type Chart struct {
 }
 
 var (
-	white = color.RGBA{255, 255, 255, 255}
 	black = color.RGBA{0, 0, 0, 255}
 	grey  = color.RGBA{225, 225, 225, 255}
 )

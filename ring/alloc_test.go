@@ -21,7 +21,6 @@ type pipeNet struct {
 
 type pipeLink struct {
 	ch, free chan []byte
-	cur      []byte
 }
 
 func (p *pipeNet) link(from, to string) *pipeLink {

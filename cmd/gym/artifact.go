@@ -39,9 +39,8 @@ to the artifact, the serving node, an expiry and a single-use nonce.`,
 }
 
 type storeFlags struct {
-	dir       string
-	quotaMiB  int64
-	mandatory bool
+	dir      string
+	quotaMiB int64
 }
 
 func (f *storeFlags) add(cmd *cobra.Command, name, usage string) {
