@@ -365,3 +365,14 @@ func (e *Engine) View(f func(m *state.Machine)) {
 	defer e.mu.Unlock()
 	f(e.m)
 }
+
+// Read returns up to max stored records from index from on (the event log
+// as persisted; followers and clients watch a job through it).
+func (e *Engine) Read(ctx context.Context, from uint64, max int) ([]store.Record, uint64, error) {
+	recs, err := e.st.Read(ctx, from, max)
+	if err != nil {
+		return nil, 0, err
+	}
+	last, err := e.st.Last(ctx)
+	return recs, last, err
+}

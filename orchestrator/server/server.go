@@ -68,6 +68,18 @@ type Server struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	buckets map[string]*bucket
+
+	// Judge validates submitted deltas (nil: SubmitDelta is Unavailable).
+	// Set before serving.
+	Judge Judge
+	// Artifacts is where nodes fetch checkpoints ("KEYHEX@host:port"),
+	// sent in every assignment. Set before serving.
+	Artifacts string
+}
+
+// Judge validates a delta file and records its verdict.
+type Judge interface {
+	Submit(ctx context.Context, file []byte) (*pb.SubmitDeltaResponse, error)
 }
 
 // New returns a server over eng; now is the clock of the rate limiter.
@@ -183,7 +195,7 @@ func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.Regis
 	if err != nil {
 		return nil, err
 	}
-	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport}
+	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress}
 	if err := s.admit(a, cmd.SignedBytes()); err != nil {
 		return nil, err
 	}
@@ -229,11 +241,16 @@ func (s *Server) ReportBandwidth(ctx context.Context, r *pb.ReportBandwidthReque
 	return &pb.ReportBandwidthResponse{Assignment: s.assignment(a.Node)}, nil
 }
 
-func ring(j state.Job) *pb.RingConfig {
+func ring(m *state.Machine, j state.Job) *pb.RingConfig {
 	if len(j.Ring) == 0 {
 		return nil
 	}
-	return &pb.RingConfig{ConfigId: j.ConfigID, Generation: j.Generation, Members: append([]string(nil), j.Ring...), BottleneckKbps: j.Bottleneck}
+	r := &pb.RingConfig{ConfigId: j.ConfigID, Generation: j.Generation, Members: append([]string(nil), j.Ring...), BottleneckKbps: j.Bottleneck}
+	for _, id := range j.Ring {
+		n, _ := m.Node(id)
+		r.Addresses = append(r.Addresses, n.Address)
+	}
+	return r
 }
 
 func (s *Server) assignment(node string) *pb.Assignment {
@@ -245,14 +262,20 @@ func (s *Server) assignment(node string) *pb.Assignment {
 		}
 		j, _ := m.Job(n.Job)
 		out.Job, out.JobState, out.Epoch, out.Paused = j.ID, string(j.State), int32(j.Epoch), j.Paused
+		out.Spec, out.Artifacts = specTo(j.Spec), s.Artifacts
+		if len(j.CIDs) > 0 {
+			out.Checkpoint = j.CIDs[len(j.CIDs)-1]
+		}
 		if j.State == state.Provisioning {
 			for _, p := range j.Members {
 				if p != node {
+					pn, _ := m.Node(p)
 					out.ProbePeers = append(out.ProbePeers, p)
+					out.ProbeAddresses = append(out.ProbeAddresses, pn.ProbeAddress)
 				}
 			}
 		}
-		out.Ring = ring(j)
+		out.Ring = ring(m, j)
 	})
 	return out
 }
@@ -264,7 +287,8 @@ func specFrom(p *pb.JobSpec) (state.JobSpec, error) {
 	return state.JobSpec{
 		Model: p.Model, Dataset: p.Dataset, Epochs: int(p.Epochs), MinNodes: int(p.MinNodes), MaxNodes: int(p.MaxNodes),
 		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
-		GSPO: gspoFrom(p.Gspo),
+		GSPO: gspoFrom(p.Gspo), StepsPerEpoch: int(p.StepsPerEpoch), PromptsPerStep: int(p.PromptsPerStep), Seed: p.Seed,
+		Byzantine: int(p.Byzantine), SpotCheckBP: int(p.SpotCheckBp),
 	}, nil
 }
 
@@ -334,13 +358,14 @@ func specTo(s state.JobSpec) *pb.JobSpec {
 	return &pb.JobSpec{
 		Model: s.Model, Dataset: s.Dataset, Epochs: int32(s.Epochs), MinNodes: int32(s.MinNodes), MaxNodes: int32(s.MaxNodes),
 		MinVramMib: s.MinVRAMMiB, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, DeadlineUnixMs: s.Deadline,
-		Gspo: gspoTo(s.GSPO),
+		Gspo: gspoTo(s.GSPO), StepsPerEpoch: int32(s.StepsPerEpoch), PromptsPerStep: int32(s.PromptsPerStep), Seed: s.Seed,
+		Byzantine: int32(s.Byzantine), SpotCheckBp: int32(s.SpotCheckBP),
 	}
 }
 
-func jobTo(j state.Job) *pb.Job {
+func jobTo(m *state.Machine, j state.Job) *pb.Job {
 	return &pb.Job{
-		Id: j.ID, Spec: specTo(j.Spec), State: string(j.State), Epoch: int32(j.Epoch), Ring: ring(j), Paused: j.Paused,
+		Id: j.ID, Spec: specTo(j.Spec), State: string(j.State), Epoch: int32(j.Epoch), Ring: ring(m, j), Paused: j.Paused,
 		Cids: append([]string(nil), j.CIDs...), Reason: j.Reason, Members: append([]string(nil), j.Members...),
 	}
 }
@@ -363,7 +388,7 @@ func (s *Server) GetJob(ctx context.Context, r *pb.GetJobRequest) (*pb.Job, erro
 	var out *pb.Job
 	s.eng.View(func(m *state.Machine) {
 		if j, ok := m.Job(r.Job); ok {
-			out = jobTo(j)
+			out = jobTo(m, j)
 		}
 	})
 	if out == nil {
@@ -378,7 +403,7 @@ func (s *Server) ListJobs(ctx context.Context, r *pb.ListJobsRequest) (*pb.ListJ
 	s.eng.View(func(m *state.Machine) {
 		for _, id := range m.Jobs() {
 			j, _ := m.Job(id)
-			out.Jobs = append(out.Jobs, jobTo(j))
+			out.Jobs = append(out.Jobs, jobTo(m, j))
 		}
 	})
 	return out, nil
@@ -394,7 +419,7 @@ func (s *Server) ListNodes(ctx context.Context, r *pb.ListNodesRequest) (*pb.Lis
 			out.Nodes = append(out.Nodes, &pb.Node{
 				Id: n.ID, Address: n.Address, Region: n.Region, GpuModel: n.GPUModel, VramMib: n.VRAMMiB,
 				Attestation: n.Attestation, Status: string(n.Status), Job: n.Job, UptimeBp: int32(m.UptimeBP(&n)),
-				Ineligible: m.Ineligible(&n, 0, now),
+				Ineligible: m.Ineligible(&n, 0, now), ProbeAddress: n.ProbeAddress,
 			})
 		}
 	})
@@ -528,6 +553,54 @@ func (s *Server) PayRewards(ctx context.Context, r *pb.PayRewardsRequest) (*pb.P
 	out := &pb.PayRewardsResponse{}
 	for _, p := range evs[0].Body.(state.RewardsPaid).Payouts {
 		out.Payouts = append(out.Payouts, &pb.Payout{Account: p.ID, Amount: uint64(p.Amount)})
+	}
+	return out, nil
+}
+
+// SubmitDelta implements NodeService: the judge validates the file and
+// records its verdict; a rejection is a normal answer.
+func (s *Server) SubmitDelta(ctx context.Context, r *pb.SubmitDeltaRequest) (*pb.SubmitDeltaResponse, error) {
+	if s.Judge == nil {
+		return nil, status.Error(codes.Unavailable, "this hanzod does not validate deltas (no judge configured)")
+	}
+	if len(r.Delta) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "delta is empty: send the bytes of a delta file")
+	}
+	return s.Judge.Submit(ctx, r.Delta)
+}
+
+// ReportSuspect implements NodeService.
+func (s *Server) ReportSuspect(ctx context.Context, r *pb.ReportSuspectRequest) (*pb.ReportSuspectResponse, error) {
+	a, err := auth(r.Auth)
+	if err != nil {
+		return nil, err
+	}
+	cmd := state.ReportSuspect{Auth: a, Job: r.Job, ConfigID: r.ConfigId, Suspect: r.Suspect, Kind: r.Kind, Evidence: r.Evidence}
+	if err := s.admit(a, cmd.SignedBytes()); err != nil {
+		return nil, err
+	}
+	if _, err := s.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &pb.ReportSuspectResponse{Assignment: s.assignment(a.Node)}, nil
+}
+
+// Events implements OrchestratorService.
+func (s *Server) Events(ctx context.Context, r *pb.EventsRequest) (*pb.EventsResponse, error) {
+	if err := s.operator(ctx); err != nil { // the log holds evidence and stakes: operators only
+		return nil, err
+	}
+	limit := int(r.Limit)
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	recs, last, err := s.eng.Read(ctx, r.After+1, limit)
+	if err != nil {
+		return nil, Status(err)
+	}
+	out := &pb.EventsResponse{Last: last}
+	for _, rec := range recs {
+		out.Events = append(out.Events, string(rec.Data))
 	}
 	return out, nil
 }

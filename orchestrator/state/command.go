@@ -38,6 +38,9 @@ type (
 		// Report is an optional hardware attestation document, passed to the
 		// Verifier.
 		Report []byte
+		// ProbeAddress (optional) is where the node answers bandwidth
+		// probes; signed only when set, so older signatures still verify.
+		ProbeAddress string
 	}
 	// Heartbeat says the node is alive (every 10 s).
 	Heartbeat struct {
@@ -71,6 +74,9 @@ type (
 		Job   string
 		Epoch int
 		CID   string
+		// Record and Signature (hex) are the orchestrator-signed
+		// publication record, kept in the log when given.
+		Record, Signature string
 	}
 	// FailJob fails a job on the operator's or validator's word.
 	FailJob struct {
@@ -156,6 +162,9 @@ func (r Register) SignedBytes() []byte {
 	e.str(r.GPUModel)
 	e.u64(r.VRAMMiB)
 	e.str(string(r.Report))
+	if r.ProbeAddress != "" {
+		e.str(r.ProbeAddress)
+	}
 	return e.Bytes()
 }
 

@@ -56,6 +56,8 @@ type (
 		VRAMMiB     uint64 `json:"vram_mib"`
 		Attestation string `json:"attestation"`
 		Report      []byte `json:"report,omitempty"` // signed hardware report as sent
+		// ProbeAddress is where the node answers bandwidth probes.
+		ProbeAddress string `json:"probe_address,omitempty"`
 	}
 	// HeartbeatReceived marks a node alive (and recovered if it had failed).
 	HeartbeatReceived struct {
@@ -172,24 +174,28 @@ func (Slashed) Kind() string           { return "slashed" }
 func (RewardsPaid) Kind() string       { return "rewards_paid" }
 
 var bodyTypes = map[string]func() Body{
-	"genesis":            func() Body { return &Genesis{} },
-	"ticked":             func() Body { return &Ticked{} },
-	"node_registered":    func() Body { return &NodeRegistered{} },
-	"heartbeat":          func() Body { return &HeartbeatReceived{} },
-	"node_failed":        func() Body { return &NodeFailed{} },
-	"bandwidth_reported": func() Body { return &BandwidthReported{} },
-	"job_submitted":      func() Body { return &JobSubmitted{} },
-	"job_transitioned":   func() Body { return &JobTransitioned{} },
-	"member_changed":     func() Body { return &MemberChanged{} },
-	"ring_configured":    func() Body { return &RingConfigured{} },
-	"job_paused":         func() Body { return &JobPaused{} },
-	"job_resumed":        func() Body { return &JobResumed{} },
-	"minted":             func() Body { return &Minted{} },
-	"bonded":             func() Body { return &Bonded{} },
-	"unbonded":           func() Body { return &Unbonded{} },
-	"withdrawn":          func() Body { return &Withdrawn{} },
-	"slashed":            func() Body { return &Slashed{} },
-	"rewards_paid":       func() Body { return &RewardsPaid{} },
+	"genesis":              func() Body { return &Genesis{} },
+	"ticked":               func() Body { return &Ticked{} },
+	"node_registered":      func() Body { return &NodeRegistered{} },
+	"heartbeat":            func() Body { return &HeartbeatReceived{} },
+	"node_failed":          func() Body { return &NodeFailed{} },
+	"bandwidth_reported":   func() Body { return &BandwidthReported{} },
+	"job_submitted":        func() Body { return &JobSubmitted{} },
+	"job_transitioned":     func() Body { return &JobTransitioned{} },
+	"member_changed":       func() Body { return &MemberChanged{} },
+	"ring_configured":      func() Body { return &RingConfigured{} },
+	"job_paused":           func() Body { return &JobPaused{} },
+	"job_resumed":          func() Body { return &JobResumed{} },
+	"minted":               func() Body { return &Minted{} },
+	"bonded":               func() Body { return &Bonded{} },
+	"unbonded":             func() Body { return &Unbonded{} },
+	"withdrawn":            func() Body { return &Withdrawn{} },
+	"slashed":              func() Body { return &Slashed{} },
+	"rewards_paid":         func() Body { return &RewardsPaid{} },
+	"suspect_reported":     func() Body { return &SuspectReported{} },
+	"delta_judged":         func() Body { return &DeltaJudged{} },
+	"checkpoint_published": func() Body { return &CheckpointPublished{} },
+	"job_settled":          func() Body { return &JobSettled{} },
 }
 
 type wireEvent struct {
@@ -276,6 +282,14 @@ func DecodeEvent(data []byte) (Event, error) {
 	case *Slashed:
 		v = *p
 	case *RewardsPaid:
+		v = *p
+	case *SuspectReported:
+		v = *p
+	case *DeltaJudged:
+		v = *p
+	case *CheckpointPublished:
+		v = *p
+	case *JobSettled:
 		v = *p
 	}
 	return Event{Index: w.Index, At: w.At, Body: v}, nil

@@ -72,6 +72,37 @@ type JobSpec struct {
 	// encoding only when zero (jobs logged before the field existed), so
 	// older logs and snapshots still decode and re-encode byte for byte.
 	GSPO GSPOConfig `json:"gspo,omitzero"`
+
+	// Settings of the end-to-end run (all optional; zero means the default
+	// given). They are omitted from the encoding when zero, so logs written
+	// before they existed decode and re-encode unchanged.
+
+	// StepsPerEpoch is the number of training steps in an epoch, a
+	// multiple of gspo.aggregate_interval (0: one sync per epoch).
+	StepsPerEpoch int `json:"steps_per_epoch,omitempty"`
+	// PromptsPerStep is the number of prompts a worker samples per step
+	// (0: the trainer's default, 16).
+	PromptsPerStep int `json:"prompts_per_step,omitempty"`
+	// Seed fixes data order, sampling and adapter initialisation.
+	Seed uint64 `json:"seed,omitempty"`
+	// Byzantine is the number f of Byzantine workers the job must
+	// tolerate; f > 0 needs aggregation median or trimmed-mean and
+	// 3f < min_nodes.
+	Byzantine int `json:"byzantine,omitempty"`
+	// SpotCheckBP is the share of deltas re-executed by deterministic
+	// replay, in basis points (0: 1000, that is 10%; -1: none).
+	SpotCheckBP int `json:"spot_check_bp,omitempty"`
+}
+
+// SpotCheckShare is the share of deltas a job spot-checks, in basis points.
+func (s JobSpec) SpotCheckShare() int {
+	switch {
+	case s.SpotCheckBP == 0:
+		return 1000
+	case s.SpotCheckBP < 0:
+		return 0
+	}
+	return s.SpotCheckBP
 }
 
 // GSPOConfig is a job's training configuration: the keys of the seed's
@@ -183,6 +214,15 @@ type Job struct {
 	CIDs           []string                     `json:"cids,omitempty"`
 	PaidEpochs     []int                        `json:"paid_epochs,omitempty"`
 	Reason         string                       `json:"reason,omitempty"`
+	// End-to-end bookkeeping: ring failure reports against the current
+	// configuration (suspect → reporters), accepted delta slots (Slot →
+	// digest), per-node tallies, every node that was ever in the ring (its
+	// stake is locked until the job settles), and whether it settled.
+	Suspects     map[string][]string `json:"suspects,omitempty"`
+	Slots        map[string]string   `json:"slots,omitempty"`
+	Tally        map[string]*Tally   `json:"tally,omitempty"`
+	Participants []string            `json:"participants,omitempty"`
+	Settled      bool                `json:"settled,omitempty"`
 }
 
 const (
@@ -229,7 +269,27 @@ func (s *JobSpec) normalise() error {
 	default:
 		return fmt.Errorf("%w: aggregation %q (want mean, median or trimmed-mean)", ErrInvalid, s.Aggregation)
 	}
-	return s.GSPO.validate()
+	switch {
+	case s.StepsPerEpoch < 0 || s.StepsPerEpoch > maxAggregateInterval:
+		return fmt.Errorf("%w: steps_per_epoch %d outside 0..%d", ErrInvalid, s.StepsPerEpoch, maxAggregateInterval)
+	case s.PromptsPerStep < 0 || s.PromptsPerStep > 1<<16:
+		return fmt.Errorf("%w: prompts_per_step %d outside 0..65536", ErrInvalid, s.PromptsPerStep)
+	case s.SpotCheckBP < -1 || s.SpotCheckBP > 10_000:
+		return fmt.Errorf("%w: spot_check_bp %d outside -1..10000 (basis points; 0 means 10%%, -1 none)", ErrInvalid, s.SpotCheckBP)
+	case s.Byzantine < 0:
+		return fmt.Errorf("%w: byzantine %d is negative", ErrInvalid, s.Byzantine)
+	case s.Byzantine > 0 && s.Aggregation == "mean":
+		return fmt.Errorf("%w: byzantine %d declared with aggregation mean: a mean cannot defend against any Byzantine worker; use median or trimmed-mean", ErrInvalid, s.Byzantine)
+	case 3*s.Byzantine >= s.MinNodes:
+		return fmt.Errorf("%w: byzantine %d with min_nodes %d: %s cannot defend f >= n/3; raise min_nodes above %d or declare fewer", ErrInvalid, s.Byzantine, s.MinNodes, s.Aggregation, 3*s.Byzantine)
+	}
+	if err := s.GSPO.validate(); err != nil {
+		return err
+	}
+	if s.StepsPerEpoch != 0 && s.StepsPerEpoch%s.GSPO.AggregateInterval != 0 {
+		return fmt.Errorf("%w: steps_per_epoch %d is not a multiple of gspo.aggregate_interval %d", ErrInvalid, s.StepsPerEpoch, s.GSPO.AggregateInterval)
+	}
+	return nil
 }
 
 func (m *Machine) submit(now int64, c SubmitJob) error {
@@ -514,6 +574,13 @@ func (m *Machine) applyRing(e RingConfigured) error {
 		m.nodes[id].Job = j.ID
 	}
 	j.Ring, j.ConfigID, j.Generation, j.Bottleneck = append([]string(nil), e.Ring...), e.ConfigID, e.Generation, e.Bottleneck
+	j.Suspects = nil
+	for _, id := range e.Ring {
+		if !contains(j.Participants, id) {
+			j.Participants = append(j.Participants, id)
+			sort.Strings(j.Participants)
+		}
+	}
 	return nil
 }
 
@@ -671,11 +738,20 @@ func (m *Machine) publish(now int64, c PublishCheckpoint) error {
 	if j.State != Aggregating || j.Epoch != c.Epoch {
 		return fmt.Errorf("%w: job %s is %s in epoch %d, not aggregating epoch %d", ErrPrecondition, j.ID, j.State, j.Epoch, c.Epoch)
 	}
+	if c.Record != "" || c.Signature != "" {
+		if len(c.Record) > maxEvidence || len(c.Signature) != 128 {
+			return fmt.Errorf("%w: publication record ≤ %d bytes with a 64-byte signature in hex", ErrInvalid, maxEvidence)
+		}
+		m.emit(now, CheckpointPublished{Job: j.ID, Epoch: c.Epoch, CID: c.CID, Record: c.Record, Signature: c.Signature})
+	}
 	if j.Epoch >= j.Spec.Epochs {
 		m.transition(now, j, Published, fmt.Sprintf("final epoch %d merged", j.Epoch), nil, c.CID)
 		return nil
 	}
 	m.transition(now, j, Running, fmt.Sprintf("epoch %d merged", j.Epoch), nil, c.CID)
+	if !j.Paused {
+		m.fillRing(now, j)
+	}
 	return nil
 }
 
@@ -714,6 +790,9 @@ func (m *Machine) ledgerCommand(now int64, cmd Command) error {
 		}
 		m.emit(now, Bonded{Account: c.Account, Amount: c.Amount})
 	case Unbond:
+		if id := m.stakeLocked(c.Account); id != "" {
+			return fmt.Errorf("%w: the stake of %s is locked by job %s until it settles", ErrPrecondition, c.Account, id)
+		}
 		if err := l.CheckUnbond(c.Account, c.Amount); err != nil {
 			return wrap(err)
 		}

@@ -193,6 +193,14 @@ func (m *Machine) Step(now int64, cmd Command) ([]Event, error) {
 		err = m.failJob(now, c)
 	case Deposit, Bond, Unbond, Withdraw, Slash, PayRewards:
 		err = m.ledgerCommand(now, c)
+	case ReportSuspect:
+		err = m.reportSuspect(now, c)
+	case JudgeDelta:
+		err = m.judge(now, c)
+	case Eject:
+		err = m.eject(now, c)
+	case Settle:
+		err = m.settle(now, c)
 	default:
 		err = fmt.Errorf("%w: unknown command %T", ErrInvalid, cmd)
 	}
@@ -300,6 +308,14 @@ func (m *Machine) apply(at int64, b Body) error {
 		return m.ledger.ApplySlash(e.Account, ledger.SlashPlan{Offence: e.Offence, Amount: e.Amount, Ban: e.Ban}, at, e.Reason, e.Evidence)
 	case RewardsPaid:
 		return m.applyRewards(e)
+	case SuspectReported:
+		return m.applySuspect(e)
+	case DeltaJudged:
+		return m.applyJudged(e)
+	case CheckpointPublished:
+		return m.applyPublished(e)
+	case JobSettled:
+		return m.applySettled(e)
 	}
 	return fmt.Errorf("unknown event body %T", b)
 }

@@ -31,6 +31,7 @@ type Node struct {
 	VRAMMiB      uint64     `json:"vram_mib"`
 	Attestation  string     `json:"attestation"`
 	Report       []byte     `json:"report,omitempty"`
+	ProbeAddress string     `json:"probe_address,omitempty"`
 	RegisteredAt int64      `json:"registered_at"`
 	LastSeq      uint64     `json:"last_seq"`
 	LastSeen     int64      `json:"last_seen"`
@@ -89,6 +90,11 @@ func (m *Machine) register(now int64, r Register) error {
 	if _, port, err := net.SplitHostPort(r.Address); err != nil || port == "" {
 		return fmt.Errorf("%w: address %q is not host:port", ErrInvalid, r.Address)
 	}
+	if r.ProbeAddress != "" {
+		if _, port, err := net.SplitHostPort(r.ProbeAddress); err != nil || port == "" || len(r.ProbeAddress) > maxAddress {
+			return fmt.Errorf("%w: probe address %q is not host:port", ErrInvalid, r.ProbeAddress)
+		}
+	}
 	n, err := m.authenticate(now, r.Auth, r.SignedBytes())
 	if err != nil {
 		return err
@@ -99,7 +105,7 @@ func (m *Machine) register(now int64, r Register) error {
 	m.emit(now, NodeRegistered{
 		Node: r.Node, Seq: r.Seq, Address: r.Address, Region: r.Region, GPUModel: r.GPUModel, VRAMMiB: r.VRAMMiB,
 		Attestation: m.cfg.Verifier.Verify(r.Node, r.GPUModel, r.VRAMMiB, r.Report),
-		Report:      r.Report,
+		Report:      r.Report, ProbeAddress: r.ProbeAddress,
 	})
 	return nil
 }
@@ -114,7 +120,7 @@ func (m *Machine) applyRegistered(e NodeRegistered) error {
 		return fmt.Errorf("sequence %d not above %d", e.Seq, n.LastSeq)
 	}
 	n.Address, n.Region, n.GPUModel, n.VRAMMiB = e.Address, e.Region, e.GPUModel, e.VRAMMiB
-	n.Attestation, n.Report, n.LastSeq = e.Attestation, e.Report, e.Seq
+	n.Attestation, n.Report, n.LastSeq, n.ProbeAddress = e.Attestation, e.Report, e.Seq, e.ProbeAddress
 	m.alive(n)
 	return nil
 }

@@ -361,6 +361,8 @@ func (h *harness) run(line string) string {
 		return h.step(EndEpoch{Job: pos[0], Epoch: int(mustU(pos[1]))})
 	case "publish":
 		return h.step(PublishCheckpoint{Job: pos[0], Epoch: int(mustU(pos[1])), CID: pos[2]})
+	case "settle":
+		return h.step(Settle{Job: pos[0], Record: `{"job":"` + pos[0] + `"}`, Signature: strings.Repeat("ab", 64)})
 	case "fail":
 		return h.step(FailJob{Job: pos[0], Reason: strings.Join(pos[1:], " ")})
 	case "deposit":

@@ -30,7 +30,8 @@ const (
 //	u64(timestamp_ms) || fields...
 //
 // (str: 4-byte big-endian length then bytes; u64: 8 bytes big-endian; kind
-// is "register", "heartbeat" or "bandwidth"); see docs/orchestrator.md.
+// is "register", "heartbeat", "bandwidth" or "suspect"); see
+// docs/orchestrator.md.
 type Auth struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`                                   // Ed25519 public key, 64 lowercase hex characters
@@ -107,6 +108,7 @@ type RegisterRequest struct {
 	GpuModel          string                 `protobuf:"bytes,4,opt,name=gpu_model,json=gpuModel,proto3" json:"gpu_model,omitempty"`
 	VramMib           uint64                 `protobuf:"varint,5,opt,name=vram_mib,json=vramMib,proto3" json:"vram_mib,omitempty"`
 	AttestationReport []byte                 `protobuf:"bytes,6,opt,name=attestation_report,json=attestationReport,proto3" json:"attestation_report,omitempty"` // optional; judged by the verifier
+	ProbeAddress      string                 `protobuf:"bytes,7,opt,name=probe_address,json=probeAddress,proto3" json:"probe_address,omitempty"`                // host:port serving bandwidth probes (signed when set)
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -181,6 +183,13 @@ func (x *RegisterRequest) GetAttestationReport() []byte {
 		return x.AttestationReport
 	}
 	return nil
+}
+
+func (x *RegisterRequest) GetProbeAddress() string {
+	if x != nil {
+		return x.ProbeAddress
+	}
+	return ""
 }
 
 type RegisterResponse struct {
@@ -273,15 +282,19 @@ func (x *HeartbeatRequest) GetAuth() *Auth {
 
 // Assignment tells a node what it should be doing.
 type Assignment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"` // empty: idle
-	JobState      string                 `protobuf:"bytes,2,opt,name=job_state,json=jobState,proto3" json:"job_state,omitempty"`
-	ProbePeers    []string               `protobuf:"bytes,3,rep,name=probe_peers,json=probePeers,proto3" json:"probe_peers,omitempty"` // provisioning: measure bandwidth to these
-	Ring          *RingConfig            `protobuf:"bytes,4,opt,name=ring,proto3" json:"ring,omitempty"`                               // running: the current ring
-	Epoch         int32                  `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Paused        bool                   `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Job            string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"` // empty: idle
+	JobState       string                 `protobuf:"bytes,2,opt,name=job_state,json=jobState,proto3" json:"job_state,omitempty"`
+	ProbePeers     []string               `protobuf:"bytes,3,rep,name=probe_peers,json=probePeers,proto3" json:"probe_peers,omitempty"` // provisioning: measure bandwidth to these
+	Ring           *RingConfig            `protobuf:"bytes,4,opt,name=ring,proto3" json:"ring,omitempty"`                               // running: the current ring
+	Epoch          int32                  `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Paused         bool                   `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	Spec           *JobSpec               `protobuf:"bytes,7,opt,name=spec,proto3" json:"spec,omitempty"`                                           // the job's accepted configuration
+	Checkpoint     string                 `protobuf:"bytes,8,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`                               // CID the current epoch starts from; empty in epoch 1
+	ProbeAddresses []string               `protobuf:"bytes,9,rep,name=probe_addresses,json=probeAddresses,proto3" json:"probe_addresses,omitempty"` // parallel to probe_peers
+	Artifacts      string                 `protobuf:"bytes,10,opt,name=artifacts,proto3" json:"artifacts,omitempty"`                                // KEYHEX@host:port of the artifact server holding checkpoints
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -356,6 +369,34 @@ func (x *Assignment) GetPaused() bool {
 	return false
 }
 
+func (x *Assignment) GetSpec() *JobSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Assignment) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *Assignment) GetProbeAddresses() []string {
+	if x != nil {
+		return x.ProbeAddresses
+	}
+	return nil
+}
+
+func (x *Assignment) GetArtifacts() string {
+	if x != nil {
+		return x.Artifacts
+	}
+	return ""
+}
+
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Assignment    *Assignment            `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
@@ -406,6 +447,7 @@ type RingConfig struct {
 	Generation     uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	Members        []string               `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"` // in ring order
 	BottleneckKbps uint64                 `protobuf:"varint,4,opt,name=bottleneck_kbps,json=bottleneckKbps,proto3" json:"bottleneck_kbps,omitempty"`
+	Addresses      []string               `protobuf:"bytes,5,rep,name=addresses,proto3" json:"addresses,omitempty"` // ring addresses, parallel to members
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -466,6 +508,13 @@ func (x *RingConfig) GetBottleneckKbps() uint64 {
 		return x.BottleneckKbps
 	}
 	return 0
+}
+
+func (x *RingConfig) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
 }
 
 type Link struct {
@@ -624,6 +673,361 @@ func (x *ReportBandwidthResponse) GetAssignment() *Assignment {
 	return nil
 }
 
+type SubmitDeltaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Delta         []byte                 `protobuf:"bytes,1,opt,name=delta,proto3" json:"delta,omitempty"` // a delta file (format version 1) with __metadata__
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitDeltaRequest) Reset() {
+	*x = SubmitDeltaRequest{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitDeltaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitDeltaRequest) ProtoMessage() {}
+
+func (x *SubmitDeltaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitDeltaRequest.ProtoReflect.Descriptor instead.
+func (*SubmitDeltaRequest) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SubmitDeltaRequest) GetDelta() []byte {
+	if x != nil {
+		return x.Delta
+	}
+	return nil
+}
+
+// SubmitDeltaResponse is the validator's verdict. A rejection is an answer,
+// not an RPC error: reason is one of signature, format, metadata, stale,
+// equivocation, replay, shape, non_finite, not_member, late.
+type SubmitDeltaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accepted      bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Duplicate     bool                   `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // the same bytes were accepted before (a retry)
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"` // hex SHA3-256 signature digest of the file
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitDeltaResponse) Reset() {
+	*x = SubmitDeltaResponse{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitDeltaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitDeltaResponse) ProtoMessage() {}
+
+func (x *SubmitDeltaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitDeltaResponse.ProtoReflect.Descriptor instead.
+func (*SubmitDeltaResponse) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SubmitDeltaResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *SubmitDeltaResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *SubmitDeltaResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SubmitDeltaResponse) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *SubmitDeltaResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+type ReportSuspectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Auth          *Auth                  `protobuf:"bytes,1,opt,name=auth,proto3" json:"auth,omitempty"`
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	ConfigId      string                 `protobuf:"bytes,3,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"` // the failed ring's configuration id
+	Suspect       string                 `protobuf:"bytes,4,opt,name=suspect,proto3" json:"suspect,omitempty"`
+	Kind          string                 `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`         // timeout, broken, misbehaved, norm
+	Evidence      []byte                 `protobuf:"bytes,6,opt,name=evidence,proto3" json:"evidence,omitempty"` // JSON of the ring's evidence, when there is some
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSuspectRequest) Reset() {
+	*x = ReportSuspectRequest{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSuspectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSuspectRequest) ProtoMessage() {}
+
+func (x *ReportSuspectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSuspectRequest.ProtoReflect.Descriptor instead.
+func (*ReportSuspectRequest) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReportSuspectRequest) GetAuth() *Auth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *ReportSuspectRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *ReportSuspectRequest) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+func (x *ReportSuspectRequest) GetSuspect() string {
+	if x != nil {
+		return x.Suspect
+	}
+	return ""
+}
+
+func (x *ReportSuspectRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ReportSuspectRequest) GetEvidence() []byte {
+	if x != nil {
+		return x.Evidence
+	}
+	return nil
+}
+
+type ReportSuspectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Assignment    *Assignment            `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSuspectResponse) Reset() {
+	*x = ReportSuspectResponse{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSuspectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSuspectResponse) ProtoMessage() {}
+
+func (x *ReportSuspectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSuspectResponse.ProtoReflect.Descriptor instead.
+func (*ReportSuspectResponse) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReportSuspectResponse) GetAssignment() *Assignment {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+type EventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	After         uint64                 `protobuf:"varint,1,opt,name=after,proto3" json:"after,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // 0: 1000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EventsRequest) GetAfter() uint64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *EventsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type EventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []string               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	Last          uint64                 `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"` // index of the last event in the log
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsResponse) Reset() {
+	*x = EventsResponse{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsResponse) ProtoMessage() {}
+
+func (x *EventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
+func (*EventsResponse) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EventsResponse) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *EventsResponse) GetLast() uint64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
 type JobSpec struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Model          string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -639,14 +1043,19 @@ type JobSpec struct {
 	// Training settings; absent: every default. A job's status always
 	// carries the full configuration the job was accepted with (absent only
 	// for jobs submitted before hanzod knew the field).
-	Gspo          *GSPOConfig `protobuf:"bytes,11,opt,name=gspo,proto3" json:"gspo,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Gspo           *GSPOConfig `protobuf:"bytes,11,opt,name=gspo,proto3" json:"gspo,omitempty"`
+	StepsPerEpoch  int32       `protobuf:"varint,12,opt,name=steps_per_epoch,json=stepsPerEpoch,proto3" json:"steps_per_epoch,omitempty"`    // multiple of gspo.aggregate_interval; 0: one sync per epoch
+	PromptsPerStep int32       `protobuf:"varint,13,opt,name=prompts_per_step,json=promptsPerStep,proto3" json:"prompts_per_step,omitempty"` // per worker; 0: 16
+	Seed           uint64      `protobuf:"varint,14,opt,name=seed,proto3" json:"seed,omitempty"`                                             // data order, sampling, adapter initialisation
+	Byzantine      int32       `protobuf:"varint,15,opt,name=byzantine,proto3" json:"byzantine,omitempty"`                                   // f to tolerate; needs median or trimmed-mean and 3f < min_nodes
+	SpotCheckBp    int32       `protobuf:"varint,16,opt,name=spot_check_bp,json=spotCheckBp,proto3" json:"spot_check_bp,omitempty"`          // replayed share in basis points; 0: 1000 (10%), -1: none
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +1067,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +1080,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{10}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobSpec) GetModel() string {
@@ -751,6 +1160,41 @@ func (x *JobSpec) GetGspo() *GSPOConfig {
 	return nil
 }
 
+func (x *JobSpec) GetStepsPerEpoch() int32 {
+	if x != nil {
+		return x.StepsPerEpoch
+	}
+	return 0
+}
+
+func (x *JobSpec) GetPromptsPerStep() int32 {
+	if x != nil {
+		return x.PromptsPerStep
+	}
+	return 0
+}
+
+func (x *JobSpec) GetSeed() uint64 {
+	if x != nil {
+		return x.Seed
+	}
+	return 0
+}
+
+func (x *JobSpec) GetByzantine() int32 {
+	if x != nil {
+		return x.Byzantine
+	}
+	return 0
+}
+
+func (x *JobSpec) GetSpotCheckBp() int32 {
+	if x != nil {
+		return x.SpotCheckBp
+	}
+	return 0
+}
+
 // GSPOConfig is a job's training configuration: the keys of the seed's
 // GSPOConfig (SPEC.md, "Training: GSPO"). A field left unset takes the
 // seed's default (given after each field); a field that is set is taken as
@@ -776,7 +1220,7 @@ type GSPOConfig struct {
 
 func (x *GSPOConfig) Reset() {
 	*x = GSPOConfig{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +1232,7 @@ func (x *GSPOConfig) String() string {
 func (*GSPOConfig) ProtoMessage() {}
 
 func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +1245,7 @@ func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GSPOConfig.ProtoReflect.Descriptor instead.
 func (*GSPOConfig) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GSPOConfig) GetImportanceSamplingLevel() string {
@@ -897,7 +1341,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1353,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1366,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -941,7 +1385,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1397,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1410,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubmitJobResponse) GetJob() string {
@@ -985,7 +1429,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1441,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1454,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetJobRequest) GetJob() string {
@@ -1037,7 +1481,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1493,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1506,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Job) GetId() string {
@@ -1136,7 +1580,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1592,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1605,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
 }
 
 type ListJobsResponse struct {
@@ -1173,7 +1617,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1629,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1642,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1217,6 +1661,7 @@ type Node struct {
 	VramMib       uint64                 `protobuf:"varint,5,opt,name=vram_mib,json=vramMib,proto3" json:"vram_mib,omitempty"`
 	Attestation   string                 `protobuf:"bytes,6,opt,name=attestation,proto3" json:"attestation,omitempty"`
 	Status        string                 `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
+	ProbeAddress  string                 `protobuf:"bytes,11,opt,name=probe_address,json=probeAddress,proto3" json:"probe_address,omitempty"`
 	Job           string                 `protobuf:"bytes,8,opt,name=job,proto3" json:"job,omitempty"`
 	UptimeBp      int32                  `protobuf:"varint,9,opt,name=uptime_bp,json=uptimeBp,proto3" json:"uptime_bp,omitempty"`
 	Ineligible    string                 `protobuf:"bytes,10,opt,name=ineligible,proto3" json:"ineligible,omitempty"` // empty when eligible for a job with no VRAM minimum
@@ -1226,7 +1671,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1683,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1696,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Node) GetId() string {
@@ -1303,6 +1748,13 @@ func (x *Node) GetStatus() string {
 	return ""
 }
 
+func (x *Node) GetProbeAddress() string {
+	if x != nil {
+		return x.ProbeAddress
+	}
+	return ""
+}
+
 func (x *Node) GetJob() string {
 	if x != nil {
 		return x.Job
@@ -1332,7 +1784,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1796,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1809,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
 }
 
 type ListNodesResponse struct {
@@ -1369,7 +1821,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1833,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1846,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1413,7 +1865,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1877,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1890,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetBalanceRequest) GetAccount() string {
@@ -1461,7 +1913,7 @@ type Slash struct {
 
 func (x *Slash) Reset() {
 	*x = Slash{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1925,7 @@ func (x *Slash) String() string {
 func (*Slash) ProtoMessage() {}
 
 func (x *Slash) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1938,7 @@ func (x *Slash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slash.ProtoReflect.Descriptor instead.
 func (*Slash) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Slash) GetOffence() int32 {
@@ -1539,7 +1991,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +2003,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +2016,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Account) GetId() string {
@@ -1619,7 +2071,7 @@ type LedgerRequest struct {
 
 func (x *LedgerRequest) Reset() {
 	*x = LedgerRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +2083,7 @@ func (x *LedgerRequest) String() string {
 func (*LedgerRequest) ProtoMessage() {}
 
 func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +2096,7 @@ func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LedgerRequest) GetAccount() string {
@@ -1671,7 +2123,7 @@ type EndEpochRequest struct {
 
 func (x *EndEpochRequest) Reset() {
 	*x = EndEpochRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +2135,7 @@ func (x *EndEpochRequest) String() string {
 func (*EndEpochRequest) ProtoMessage() {}
 
 func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +2148,7 @@ func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEpochRequest.ProtoReflect.Descriptor instead.
 func (*EndEpochRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EndEpochRequest) GetJob() string {
@@ -1724,7 +2176,7 @@ type PublishCheckpointRequest struct {
 
 func (x *PublishCheckpointRequest) Reset() {
 	*x = PublishCheckpointRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +2188,7 @@ func (x *PublishCheckpointRequest) String() string {
 func (*PublishCheckpointRequest) ProtoMessage() {}
 
 func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +2201,7 @@ func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*PublishCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishCheckpointRequest) GetJob() string {
@@ -1783,7 +2235,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2247,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2260,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FailJobRequest) GetJob() string {
@@ -1836,7 +2288,7 @@ type SlashRequest struct {
 
 func (x *SlashRequest) Reset() {
 	*x = SlashRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2300,7 @@ func (x *SlashRequest) String() string {
 func (*SlashRequest) ProtoMessage() {}
 
 func (x *SlashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2313,7 @@ func (x *SlashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlashRequest.ProtoReflect.Descriptor instead.
 func (*SlashRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SlashRequest) GetNode() string {
@@ -1899,7 +2351,7 @@ type Contribution struct {
 
 func (x *Contribution) Reset() {
 	*x = Contribution{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2363,7 @@ func (x *Contribution) String() string {
 func (*Contribution) ProtoMessage() {}
 
 func (x *Contribution) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2376,7 @@ func (x *Contribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
 func (*Contribution) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Contribution) GetAccount() string {
@@ -1967,7 +2419,7 @@ type PayRewardsRequest struct {
 
 func (x *PayRewardsRequest) Reset() {
 	*x = PayRewardsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2431,7 @@ func (x *PayRewardsRequest) String() string {
 func (*PayRewardsRequest) ProtoMessage() {}
 
 func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2444,7 @@ func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsRequest.ProtoReflect.Descriptor instead.
 func (*PayRewardsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PayRewardsRequest) GetJob() string {
@@ -2033,7 +2485,7 @@ type Payout struct {
 
 func (x *Payout) Reset() {
 	*x = Payout{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2497,7 @@ func (x *Payout) String() string {
 func (*Payout) ProtoMessage() {}
 
 func (x *Payout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2510,7 @@ func (x *Payout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payout.ProtoReflect.Descriptor instead.
 func (*Payout) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Payout) GetAccount() string {
@@ -2084,7 +2536,7 @@ type PayRewardsResponse struct {
 
 func (x *PayRewardsResponse) Reset() {
 	*x = PayRewardsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2548,7 @@ func (x *PayRewardsResponse) String() string {
 func (*PayRewardsResponse) ProtoMessage() {}
 
 func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2561,7 @@ func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsResponse.ProtoReflect.Descriptor instead.
 func (*PayRewardsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PayRewardsResponse) GetPayouts() []*Payout {
@@ -2128,18 +2580,19 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x12\x1c\n" +
-	"\tsignature\x18\x04 \x01(\fR\tsignature\"\xd7\x01\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\"\xfc\x01\n" +
 	"\x0fRegisterRequest\x12+\n" +
 	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12\x1b\n" +
 	"\tgpu_model\x18\x04 \x01(\tR\bgpuModel\x12\x19\n" +
 	"\bvram_mib\x18\x05 \x01(\x04R\avramMib\x12-\n" +
-	"\x12attestation_report\x18\x06 \x01(\fR\x11attestationReport\"4\n" +
+	"\x12attestation_report\x18\x06 \x01(\fR\x11attestationReport\x12#\n" +
+	"\rprobe_address\x18\a \x01(\tR\fprobeAddress\"4\n" +
 	"\x10RegisterResponse\x12 \n" +
 	"\vattestation\x18\x01 \x01(\tR\vattestation\"?\n" +
 	"\x10HeartbeatRequest\x12+\n" +
-	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\"\xbd\x01\n" +
+	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\"\xd4\x02\n" +
 	"\n" +
 	"Assignment\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x1b\n" +
@@ -2148,11 +2601,18 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"probePeers\x121\n" +
 	"\x04ring\x18\x04 \x01(\v2\x1d.zoo.gym.hanzod.v1.RingConfigR\x04ring\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x05R\x05epoch\x12\x16\n" +
-	"\x06paused\x18\x06 \x01(\bR\x06paused\"R\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06paused\x12.\n" +
+	"\x04spec\x18\a \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\b \x01(\tR\n" +
+	"checkpoint\x12'\n" +
+	"\x0fprobe_addresses\x18\t \x03(\tR\x0eprobeAddresses\x12\x1c\n" +
+	"\tartifacts\x18\n" +
+	" \x01(\tR\tartifacts\"R\n" +
 	"\x11HeartbeatResponse\x12=\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
-	"assignment\"\x8c\x01\n" +
+	"assignment\"\xaa\x01\n" +
 	"\n" +
 	"RingConfig\x12\x1b\n" +
 	"\tconfig_id\x18\x01 \x01(\tR\bconfigId\x12\x1e\n" +
@@ -2160,7 +2620,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x12\x18\n" +
 	"\amembers\x18\x03 \x03(\tR\amembers\x12'\n" +
-	"\x0fbottleneck_kbps\x18\x04 \x01(\x04R\x0ebottleneckKbps\".\n" +
+	"\x0fbottleneck_kbps\x18\x04 \x01(\x04R\x0ebottleneckKbps\x12\x1c\n" +
+	"\taddresses\x18\x05 \x03(\tR\taddresses\".\n" +
 	"\x04Link\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04kbps\x18\x02 \x01(\x04R\x04kbps\"\x86\x01\n" +
@@ -2171,7 +2632,32 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x17ReportBandwidthResponse\x12=\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
-	"assignment\"\xe4\x02\n" +
+	"assignment\"*\n" +
+	"\x12SubmitDeltaRequest\x12\x14\n" +
+	"\x05delta\x18\x01 \x01(\fR\x05delta\"\x97\x01\n" +
+	"\x13SubmitDeltaResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1c\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\"\xbc\x01\n" +
+	"\x14ReportSuspectRequest\x12+\n" +
+	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x1b\n" +
+	"\tconfig_id\x18\x03 \x01(\tR\bconfigId\x12\x18\n" +
+	"\asuspect\x18\x04 \x01(\tR\asuspect\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bevidence\x18\x06 \x01(\fR\bevidence\"V\n" +
+	"\x15ReportSuspectResponse\x12=\n" +
+	"\n" +
+	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
+	"assignment\";\n" +
+	"\rEventsRequest\x12\x14\n" +
+	"\x05after\x18\x01 \x01(\x04R\x05after\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"<\n" +
+	"\x0eEventsResponse\x12\x16\n" +
+	"\x06events\x18\x01 \x03(\tR\x06events\x12\x12\n" +
+	"\x04last\x18\x02 \x01(\x04R\x04last\"\x8c\x04\n" +
 	"\aJobSpec\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x16\n" +
@@ -2185,7 +2671,12 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\tsubmitter\x18\t \x01(\tR\tsubmitter\x12(\n" +
 	"\x10deadline_unix_ms\x18\n" +
 	" \x01(\x03R\x0edeadlineUnixMs\x121\n" +
-	"\x04gspo\x18\v \x01(\v2\x1d.zoo.gym.hanzod.v1.GSPOConfigR\x04gspo\"\xe3\x05\n" +
+	"\x04gspo\x18\v \x01(\v2\x1d.zoo.gym.hanzod.v1.GSPOConfigR\x04gspo\x12&\n" +
+	"\x0fsteps_per_epoch\x18\f \x01(\x05R\rstepsPerEpoch\x12(\n" +
+	"\x10prompts_per_step\x18\r \x01(\x05R\x0epromptsPerStep\x12\x12\n" +
+	"\x04seed\x18\x0e \x01(\x04R\x04seed\x12\x1c\n" +
+	"\tbyzantine\x18\x0f \x01(\x05R\tbyzantine\x12\"\n" +
+	"\rspot_check_bp\x18\x10 \x01(\x05R\vspotCheckBp\"\xe3\x05\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
@@ -2235,7 +2726,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\amembers\x18\t \x03(\tR\amembers\"\x11\n" +
 	"\x0fListJobsRequest\">\n" +
 	"\x10ListJobsResponse\x12*\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x16.zoo.gym.hanzod.v1.JobR\x04jobs\"\x89\x02\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x16.zoo.gym.hanzod.v1.JobR\x04jobs\"\xae\x02\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -2243,7 +2734,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\tgpu_model\x18\x04 \x01(\tR\bgpuModel\x12\x19\n" +
 	"\bvram_mib\x18\x05 \x01(\x04R\avramMib\x12 \n" +
 	"\vattestation\x18\x06 \x01(\tR\vattestation\x12\x16\n" +
-	"\x06status\x18\a \x01(\tR\x06status\x12\x10\n" +
+	"\x06status\x18\a \x01(\tR\x06status\x12#\n" +
+	"\rprobe_address\x18\v \x01(\tR\fprobeAddress\x12\x10\n" +
 	"\x03job\x18\b \x01(\tR\x03job\x12\x1b\n" +
 	"\tuptime_bp\x18\t \x01(\x05R\buptimeBp\x12\x1e\n" +
 	"\n" +
@@ -2300,11 +2792,13 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\aaccount\x18\x01 \x01(\tR\aaccount\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\x04R\x06amount\"I\n" +
 	"\x12PayRewardsResponse\x123\n" +
-	"\apayouts\x18\x01 \x03(\v2\x19.zoo.gym.hanzod.v1.PayoutR\apayouts2\xa4\x02\n" +
+	"\apayouts\x18\x01 \x03(\v2\x19.zoo.gym.hanzod.v1.PayoutR\apayouts2\xe6\x03\n" +
 	"\vNodeService\x12S\n" +
 	"\bRegister\x12\".zoo.gym.hanzod.v1.RegisterRequest\x1a#.zoo.gym.hanzod.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.zoo.gym.hanzod.v1.HeartbeatRequest\x1a$.zoo.gym.hanzod.v1.HeartbeatResponse\x12h\n" +
-	"\x0fReportBandwidth\x12).zoo.gym.hanzod.v1.ReportBandwidthRequest\x1a*.zoo.gym.hanzod.v1.ReportBandwidthResponse2\xd8\b\n" +
+	"\x0fReportBandwidth\x12).zoo.gym.hanzod.v1.ReportBandwidthRequest\x1a*.zoo.gym.hanzod.v1.ReportBandwidthResponse\x12\\\n" +
+	"\vSubmitDelta\x12%.zoo.gym.hanzod.v1.SubmitDeltaRequest\x1a&.zoo.gym.hanzod.v1.SubmitDeltaResponse\x12b\n" +
+	"\rReportSuspect\x12'.zoo.gym.hanzod.v1.ReportSuspectRequest\x1a(.zoo.gym.hanzod.v1.ReportSuspectResponse2\xa7\t\n" +
 	"\x13OrchestratorService\x12V\n" +
 	"\tSubmitJob\x12#.zoo.gym.hanzod.v1.SubmitJobRequest\x1a$.zoo.gym.hanzod.v1.SubmitJobResponse\x12B\n" +
 	"\x06GetJob\x12 .zoo.gym.hanzod.v1.GetJobRequest\x1a\x16.zoo.gym.hanzod.v1.Job\x12S\n" +
@@ -2321,7 +2815,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\aFailJob\x12!.zoo.gym.hanzod.v1.FailJobRequest\x1a\x16.zoo.gym.hanzod.v1.Job\x12D\n" +
 	"\x05Slash\x12\x1f.zoo.gym.hanzod.v1.SlashRequest\x1a\x1a.zoo.gym.hanzod.v1.Account\x12Y\n" +
 	"\n" +
-	"PayRewards\x12$.zoo.gym.hanzod.v1.PayRewardsRequest\x1a%.zoo.gym.hanzod.v1.PayRewardsResponseB-Z+github.com/zooai/gym/api/hanzod/v1;hanzodv1b\x06proto3"
+	"PayRewards\x12$.zoo.gym.hanzod.v1.PayRewardsRequest\x1a%.zoo.gym.hanzod.v1.PayRewardsResponse\x12M\n" +
+	"\x06Events\x12 .zoo.gym.hanzod.v1.EventsRequest\x1a!.zoo.gym.hanzod.v1.EventsResponseB-Z+github.com/zooai/gym/api/hanzod/v1;hanzodv1b\x06proto3"
 
 var (
 	file_api_hanzod_v1_hanzod_proto_rawDescOnce sync.Once
@@ -2335,7 +2830,7 @@ func file_api_hanzod_v1_hanzod_proto_rawDescGZIP() []byte {
 	return file_api_hanzod_v1_hanzod_proto_rawDescData
 }
 
-var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Auth)(nil),                     // 0: zoo.gym.hanzod.v1.Auth
 	(*RegisterRequest)(nil),          // 1: zoo.gym.hanzod.v1.RegisterRequest
@@ -2347,86 +2842,101 @@ var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Link)(nil),                     // 7: zoo.gym.hanzod.v1.Link
 	(*ReportBandwidthRequest)(nil),   // 8: zoo.gym.hanzod.v1.ReportBandwidthRequest
 	(*ReportBandwidthResponse)(nil),  // 9: zoo.gym.hanzod.v1.ReportBandwidthResponse
-	(*JobSpec)(nil),                  // 10: zoo.gym.hanzod.v1.JobSpec
-	(*GSPOConfig)(nil),               // 11: zoo.gym.hanzod.v1.GSPOConfig
-	(*SubmitJobRequest)(nil),         // 12: zoo.gym.hanzod.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 13: zoo.gym.hanzod.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),            // 14: zoo.gym.hanzod.v1.GetJobRequest
-	(*Job)(nil),                      // 15: zoo.gym.hanzod.v1.Job
-	(*ListJobsRequest)(nil),          // 16: zoo.gym.hanzod.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 17: zoo.gym.hanzod.v1.ListJobsResponse
-	(*Node)(nil),                     // 18: zoo.gym.hanzod.v1.Node
-	(*ListNodesRequest)(nil),         // 19: zoo.gym.hanzod.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 20: zoo.gym.hanzod.v1.ListNodesResponse
-	(*GetBalanceRequest)(nil),        // 21: zoo.gym.hanzod.v1.GetBalanceRequest
-	(*Slash)(nil),                    // 22: zoo.gym.hanzod.v1.Slash
-	(*Account)(nil),                  // 23: zoo.gym.hanzod.v1.Account
-	(*LedgerRequest)(nil),            // 24: zoo.gym.hanzod.v1.LedgerRequest
-	(*EndEpochRequest)(nil),          // 25: zoo.gym.hanzod.v1.EndEpochRequest
-	(*PublishCheckpointRequest)(nil), // 26: zoo.gym.hanzod.v1.PublishCheckpointRequest
-	(*FailJobRequest)(nil),           // 27: zoo.gym.hanzod.v1.FailJobRequest
-	(*SlashRequest)(nil),             // 28: zoo.gym.hanzod.v1.SlashRequest
-	(*Contribution)(nil),             // 29: zoo.gym.hanzod.v1.Contribution
-	(*PayRewardsRequest)(nil),        // 30: zoo.gym.hanzod.v1.PayRewardsRequest
-	(*Payout)(nil),                   // 31: zoo.gym.hanzod.v1.Payout
-	(*PayRewardsResponse)(nil),       // 32: zoo.gym.hanzod.v1.PayRewardsResponse
+	(*SubmitDeltaRequest)(nil),       // 10: zoo.gym.hanzod.v1.SubmitDeltaRequest
+	(*SubmitDeltaResponse)(nil),      // 11: zoo.gym.hanzod.v1.SubmitDeltaResponse
+	(*ReportSuspectRequest)(nil),     // 12: zoo.gym.hanzod.v1.ReportSuspectRequest
+	(*ReportSuspectResponse)(nil),    // 13: zoo.gym.hanzod.v1.ReportSuspectResponse
+	(*EventsRequest)(nil),            // 14: zoo.gym.hanzod.v1.EventsRequest
+	(*EventsResponse)(nil),           // 15: zoo.gym.hanzod.v1.EventsResponse
+	(*JobSpec)(nil),                  // 16: zoo.gym.hanzod.v1.JobSpec
+	(*GSPOConfig)(nil),               // 17: zoo.gym.hanzod.v1.GSPOConfig
+	(*SubmitJobRequest)(nil),         // 18: zoo.gym.hanzod.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 19: zoo.gym.hanzod.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),            // 20: zoo.gym.hanzod.v1.GetJobRequest
+	(*Job)(nil),                      // 21: zoo.gym.hanzod.v1.Job
+	(*ListJobsRequest)(nil),          // 22: zoo.gym.hanzod.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 23: zoo.gym.hanzod.v1.ListJobsResponse
+	(*Node)(nil),                     // 24: zoo.gym.hanzod.v1.Node
+	(*ListNodesRequest)(nil),         // 25: zoo.gym.hanzod.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 26: zoo.gym.hanzod.v1.ListNodesResponse
+	(*GetBalanceRequest)(nil),        // 27: zoo.gym.hanzod.v1.GetBalanceRequest
+	(*Slash)(nil),                    // 28: zoo.gym.hanzod.v1.Slash
+	(*Account)(nil),                  // 29: zoo.gym.hanzod.v1.Account
+	(*LedgerRequest)(nil),            // 30: zoo.gym.hanzod.v1.LedgerRequest
+	(*EndEpochRequest)(nil),          // 31: zoo.gym.hanzod.v1.EndEpochRequest
+	(*PublishCheckpointRequest)(nil), // 32: zoo.gym.hanzod.v1.PublishCheckpointRequest
+	(*FailJobRequest)(nil),           // 33: zoo.gym.hanzod.v1.FailJobRequest
+	(*SlashRequest)(nil),             // 34: zoo.gym.hanzod.v1.SlashRequest
+	(*Contribution)(nil),             // 35: zoo.gym.hanzod.v1.Contribution
+	(*PayRewardsRequest)(nil),        // 36: zoo.gym.hanzod.v1.PayRewardsRequest
+	(*Payout)(nil),                   // 37: zoo.gym.hanzod.v1.Payout
+	(*PayRewardsResponse)(nil),       // 38: zoo.gym.hanzod.v1.PayRewardsResponse
 }
 var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 0: zoo.gym.hanzod.v1.RegisterRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	0,  // 1: zoo.gym.hanzod.v1.HeartbeatRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	6,  // 2: zoo.gym.hanzod.v1.Assignment.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	4,  // 3: zoo.gym.hanzod.v1.HeartbeatResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 4: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	7,  // 5: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
-	4,  // 6: zoo.gym.hanzod.v1.ReportBandwidthResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	11, // 7: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
-	10, // 8: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	10, // 9: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	6,  // 10: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	15, // 11: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	18, // 12: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	22, // 13: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	29, // 14: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	31, // 15: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 16: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	3,  // 17: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	8,  // 18: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	12, // 19: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	14, // 20: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	16, // 21: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	19, // 22: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	21, // 23: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	24, // 24: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	24, // 25: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	24, // 26: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	24, // 27: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	25, // 28: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	26, // 29: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	27, // 30: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	28, // 31: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	30, // 32: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	2,  // 33: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	5,  // 34: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	9,  // 35: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	13, // 36: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	15, // 37: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	17, // 38: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	20, // 39: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	23, // 40: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	23, // 41: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	23, // 42: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	23, // 43: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	23, // 44: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	15, // 45: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	15, // 46: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	15, // 47: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	23, // 48: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	32, // 49: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	33, // [33:50] is the sub-list for method output_type
-	16, // [16:33] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 3: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	4,  // 4: zoo.gym.hanzod.v1.HeartbeatResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 5: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	7,  // 6: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
+	4,  // 7: zoo.gym.hanzod.v1.ReportBandwidthResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 8: zoo.gym.hanzod.v1.ReportSuspectRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	4,  // 9: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	17, // 10: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
+	16, // 11: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	16, // 12: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	6,  // 13: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	21, // 14: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	24, // 15: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	28, // 16: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	35, // 17: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	37, // 18: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 19: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	3,  // 20: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	8,  // 21: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	10, // 22: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
+	12, // 23: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
+	18, // 24: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	20, // 25: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	22, // 26: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	25, // 27: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	27, // 28: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	30, // 29: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	30, // 30: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	30, // 31: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	30, // 32: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	31, // 33: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	32, // 34: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	33, // 35: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	34, // 36: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	36, // 37: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	14, // 38: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
+	2,  // 39: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	5,  // 40: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	9,  // 41: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	11, // 42: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
+	13, // 43: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
+	19, // 44: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	21, // 45: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	23, // 46: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	26, // 47: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	29, // 48: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	29, // 49: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	29, // 50: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	29, // 51: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	29, // 52: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	21, // 53: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	21, // 54: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	21, // 55: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	29, // 56: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	38, // 57: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	15, // 58: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
+	39, // [39:59] is the sub-list for method output_type
+	19, // [19:39] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }
@@ -2434,14 +2944,14 @@ func file_api_hanzod_v1_hanzod_proto_init() {
 	if File_api_hanzod_v1_hanzod_proto != nil {
 		return
 	}
-	file_api_hanzod_v1_hanzod_proto_msgTypes[11].OneofWrappers = []any{}
+	file_api_hanzod_v1_hanzod_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_hanzod_v1_hanzod_proto_rawDesc), len(file_api_hanzod_v1_hanzod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

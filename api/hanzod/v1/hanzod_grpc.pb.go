@@ -25,6 +25,8 @@ const (
 	NodeService_Register_FullMethodName        = "/zoo.gym.hanzod.v1.NodeService/Register"
 	NodeService_Heartbeat_FullMethodName       = "/zoo.gym.hanzod.v1.NodeService/Heartbeat"
 	NodeService_ReportBandwidth_FullMethodName = "/zoo.gym.hanzod.v1.NodeService/ReportBandwidth"
+	NodeService_SubmitDelta_FullMethodName     = "/zoo.gym.hanzod.v1.NodeService/SubmitDelta"
+	NodeService_ReportSuspect_FullMethodName   = "/zoo.gym.hanzod.v1.NodeService/ReportSuspect"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -36,6 +38,12 @@ type NodeServiceClient interface {
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	ReportBandwidth(ctx context.Context, in *ReportBandwidthRequest, opts ...grpc.CallOption) (*ReportBandwidthResponse, error)
+	// SubmitDelta hands in one sync's contribution. The delta file is
+	// self-authenticating (signed by the node key, with job, epoch, step,
+	// node and sequence in its metadata), so the request carries no Auth.
+	SubmitDelta(ctx context.Context, in *SubmitDeltaRequest, opts ...grpc.CallOption) (*SubmitDeltaResponse, error)
+	// ReportSuspect names a ring neighbour that failed an all-reduce.
+	ReportSuspect(ctx context.Context, in *ReportSuspectRequest, opts ...grpc.CallOption) (*ReportSuspectResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -76,6 +84,26 @@ func (c *nodeServiceClient) ReportBandwidth(ctx context.Context, in *ReportBandw
 	return out, nil
 }
 
+func (c *nodeServiceClient) SubmitDelta(ctx context.Context, in *SubmitDeltaRequest, opts ...grpc.CallOption) (*SubmitDeltaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitDeltaResponse)
+	err := c.cc.Invoke(ctx, NodeService_SubmitDelta_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) ReportSuspect(ctx context.Context, in *ReportSuspectRequest, opts ...grpc.CallOption) (*ReportSuspectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportSuspectResponse)
+	err := c.cc.Invoke(ctx, NodeService_ReportSuspect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -85,6 +113,12 @@ type NodeServiceServer interface {
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	ReportBandwidth(context.Context, *ReportBandwidthRequest) (*ReportBandwidthResponse, error)
+	// SubmitDelta hands in one sync's contribution. The delta file is
+	// self-authenticating (signed by the node key, with job, epoch, step,
+	// node and sequence in its metadata), so the request carries no Auth.
+	SubmitDelta(context.Context, *SubmitDeltaRequest) (*SubmitDeltaResponse, error)
+	// ReportSuspect names a ring neighbour that failed an all-reduce.
+	ReportSuspect(context.Context, *ReportSuspectRequest) (*ReportSuspectResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -103,6 +137,12 @@ func (UnimplementedNodeServiceServer) Heartbeat(context.Context, *HeartbeatReque
 }
 func (UnimplementedNodeServiceServer) ReportBandwidth(context.Context, *ReportBandwidthRequest) (*ReportBandwidthResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportBandwidth not implemented")
+}
+func (UnimplementedNodeServiceServer) SubmitDelta(context.Context, *SubmitDeltaRequest) (*SubmitDeltaResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SubmitDelta not implemented")
+}
+func (UnimplementedNodeServiceServer) ReportSuspect(context.Context, *ReportSuspectRequest) (*ReportSuspectResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportSuspect not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -179,6 +219,42 @@ func _NodeService_ReportBandwidth_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_SubmitDelta_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitDeltaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).SubmitDelta(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_SubmitDelta_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).SubmitDelta(ctx, req.(*SubmitDeltaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_ReportSuspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportSuspectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ReportSuspect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ReportSuspect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ReportSuspect(ctx, req.(*ReportSuspectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -197,6 +273,14 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportBandwidth",
 			Handler:    _NodeService_ReportBandwidth_Handler,
+		},
+		{
+			MethodName: "SubmitDelta",
+			Handler:    _NodeService_SubmitDelta_Handler,
+		},
+		{
+			MethodName: "ReportSuspect",
+			Handler:    _NodeService_ReportSuspect_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -218,6 +302,7 @@ const (
 	OrchestratorService_FailJob_FullMethodName           = "/zoo.gym.hanzod.v1.OrchestratorService/FailJob"
 	OrchestratorService_Slash_FullMethodName             = "/zoo.gym.hanzod.v1.OrchestratorService/Slash"
 	OrchestratorService_PayRewards_FullMethodName        = "/zoo.gym.hanzod.v1.OrchestratorService/PayRewards"
+	OrchestratorService_Events_FullMethodName            = "/zoo.gym.hanzod.v1.OrchestratorService/Events"
 )
 
 // OrchestratorServiceClient is the client API for OrchestratorService service.
@@ -243,6 +328,9 @@ type OrchestratorServiceClient interface {
 	FailJob(ctx context.Context, in *FailJobRequest, opts ...grpc.CallOption) (*Job, error)
 	Slash(ctx context.Context, in *SlashRequest, opts ...grpc.CallOption) (*Account, error)
 	PayRewards(ctx context.Context, in *PayRewardsRequest, opts ...grpc.CallOption) (*PayRewardsResponse, error)
+	// Events returns the event log from index after+1 on (at most limit
+	// events, each one JSON object as stored): how clients watch a job.
+	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error)
 }
 
 type orchestratorServiceClient struct {
@@ -393,6 +481,16 @@ func (c *orchestratorServiceClient) PayRewards(ctx context.Context, in *PayRewar
 	return out, nil
 }
 
+func (c *orchestratorServiceClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EventsResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_Events_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrchestratorServiceServer is the server API for OrchestratorService service.
 // All implementations must embed UnimplementedOrchestratorServiceServer
 // for forward compatibility.
@@ -416,6 +514,9 @@ type OrchestratorServiceServer interface {
 	FailJob(context.Context, *FailJobRequest) (*Job, error)
 	Slash(context.Context, *SlashRequest) (*Account, error)
 	PayRewards(context.Context, *PayRewardsRequest) (*PayRewardsResponse, error)
+	// Events returns the event log from index after+1 on (at most limit
+	// events, each one JSON object as stored): how clients watch a job.
+	Events(context.Context, *EventsRequest) (*EventsResponse, error)
 	mustEmbedUnimplementedOrchestratorServiceServer()
 }
 
@@ -467,6 +568,9 @@ func (UnimplementedOrchestratorServiceServer) Slash(context.Context, *SlashReque
 }
 func (UnimplementedOrchestratorServiceServer) PayRewards(context.Context, *PayRewardsRequest) (*PayRewardsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PayRewards not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) Events(context.Context, *EventsRequest) (*EventsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Events not implemented")
 }
 func (UnimplementedOrchestratorServiceServer) mustEmbedUnimplementedOrchestratorServiceServer() {}
 func (UnimplementedOrchestratorServiceServer) testEmbeddedByValue()                             {}
@@ -741,6 +845,24 @@ func _OrchestratorService_PayRewards_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrchestratorService_Events_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).Events(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_Events_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).Events(ctx, req.(*EventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrchestratorService_ServiceDesc is the grpc.ServiceDesc for OrchestratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -803,6 +925,10 @@ var OrchestratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PayRewards",
 			Handler:    _OrchestratorService_PayRewards_Handler,
+		},
+		{
+			MethodName: "Events",
+			Handler:    _OrchestratorService_Events_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

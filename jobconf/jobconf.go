@@ -1,0 +1,181 @@
+// Package jobconf maps an orchestrator job onto the built-in trainer and fixes
+// the schedule both sides of the protocol compute from it: the worker trains
+// by it, the orchestrator validates and replays by it. Everything here is a
+// pure function of the job spec, so the two can never disagree.
+//
+// Schedule. Epochs are numbered from 1. Epoch e covers the global steps
+// (e−1)·S+1 … e·S where S = steps_per_epoch; every aggregate_interval steps
+// (a "sync") a worker submits its contribution — the change of its adapter
+// since the sync began — as a signed delta, then ring-all-reduces it. The
+// last sync of an epoch is not all-reduced: the orchestrator's merge of the
+// epoch's deltas is the checkpoint every worker starts the next epoch from.
+package jobconf
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/trainer"
+)
+
+// BuiltinModel is the model name of the embedded base model.
+const BuiltinModel = "builtin"
+
+// ErrJob reports a job the built-in trainer cannot run.
+var ErrJob = errors.New("jobconf: job cannot run on the built-in trainer")
+
+// Plan is everything a job fixes for training.
+type Plan struct {
+	Job           string
+	Trainer       trainer.Config
+	Epochs        int
+	StepsPerEpoch int
+	Interval      int // aggregate_interval
+}
+
+// FromSpec returns the plan of job id with spec s (as accepted by hanzod).
+func FromSpec(id string, s state.JobSpec) (Plan, error) {
+	if s.Model != BuiltinModel {
+		return Plan{}, fmt.Errorf("%w: model %q (this build trains only %q, the embedded base model)", ErrJob, s.Model, BuiltinModel)
+	}
+	g := s.GSPO
+	c := trainer.DefaultConfig()
+	c.Task = s.Dataset
+	c.Seed = s.Seed
+	c.ImportanceSamplingLevel = g.ImportanceSamplingLevel
+	c.Beta = g.Beta
+	c.GroupSize = g.GroupSize
+	c.AggregateInterval = g.AggregateInterval
+	c.Use4Bit = g.Use4Bit
+	c.LoRARank = g.LoRARank
+	c.LoRAAlpha = g.LoRAAlpha
+	c.MaxSeqLen = g.MaxSeqLen
+	c.GradientAccumulationSteps = g.GradientAccumulationSteps
+	c.LearningRate = g.LearningRate
+	c.WarmupSteps = g.WarmupSteps
+	c.WeightDecay = g.WeightDecay
+	if s.PromptsPerStep > 0 {
+		c.PromptsPerStep = s.PromptsPerStep
+	}
+	spe := s.StepsPerEpoch
+	if spe == 0 {
+		spe = g.AggregateInterval
+	}
+	c.Steps = s.Epochs * spe
+	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: g.AggregateInterval}
+	if p.Interval < 1 || spe%p.Interval != 0 {
+		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
+	}
+	base, err := basemodel.Load()
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := c.Validate(base.Cfg); err != nil {
+		return Plan{}, fmt.Errorf("%w: %v", ErrJob, err)
+	}
+	return p, nil
+}
+
+// Syncs is the number of syncs per epoch.
+func (p Plan) Syncs() int { return p.StepsPerEpoch / p.Interval }
+
+// FirstStep is the global step before epoch e's first step.
+func (p Plan) FirstStep(epoch int) int { return (epoch - 1) * p.StepsPerEpoch }
+
+// SyncStep is the global step at the end of sync k (1-based) of epoch e.
+func (p Plan) SyncStep(epoch, k int) int { return p.FirstStep(epoch) + k*p.Interval }
+
+// SyncOf returns the epoch and sync a delta's global step belongs to, and
+// false when the step ends no sync of the job.
+func (p Plan) SyncOf(step uint64) (epoch, k int, ok bool) {
+	if step == 0 || step%uint64(p.Interval) != 0 || step > uint64(p.Epochs*p.StepsPerEpoch) {
+		return 0, 0, false
+	}
+	s := int(step)
+	epoch = (s-1)/p.StepsPerEpoch + 1
+	return epoch, (s - p.FirstStep(epoch)) / p.Interval, true
+}
+
+// Samples is the number of completions a worker trains on in one sync.
+func (p Plan) Samples() uint64 {
+	return uint64(p.Interval * p.Trainer.PromptsPerStep * p.Trainer.GroupSize)
+}
+
+// ClipNorm is the bound C on the L2 norm of an honest contribution. AdamW
+// moves a coordinate by at most about the learning rate per update
+// (|m̂/√v̂| ≤ 1 with β1 = 0.9, β2 = 0.99), so a sync of `interval` steps of
+// num_iterations updates each moves the adapter by at most
+// lr·updates·√params. Honest workers clip to it before the ring (a no-op for
+// them in practice); the ring refuses partial sums above r·C.
+func (p Plan) ClipNorm(params int) float64 {
+	c := p.Trainer
+	updates := float64(p.Interval * c.NumIterations)
+	return c.LearningRate * updates * math.Sqrt(float64(params)) * (1 + c.WeightDecay)
+}
+
+// Worker is the data index of a node: the first 8 bytes of its public key.
+// Problems a worker trains on are a pure function of (seed, worker, step).
+func Worker(node string) (uint64, error) {
+	if len(node) < 16 {
+		return 0, fmt.Errorf("%w: node id %q too short", ErrJob, node)
+	}
+	return strconv.ParseUint(node[:16], 16, 64)
+}
+
+// Digest is the hex SHA3-256 of an adapter's tensors (model.Digest): the
+// base_checkpoint a delta names.
+func Digest(a *model.Adapter) string {
+	d := model.Digest(a.Tensors())
+	return hex.EncodeToString(d[:])
+}
+
+// InitialAdapter is the adapter every worker starts epoch 1 from.
+func (p Plan) InitialAdapter(base *model.Weights) (*model.Adapter, error) {
+	t, err := trainer.New(base, p.Trainer, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	return t.Adapter().Clone(), nil
+}
+
+// Sub returns a − b tensor by tensor (the pseudo-gradient of a sync).
+func Sub(a, b *model.Adapter) *model.Adapter {
+	out := a.Clone()
+	bt := b.Tensors()
+	for i, t := range out.Tensors() {
+		for j := range t.Data {
+			t.Data[j] -= bt[i].Data[j]
+		}
+	}
+	return out
+}
+
+// Flatten concatenates an adapter's tensors in order.
+func Flatten(a *model.Adapter) []float32 {
+	var v []float32
+	for _, t := range a.Tensors() {
+		v = append(v, t.Data...)
+	}
+	return v
+}
+
+// AddFlat adds v (laid out as Flatten does) into a.
+func AddFlat(a *model.Adapter, v []float32) error {
+	if len(v) != a.NumParams() {
+		return fmt.Errorf("%w: vector of %d values for an adapter of %d", ErrJob, len(v), a.NumParams())
+	}
+	off := 0
+	for _, t := range a.Tensors() {
+		for j := range t.Data {
+			t.Data[j] += v[off+j]
+		}
+		off += len(t.Data)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package state
+
+import (
+	"encoding/hex"
+	"fmt"
+	"sort"
+
+	"github.com/zooai/gym/orchestrator/ringplan"
+)
+
+// Commands of the end-to-end run: ring failure reports from nodes, and the
+// validator's decisions (deltas judged, members ejected on proof,
+// checkpoints published with a signed record, jobs settled).
+type (
+	// ReportSuspect is a ring member's signed report that a neighbour
+	// failed an all-reduce of configuration ConfigID.
+	ReportSuspect struct {
+		Auth
+		Job      string
+		ConfigID string
+		Suspect  string
+		Kind     string // timeout, broken, misbehaved, norm
+		Evidence []byte
+	}
+	// JudgeDelta records the validator's verdict on a submitted delta.
+	JudgeDelta struct{ Verdict DeltaJudged }
+	// Eject removes a member from a running job's ring on proven
+	// misbehaviour (the validator checked the evidence).
+	Eject struct {
+		Job, Node, Reason string
+	}
+	// Settle closes a terminal job: the signed settlement record goes into
+	// the log and the members' stakes are released.
+	Settle struct {
+		Job, Record, Signature string
+	}
+)
+
+func (ReportSuspect) command() {}
+func (JudgeDelta) command()    {}
+func (Eject) command()         {}
+func (Settle) command()        {}
+
+// SignedBytes is what a node signs.
+func (r ReportSuspect) SignedBytes() []byte {
+	e := header("suspect", r.Auth)
+	e.str(r.Job)
+	e.str(r.ConfigID)
+	e.str(r.Suspect)
+	e.str(r.Kind)
+	e.str(string(r.Evidence))
+	return e.Bytes()
+}
+
+// SignSuspect signs r in place.
+func SignSuspect(key []byte, r *ReportSuspect) {
+	pub := key[32:]
+	r.Node = hex.EncodeToString(pub)
+	r.Sign(key, r.SignedBytes())
+}
+
+// Events of the end-to-end run.
+type (
+	// SuspectReported records a ring failure report.
+	SuspectReported struct {
+		Job      string `json:"job"`
+		Reporter string `json:"reporter"`
+		Seq      uint64 `json:"seq"`
+		Suspect  string `json:"suspect"`
+		ConfigID string `json:"config_id"`
+		Failure  string `json:"kind"`
+		Evidence []byte `json:"evidence,omitempty"`
+	}
+	// DeltaJudged is the validator's verdict on one delta.
+	DeltaJudged struct {
+		Job      string `json:"job"`
+		Node     string `json:"node"`
+		Epoch    int    `json:"epoch"`
+		Sync     int    `json:"sync"`
+		Step     uint64 `json:"step"`
+		Sequence uint64 `json:"sequence"`
+		Samples  uint64 `json:"samples"`
+		Digest   string `json:"digest"`
+		Accepted bool   `json:"accepted"`
+		Reason   string `json:"reason,omitempty"`
+		Detail   string `json:"detail,omitempty"`
+	}
+	// CheckpointPublished is the orchestrator-signed publication record of
+	// an epoch's checkpoint of record.
+	CheckpointPublished struct {
+		Job       string `json:"job"`
+		Epoch     int    `json:"epoch"`
+		CID       string `json:"cid"`
+		Record    string `json:"record"`
+		Signature string `json:"signature"`
+	}
+	// JobSettled is a job's signed settlement record.
+	JobSettled struct {
+		Job       string `json:"job"`
+		Record    string `json:"record"`
+		Signature string `json:"signature"`
+	}
+)
+
+func (SuspectReported) Kind() string     { return "suspect_reported" }
+func (DeltaJudged) Kind() string         { return "delta_judged" }
+func (CheckpointPublished) Kind() string { return "checkpoint_published" }
+func (JobSettled) Kind() string          { return "job_settled" }
+
+// Tally counts a node's deltas in a job.
+type Tally struct {
+	Accepted int    `json:"accepted"`
+	Rejected int    `json:"rejected"`
+	Samples  uint64 `json:"samples"`  // of accepted deltas
+	LastSeq  uint64 `json:"last_seq"` // highest accepted sequence
+}
+
+// Slot names a delta's place: epoch, global step and node.
+func Slot(epoch int, step uint64, node string) string {
+	return fmt.Sprintf("%d/%d/%s", epoch, step, node)
+}
+
+const maxEvidence = 256 << 10
+
+func (m *Machine) reportSuspect(now int64, r ReportSuspect) error {
+	if len(r.Kind) == 0 || len(r.Kind) > 32 || len(r.Evidence) > maxEvidence {
+		return fmt.Errorf("%w: suspect report needs a kind (≤ 32 bytes) and evidence ≤ %d bytes", ErrInvalid, maxEvidence)
+	}
+	if _, err := m.authenticate(now, r.Auth, r.SignedBytes()); err != nil {
+		return err
+	}
+	j, err := m.job(r.Job)
+	if err != nil {
+		return err
+	}
+	if j.State != Running && j.State != Aggregating {
+		return fmt.Errorf("%w: job %s is %s; reports apply to a running ring", ErrPrecondition, j.ID, j.State)
+	}
+	if r.ConfigID != j.ConfigID {
+		return fmt.Errorf("%w: configuration %s is not the current one (%s): install it first", ErrPrecondition, r.ConfigID, j.ConfigID)
+	}
+	if !contains(j.Ring, r.Node) || !contains(j.Ring, r.Suspect) || r.Node == r.Suspect {
+		return fmt.Errorf("%w: reporter and suspect must be two members of the ring", ErrInvalid)
+	}
+	m.emit(now, SuspectReported{Job: j.ID, Reporter: r.Node, Seq: r.Seq, Suspect: r.Suspect, ConfigID: r.ConfigID, Failure: r.Kind, Evidence: r.Evidence})
+	// Both ring neighbours of the suspect reporting it is the rule for
+	// removal: one report alone could be a lie, but a node that neither
+	// its predecessor can send to nor its successor hears from is gone for
+	// the ring either way. Proven misbehaviour goes through Eject.
+	k := index(j.Ring, r.Suspect)
+	pred, succ := j.Ring[(k+len(j.Ring)-1)%len(j.Ring)], j.Ring[(k+1)%len(j.Ring)]
+	if rs := j.Suspects[r.Suspect]; contains(rs, pred) && contains(rs, succ) {
+		m.lose(now, m.nodes[r.Suspect], "reported by both ring neighbours ("+r.Kind+")")
+	}
+	return nil
+}
+
+func (m *Machine) applySuspect(e SuspectReported) error {
+	j, n := m.jobs[e.Job], m.nodes[e.Reporter]
+	if j == nil || n == nil || e.ConfigID != j.ConfigID {
+		return fmt.Errorf("suspect report for %s out of place", e.Job)
+	}
+	if e.Seq <= n.LastSeq {
+		return fmt.Errorf("sequence %d not above %d", e.Seq, n.LastSeq)
+	}
+	n.LastSeq = e.Seq
+	m.alive(n)
+	if j.Suspects == nil {
+		j.Suspects = map[string][]string{}
+	}
+	if !contains(j.Suspects[e.Suspect], e.Reporter) {
+		rs := append(j.Suspects[e.Suspect], e.Reporter)
+		sort.Strings(rs)
+		j.Suspects[e.Suspect] = rs
+	}
+	return nil
+}
+
+func index(s []string, x string) int {
+	for i, v := range s {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+func (m *Machine) judge(now int64, c JudgeDelta) error {
+	v := c.Verdict
+	j, err := m.job(v.Job)
+	if err != nil {
+		return err
+	}
+	if _, err := hex.DecodeString(v.Digest); err != nil || len(v.Digest) != 64 {
+		return fmt.Errorf("%w: digest must be 64 hex characters", ErrInvalid)
+	}
+	if len(v.Reason) > 64 || len(v.Detail) > 1024 || len(v.Node) > maxName {
+		return fmt.Errorf("%w: verdict fields too long", ErrInvalid)
+	}
+	if v.Accepted {
+		if m.nodes[v.Node] == nil {
+			return fmt.Errorf("%w: node %s", ErrNotFound, v.Node)
+		}
+		if d, ok := j.Slots[Slot(v.Epoch, v.Step, v.Node)]; ok {
+			return fmt.Errorf("%w: slot %s already holds delta %s", ErrPrecondition, Slot(v.Epoch, v.Step, v.Node), d)
+		}
+		if t := j.Tally[v.Node]; t != nil && v.Sequence <= t.LastSeq {
+			return fmt.Errorf("%w: sequence %d not above %d", ErrPrecondition, v.Sequence, t.LastSeq)
+		}
+		if v.Epoch != j.Epoch || j.State != Running {
+			return fmt.Errorf("%w: job %s is %s in epoch %d; a delta for epoch %d is late", ErrPrecondition, j.ID, j.State, j.Epoch, v.Epoch)
+		}
+	}
+	m.emit(now, v)
+	return nil
+}
+
+func (m *Machine) applyJudged(e DeltaJudged) error {
+	j := m.jobs[e.Job]
+	if j == nil {
+		return fmt.Errorf("verdict for unknown job %s", e.Job)
+	}
+	if j.Tally == nil {
+		j.Tally = map[string]*Tally{}
+	}
+	t := j.Tally[e.Node]
+	if t == nil {
+		t = &Tally{}
+		j.Tally[e.Node] = t
+	}
+	if !e.Accepted {
+		t.Rejected++
+		return nil
+	}
+	if j.Slots == nil {
+		j.Slots = map[string]string{}
+	}
+	j.Slots[Slot(e.Epoch, e.Step, e.Node)] = e.Digest
+	t.Accepted++
+	t.Samples += e.Samples
+	t.LastSeq = max(t.LastSeq, e.Sequence)
+	return nil
+}
+
+func (m *Machine) eject(now int64, c Eject) error {
+	j, err := m.job(c.Job)
+	if err != nil {
+		return err
+	}
+	if c.Reason == "" || len(c.Reason) > 1024 {
+		return fmt.Errorf("%w: reason must be 1..1024 bytes", ErrInvalid)
+	}
+	n := m.nodes[c.Node]
+	if n == nil || n.Job != j.ID || (j.State != Running && j.State != Aggregating) {
+		return fmt.Errorf("%w: %s is not a member of running job %s", ErrPrecondition, c.Node, j.ID)
+	}
+	m.lose(now, n, c.Reason)
+	return nil
+}
+
+func (m *Machine) settle(now int64, c Settle) error {
+	j, err := m.job(c.Job)
+	if err != nil {
+		return err
+	}
+	if !j.State.Terminal() || j.Settled {
+		return fmt.Errorf("%w: job %s is %s (settled %v); only a published or failed job settles, once", ErrPrecondition, j.ID, j.State, j.Settled)
+	}
+	if c.Record == "" || len(c.Record) > maxEvidence || len(c.Signature) != 128 {
+		return fmt.Errorf("%w: settlement needs a record and a 64-byte signature in hex", ErrInvalid)
+	}
+	m.emit(now, JobSettled{Job: j.ID, Record: c.Record, Signature: c.Signature})
+	return nil
+}
+
+func (m *Machine) applySettled(e JobSettled) error {
+	j := m.jobs[e.Job]
+	if j == nil || !j.State.Terminal() || j.Settled {
+		return fmt.Errorf("settlement of %s out of place", e.Job)
+	}
+	j.Settled = true
+	return nil
+}
+
+func (m *Machine) applyPublished(e CheckpointPublished) error {
+	j := m.jobs[e.Job]
+	if j == nil || j.State != Aggregating || j.Epoch != e.Epoch {
+		return fmt.Errorf("publication of %s epoch %d out of place", e.Job, e.Epoch)
+	}
+	return nil
+}
+
+// stakeLocked names the unsettled job that holds account's stake, if any:
+// opening a job (its ring) locks its members' stake until it settles.
+func (m *Machine) stakeLocked(account string) string {
+	for _, id := range m.jobIDs() {
+		j := m.jobs[id]
+		if !j.Settled && contains(j.Participants, account) {
+			return id
+		}
+	}
+	return ""
+}
+
+// fillRing adds idle eligible nodes to a job's ring up to max_nodes at an
+// epoch boundary: restarted or new workers join the next epoch.
+func (m *Machine) fillRing(now int64, j *Job) {
+	for len(j.Ring) < j.Spec.MaxNodes {
+		s := m.idleEligible(j.Spec.MinVRAMMiB, now, nil)
+		if len(s) == 0 {
+			return
+		}
+		ring, err := ringplan.Insert(j.Ring, s[0].ID, m.linkBW(j))
+		if err != nil {
+			panic(err)
+		}
+		m.configure(now, j, ring, m.ringBottleneck(j, ring), s[0].ID+" joins at the epoch boundary")
+	}
+}

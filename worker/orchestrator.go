@@ -1,0 +1,65 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/state"
+)
+
+// Peer is another node as the orchestrator describes it.
+type Peer struct {
+	ID   string // Ed25519 public key, 64 hex characters
+	Addr string // ring address (Ring.Members) or probe address (ProbePeers)
+}
+
+// Ring is a ring configuration published by the orchestrator.
+type Ring struct {
+	ConfigID   string
+	Generation uint64
+	Members    []Peer // in ring order
+}
+
+// Assignment is what the orchestrator wants this node to do.
+type Assignment struct {
+	Job        string // empty: idle
+	State      string // pending, provisioning, running, aggregating, published, failed
+	Epoch      int    // 1-based
+	Paused     bool
+	Spec       state.JobSpec
+	ProbePeers []Peer // provisioning: measure bandwidth to these
+	Ring       *Ring  // running: the current ring (nil when this node is not in it)
+	// Checkpoint is the CID of the checkpoint of record Epoch starts from;
+	// empty for epoch 1 (every worker starts from jobconf's initial adapter).
+	Checkpoint string
+}
+
+// Verdict is the orchestrator's answer to a submitted delta.
+type Verdict struct {
+	Accepted  bool
+	Duplicate bool   // the same delta was already accepted (a retry)
+	Reason    string // rejection kind, e.g. "signature", "stale", "equivocation", "shape"
+	Detail    string
+}
+
+// Suspect is a ring failure report.
+type Suspect struct {
+	Job      string
+	ConfigID string // the orchestrator's configuration id of the failed ring
+	Node     string // the suspect
+	Kind     string // timeout, broken, misbehaved, norm
+	Evidence []byte // JSON of the ring evidence when there is some
+}
+
+// Orchestrator is the worker's view of hanzod. The gRPC client in cmd/gym
+// implements it; tests use an in-process fake. Every call is signed with
+// the node key by the implementation.
+type Orchestrator interface {
+	Register(ctx context.Context, ringAddr, probeAddr string) error
+	Heartbeat(ctx context.Context) (Assignment, error)
+	ReportBandwidth(ctx context.Context, job string, kbps map[string]uint64) (Assignment, error)
+	SubmitDelta(ctx context.Context, file []byte) (Verdict, error)
+	ReportSuspect(ctx context.Context, s Suspect) error
+	// FetchCheckpoint returns the adapter of a published checkpoint.
+	FetchCheckpoint(ctx context.Context, cid string) (*model.Adapter, error)
+}
