@@ -179,3 +179,45 @@ func AddFlat(a *model.Adapter, v []float32) error {
 	}
 	return nil
 }
+
+// Norm is the L2 norm of an adapter's values (float64 accumulation in
+// Flatten order).
+func Norm(a *model.Adapter) float64 {
+	var s float64
+	for _, t := range a.Tensors() {
+		for _, v := range t.Data {
+			s += float64(v) * float64(v)
+		}
+	}
+	return math.Sqrt(s)
+}
+
+// Clip scales a in place so that its norm is at most bound and returns the
+// factor applied (1: unchanged). Honest workers clip every contribution
+// with it; the orchestrator's replay does the same.
+func Clip(a *model.Adapter, bound float64) float64 {
+	n := Norm(a)
+	if n <= bound || n == 0 {
+		return 1
+	}
+	f := float32(bound / n)
+	for _, t := range a.Tensors() {
+		for j := range t.Data {
+			t.Data[j] *= f
+		}
+	}
+	return float64(f)
+}
+
+// ClaimedLoss is the loss a worker claims for a sync: the mean of its
+// steps' losses, summed in step order.
+func ClaimedLoss(losses []float64) float64 {
+	var s float64
+	for _, l := range losses {
+		s += l
+	}
+	if len(losses) == 0 {
+		return 0
+	}
+	return s / float64(len(losses))
+}

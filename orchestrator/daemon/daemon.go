@@ -7,6 +7,7 @@ package daemon
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
@@ -26,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,7 +35,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	astore "github.com/zooai/gym/artifact/store"
+	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/engine"
+	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/server"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store"
@@ -59,6 +65,18 @@ type Config struct {
 	Insecure bool
 	// AdminToken enables ledger operations from non-loopback callers.
 	AdminToken string
+	// Artifacts is the address of the artifact server (trustless-gateway
+	// HTTP with signed authorizations) that serves published checkpoints
+	// to registered nodes; empty disables it.
+	Artifacts string
+	// ArtifactsAdvertise is the host:port put into assignments (default:
+	// the listen address, with a loopback host when it listens on all).
+	ArtifactsAdvertise string
+	// Threads bounds the validator's evaluation and replay threads.
+	Threads int
+	// EpochGrace is how long an epoch waits for members that have not
+	// finished once the first has (0: 2 min).
+	EpochGrace time.Duration
 	Server     server.Config
 	Engine     engine.Config
 }
@@ -66,7 +84,7 @@ type Config struct {
 // DefaultConfig returns the seed's ports and the embedded store.
 func DefaultConfig() Config {
 	return Config{
-		Listen: ":9550", Metrics: ":9551", Store: "embedded", ValkeyPrefix: "gym",
+		Listen: ":9550", Metrics: ":9551", Artifacts: ":9552", Store: "embedded", ValkeyPrefix: "gym", Threads: 2,
 		LeaseTTL: 6 * time.Second, TickInterval: time.Second,
 		Server: server.DefaultConfig(), Engine: engine.DefaultConfig("hanzod"),
 	}
@@ -105,6 +123,11 @@ type Daemon struct {
 	lis     net.Listener
 	mlis    net.Listener
 	http    *http.Server
+	judge   *judge.Judge
+	arts    *astore.Store
+	alis    net.Listener
+	ahttp   *http.Server
+	key     ed25519.PrivateKey
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	errOnce sync.Once
@@ -169,6 +192,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.st.Close()
 		return nil, err
 	}
+	if err := d.openJudge(srv); err != nil {
+		d.st.Close()
+		return nil, err
+	}
 	creds, err := d.credentials()
 	if err != nil {
 		d.st.Close()
@@ -211,10 +238,23 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 			}
 		}()
 	}
-	d.wg.Add(1)
+	if d.ahttp != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.ahttp.Serve(d.alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.fail(err)
+			}
+		}()
+	}
+	d.wg.Add(2)
 	go func() {
 		defer d.wg.Done()
 		d.loop(ctx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.judgeLoop(ctx)
 	}()
 	log.Info("serving", "grpc", d.lis.Addr().String(), "tls", !cfg.Insecure && (cfg.TLSCert != "" || !isLoopback(cfg.Listen)), "metrics", cfg.Metrics)
 	return d, nil
@@ -277,15 +317,17 @@ func (d *Daemon) Close() error {
 	case <-time.After(10 * time.Second):
 		d.grpc.Stop()
 	}
-	if d.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		d.http.Shutdown(ctx)
-		cancel()
+	for _, h := range []*http.Server{d.http, d.ahttp} {
+		if h != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			h.Shutdown(ctx)
+			cancel()
+		}
 	}
 	d.cancel()
 	d.wg.Wait()
 	err := d.eng.Resign(context.Background())
-	return errors.Join(d.err, err, d.st.Close())
+	return errors.Join(d.err, err, d.st.Close(), d.arts.Close())
 }
 
 // credentials picks TLS 1.3 (given or self-signed files) or plaintext.
@@ -374,6 +416,98 @@ func (d *Daemon) metrics(w http.ResponseWriter, r *http.Request) {
 	for _, s := range []state.JobState{state.Pending, state.Provisioning, state.Running, state.Aggregating, state.Published, state.Failed} {
 		fmt.Fprintf(&b, "gym_hanzod_jobs{state=%q} %d\n", s, jobs[string(s)])
 	}
+	d.judge.WriteMetrics(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write([]byte(b.String()))
+}
+
+// openJudge loads (or makes) hanzod's signing key, opens the artifact store
+// and its server, and attaches the validator to the gRPC server.
+func (d *Daemon) openJudge(srv *server.Server) error {
+	cfg := d.cfg
+	keyPath := filepath.Join(cfg.DataDir, "hanzod.key")
+	key, err := nodekey.Load(keyPath)
+	if errors.Is(err, os.ErrNotExist) {
+		if key, err = nodekey.Generate(rand.Reader); err == nil {
+			err = nodekey.Save(keyPath, key, false)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("hanzod: signing key %s: %w", keyPath, err)
+	}
+	d.key = key
+	if d.arts, err = astore.Open(astore.DefaultConfig(filepath.Join(cfg.DataDir, "artifacts"))); err != nil {
+		return fmt.Errorf("hanzod: artifact store: %w", err)
+	}
+	threads := max(cfg.Threads, 1)
+	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads,
+		EpochGrace: cfg.EpochGrace, Log: d.log.With("part", "judge")}, d.eng)
+	if err != nil {
+		return err
+	}
+	srv.Judge = d.judge
+	if cfg.Artifacts == "" {
+		return nil
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	allow := func(issuer ed25519.PublicKey, _ cid.Cid) bool {
+		if issuer.Equal(pub) {
+			return true
+		}
+		ok := false
+		d.eng.View(func(m *state.Machine) { _, ok = m.Node(hex.EncodeToString(issuer)) })
+		return ok
+	}
+	as, err := transfer.NewServer(transfer.ServerConfig{Key: key, Store: d.arts, Allow: allow, Logger: d.log.With("part", "artifacts"),
+		NonceLog: filepath.Join(cfg.DataDir, "artifact-nonces.log")})
+	if err != nil {
+		return err
+	}
+	if d.alis, err = net.Listen("tcp", cfg.Artifacts); err != nil {
+		return fmt.Errorf("hanzod: artifacts listen %s: %w", cfg.Artifacts, err)
+	}
+	d.ahttp = &http.Server{Handler: as, ReadHeaderTimeout: 5 * time.Second}
+	adv := cfg.ArtifactsAdvertise
+	if adv == "" {
+		host, port, _ := net.SplitHostPort(d.alis.Addr().String())
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		adv = net.JoinHostPort(host, port)
+	}
+	srv.Artifacts = hex.EncodeToString(pub) + "@" + adv
+	return nil
+}
+
+// ArtifactsAddr is the artifact server's listen address ("" when off).
+func (d *Daemon) ArtifactsAddr() string {
+	if d.alis == nil {
+		return ""
+	}
+	return d.alis.Addr().String()
+}
+
+// Judge is the daemon's validator (for tests and embedding).
+func (d *Daemon) Judge() *judge.Judge { return d.judge }
+
+// PublicKey is hanzod's signing key (publication and settlement records).
+func (d *Daemon) PublicKey() ed25519.PublicKey { return d.key.Public().(ed25519.PublicKey) }
+
+// judgeLoop runs the validator's epoch work on the leader.
+func (d *Daemon) judgeLoop(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !d.eng.Leading() {
+			continue
+		}
+		if err := d.judge.Step(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn("validator step failed", "err", err)
+		}
+	}
 }

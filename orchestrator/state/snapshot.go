@@ -117,3 +117,6 @@ func (m *Machine) Account(id string) ledger.Account { return m.ledger.Account(id
 
 // CheckLedger verifies the ledger's conservation invariant.
 func (m *Machine) CheckLedger() error { return m.ledger.Check() }
+
+// Treasury is what the treasury holds (it funds rewards).
+func (m *Machine) Treasury() ledger.Amount { return m.ledger.TreasuryBalance() }

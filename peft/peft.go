@@ -1,0 +1,469 @@
+// Package peft reads and writes LoRA adapters in the Hugging Face PEFT
+// layout, so a checkpoint gym publishes loads with PeftModel.from_pretrained
+// and a checkpoint directory is the unit that `gym eval` and the
+// orchestrator pass around.
+//
+// A checkpoint is a directory of three files:
+//
+//	adapter_model.safetensors  the LoRA matrices, F32, named
+//	                           base_model.model.<module>.lora_A.weight [r, in] and
+//	                           base_model.model.<module>.lora_B.weight [out, r],
+//	                           <module> being the base weight's path without
+//	                           ".weight" (blocks.0.attn.q); __metadata__ is
+//	                           {"format": "pt"}, as PEFT writes it
+//	adapter_config.json        what LoraConfig.save_pretrained writes (sorted
+//	                           keys, 2-space indent) plus "zoo_gym": the model's
+//	                           shape, the base model's SHA3, job, epoch and
+//	                           free-form extra fields (Extra["task"] is the task)
+//	README.md                  the model card: YAML front matter, then the base
+//	                           model, job, epoch, quality, held-out accuracy,
+//	                           the CID of adapter_model.safetensors and how to
+//	                           load it
+//
+// The shapes are PEFT's and ours alike (lora_A is nn.Linear(in, r), its
+// weight [r, in]), so no tensor is transposed. The scale is lora_alpha/r
+// (use_rslora false).
+//
+// PEFT releases that drop unknown adapter_config.json keys (0.14 and later
+// warn and ignore "zoo_gym") load the directory as is; older ones raise on
+// the extra key: delete it from a copy of the file for them.
+package peft
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/zooai/gym/internal/atomicfile"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/safetensors"
+)
+
+// File names inside a checkpoint directory.
+const (
+	WeightsFile = "adapter_model.safetensors"
+	ConfigFile  = "adapter_config.json"
+	CardFile    = "README.md"
+)
+
+// ExtraTask is the Card.Extra (and Config.Extra) key naming the task the
+// adapter was trained on.
+const ExtraTask = "task"
+
+// Limits on what Read accepts before it allocates anything.
+const (
+	maxConfigBytes  = 1 << 20
+	maxWeightsBytes = 1 << 30
+)
+
+var (
+	// ErrFormat reports a checkpoint whose files do not match each other or
+	// the PEFT layout.
+	ErrFormat = errors.New("peft: bad checkpoint")
+	// ErrCard reports card fields that cannot be written.
+	ErrCard = errors.New("peft: bad model card")
+)
+
+// Card is what the model card (README.md) says about the adapter.
+type Card struct {
+	BaseModel  string   // base_model_name_or_path, e.g. zooai/gym-base
+	BaseSHA3   string   // hex SHA3-256 of the base weights file
+	Job        string   // the job that trained it
+	Epoch      int      // the epoch it closes
+	Quality    float64  // the orchestrator's validation score
+	Accuracy   *float64 // held-out accuracy in [0, 1]; nil: not measured
+	WeightsCID string   // CID of adapter_model.safetensors (computed by the caller from WeightsBytes)
+	Extra      map[string]string
+}
+
+// Config is what Read learns from adapter_config.json.
+type Config struct {
+	BaseModel string           // base_model_name_or_path
+	LoRA      model.LoRAConfig // r, lora_alpha, target_modules
+	Model     model.Config     // zoo_gym.model_config
+	BaseSHA3  string           // zoo_gym.base_sha3
+	Job       string           // zoo_gym.job
+	Epoch     int              // zoo_gym.epoch
+	Extra     map[string]string
+}
+
+// gymConfig is the "zoo_gym" object of adapter_config.json.
+type gymConfig struct {
+	ModelConfig *model.Config     `json:"model_config"`
+	BaseSHA3    string            `json:"base_sha3"`
+	Job         string            `json:"job"`
+	Epoch       int               `json:"epoch"`
+	Extra       map[string]string `json:"extra"`
+}
+
+// loraConfig is adapter_config.json as LoraConfig.save_pretrained writes it
+// (keys sorted), with the fields that change a LoRA layer's meaning.
+type loraConfig struct {
+	AlphaPattern      map[string]any `json:"alpha_pattern"`
+	AutoMapping       any            `json:"auto_mapping"`
+	BaseModel         string         `json:"base_model_name_or_path"`
+	Bias              string         `json:"bias"`
+	FanInFanOut       bool           `json:"fan_in_fan_out"`
+	InferenceMode     bool           `json:"inference_mode"`
+	InitLoraWeights   bool           `json:"init_lora_weights"`
+	LayersPattern     any            `json:"layers_pattern"`
+	LayersToTransform any            `json:"layers_to_transform"`
+	LoraAlpha         float64        `json:"lora_alpha"`
+	LoraDropout       float64        `json:"lora_dropout"`
+	ModulesToSave     any            `json:"modules_to_save"`
+	PeftType          string         `json:"peft_type"`
+	R                 int            `json:"r"`
+	RankPattern       map[string]any `json:"rank_pattern"`
+	Revision          any            `json:"revision"`
+	TargetModules     []string       `json:"target_modules"`
+	TaskType          string         `json:"task_type"`
+	UseDora           bool           `json:"use_dora"`
+	UseRslora         bool           `json:"use_rslora"`
+	ZooGym            *gymConfig     `json:"zoo_gym"`
+}
+
+// tensorName is the PEFT name of our adapter tensor (lora.<module>.A.weight
+// becomes base_model.model.<module>.lora_A.weight).
+func tensorName(ours string) string {
+	p := strings.TrimPrefix(ours, "lora.")
+	switch {
+	case strings.HasSuffix(p, ".A.weight"):
+		return "base_model.model." + strings.TrimSuffix(p, ".A.weight") + ".lora_A.weight"
+	case strings.HasSuffix(p, ".B.weight"):
+		return "base_model.model." + strings.TrimSuffix(p, ".B.weight") + ".lora_B.weight"
+	}
+	return ours // not reached: model.Adapter names every tensor so
+}
+
+// WeightsBytes returns the adapter_model.safetensors bytes of a: the same
+// bytes Write puts in the directory, so a caller can compute their CID
+// before writing the card.
+func WeightsBytes(a *model.Adapter) ([]byte, error) {
+	if err := checkAdapter(a); err != nil {
+		return nil, err
+	}
+	var ts []safetensors.Tensor
+	for _, t := range a.Tensors() {
+		shape := make([]uint64, len(t.Shape))
+		for i, d := range t.Shape {
+			shape[i] = uint64(d)
+		}
+		ts = append(ts, safetensors.Tensor{Name: tensorName(t.Name), DType: "F32", Shape: shape, Data: model.Float32Bytes(t.Data)})
+	}
+	var b bytes.Buffer
+	if err := safetensors.Write(&b, ts, map[string]string{"format": "pt"}); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func checkAdapter(a *model.Adapter) error {
+	if a == nil {
+		return fmt.Errorf("%w: no adapter", ErrFormat)
+	}
+	if err := a.Model.Validate(); err != nil {
+		return err
+	}
+	if err := a.Cfg.Validate(); err != nil {
+		return err
+	}
+	for _, t := range a.Tensors() {
+		if n := t.Shape[0] * t.Shape[1]; len(t.Data) != n {
+			return fmt.Errorf("%w: tensor %s holds %d values, its shape %v needs %d", ErrFormat, t.Name, len(t.Data), t.Shape, n)
+		}
+		for _, v := range t.Data {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: tensor %s holds %v", ErrFormat, t.Name, v)
+			}
+		}
+	}
+	return nil
+}
+
+// ConfigBytes returns the adapter_config.json bytes Write puts in the
+// directory for a and card.
+func ConfigBytes(a *model.Adapter, card Card) ([]byte, error) {
+	if err := checkAdapter(a); err != nil {
+		return nil, err
+	}
+	mc := a.Model
+	extra := card.Extra
+	if extra == nil {
+		extra = map[string]string{}
+	}
+	c := loraConfig{
+		AlphaPattern: map[string]any{}, BaseModel: card.BaseModel, Bias: "none", InferenceMode: true, InitLoraWeights: true,
+		LoraAlpha: a.Cfg.Alpha, PeftType: "LORA", R: a.Cfg.Rank, RankPattern: map[string]any{},
+		TargetModules: slices.Clone(a.Cfg.Targets), TaskType: "CAUSAL_LM",
+		ZooGym: &gymConfig{ModelConfig: &mc, BaseSHA3: card.BaseSHA3, Job: card.Job, Epoch: card.Epoch, Extra: extra},
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// CardBytes returns the README.md bytes Write puts in the directory.
+func CardBytes(card Card) ([]byte, error) {
+	if err := card.check(); err != nil {
+		return nil, err
+	}
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "---\nbase_model: %s\nlibrary_name: peft\ntags:\n- zoo-gym\n- gspo\n- lora\n---\n\n", q(card.BaseModel))
+	title := "LoRA adapter"
+	if card.Job != "" {
+		title += " for job " + card.Job
+	}
+	fmt.Fprintf(&b, "# %s, epoch %d\n\n", title, card.Epoch)
+	b.WriteString("A LoRA adapter trained with GSPO by Zoo Gym's decentralized workers and merged by the orchestrator.\n\n")
+	b.WriteString("| field | value |\n| --- | --- |\n")
+	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, v) }
+	row("base model", "`"+card.BaseModel+"`")
+	if card.BaseSHA3 != "" {
+		row("base model SHA3-256", "`"+card.BaseSHA3+"`")
+	}
+	if card.Job != "" {
+		row("job", "`"+card.Job+"`")
+	}
+	row("epoch", fmt.Sprint(card.Epoch))
+	row("quality", fmt.Sprintf("%.6g", card.Quality))
+	if card.Accuracy != nil {
+		row("held-out accuracy", fmt.Sprintf("%.2f%%", 100**card.Accuracy))
+	}
+	if card.WeightsCID != "" {
+		row(WeightsFile+" CID", "`"+card.WeightsCID+"`")
+	}
+	for _, k := range slices.Sorted(maps.Keys(card.Extra)) {
+		row(k, card.Extra[k])
+	}
+	b.WriteString("\n## How to load\n\nWith Hugging Face PEFT, on a model whose module names match the base model's:\n\n```python\n")
+	b.WriteString("from peft import PeftModel\n\n")
+	b.WriteString("model = PeftModel.from_pretrained(base_model, \"path/to/this/directory\")\n```\n\n")
+	b.WriteString("With gym, which evaluates it and the base model on the task's held-out set:\n\n```sh\ngym eval --checkpoint path/to/this/directory\n```\n")
+	return []byte(b.String()), nil
+}
+
+// check refuses card text that would break the front matter or the table.
+func (c Card) check() error {
+	fields := map[string]string{"base model": c.BaseModel, "base SHA3": c.BaseSHA3, "job": c.Job, "weights CID": c.WeightsCID}
+	for k, v := range c.Extra {
+		fields["extra key "+k] = k
+		fields["extra "+k] = v
+	}
+	for name, v := range fields {
+		if strings.ContainsAny(v, "\r\n|`") || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("%w: %s %q holds a control character, | or `", ErrCard, name, v)
+		}
+	}
+	if c.Accuracy != nil && !(*c.Accuracy >= 0 && *c.Accuracy <= 1) {
+		return fmt.Errorf("%w: accuracy %v outside [0, 1]", ErrCard, *c.Accuracy)
+	}
+	if math.IsNaN(c.Quality) || math.IsInf(c.Quality, 0) {
+		return fmt.Errorf("%w: quality %v", ErrCard, c.Quality)
+	}
+	return nil
+}
+
+// Write writes a and card as a checkpoint directory, making dir if it is
+// missing. Every file is written atomically. A file already in dir with the
+// same bytes is left alone (writing the same checkpoint twice succeeds);
+// one with different bytes makes Write fail with an error wrapping
+// fs.ErrExist before anything is written: a published checkpoint is never
+// changed in place.
+func Write(dir string, a *model.Adapter, card Card) error {
+	w, err := WeightsBytes(a)
+	if err != nil {
+		return err
+	}
+	c, err := ConfigBytes(a, card)
+	if err != nil {
+		return err
+	}
+	r, err := CardBytes(card)
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{{WeightsFile, w}, {ConfigFile, c}, {CardFile, r}}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var todo []int
+	for i, f := range files {
+		old, err := os.ReadFile(filepath.Join(dir, f.name))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			todo = append(todo, i)
+		case err != nil:
+			return err
+		case !bytes.Equal(old, f.data):
+			return fmt.Errorf("peft: %s holds a different checkpoint (%s differs): write to a new directory: %w", dir, f.name, fs.ErrExist)
+		}
+	}
+	for _, i := range todo {
+		f := files[i]
+		err := atomicfile.Write(filepath.Join(dir, f.name), 0o644, false, func(w io.Writer) error {
+			_, err := w.Write(f.data)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseConfig parses adapter_config.json. It accepts keys it does not know
+// (PEFT adds some in every release) but refuses values that would make PEFT
+// apply the adapter differently from gym: another peft_type, biases,
+// fan_in_fan_out, DoRA, rsLoRA, rank or alpha patterns, layer subsets.
+func ParseConfig(b []byte) (Config, error) {
+	if len(b) > maxConfigBytes {
+		return Config{}, fmt.Errorf("%w: %s is %d bytes, more than %d", ErrFormat, ConfigFile, len(b), maxConfigBytes)
+	}
+	var c loraConfig
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %v", ErrFormat, ConfigFile, err)
+	}
+	bad := func(format string, args ...any) (Config, error) {
+		return Config{}, fmt.Errorf("%w: %s: "+format, append([]any{ErrFormat, ConfigFile}, args...)...)
+	}
+	switch {
+	case c.PeftType != "LORA":
+		return bad("peft_type %q, want LORA", c.PeftType)
+	case c.Bias != "none":
+		return bad("bias %q, want none", c.Bias)
+	case c.FanInFanOut:
+		return bad("fan_in_fan_out is true: gym's weights are [out, in]")
+	case c.UseDora || c.UseRslora:
+		return bad("use_dora/use_rslora set: gym applies plain LoRA with scale lora_alpha/r")
+	case len(c.RankPattern) > 0 || len(c.AlphaPattern) > 0:
+		return bad("rank_pattern/alpha_pattern set: gym uses one rank and alpha")
+	case c.LayersToTransform != nil:
+		return bad("layers_to_transform set: gym adapts every layer")
+	case c.ZooGym == nil || c.ZooGym.ModelConfig == nil:
+		return bad("no zoo_gym.model_config: not written by gym, the model shape is unknown")
+	}
+	out := Config{BaseModel: c.BaseModel, Model: *c.ZooGym.ModelConfig,
+		LoRA:     model.LoRAConfig{Rank: c.R, Alpha: c.LoraAlpha, Targets: c.TargetModules},
+		BaseSHA3: c.ZooGym.BaseSHA3, Job: c.ZooGym.Job, Epoch: c.ZooGym.Epoch, Extra: c.ZooGym.Extra}
+	if err := out.Model.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %w", ErrFormat, ConfigFile, err)
+	}
+	if err := out.LoRA.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %w", ErrFormat, ConfigFile, err)
+	}
+	if out.Extra == nil {
+		out.Extra = map[string]string{}
+	}
+	return out, nil
+}
+
+// adapterBytes is the size in bytes of the F32 tensors of an adapter, in
+// float64 so absurd configs cannot overflow.
+func adapterBytes(c Config) float64 {
+	var n float64
+	for _, t := range c.LoRA.Targets {
+		in, out := float64(c.Model.Dim), float64(c.Model.Dim)
+		switch t {
+		case "fc1":
+			out = float64(c.Model.Hidden)
+		case "fc2":
+			in = float64(c.Model.Hidden)
+		}
+		n += float64(c.LoRA.Rank) * (in + out)
+	}
+	return 4 * n * float64(c.Model.Layers)
+}
+
+// Read loads the checkpoint in dir. It is strict: the tensors must be
+// exactly those the config implies (names, shapes, F32), finite, and their
+// total size is checked against the config before anything is allocated.
+// README.md is not read.
+func Read(dir string) (*model.Adapter, Config, error) {
+	cp := filepath.Join(dir, ConfigFile)
+	st, err := os.Stat(cp)
+	if err != nil {
+		return nil, Config{}, fmt.Errorf("peft: %s has no %s: %w", dir, ConfigFile, err)
+	}
+	if st.Size() > maxConfigBytes {
+		return nil, Config{}, fmt.Errorf("%w: %s is %d bytes, more than %d", ErrFormat, cp, st.Size(), maxConfigBytes)
+	}
+	raw, err := os.ReadFile(cp)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	f, err := os.Open(filepath.Join(dir, WeightsFile))
+	if err != nil {
+		return nil, Config{}, fmt.Errorf("peft: %s has no %s: %w", dir, WeightsFile, err)
+	}
+	defer f.Close()
+	fst, err := f.Stat()
+	if err != nil {
+		return nil, Config{}, err
+	}
+	if fst.Size() > maxWeightsBytes {
+		return nil, Config{}, fmt.Errorf("%w: %s is %d bytes, more than %d", ErrFormat, WeightsFile, fst.Size(), maxWeightsBytes)
+	}
+	sf, err := safetensors.Parse(f, fst.Size(), safetensors.DefaultLimits())
+	if err != nil {
+		return nil, Config{}, fmt.Errorf("peft: %s: %w", WeightsFile, err)
+	}
+	var have float64
+	for _, t := range sf.Tensors {
+		have += float64(t.Size())
+	}
+	if want := adapterBytes(cfg); have != want {
+		return nil, Config{}, fmt.Errorf("%w: %s implies %.0f bytes of tensors (r=%d, %v), %s holds %.0f",
+			ErrFormat, ConfigFile, want, cfg.LoRA.Rank, cfg.LoRA.Targets, WeightsFile, have)
+	}
+	a, err := model.NewAdapter(cfg.Model, cfg.LoRA)
+	if err != nil {
+		return nil, Config{}, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	ts := a.Tensors()
+	if len(sf.Tensors) != len(ts) {
+		return nil, Config{}, fmt.Errorf("%w: %s holds %d tensors, the config implies %d", ErrFormat, WeightsFile, len(sf.Tensors), len(ts))
+	}
+	for _, t := range ts {
+		name := tensorName(t.Name)
+		info, ok := sf.Lookup(name)
+		if !ok {
+			return nil, Config{}, fmt.Errorf("%w: %s lacks tensor %s", ErrFormat, WeightsFile, name)
+		}
+		want := []uint64{uint64(t.Shape[0]), uint64(t.Shape[1])}
+		if info.DType != "F32" || !slices.Equal(info.Shape, want) {
+			return nil, Config{}, fmt.Errorf("%w: tensor %s is %s%v, want F32%v", ErrFormat, name, info.DType, info.Shape, want)
+		}
+		data, err := sf.ReadTensor(f, info)
+		if err != nil {
+			return nil, Config{}, fmt.Errorf("peft: %s: %w", WeightsFile, err)
+		}
+		for i := range t.Data {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, Config{}, fmt.Errorf("%w: tensor %s[%d] is %v", ErrFormat, name, i, v)
+			}
+			t.Data[i] = v
+		}
+	}
+	return a, cfg, nil
+}

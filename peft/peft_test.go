@@ -1,0 +1,413 @@
+package peft
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/safetensors"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+var testModel = model.Config{Vocab: 14, Ctx: 11, Dim: 8, Layers: 2, Heads: 2, Hidden: 16}
+
+// testAdapter is a deterministic adapter with every A and B non-zero.
+func testAdapter(t testing.TB, targets ...string) *model.Adapter {
+	t.Helper()
+	if len(targets) == 0 {
+		targets = []string{"v", "q", "fc2"}
+	}
+	a, err := model.InitAdapter(testModel, model.LoRAConfig{Rank: 2, Alpha: 4, Targets: targets}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := prng.New(9, 1)
+	for l := range a.B {
+		for _, b := range a.B[l] {
+			for i := range b {
+				b[i] = float32(r.Norm() * 0.1)
+			}
+		}
+	}
+	return a
+}
+
+func testCard() Card {
+	acc := 0.8125
+	return Card{BaseModel: "zooai/gym-base", BaseSHA3: strings.Repeat("ab", 32), Job: "job-1", Epoch: 3, Quality: 0.75,
+		Accuracy: &acc, WeightsCID: "bafkreiexample", Extra: map[string]string{ExtraTask: "addition", "workers": "4"}}
+}
+
+func TestRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	a := testAdapter(t)
+	card := testCard()
+	if err := Write(dir, a, card); err != nil {
+		t.Fatal(err)
+	}
+	b, cfg, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if model.Digest(a.Tensors()) != model.Digest(b.Tensors()) {
+		t.Fatal("tensors differ after the round trip")
+	}
+	if b.Model != a.Model || b.Cfg.Rank != a.Cfg.Rank || b.Cfg.Alpha != a.Cfg.Alpha || !slices.Equal(b.Cfg.Targets, a.Cfg.Targets) {
+		t.Fatalf("adapter config %+v %+v, want %+v %+v", b.Model, b.Cfg, a.Model, a.Cfg)
+	}
+	if cfg.BaseModel != card.BaseModel || cfg.BaseSHA3 != card.BaseSHA3 || cfg.Job != card.Job || cfg.Epoch != card.Epoch ||
+		cfg.Extra[ExtraTask] != "addition" || cfg.Model != testModel {
+		t.Fatalf("config %+v", cfg)
+	}
+	// The directory holds exactly the three files.
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{CardFile, ConfigFile, WeightsFile}) {
+		t.Fatalf("files %v", names)
+	}
+	w, _ := WeightsBytes(a)
+	if got, _ := os.ReadFile(filepath.Join(dir, WeightsFile)); !bytes.Equal(got, w) {
+		t.Fatal("WeightsBytes differs from the written file")
+	}
+}
+
+// TestGolden pins the bytes of all three files (the weights by name, shape
+// and header; config and card in full): any change is deliberate.
+func TestGolden(t *testing.T) {
+	a := testAdapter(t)
+	card := testCard()
+	dir := t.TempDir()
+	if err := Write(dir, a, card); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ConfigFile, CardFile, WeightsFile} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden := filepath.Join("testdata", name)
+		if *update {
+			if err := os.WriteFile(golden, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run go test -update once)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from %s:\n%s", name, golden, got)
+		}
+	}
+	// Independent of map iteration order and of writing twice.
+	for range 5 {
+		c2, _ := ConfigBytes(a, card)
+		r2, _ := CardBytes(card)
+		c1, _ := os.ReadFile(filepath.Join(dir, ConfigFile))
+		r1, _ := os.ReadFile(filepath.Join(dir, CardFile))
+		if !bytes.Equal(c1, c2) || !bytes.Equal(r1, r2) {
+			t.Fatal("bytes not deterministic")
+		}
+	}
+}
+
+func TestConfigIsPEFTs(t *testing.T) {
+	c, err := ConfigBytes(testAdapter(t), testCard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(c, []byte("}\n")) || !bytes.Contains(c, []byte("\n  \"bias\": \"none\",\n")) {
+		t.Fatalf("layout:\n%s", c)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(c, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2.0, "lora_alpha": 4.0, "lora_dropout": 0.0,
+		"bias": "none", "fan_in_fan_out": false, "inference_mode": true, "base_model_name_or_path": "zooai/gym-base",
+		"revision": nil, "init_lora_weights": true, "modules_to_save": nil, "use_dora": false, "use_rslora": false}
+	for k, v := range want {
+		got, ok := m[k]
+		if !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	if tm, _ := m["target_modules"].([]any); len(tm) != 3 || tm[0] != "v" {
+		t.Errorf("target_modules %v", m["target_modules"])
+	}
+	// Keys in sorted order, as PEFT's json.dumps(sort_keys=True) writes them.
+	var keys []string
+	dec := json.NewDecoder(bytes.NewReader(c))
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		dec.Decode(&skip)
+	}
+	if !slices.IsSorted(keys) {
+		t.Errorf("keys not sorted: %v", keys)
+	}
+	card, _ := CardBytes(testCard())
+	for _, s := range []string{"---\nbase_model: \"zooai/gym-base\"\nlibrary_name: peft\ntags:\n- zoo-gym\n- gspo\n- lora\n---\n",
+		"job-1", "81.25%", "bafkreiexample", strings.Repeat("ab", 32), "PeftModel.from_pretrained", "gym eval --checkpoint"} {
+		if !bytes.Contains(card, []byte(s)) {
+			t.Errorf("card lacks %q:\n%s", s, card)
+		}
+	}
+}
+
+func TestWriteExisting(t *testing.T) {
+	dir := t.TempDir()
+	a := testAdapter(t)
+	if err := Write(dir, a, testCard()); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir, a, testCard()); err != nil {
+		t.Fatalf("rewriting the same checkpoint: %v", err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, WeightsFile))
+	b := a.Clone()
+	b.B[0][model.Q][0] += 1
+	if err := Write(dir, b, testCard()); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("overwrote a different checkpoint: %v", err)
+	}
+	card := testCard()
+	card.Epoch++
+	if err := Write(dir, a, card); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("overwrote a different card: %v", err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, WeightsFile)); !bytes.Equal(before, after) {
+		t.Fatal("weights changed")
+	}
+	// A half-written directory (weights only) is completed.
+	dir2 := t.TempDir()
+	w, _ := WeightsBytes(a)
+	os.WriteFile(filepath.Join(dir2, WeightsFile), w, 0o644)
+	if err := Write(dir2, a, testCard()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Read(dir2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriteRefuses(t *testing.T) {
+	a := testAdapter(t)
+	nan := a.Clone()
+	nan.A[1][model.V][3] = float32(math.NaN())
+	bad := 1.5
+	for name, tc := range map[string]struct {
+		a    *model.Adapter
+		card Card
+	}{
+		"nil adapter":      {nil, testCard()},
+		"nan":              {nan, testCard()},
+		"newline in job":   {a, Card{Job: "a\nb"}},
+		"pipe in extra":    {a, Card{Extra: map[string]string{"k": "a|b"}}},
+		"accuracy > 1":     {a, Card{Accuracy: &bad}},
+		"quality infinite": {a, Card{Quality: math.Inf(1)}},
+	} {
+		dir := t.TempDir()
+		if err := Write(dir, tc.a, tc.card); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%s: wrote %d files", name, len(ents))
+		}
+	}
+}
+
+type stTensor = safetensors.Tensor
+
+// checkpointParts returns the config and the weights' tensors of a good
+// checkpoint, for tests to break.
+func checkpointParts(t *testing.T) (map[string]any, []stTensor) {
+	t.Helper()
+	a := testAdapter(t)
+	c, _ := ConfigBytes(a, testCard())
+	var m map[string]any
+	json.Unmarshal(c, &m)
+	w, _ := WeightsBytes(a)
+	f, err := safetensors.Parse(bytes.NewReader(w), int64(len(w)), safetensors.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []stTensor
+	for _, info := range f.Tensors {
+		data, _ := f.ReadTensor(bytes.NewReader(w), info)
+		ts = append(ts, stTensor{Name: info.Name, DType: info.DType, Shape: info.Shape, Data: data})
+	}
+	return m, ts
+}
+
+func writeParts(t *testing.T, dir string, cfg map[string]any, ts []stTensor) {
+	t.Helper()
+	if cfg != nil {
+		c, _ := json.Marshal(cfg)
+		os.WriteFile(filepath.Join(dir, ConfigFile), c, 0o644)
+	}
+	if ts != nil {
+		var b bytes.Buffer
+		if err := safetensors.Write(&b, ts, nil); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, WeightsFile), b.Bytes(), 0o644)
+	}
+}
+
+func TestReadRefuses(t *testing.T) {
+	gym := func(m map[string]any) map[string]any { return m["zoo_gym"].(map[string]any) }
+	cases := []struct {
+		name   string
+		break_ func(cfg map[string]any, ts []stTensor) (map[string]any, []stTensor)
+		want   string
+	}{
+		{"no config", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { return nil, ts }, "no adapter_config.json"},
+		{"no weights", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { return c, nil }, "no adapter_model.safetensors"},
+		{"missing tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { return c, ts[1:] }, "implies"},
+		{"missing tensor, same size", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			ts[0].Name = "base_model.model.blocks.9.attn.q.lora_A.weight"
+			return c, ts
+		}, "lacks tensor"},
+		{"extra tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			return c, append(ts, stTensor{Name: "x", DType: "F32", Shape: []uint64{1}, Data: make([]byte, 4)})
+		}, "implies"},
+		{"extra empty tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			return c, append(ts, stTensor{Name: "x", DType: "F32", Shape: []uint64{0}})
+		}, "tensors, the config implies"},
+		{"transposed", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			ts[0].Shape = []uint64{ts[0].Shape[1], ts[0].Shape[0]}
+			return c, ts
+		}, "want F32"},
+		{"I32", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			ts[0].DType = "I32"
+			return c, ts
+		}, "want F32"},
+		{"NaN", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			copy(ts[2].Data[8:], []byte{0, 0, 0xc0, 0x7f})
+			return c, ts
+		}, "NaN"},
+		{"Inf", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			copy(ts[3].Data[4:], []byte{0, 0, 0x80, 0xff})
+			return c, ts
+		}, "-Inf"},
+		{"rank differs", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["r"] = 3; return c, ts }, "implies"},
+		{"target differs", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["target_modules"] = []string{"v", "k", "fc2"}
+			return c, ts
+		}, "lacks tensor"},
+		{"bad target", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["target_modules"] = []string{"q_proj"}
+			return c, ts
+		}, "unknown module"},
+		{"huge model", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			gym(c)["model_config"].(map[string]any)["dim"] = 1 << 40
+			gym(c)["model_config"].(map[string]any)["heads"] = 1
+			return c, ts
+		}, "implies"},
+		{"not LORA", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["peft_type"] = "IA3"
+			return c, ts
+		}, "peft_type"},
+		{"bias", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["bias"] = "all"; return c, ts }, "bias"},
+		{"fan_in_fan_out", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["fan_in_fan_out"] = true
+			return c, ts
+		}, "fan_in_fan_out"},
+		{"rslora", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["use_rslora"] = true
+			return c, ts
+		}, "use_rslora"},
+		{"rank pattern", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["rank_pattern"] = map[string]any{"q": 4}
+			return c, ts
+		}, "rank_pattern"},
+		{"layers", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["layers_to_transform"] = []int{0}
+			return c, ts
+		}, "layers_to_transform"},
+		{"no zoo_gym", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { delete(c, "zoo_gym"); return c, ts }, "zoo_gym"},
+		{"bad model config", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			gym(c)["model_config"].(map[string]any)["heads"] = 3
+			return c, ts
+		}, "multiple of heads"},
+		{"alpha 0", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["lora_alpha"] = 0; return c, ts }, "lora_alpha"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c, ts := checkpointParts(t)
+			c, ts = tc.break_(c, ts)
+			writeParts(t, dir, c, ts)
+			_, _, err := Read(dir)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+	// The unbroken parts load: the cases above fail for their own reason.
+	dir := t.TempDir()
+	c, ts := checkpointParts(t)
+	writeParts(t, dir, c, ts)
+	if _, _, err := Read(dir); err != nil {
+		t.Fatal(err)
+	}
+	// Trailing garbage in the config.
+	os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"peft_type": "LORA"} x`), 0o644)
+	if _, _, err := Read(dir); !errors.Is(err, ErrFormat) {
+		t.Fatalf("trailing garbage: %v", err)
+	}
+	// An oversized config is refused before it is read.
+	os.WriteFile(filepath.Join(dir, ConfigFile), bytes.Repeat([]byte(" "), maxConfigBytes+1), 0o644)
+	if _, _, err := Read(dir); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("oversized config: %v", err)
+	}
+}
+
+// FuzzParseConfig feeds adapter_config.json variants to ParseConfig: it
+// must not panic, and whatever it accepts describes a valid model and
+// adapter whose size is finite.
+func FuzzParseConfig(f *testing.F) {
+	golden, err := os.ReadFile(filepath.Join("testdata", ConfigFile))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(golden)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"peft_type":"LORA","bias":"none","r":1,"lora_alpha":1,"target_modules":["q"],"zoo_gym":{"model_config":{"vocab":2,"ctx":1,"dim":1,"layers":1,"heads":1,"hidden":1}}}`))
+	f.Add([]byte(`{"peft_type":"LORA","bias":"none","r":-1,"lora_alpha":1e400,"target_modules":null,"zoo_gym":{"model_config":null}}`))
+	f.Add([]byte(`[1,2,3]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseConfig(b)
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("error %v does not wrap ErrFormat", err)
+			}
+			return
+		}
+		if c.Model.Validate() != nil || c.LoRA.Validate() != nil || c.Extra == nil {
+			t.Fatalf("accepted an invalid config %+v", c)
+		}
+		if n := adapterBytes(c); math.IsNaN(n) || n <= 0 {
+			t.Fatalf("adapter size %v", n)
+		}
+	})
+}
