@@ -511,3 +511,7 @@ func (d *Daemon) judgeLoop(ctx context.Context) {
 		}
 	}
 }
+
+// Engine is the daemon's engine (for embedding hanzod in another process,
+// as gym up does).
+func (d *Daemon) Engine() *engine.Engine { return d.eng }

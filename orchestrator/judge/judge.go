@@ -51,8 +51,8 @@ import (
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/ledger"
-	ostore "github.com/zooai/gym/orchestrator/store"
 	"github.com/zooai/gym/orchestrator/state"
+	ostore "github.com/zooai/gym/orchestrator/store"
 )
 
 // Engine is what the judge needs of the orchestrator engine.
@@ -79,8 +79,8 @@ type Config struct {
 	// (default 100 GYM).
 	Reward  ledger.Amount
 	Weights [3]float64 // α, β, γ of the quality score; zero: 0.5, 0.3, 0.2
-	Log *slog.Logger
-	Now func() time.Time
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // Judge validates, scores and merges. Safe for concurrent use.

@@ -1,0 +1,260 @@
+// Package nodeclient is the node side of the hanzod API: it signs every
+// node request with the node key (strictly increasing sequence numbers that
+// survive restarts: they follow the clock), maps assignments into the
+// worker's types, submits deltas, and fetches published checkpoints from
+// the artifact server hanzod names, verifying every block against its CID
+// and the manifest against hanzod's key.
+package nodeclient
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/grpc"
+
+	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/artifact/store"
+	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/worker"
+)
+
+// Config configures a Client.
+type Config struct {
+	Key  ed25519.PrivateKey
+	Conn grpc.ClientConnInterface
+	// Dir holds the node's artifact store (checkpoints fetched from
+	// hanzod), created if missing.
+	Dir string
+	// Hardware the node reports when it registers.
+	Region, GPUModel string
+	VRAMMiB          uint64
+	Now              func() time.Time
+}
+
+// Client implements worker.Orchestrator over gRPC.
+type Client struct {
+	cfg   Config
+	node  pb.NodeServiceClient
+	id    string
+	mu    sync.Mutex // serialises signed requests: sequence numbers must arrive in order
+	seq   uint64
+	arts  string // artifact server of the last assignment: KEYHEX@host:port
+	store *store.Store
+	http  *http.Client
+}
+
+// New returns a client.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Key) != ed25519.PrivateKeySize || cfg.Conn == nil || cfg.Dir == "" {
+		return nil, errors.New("nodeclient: needs a key, a connection and a directory")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.GPUModel == "" {
+		cfg.GPUModel = "cpu"
+	}
+	if cfg.VRAMMiB == 0 {
+		cfg.VRAMMiB = 1
+	}
+	st, err := store.Open(store.DefaultConfig(filepath.Join(cfg.Dir, "artifacts")))
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, node: pb.NewNodeServiceClient(cfg.Conn), id: hex.EncodeToString(cfg.Key.Public().(ed25519.PublicKey)),
+		store: st, http: &http.Client{Timeout: 2 * time.Minute}}, nil
+}
+
+// Close closes the artifact store.
+func (c *Client) Close() error { return c.store.Close() }
+
+// ID is the node id.
+func (c *Client) ID() string { return c.id }
+
+// auth returns a fresh envelope; call with c.mu held. Sequence numbers
+// follow the clock in nanoseconds, so a restarted node continues above
+// the numbers it used before.
+func (c *Client) auth() state.Auth {
+	now := c.cfg.Now()
+	c.seq = max(c.seq+1, uint64(now.UnixNano()))
+	return state.Auth{Node: c.id, Seq: c.seq, Timestamp: now.UnixMilli()}
+}
+
+func pbAuth(a state.Auth) *pb.Auth {
+	return &pb.Auth{Node: a.Node, Seq: a.Seq, TimestampMs: a.Timestamp, Signature: a.Sig}
+}
+
+// Register implements worker.Orchestrator.
+func (c *Client) Register(ctx context.Context, ringAddr, probeAddr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := state.Register{Auth: c.auth(), Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr}
+	r.Sign(c.cfg.Key, r.SignedBytes())
+	_, err := c.node.Register(ctx, &pb.RegisterRequest{Auth: pbAuth(r.Auth), Address: r.Address, Region: r.Region,
+		GpuModel: r.GPUModel, VramMib: r.VRAMMiB, ProbeAddress: probeAddr})
+	return err
+}
+
+// Heartbeat implements worker.Orchestrator.
+func (c *Client) Heartbeat(ctx context.Context) (worker.Assignment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := state.Heartbeat{Auth: c.auth()}
+	h.Sign(c.cfg.Key, h.SignedBytes())
+	r, err := c.node.Heartbeat(ctx, &pb.HeartbeatRequest{Auth: pbAuth(h.Auth)})
+	if err != nil {
+		return worker.Assignment{}, err
+	}
+	return c.assignment(r.Assignment), nil
+}
+
+// ReportBandwidth implements worker.Orchestrator.
+func (c *Client) ReportBandwidth(ctx context.Context, job string, kbps map[string]uint64) (worker.Assignment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := state.ReportBandwidth{Auth: c.auth(), Job: job}
+	var links []*pb.Link
+	for _, p := range sortedKeys(kbps) {
+		b.Links = append(b.Links, state.Link{Peer: p, Kbps: kbps[p]})
+		links = append(links, &pb.Link{Peer: p, Kbps: kbps[p]})
+	}
+	b.Sign(c.cfg.Key, b.SignedBytes())
+	r, err := c.node.ReportBandwidth(ctx, &pb.ReportBandwidthRequest{Auth: pbAuth(b.Auth), Job: job, Links: links})
+	if err != nil {
+		return worker.Assignment{}, err
+	}
+	return c.assignment(r.Assignment), nil
+}
+
+// SubmitDelta implements worker.Orchestrator.
+func (c *Client) SubmitDelta(ctx context.Context, file []byte) (worker.Verdict, error) {
+	r, err := c.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: file})
+	if err != nil {
+		return worker.Verdict{}, err
+	}
+	return worker.Verdict{Accepted: r.Accepted, Duplicate: r.Duplicate, Reason: r.Reason, Detail: r.Detail}, nil
+}
+
+// ReportSuspect implements worker.Orchestrator.
+func (c *Client) ReportSuspect(ctx context.Context, s worker.Suspect) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := state.ReportSuspect{Auth: c.auth(), Job: s.Job, ConfigID: s.ConfigID, Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence}
+	r.Sign(c.cfg.Key, r.SignedBytes())
+	_, err := c.node.ReportSuspect(ctx, &pb.ReportSuspectRequest{Auth: pbAuth(r.Auth), Job: s.Job, ConfigId: s.ConfigID,
+		Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence})
+	return err
+}
+
+// FetchCheckpoint implements worker.Orchestrator: the checkpoint is fetched
+// from hanzod's artifact server into the node's store (blocks already held
+// are not fetched again), its manifest must be signed by hanzod's key, and
+// it is read back as a PEFT adapter.
+func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapter, error) {
+	rc, err := cid.Decode(root)
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: checkpoint %q: %w", root, err)
+	}
+	c.mu.Lock()
+	arts := c.arts
+	c.mu.Unlock()
+	if arts == "" {
+		return nil, errors.New("nodeclient: hanzod named no artifact server (start hanzod with --artifacts)")
+	}
+	peer, err := transfer.ParsePeer(arts)
+	if err != nil {
+		return nil, err
+	}
+	g := transfer.Get{Client: &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.cfg.Now}, Peers: []transfer.Peer{peer},
+		Store: c.store, Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.cfg.Now}
+	if _, _, err := transfer.GetArtifact(ctx, rc, g); err != nil {
+		return nil, fmt.Errorf("nodeclient: fetch checkpoint %s from %s: %w", root, peer.URL, err)
+	}
+	dir := filepath.Join(c.cfg.Dir, "checkpoints", root)
+	if _, err := os.Stat(filepath.Join(dir, peft.WeightsFile)); err != nil {
+		tmp := dir + ".tmp"
+		os.RemoveAll(tmp)
+		if err := c.store.Export(ctx, rc, tmp, ""); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			return nil, err
+		}
+	}
+	a, _, err := peft.Read(dir)
+	return a, err
+}
+
+func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
+	if p == nil {
+		return worker.Assignment{}
+	}
+	a := worker.Assignment{Job: p.Job, State: p.JobState, Epoch: int(p.Epoch), Paused: p.Paused, Checkpoint: p.Checkpoint}
+	if p.Artifacts != "" {
+		c.arts = p.Artifacts
+	}
+	if p.Spec != nil {
+		a.Spec = SpecFrom(p.Spec)
+	}
+	for i, id := range p.ProbePeers {
+		pe := worker.Peer{ID: id}
+		if i < len(p.ProbeAddresses) {
+			pe.Addr = p.ProbeAddresses[i]
+		}
+		a.ProbePeers = append(a.ProbePeers, pe)
+	}
+	if r := p.Ring; r != nil {
+		ring := &worker.Ring{ConfigID: r.ConfigId, Generation: r.Generation}
+		for i, id := range r.Members {
+			pe := worker.Peer{ID: id}
+			if i < len(r.Addresses) {
+				pe.Addr = r.Addresses[i]
+			}
+			ring.Members = append(ring.Members, pe)
+		}
+		a.Ring = ring
+	}
+	return a
+}
+
+// SpecFrom maps an API job spec (as hanzod reports an accepted job: every
+// GSPO field set) onto the state's.
+func SpecFrom(p *pb.JobSpec) state.JobSpec {
+	s := state.JobSpec{Model: p.Model, Dataset: p.Dataset, Epochs: int(p.Epochs), MinNodes: int(p.MinNodes), MaxNodes: int(p.MaxNodes),
+		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
+		StepsPerEpoch: int(p.StepsPerEpoch), PromptsPerStep: int(p.PromptsPerStep), Seed: p.Seed, Byzantine: int(p.Byzantine), SpotCheckBP: int(p.SpotCheckBp)}
+	if g := p.Gspo; g != nil {
+		s.GSPO = state.GSPOConfig{ImportanceSamplingLevel: g.GetImportanceSamplingLevel(), Beta: g.GetBeta(), GroupSize: int(g.GetGroupSize()),
+			AggregateInterval: int(g.GetAggregateInterval()), Use4Bit: g.GetUse_4Bit(), LoRARank: int(g.GetLoraRank()), LoRAAlpha: g.GetLoraAlpha(),
+			MaxSeqLen: int(g.GetMaxSeqLen()), GradientAccumulationSteps: int(g.GetGradientAccumulationSteps()), LearningRate: g.GetLearningRate(),
+			WarmupSteps: int(g.GetWarmupSteps()), WeightDecay: g.GetWeightDecay()}
+	}
+	return s
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := 1; i < len(out); i++ {
+		for k := i; k > 0 && out[k] < out[k-1]; k-- {
+			out[k], out[k-1] = out[k-1], out[k]
+		}
+	}
+	return out
+}
+
+var _ worker.Orchestrator = (*Client)(nil)
