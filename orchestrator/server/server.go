@@ -257,7 +257,25 @@ func (s *Server) assignment(node string) *pb.Assignment {
 	out := &pb.Assignment{}
 	s.eng.View(func(m *state.Machine) {
 		n, ok := m.Node(node)
-		if !ok || n.Job == "" {
+		if !ok {
+			return
+		}
+		if n.Job == "" {
+			// Idle. If the node's most recent job has ended, say so (with
+			// its final checkpoint), so its workers can finish.
+			ids := m.Jobs()
+			for i := len(ids) - 1; i >= 0; i-- {
+				j, _ := m.Job(ids[i])
+				if contains(j.Participants, node) {
+					if j.State.Terminal() {
+						out.Job, out.JobState, out.Epoch = j.ID, string(j.State), int32(j.Epoch)
+						if len(j.CIDs) > 0 {
+							out.Checkpoint = j.CIDs[len(j.CIDs)-1]
+						}
+					}
+					return
+				}
+			}
 			return
 		}
 		j, _ := m.Job(n.Job)
@@ -603,4 +621,13 @@ func (s *Server) Events(ctx context.Context, r *pb.EventsRequest) (*pb.EventsRes
 		out.Events = append(out.Events, string(rec.Data))
 	}
 	return out, nil
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
 }

@@ -305,8 +305,9 @@ func (m *Machine) stakeLocked(account string) string {
 // fillRing adds idle eligible nodes to a job's ring up to max_nodes at an
 // epoch boundary: restarted or new workers join the next epoch.
 func (m *Machine) fillRing(now int64, j *Job) {
+	removed := m.removedSet(j)
 	for len(j.Ring) < j.Spec.MaxNodes {
-		s := m.idleEligible(j.Spec.MinVRAMMiB, now, nil)
+		s := m.idleEligible(j.Spec.MinVRAMMiB, now, removed)
 		if len(s) == 0 {
 			return
 		}
@@ -316,4 +317,20 @@ func (m *Machine) fillRing(now int64, j *Job) {
 		}
 		m.configure(now, j, ring, m.ringBottleneck(j, ring), s[0].ID+" joins at the epoch boundary")
 	}
+}
+
+// removedSet is the nodes a job's ring must not take back yet: taken out
+// of its ring (failed, reported by both neighbours, ejected) and not heard
+// from since. A node that was killed is removed by its neighbours' reports
+// seconds after it died, long before it misses enough heartbeats to count
+// as failed; without this it would be put back at the next epoch boundary
+// and stall the ring again.
+func (m *Machine) removedSet(j *Job) map[string]bool {
+	out := map[string]bool{}
+	for _, id := range m.nodeIDs() {
+		if contains(m.nodes[id].RemovedFrom, j.ID) {
+			out[id] = true
+		}
+	}
+	return out
 }

@@ -568,6 +568,9 @@ func (m *Machine) applyRing(e RingConfigured) error {
 	for _, id := range j.Ring {
 		if n := m.nodes[id]; !in[id] && n.Job == j.ID {
 			n.Job = ""
+			if !j.State.Terminal() && !contains(n.RemovedFrom, j.ID) {
+				n.RemovedFrom = append(n.RemovedFrom, j.ID)
+			}
 		}
 	}
 	for _, id := range e.Ring {
@@ -601,7 +604,7 @@ func (m *Machine) lose(now int64, n *Node, why string) {
 		m.maybeBuild(now, j)
 	case Running, Aggregating:
 		standby := ""
-		if s := m.idleEligible(j.Spec.MinVRAMMiB, now, nil); len(s) > 0 {
+		if s := m.idleEligible(j.Spec.MinVRAMMiB, now, m.removedSet(j)); len(s) > 0 {
 			standby = s[0].ID
 		}
 		ring, err := ringplan.Repair(j.Ring, n.ID, standby, m.linkBW(j))
@@ -651,7 +654,7 @@ func (m *Machine) applyPause(id string, paused bool) error {
 // resume fills a paused job's ring with standbys until it may continue.
 func (m *Machine) resume(now int64, j *Job) {
 	for !continues(j) {
-		s := m.idleEligible(j.Spec.MinVRAMMiB, now, nil)
+		s := m.idleEligible(j.Spec.MinVRAMMiB, now, m.removedSet(j))
 		if len(s) == 0 {
 			return
 		}

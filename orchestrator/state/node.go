@@ -39,6 +39,9 @@ type Node struct {
 	DownSince    int64      `json:"down_since,omitempty"`
 	Down         []Interval `json:"down,omitempty"`
 	Job          string     `json:"job,omitempty"`
+	// RemovedFrom lists jobs whose ring this node was taken out of and
+	// has not been heard from since (cleared by its next request).
+	RemovedFrom []string `json:"removed_from,omitempty"`
 }
 
 // Bounds on what a node may send.
@@ -160,6 +163,7 @@ func (m *Machine) alive(n *Node) {
 		n.Status, n.DownSince = StatusActive, 0
 	}
 	n.LastSeen = m.observed
+	n.RemovedFrom = nil
 	// Forget down time that left the uptime window.
 	keep := n.Down[:0]
 	for _, d := range n.Down {
