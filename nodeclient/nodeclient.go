@@ -12,14 +12,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
@@ -114,6 +118,9 @@ func (c *Client) Heartbeat(ctx context.Context) (worker.Assignment, error) {
 	h := state.Heartbeat{Auth: c.auth()}
 	h.Sign(c.cfg.Key, h.SignedBytes())
 	r, err := c.node.Heartbeat(ctx, &pb.HeartbeatRequest{Auth: pbAuth(h.Auth)})
+	if status.Code(err) == codes.NotFound {
+		return worker.Assignment{}, fmt.Errorf("%w: %v", worker.ErrUnknownNode, err)
+	}
 	if err != nil {
 		return worker.Assignment{}, err
 	}
@@ -244,17 +251,6 @@ func SpecFrom(p *pb.JobSpec) state.JobSpec {
 	return s
 }
 
-func sortedKeys(m map[string]uint64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := 1; i < len(out); i++ {
-		for k := i; k > 0 && out[k] < out[k-1]; k-- {
-			out[k], out[k-1] = out[k-1], out[k]
-		}
-	}
-	return out
-}
+func sortedKeys(m map[string]uint64) []string { return slices.Sorted(maps.Keys(m)) }
 
 var _ worker.Orchestrator = (*Client)(nil)

@@ -21,7 +21,7 @@ import (
 // request. Fetched checkpoints are kept under --data (or a temporary
 // directory removed when the worker ends).
 func dialHanzod(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error) {
-	of := orchestratorFlags{addr: o.Addr, tlsCA: os.Getenv("ORCHESTRATOR_TLS_CA"), serverName: os.Getenv("ORCHESTRATOR_TLS_SERVER_NAME")}
+	of := orchestratorFlags{addr: o.Addr, tlsCA: o.TLSCA, serverName: o.TLSServerName}
 	t, err := parseTarget(o.Addr, of.tlsCA != "")
 	if err != nil {
 		return nil, nil, err

@@ -156,10 +156,11 @@ func TestNodeRequests(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument)
 	_, err = e.node.Heartbeat(ctx, &pb.HeartbeatRequest{Auth: &pb.Auth{Node: "0100000000000000000000000000000000000000000000000000000000000000", Seq: 1, Signature: make([]byte, 64)}})
 	wantCode(t, err, codes.InvalidArgument)
-	// Heartbeat from a node that never registered.
+	// Heartbeat from a node that never registered: NotFound tells it to
+	// register (after an orchestrator lost its state, for instance).
 	b := &node{key: key("b"), e: e}
 	_, err = b.heartbeat(ctx)
-	wantCode(t, err, codes.FailedPrecondition)
+	wantCode(t, err, codes.NotFound)
 	// A stale timestamp.
 	e.clock.Advance(2 * time.Minute)
 	if ok, err := e.eng.Campaign(ctx); !ok || err != nil { // the daemon renews every second

@@ -134,7 +134,7 @@ func (m *Machine) heartbeat(now int64, h Heartbeat) error {
 		return err
 	}
 	if n == nil {
-		return fmt.Errorf("%w: node %s is not registered (register first)", ErrPrecondition, h.Node)
+		return fmt.Errorf("%w: node %s is not registered (register first)", ErrNotFound, h.Node)
 	}
 	if gap, since := m.cfg.MinHeartbeatGap.Milliseconds(), m.observedAt(now)-n.LastSeen; n.Status == StatusActive && since < gap {
 		return fmt.Errorf("%w: heartbeat %d ms after the previous one (at most one per %v)", ErrExhausted, since, m.cfg.MinHeartbeatGap)

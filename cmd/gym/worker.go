@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/worker"
+)
+
+// DialOptions is what a DialFunc needs to reach hanzod for gym worker.
+type DialOptions struct {
+	Addr    string             // --orchestrator
+	Key     ed25519.PrivateKey // the node key: every request is signed with it
+	DataDir string             // --data (may be empty): where the client may keep state
+	// TLSCA and TLSServerName are gym's --tls-ca and --tls-server-name
+	// (their environment defaults included).
+	TLSCA, TLSServerName string
+}
+
+// DialFunc connects gym worker to hanzod. The closer is closed when the
+// worker ends.
+type DialFunc func(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error)
+
+func newWorker() *cobra.Command { return newWorkerCmd(dialHanzod) }
+
+// workerOptions are gym worker's flags beyond worker.Config.
+type workerOptions struct {
+	orchestrator, keyPath  string
+	beta, loraRank         string
+	json                   bool
+	logSteps               int
+	tls                    bool
+	heartbeat, ringTimeout time.Duration
+}
+
+func newWorkerCmd(dial DialFunc) *cobra.Command {
+	cfg := worker.DefaultConfig()
+	cfg.Threads = runtime.NumCPU()
+	var o workerOptions
+	cmd := &cobra.Command{
+		Use:   "worker --orchestrator ADDR --key KEY [--data DIR] [--listen ADDR] [--probe-listen ADDR] [--threads N] [--exit-when-done] [--json]",
+		Short: "Run a compute node: train jobs hanzod assigns, in a ring with other workers",
+		Long: `worker registers this node with hanzod and trains the jobs it is assigned.
+
+While a job is provisioned it measures the bandwidth to its peers (each
+worker serves probes on --probe-listen); while it runs, it trains the job's
+LoRA adapter with GSPO, signs and submits its contribution every sync as a
+delta, and averages contributions with its ring neighbours over the
+authenticated ring all-reduce (listening on --listen, TLS 1.3 bound to the
+node key). After each epoch it continues from the checkpoint hanzod merged.
+A neighbour that fails or misbehaves is reported with the ring's evidence,
+and the sync is retried in the ring hanzod repairs.
+
+The node key is --key, else DIR/node.key with --data DIR (made if missing).
+With --data, every accepted delta is kept in DIR/deltas/ and the delta
+sequence counter in DIR/sequence.
+
+--model, --gspo-beta, --lora-rank and --importance-sampling-level restrict
+the jobs this node accepts (others are refused and the node stays idle);
+they default to MODEL_NAME, GSPO_BETA, LORA_RANK and
+IMPORTANCE_SAMPLING_LEVEL. RING_POSITION is ignored: hanzod orders the ring
+by measured bandwidth.
+
+Output: one line per event, or with --json one JSON object per event per
+line on stdout (fields: time, kind, node, job, state, epoch, sync, step,
+reward, loss, seconds, sequence, verdict, reason, suspect, generation,
+members, adapter, attack, detail; zero fields are omitted; see 'go doc
+github.com/zooai/gym/worker'). Warnings go to stderr.
+
+--exit-when-done exits when the assigned job ends: status 0 when it was
+published, 1 when it failed.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runWorker(c, dial, cfg, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.keyPath, "key", "", "node key (default DIR/node.key with --data DIR, made if missing)")
+	f.StringVar(&cfg.DataDir, "data", "", "directory for the node key, delta sequence and accepted deltas")
+	f.StringVar(&cfg.ListenAddr, "listen", cfg.ListenAddr, "ring listen address HOST:PORT (port 0 picks one)")
+	f.StringVar(&cfg.ProbeAddr, "probe-listen", cfg.ProbeAddr, "bandwidth probe listen address HOST:PORT (port 0 picks one)")
+	f.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host to register instead of the listen addresses' (for a wildcard --listen)")
+	f.BoolVar(&o.tls, "ring-tls", true, "TLS 1.3 on ring links (false: plain TCP, loopback only)")
+	f.IntVar(&cfg.RingStreams, "ring-streams", cfg.RingStreams, "parallel TCP streams per ring link (all ring members must agree)")
+	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "training threads (only changes the speed)")
+	f.DurationVar(&o.heartbeat, "heartbeat", worker.DefaultHeartbeat, "heartbeat interval (at least 1s: hanzod refuses faster ones)")
+	f.DurationVar(&o.ringTimeout, "ring-timeout", cfg.RingTimeout, "how long a ring neighbour may stay silent")
+	f.BoolVar(&cfg.ExitWhenDone, "exit-when-done", false, "exit when the assigned job is published (0) or failed (1)")
+	f.BoolVar(&o.json, "json", false, "print one JSON object per event per line")
+	f.IntVar(&o.logSteps, "log-steps", 10, "without --json, print every Nth step")
+	f.StringVar(&cfg.Constraints.Model, "model", os.Getenv("MODEL_NAME"), "only run jobs of this model [MODEL_NAME]")
+	f.StringVar(&o.beta, "gspo-beta", os.Getenv("GSPO_BETA"), "only run jobs with this GSPO beta [GSPO_BETA]")
+	f.StringVar(&o.loraRank, "lora-rank", os.Getenv("LORA_RANK"), "only run jobs with this LoRA rank [LORA_RANK]")
+	f.StringVar(&cfg.Constraints.ImportanceSamplingLevel, "importance-sampling-level", os.Getenv("IMPORTANCE_SAMPLING_LEVEL"),
+		"only run jobs with this importance sampling level, sequence or token [IMPORTANCE_SAMPLING_LEVEL]")
+	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay or equivocate (demos and tests only)")
+	f.MarkHidden("attack")
+	return cmd
+}
+
+func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptions) error {
+	stdout, stderr := c.OutOrStdout(), c.ErrOrStderr()
+	// --orchestrator is gym's persistent flag (with --tls-ca and
+	// --tls-server-name), so a dialer built on orchestratorFlags sees the
+	// same address.
+	flag := func(name, def string) string {
+		if fl := c.Flags().Lookup(name); fl != nil {
+			return fl.Value.String()
+		}
+		return def
+	}
+	o.orchestrator = flag("orchestrator", envOr("ORCHESTRATOR_URL", defaultOrchestrator))
+	dialOpts := DialOptions{Addr: o.orchestrator, DataDir: cfg.DataDir,
+		TLSCA: flag("tls-ca", os.Getenv("ORCHESTRATOR_TLS_CA")), TLSServerName: flag("tls-server-name", os.Getenv("ORCHESTRATOR_TLS_SERVER_NAME"))}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if o.heartbeat < time.Second {
+		return usageError{fmt.Errorf("--heartbeat %v: hanzod refuses heartbeats less than 1s apart", o.heartbeat)}
+	}
+	if o.logSteps < 1 {
+		return usageError{errors.New("--log-steps must be at least 1")}
+	}
+	cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, cfg.PlainRing = o.heartbeat, worker.DefaultMinGap, o.ringTimeout, !o.tls
+	if o.beta != "" {
+		b, err := strconv.ParseFloat(o.beta, 64)
+		if err != nil {
+			return usageError{fmt.Errorf("--gspo-beta (GSPO_BETA) %q: %v", o.beta, err)}
+		}
+		cfg.Constraints.Beta = &b
+	}
+	if o.loraRank != "" {
+		r, err := strconv.Atoi(o.loraRank)
+		if err != nil || r < 1 {
+			return usageError{fmt.Errorf("--lora-rank (LORA_RANK) %q: want a positive integer", o.loraRank)}
+		}
+		cfg.Constraints.LoRARank = r
+	}
+	switch cfg.Constraints.ImportanceSamplingLevel {
+	case "", "sequence", "token":
+	default:
+		return usageError{fmt.Errorf("--importance-sampling-level (IMPORTANCE_SAMPLING_LEVEL) %q: want sequence or token", cfg.Constraints.ImportanceSamplingLevel)}
+	}
+	if pos := os.Getenv("RING_POSITION"); pos != "" {
+		logger.Info("RING_POSITION is ignored: hanzod chooses the ring order from measured bandwidth", "RING_POSITION", pos)
+	}
+	if err := worker.CheckAttack(cfg.Attack); err != nil {
+		return usageError{fmt.Errorf("--attack: %w", err)}
+	}
+	if cfg.Attack != "" {
+		logger.Warn("attack mode: this worker misbehaves on purpose", "attack", cfg.Attack)
+	}
+	key, err := workerKey(o.keyPath, cfg.DataDir, stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Key = key
+	ctx := c.Context()
+	dialOpts.Key = key
+	orch, closer, err := dial(ctx, dialOpts)
+	if err != nil {
+		return err
+	}
+	if closer != nil {
+		defer closer.Close()
+	}
+	cfg.Orchestrator = orch
+	cfg.Logger = logger
+	enc := json.NewEncoder(stdout)
+	cfg.OnEvent = func(e worker.Event) {
+		if o.json {
+			enc.Encode(e)
+			return
+		}
+		if e.Kind == worker.EventStep && e.Step%o.logSteps != 0 {
+			return
+		}
+		fmt.Fprintln(stdout, e)
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		if errors.Is(err, worker.ErrConfig) {
+			return usageError{err}
+		}
+		return err
+	}
+	fmt.Fprintf(stderr, "gym worker: node %s, orchestrator %s\n", w.ID(), o.orchestrator)
+	err = w.Run(ctx)
+	if errors.Is(err, worker.ErrJobFailed) {
+		return &exitError{code: 1, msg: "the job failed"}
+	}
+	return err
+}
+
+// workerKey loads --key, or DIR/node.key, making the latter if missing.
+func workerKey(keyPath, dir string, stderr io.Writer) (ed25519.PrivateKey, error) {
+	if keyPath != "" {
+		return nodekey.Load(keyPath)
+	}
+	if dir == "" {
+		return nil, usageError{errors.New("--key KEY or --data DIR is required (make a key with 'gym keygen --out KEY')")}
+	}
+	p := filepath.Join(dir, "node.key")
+	key, err := nodekey.Load(p)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return key, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if key, err = nodekey.Generate(nil); err != nil {
+		return nil, err
+	}
+	if err := nodekey.Save(p, key, false); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "gym worker: made node key %s (public %s)\n", p, nodekey.PublicHex(key))
+	return key, nil
+}

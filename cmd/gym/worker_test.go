@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/worker"
+	"github.com/zooai/gym/worker/workertest"
+)
+
+func workerTestSpec() state.JobSpec {
+	g := state.DefaultGSPO()
+	g.AggregateInterval, g.GroupSize, g.LoRARank, g.LoRAAlpha = 2, 4, 4, 8
+	g.MaxSeqLen, g.GradientAccumulationSteps, g.LearningRate, g.WarmupSteps = 12, 1, 2e-3, 0
+	return state.JobSpec{Model: "builtin", Dataset: "addition", Epochs: 1, MinNodes: 1, StepsPerEpoch: 4, PromptsPerStep: 2, GSPO: g}
+}
+
+// workerRoot is gym with only the worker command, built on dial.
+func workerRoot(dial DialFunc) *cobra.Command {
+	root := &cobra.Command{Use: "gym", SilenceUsage: true, SilenceErrors: true}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	var orch orchestratorFlags
+	orch.register(root)
+	root.AddCommand(newWorkerCmd(dial))
+	return root
+}
+
+// runWorkerCmd runs gym worker against f and returns its stdout and error.
+func runWorkerCmd(t *testing.T, f *workertest.Fake, args ...string) (string, error) {
+	t.Helper()
+	dial := func(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error) {
+		if o.Addr != "fake:9550" || len(o.Key) != ed25519.PrivateKeySize {
+			t.Errorf("dial options %+v", o)
+		}
+		return f.Client(o.Key), nil, nil
+	}
+	cmd := workerRoot(dial)
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(append([]string{"worker", "--orchestrator", "fake:9550", "--data", t.TempDir(), "--heartbeat", "1s", "--ring-tls=false"}, args...))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	t.Logf("stderr:\n%s", errb.String())
+	return out.String(), err
+}
+
+func TestWorkerCommandJSON(t *testing.T) {
+	f, err := workertest.New("cli-job", workerTestSpec(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runWorkerCmd(t, f, "--json", "--exit-when-done", "--threads", "1")
+	if err != nil {
+		t.Fatalf("gym worker: %v\n%s", err, out)
+	}
+	kinds := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var e map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		if e["time"] == nil || e["node"] == nil {
+			t.Errorf("line %q lacks time or node", sc.Text())
+		}
+		kinds[e["kind"].(string)]++
+	}
+	for k, n := range map[string]int{"registered": 1, "epoch_started": 1, "step": 4, "delta_submitted": 2, "epoch_done": 1, "job_done": 1} {
+		if kinds[k] != n {
+			t.Errorf("%d %s events, want %d (all: %v)", kinds[k], k, n, kinds)
+		}
+	}
+	if st, _ := f.State(); st != "published" {
+		t.Errorf("job %s", st)
+	}
+}
+
+func TestWorkerCommandFailedJob(t *testing.T) {
+	f, err := workertest.New("cli-fail", workerTestSpec(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.FailAfterProvisioning = true
+	out, err := runWorkerCmd(t, f, "--exit-when-done")
+	var ex *exitError
+	if !errors.As(err, &ex) || ex.code != 1 {
+		t.Fatalf("error %v, want exit status 1", err)
+	}
+	if !strings.Contains(out, "job_done") || !strings.Contains(out, "state=failed") {
+		t.Errorf("output does not report the failed job:\n%s", out)
+	}
+}
+
+func TestWorkerCommandUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"fast heartbeat", nil, []string{"--heartbeat", "500ms"}, "--heartbeat"},
+		{"bad beta env", map[string]string{"GSPO_BETA": "x"}, nil, "GSPO_BETA"},
+		{"bad rank", nil, []string{"--lora-rank", "-2"}, "--lora-rank"},
+		{"bad level env", map[string]string{"IMPORTANCE_SAMPLING_LEVEL": "batch"}, nil, "IMPORTANCE_SAMPLING_LEVEL"},
+		{"bad attack", nil, []string{"--attack", "bitflip"}, "attack"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cmd := workerRoot(func(context.Context, DialOptions) (worker.Orchestrator, io.Closer, error) {
+				return nil, nil, errors.New("must not dial")
+			})
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			cmd.SetArgs(append([]string{"worker", "--key", filepath.Join(t.TempDir(), "none.key")}, tc.args...))
+			err := cmd.Execute()
+			if !isUsage(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want a usage error about %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,185 @@
+package worker
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/ring"
+)
+
+// Attacks a worker can be told to mount (Config.Attack). They exist only to
+// demonstrate that the ring and the orchestrator detect them.
+const (
+	AttackSignFlip   = "signflip"   // contribution ×(−1000), not clipped, in the delta and the ring
+	AttackNoise      = "noise"      // honest contribution plus Gaussian noise of norm 0.9·C (then clipped)
+	AttackReplay     = "replay"     // from the second sync on, the first sync's tensors re-signed
+	AttackEquivocate = "equivocate" // a second, different delta (×2) for every slot
+)
+
+// Defaults.
+const (
+	DefaultHeartbeat    = 2 * time.Second
+	DefaultMinGap       = time.Second // hanzod refuses heartbeats closer than this
+	DefaultProbeBytes   = 4 << 20
+	DefaultProbeTimeout = 5 * time.Second
+)
+
+// ErrConfig is wrapped by every error about a worker configuration.
+var ErrConfig = errors.New("worker: bad configuration")
+
+// Constraints are the operator's limits on the jobs a worker runs: a zero
+// field accepts anything.
+type Constraints struct {
+	Model                   string   // MODEL_NAME
+	Beta                    *float64 // GSPO_BETA
+	LoRARank                int      // LORA_RANK
+	ImportanceSamplingLevel string   // IMPORTANCE_SAMPLING_LEVEL
+}
+
+// Check reports why spec does not match c, or nil.
+func (c Constraints) Check(spec state.JobSpec) error {
+	switch {
+	case c.Model != "" && spec.Model != c.Model:
+		return fmt.Errorf("model %q, this worker runs only %q", spec.Model, c.Model)
+	case c.Beta != nil && spec.GSPO.Beta != *c.Beta:
+		return fmt.Errorf("gspo beta %g, this worker runs only %g", spec.GSPO.Beta, *c.Beta)
+	case c.LoRARank != 0 && spec.GSPO.LoRARank != c.LoRARank:
+		return fmt.Errorf("lora_rank %d, this worker runs only %d", spec.GSPO.LoRARank, c.LoRARank)
+	case c.ImportanceSamplingLevel != "" && spec.GSPO.ImportanceSamplingLevel != c.ImportanceSamplingLevel:
+		return fmt.Errorf("importance_sampling_level %q, this worker runs only %q", spec.GSPO.ImportanceSamplingLevel, c.ImportanceSamplingLevel)
+	}
+	return nil
+}
+
+// Config configures a Worker. Key and Orchestrator are required.
+type Config struct {
+	Key          ed25519.PrivateKey
+	Orchestrator Orchestrator
+
+	// ListenAddr is where the ring transport listens (host:port, port 0
+	// picks one); ProbeAddr is where the bandwidth probe server listens.
+	ListenAddr, ProbeAddr string
+	// AdvertiseHost, when set, replaces the host of both listening
+	// addresses in what is registered with the orchestrator (for a
+	// wildcard listen address).
+	AdvertiseHost string
+	// PlainRing switches the ring's TLS off; allowed on loopback only.
+	PlainRing bool
+	// RingStreams is the number of TCP streams per ring link (default 1).
+	RingStreams int
+
+	// DataDir, when set, keeps the delta sequence counter and every
+	// accepted delta file (DataDir/deltas/).
+	DataDir string
+	Threads int // trainer threads (default 1); only changes the speed
+
+	// Heartbeat is the interval of the background heartbeat; MinGap the
+	// least time between two orchestrator heartbeat calls (hanzod refuses
+	// closer ones), which is also how often the worker polls while it
+	// waits for a ring change or the next epoch.
+	Heartbeat, MinGap time.Duration
+	// MaxBackoff bounds the wait between retries of failing calls.
+	MaxBackoff time.Duration
+	// RingTimeout is the ring's neighbour silence timeout (default 30 s).
+	RingTimeout time.Duration
+	// ProbeBytes is what the probe server sends per connection; a probe of
+	// a peer gives up after ProbeTimeout (the peer then counts as 0 kbit/s).
+	ProbeBytes   int
+	ProbeTimeout time.Duration
+
+	Constraints Constraints
+	// Attack makes the worker misbehave (see the Attack constants). For
+	// demonstrations and tests of detection only.
+	Attack string
+	// ExitWhenDone ends Run when the job the worker was assigned is
+	// Published (nil) or Failed (ErrJobFailed).
+	ExitWhenDone bool
+
+	// OnEvent receives progress events, one call at a time (from more than
+	// one goroutine over the worker's life). It must not block for long.
+	OnEvent func(Event)
+	Logger  *slog.Logger // warnings about transient failures; nil: discarded
+	Clock   ring.Clock   // nil: the system clock
+}
+
+// DefaultConfig returns a configuration with the defaults filled in and
+// loopback listen addresses.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0", RingStreams: 1, Threads: 1,
+		Heartbeat: DefaultHeartbeat, MinGap: DefaultMinGap, MaxBackoff: 30 * time.Second,
+		RingTimeout: ring.DefaultTimeout, ProbeBytes: DefaultProbeBytes, ProbeTimeout: DefaultProbeTimeout,
+	}
+}
+
+// Validate checks c and fills zero fields with defaults.
+func (c *Config) Validate() error {
+	d := DefaultConfig()
+	if len(c.Key) != ed25519.PrivateKeySize {
+		return fmt.Errorf("%w: no node key", ErrConfig)
+	}
+	if c.Orchestrator == nil {
+		return fmt.Errorf("%w: no orchestrator", ErrConfig)
+	}
+	if c.ListenAddr == "" {
+		c.ListenAddr = d.ListenAddr
+	}
+	if c.ProbeAddr == "" {
+		c.ProbeAddr = d.ProbeAddr
+	}
+	if c.RingStreams == 0 {
+		c.RingStreams = d.RingStreams
+	}
+	if c.Threads == 0 {
+		c.Threads = d.Threads
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = d.Heartbeat
+	}
+	if c.MinGap == 0 {
+		c.MinGap = d.MinGap
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = d.MaxBackoff
+	}
+	if c.RingTimeout == 0 {
+		c.RingTimeout = d.RingTimeout
+	}
+	if c.ProbeBytes == 0 {
+		c.ProbeBytes = d.ProbeBytes
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = d.ProbeTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = ring.SystemClock{}
+	}
+	switch {
+	case c.Threads < 1:
+		return fmt.Errorf("%w: %d threads", ErrConfig, c.Threads)
+	case c.Heartbeat < 0 || c.MinGap < 0 || c.MaxBackoff < 0 || c.RingTimeout < 0 || c.ProbeTimeout < 0:
+		return fmt.Errorf("%w: negative duration", ErrConfig)
+	case c.Heartbeat < c.MinGap:
+		return fmt.Errorf("%w: heartbeat %v below the minimum gap %v", ErrConfig, c.Heartbeat, c.MinGap)
+	case c.ProbeBytes < 1:
+		return fmt.Errorf("%w: probe bytes %d", ErrConfig, c.ProbeBytes)
+	}
+	return CheckAttack(c.Attack)
+}
+
+// CheckAttack reports whether name is an attack Config.Attack accepts ("" is
+// none).
+func CheckAttack(name string) error {
+	switch name {
+	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate:
+		return nil
+	}
+	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate)", ErrConfig, name)
+}

@@ -1,0 +1,653 @@
+package worker
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/ring/tcp"
+	"github.com/zooai/gym/trainer"
+)
+
+// ErrJobFailed is returned by Run with ExitWhenDone when the job failed.
+var ErrJobFailed = errors.New("worker: the job failed")
+
+// Job states as the orchestrator names them in Assignment.State.
+const (
+	StateProvisioning = "provisioning"
+	StateRunning      = "running"
+	StatePublished    = "published"
+	StateFailed       = "failed"
+)
+
+// Worker is one compute node. Build it with New and start it with Run.
+type Worker struct {
+	c    Config
+	id   string
+	pub  ed25519.PublicKey
+	widx uint64
+	base *model.Weights
+	seq  *sequencer
+
+	tr    *tcp.Transport
+	heart *heart
+
+	emitMu sync.Mutex
+
+	evMu     sync.Mutex
+	evidence []ring.Evidence
+
+	lastKey assignKey // under heart.amu
+
+	// Run's goroutine only.
+	refused  string
+	idle     bool
+	measured string // job whose peers were measured and reported
+	kbps     map[string]uint64
+	kbpsJob  string
+	doneJob  string // job of the last completed epoch
+	doneEp   int
+	first    *model.Adapter // replay attack: the first sync's contribution
+	plan     jobconf.Plan
+	planJob  string
+	finished map[string]bool // jobs whose job_done was emitted
+}
+
+type assignKey struct {
+	job, state string
+	epoch      int
+	paused     bool
+	gen        uint64
+	inRing     bool
+}
+
+// New validates c and loads the base model. It does not touch the network.
+func New(c Config) (*Worker, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	id := nodekey.PublicHex(c.Key)
+	widx, err := jobconf.Worker(id)
+	if err != nil {
+		return nil, err
+	}
+	base, err := basemodel.Load()
+	if err != nil {
+		return nil, err
+	}
+	seq, err := openSequencer(c.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{c: c, id: id, pub: c.Key.Public().(ed25519.PublicKey), widx: widx, base: base, seq: seq,
+		finished: map[string]bool{}}, nil
+}
+
+// ID is the node id: the public key in hex.
+func (w *Worker) ID() string { return w.id }
+
+func (w *Worker) emit(e Event) {
+	if w.c.OnEvent == nil {
+		return
+	}
+	e.Time = w.c.Clock.Now().UTC()
+	e.Node = w.id
+	w.emitMu.Lock()
+	defer w.emitMu.Unlock()
+	w.c.OnEvent(e)
+}
+
+// Report implements ring.Reporter: evidence is kept for the next suspect
+// report.
+func (w *Worker) Report(e ring.Evidence) {
+	w.evMu.Lock()
+	defer w.evMu.Unlock()
+	if len(w.evidence) < 64 {
+		w.evidence = append(w.evidence, e)
+	}
+}
+
+// takeEvidence returns the evidence naming suspect and forgets all.
+func (w *Worker) takeEvidence(suspect string) []ring.Evidence {
+	w.evMu.Lock()
+	defer w.evMu.Unlock()
+	var out []ring.Evidence
+	for _, e := range w.evidence {
+		if e.SuspectID == suspect {
+			out = append(out, e)
+		}
+	}
+	w.evidence = nil
+	return out
+}
+
+func advertise(addr, host string) string {
+	if host == "" {
+		return addr
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Run runs the worker until ctx ends (then it returns nil) or, with
+// ExitWhenDone, until its job is Published (nil) or Failed (ErrJobFailed).
+func (w *Worker) Run(ctx context.Context) error {
+	c := &w.c
+	tr, err := tcp.Listen(tcp.Options{Key: c.Key, ListenAddr: c.ListenAddr, Plain: c.PlainRing, Streams: c.RingStreams})
+	if err != nil {
+		return fmt.Errorf("worker: ring listener: %w", err)
+	}
+	defer tr.Close()
+	w.tr = tr
+	ps, err := listenProbe(c.ProbeAddr, c.ProbeBytes)
+	if err != nil {
+		return fmt.Errorf("worker: probe listener: %w", err)
+	}
+	defer ps.Close()
+	ringAddr, probeAddr := advertise(tr.Addr(), c.AdvertiseHost), advertise(ps.Addr(), c.AdvertiseHost)
+	register := func(ctx context.Context) error {
+		if err := c.Orchestrator.Register(ctx, ringAddr, probeAddr); err != nil {
+			return err
+		}
+		w.emit(Event{Kind: EventRegistered, Detail: "ring " + ringAddr + " probe " + probeAddr})
+		return nil
+	}
+	w.heart = newHeart(c.Orchestrator, c, register, w.onAssignment)
+	for delay := c.MinGap; ; delay = min(2*delay, c.MaxBackoff) {
+		err := register(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.Logger.Warn("register failed", "err", err, "retry_in", delay)
+		if w.heart.sleep(ctx, delay) != nil {
+			return nil
+		}
+	}
+	hctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.heart.loop(hctx, c.Heartbeat) })
+	defer func() { stop(); wg.Wait() }()
+	err = w.loop(ctx)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+func (w *Worker) inRing(a Assignment) bool {
+	if a.Ring == nil {
+		return false
+	}
+	for _, p := range a.Ring.Members {
+		if p.ID == w.id {
+			return true
+		}
+	}
+	return false
+}
+
+// onAssignment emits "assigned" when what the worker should do changed.
+func (w *Worker) onAssignment(a Assignment) {
+	k := assignKey{job: a.Job, state: a.State, epoch: a.Epoch, paused: a.Paused, inRing: w.inRing(a)}
+	if a.Ring != nil {
+		k.gen = a.Ring.Generation
+	}
+	if k == w.lastKey || a.Job == "" {
+		w.lastKey = k
+		return
+	}
+	w.lastKey = k
+	e := Event{Kind: EventAssigned, Job: a.Job, State: a.State, Epoch: a.Epoch, Generation: k.gen}
+	if a.Ring != nil {
+		e.Members = len(a.Ring.Members)
+	}
+	if a.Paused {
+		e.Detail = "paused"
+	} else if a.State == StateRunning && !k.inRing {
+		e.Detail = "not in the ring"
+	}
+	w.emit(e)
+}
+
+// loop is the main loop: it reads assignments and acts on them.
+func (w *Worker) loop(ctx context.Context) error {
+	var seq uint64
+	eager := true
+	for {
+		a, s, err := w.heart.next(ctx, seq, eager)
+		if err != nil {
+			return err
+		}
+		seq, eager = s, false
+		if a.Job == "" {
+			if !w.idle {
+				w.idle = true
+				w.emit(Event{Kind: EventIdle})
+			}
+			continue
+		}
+		w.idle = false
+		if a.Job == w.refused {
+			continue
+		}
+		if err := w.c.Constraints.Check(a.Spec); err != nil {
+			w.refuse(a.Job, err)
+			continue
+		}
+		if w.planJob != a.Job {
+			p, err := jobconf.FromSpec(a.Job, a.Spec)
+			if err != nil {
+				w.refuse(a.Job, err)
+				continue
+			}
+			w.plan, w.planJob = p, a.Job
+		}
+		switch a.State {
+		case StateProvisioning:
+			w.provision(ctx, a)
+		case StateRunning:
+			if a.Paused || !w.inRing(a) {
+				continue
+			}
+			if w.doneJob == a.Job && w.doneEp >= a.Epoch {
+				eager = true // waiting for the merge of the epoch
+				continue
+			}
+			done, err := w.runEpoch(ctx, a)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				if !errors.Is(err, errAbandon) {
+					w.c.Logger.Warn("epoch abandoned", "job", a.Job, "epoch", a.Epoch, "err", err)
+				}
+				w.emit(Event{Kind: EventEpochAbandoned, Job: a.Job, Epoch: a.Epoch, Detail: err.Error()})
+				eager = true
+				continue
+			}
+			if done {
+				w.doneJob, w.doneEp = a.Job, a.Epoch
+			}
+			seq-- // look at the latest assignment again
+			eager = true
+		case StatePublished, StateFailed:
+			if w.finished[a.Job] {
+				continue
+			}
+			w.finished[a.Job] = true
+			w.emit(Event{Kind: EventJobDone, Job: a.Job, State: a.State, Epoch: a.Epoch, Detail: a.Checkpoint})
+			if w.c.ExitWhenDone {
+				if a.State == StateFailed {
+					return ErrJobFailed
+				}
+				return nil
+			}
+		default:
+			eager = w.doneJob == a.Job // aggregating our epoch: poll
+		}
+	}
+}
+
+func (w *Worker) refuse(job string, err error) {
+	w.refused = job
+	w.c.Logger.Warn("refusing job", "job", job, "err", err)
+	w.emit(Event{Kind: EventJobRefused, Job: job, Reason: err.Error()})
+}
+
+// provision measures the bandwidth to the job's peers once and reports it.
+func (w *Worker) provision(ctx context.Context, a Assignment) {
+	if w.measured == a.Job || len(a.ProbePeers) == 0 {
+		return
+	}
+	if w.kbpsJob != a.Job {
+		w.kbps, w.kbpsJob = map[string]uint64{}, a.Job
+		for _, p := range a.ProbePeers {
+			if p.ID == w.id {
+				continue
+			}
+			w.kbps[p.ID] = probe(ctx, p.Addr, w.c.ProbeTimeout)
+		}
+	}
+	na, err := w.c.Orchestrator.ReportBandwidth(ctx, a.Job, w.kbps)
+	if err != nil {
+		w.c.Logger.Warn("bandwidth report failed", "job", a.Job, "err", err)
+		return
+	}
+	w.measured = a.Job
+	var parts []string
+	for id, v := range w.kbps {
+		parts = append(parts, fmt.Sprintf("%s:%d", short(id), v))
+	}
+	w.emit(Event{Kind: EventBandwidth, Job: a.Job, State: a.State, Detail: "kbit/s " + strings.Join(parts, " ")})
+	if na.Job != "" {
+		w.heart.set(na)
+	}
+}
+
+// stillOn reports whether the latest assignment still has this node run
+// epoch e of job in a ring.
+func (w *Worker) stillOn(job string, e int) (Assignment, bool) {
+	a, _, _ := w.heart.current()
+	return a, a.Job == job && a.State == StateRunning && a.Epoch == e && w.inRing(a)
+}
+
+func ringConfig(job string, e int, r *Ring) (ring.Config, error) {
+	cfg := ring.Config{Job: job, Epoch: uint64(e)}
+	for _, p := range r.Members {
+		pub, err := nodekey.ParsePublicHex(p.ID)
+		if err != nil {
+			return cfg, fmt.Errorf("worker: ring member %q: %w", p.ID, err)
+		}
+		cfg.Members = append(cfg.Members, ring.Member{ID: p.ID, PublicKey: pub, Addr: p.Addr})
+	}
+	return cfg, cfg.Validate()
+}
+
+// errAbandon ends an epoch the orchestrator moved on from.
+var errAbandon = errors.New("worker: the orchestrator moved on from this epoch")
+
+// retry calls f until it succeeds, ctx ends or it failed attempts times,
+// backing off from 100 ms.
+func (w *Worker) retry(ctx context.Context, what string, attempts int, f func() error) error {
+	delay := 100 * time.Millisecond
+	for i := 1; ; i++ {
+		err := f()
+		if err == nil || ctx.Err() != nil || i == attempts {
+			return err
+		}
+		w.c.Logger.Warn(what+" failed; retrying", "err", err, "attempt", i, "retry_in", delay)
+		if w.heart.sleep(ctx, delay) != nil {
+			return ctx.Err()
+		}
+		delay = min(2*delay, w.c.MaxBackoff)
+	}
+}
+
+// runEpoch trains epoch a.Epoch of a.Job; it reports whether every sync
+// was submitted.
+func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
+	plan, e, job := w.plan, a.Epoch, a.Job
+	var start *model.Adapter
+	var err error
+	switch {
+	case e == 1 && a.Checkpoint == "":
+		start, err = plan.InitialAdapter(w.base)
+	case a.Checkpoint == "":
+		err = fmt.Errorf("worker: epoch %d of job %s has no checkpoint", e, job)
+	default:
+		err = w.retry(ctx, "fetch checkpoint", 8, func() error {
+			var ferr error
+			start, ferr = w.c.Orchestrator.FetchCheckpoint(ctx, a.Checkpoint)
+			return ferr
+		})
+		if err == nil {
+			w.emit(Event{Kind: EventCheckpointLoaded, Job: job, Epoch: e, Adapter: jobconf.Digest(start), Detail: a.Checkpoint})
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	if a.Checkpoint != "" {
+		want, err := plan.InitialAdapter(w.base)
+		if err != nil {
+			return false, err
+		}
+		if err := sameShape(start, want); err != nil {
+			return false, fmt.Errorf("worker: checkpoint %s: %w", a.Checkpoint, err)
+		}
+	}
+	tr, err := trainer.Resume(w.base, plan.Trainer, w.widx, w.c.Threads, trainer.State{Step: plan.FirstStep(e), Adapter: start})
+	if err != nil {
+		return false, err
+	}
+	params := start.NumParams()
+	clip := plan.ClipNorm(params)
+	cfg, err := ringConfig(job, e, a.Ring)
+	if err != nil {
+		return false, err
+	}
+	comm, err := ring.New(ring.Options{Key: w.c.Key, Config: cfg, Transport: w.tr, Timeout: w.c.RingTimeout,
+		ClipNorm: clip, Reporter: w})
+	if err != nil {
+		return false, err
+	}
+	defer comm.Close()
+	r := &ringState{comm: comm, gen: a.Ring.Generation, configID: a.Ring.ConfigID, members: len(cfg.Members)}
+	t0 := w.c.Clock.Now()
+	w.emit(Event{Kind: EventEpochStarted, Job: job, Epoch: e, Step: plan.FirstStep(e), Generation: r.gen,
+		Members: len(cfg.Members), Adapter: jobconf.Digest(start)})
+	for k := 1; k <= plan.Syncs(); k++ {
+		s := tr.Adapter().Clone()
+		baseDigest := jobconf.Digest(s)
+		var lossSum float64
+		for range plan.Interval {
+			if _, ok := w.stillOn(job, e); !ok {
+				return false, errAbandon
+			}
+			ts := w.c.Clock.Now()
+			st, err := tr.Step(ctx)
+			if err != nil {
+				return false, err
+			}
+			lossSum += st.Loss
+			w.emit(Event{Kind: EventStep, Job: job, Epoch: e, Sync: k, Step: st.Step, Reward: st.RewardMean, Loss: st.Loss,
+				Seconds: w.c.Clock.Now().Sub(ts).Seconds()})
+		}
+		contrib := w.contribution(jobconf.Sub(tr.Adapter(), s), k, clip)
+		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
+			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib}
+		if err := w.submit(ctx, d); err != nil {
+			return false, err
+		}
+		if w.c.Attack == AttackEquivocate {
+			d.Delta = scaled(contrib, 2)
+			if err := w.submit(ctx, d); err != nil {
+				return false, err
+			}
+		}
+		if k == plan.Syncs() {
+			break
+		}
+		flat := jobconf.Flatten(contrib)
+		secs, err := w.allReduce(ctx, r, job, e, k, uint64(plan.SyncStep(e, k)), flat)
+		if err != nil {
+			return false, err
+		}
+		if err := jobconf.AddFlat(s, flat); err != nil {
+			return false, err
+		}
+		st := tr.State()
+		st.Adapter = s
+		if tr, err = trainer.Resume(w.base, plan.Trainer, w.widx, w.c.Threads, st); err != nil {
+			return false, err
+		}
+		w.emit(Event{Kind: EventRingReduced, Job: job, Epoch: e, Sync: k, Step: plan.SyncStep(e, k), Seconds: secs,
+			Generation: r.gen, Members: r.members, Adapter: jobconf.Digest(s)})
+	}
+	w.emit(Event{Kind: EventEpochDone, Job: job, Epoch: e, Step: plan.SyncStep(e, plan.Syncs()),
+		Seconds: w.c.Clock.Now().Sub(t0).Seconds()})
+	return true, nil
+}
+
+// ringState is the ring configuration an epoch is using.
+type ringState struct {
+	comm     *ring.Comm
+	gen      uint64
+	configID string
+	members  int
+}
+
+// install switches to the orchestrator's ring rg.
+func (r *ringState) install(job string, e int, rg *Ring) error {
+	cfg, err := ringConfig(job, e, rg)
+	if err != nil {
+		return err
+	}
+	if err := r.comm.Reconfigure(cfg); err != nil {
+		return err
+	}
+	r.gen, r.configID, r.members = rg.Generation, rg.ConfigID, len(cfg.Members)
+	return nil
+}
+
+// allReduce averages flat around the ring, riding out failures: report the
+// suspect, wait for a newer ring, retry. It returns the seconds of the
+// successful call.
+func (w *Worker) allReduce(ctx context.Context, r *ringState, job string, e, k int, step uint64, flat []float32) (float64, error) {
+	var failedAt time.Time
+	var seq uint64
+	for {
+		a, ok := w.stillOn(job, e)
+		if !ok {
+			return 0, errAbandon
+		}
+		if a.Ring.Generation > r.gen {
+			if err := r.install(job, e, a.Ring); err != nil {
+				return 0, err
+			}
+		}
+		if a.Paused {
+			if _, seq, _ = w.heart.next(ctx, seq, true); ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			continue
+		}
+		w.takeEvidence("") // keep only what this call collects
+		t0 := w.c.Clock.Now()
+		err := r.comm.AllReduceCall(ctx, flat, ring.Mean, ring.Call{Step: step})
+		if err == nil {
+			now := w.c.Clock.Now()
+			if !failedAt.IsZero() {
+				w.emit(Event{Kind: EventRingRecovered, Job: job, Epoch: e, Sync: k, Step: int(step), Generation: r.gen,
+					Members: r.members, Seconds: now.Sub(failedAt).Seconds()})
+			}
+			return now.Sub(t0).Seconds(), nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if failedAt.IsZero() {
+			failedAt = w.c.Clock.Now()
+		}
+		var pe *ring.PeerError
+		if errors.As(err, &pe) {
+			ev := w.takeEvidence(pe.SuspectID)
+			kind := suspectKind(pe, ev)
+			w.emit(Event{Kind: EventRingFailed, Job: job, Epoch: e, Sync: k, Step: int(step), Generation: r.gen,
+				Suspect: pe.SuspectID, Reason: kind, Detail: err.Error()})
+			s := Suspect{Job: job, ConfigID: r.configID, Node: pe.SuspectID, Kind: kind, Evidence: SuspectEvidence(pe, ev)}
+			if rerr := w.retry(ctx, "suspect report", 5, func() error { return w.c.Orchestrator.ReportSuspect(ctx, s) }); rerr != nil {
+				w.c.Logger.Warn("suspect report failed", "suspect", pe.SuspectID, "err", rerr)
+			}
+		} else {
+			w.takeEvidence("")
+			w.c.Logger.Warn("ring all-reduce failed", "job", job, "epoch", e, "sync", k, "err", err)
+			w.emit(Event{Kind: EventRingFailed, Job: job, Epoch: e, Sync: k, Step: int(step), Generation: r.gen, Detail: err.Error()})
+		}
+		// Wait for the orchestrator to publish a newer ring (or move on).
+		_, seq, _ = w.heart.current()
+		for {
+			var a Assignment
+			if a, seq, err = w.heart.next(ctx, seq, true); err != nil {
+				return 0, err
+			}
+			if _, ok := w.stillOn(job, e); !ok || a.Ring.Generation > r.gen || pe == nil {
+				break
+			}
+		}
+		if pe == nil { // not a neighbour's fault: reinstall the current ring
+			if a, ok := w.stillOn(job, e); ok {
+				if err := r.install(job, e, a.Ring); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+}
+
+// submit signs d with a fresh sequence and submits it; a rejection is an
+// event, not an error.
+func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta) error {
+	d.Time = w.c.Clock.Now().UTC()
+	seq, err := w.seq.next(d.Time)
+	if err != nil {
+		return err
+	}
+	d.Sequence = seq
+	file, err := jobconf.Encode(ctx, w.c.Key, d)
+	if err != nil {
+		return err
+	}
+	var v Verdict
+	err = w.retry(ctx, "submit delta", 10, func() error {
+		var serr error
+		v, serr = w.c.Orchestrator.SubmitDelta(ctx, file)
+		return serr
+	})
+	if err != nil {
+		return fmt.Errorf("worker: submit delta (epoch %d sync %d): %w", d.Epoch, d.Sync, err)
+	}
+	e := Event{Kind: EventDeltaSubmitted, Job: d.Job, Epoch: d.Epoch, Sync: d.Sync, Step: int(d.Step), Loss: d.ClaimedLoss,
+		Sequence: seq, Verdict: "accepted", Attack: w.c.Attack, Detail: v.Detail}
+	switch {
+	case v.Duplicate:
+		e.Verdict = "duplicate"
+	case !v.Accepted:
+		e.Kind, e.Verdict, e.Reason = EventDeltaRejected, "rejected", v.Reason
+	}
+	w.emit(e)
+	if (v.Accepted || v.Duplicate) && w.c.DataDir != "" {
+		name := fmt.Sprintf("%s-e%d-s%d-%d.delta", safeName(d.Job), d.Epoch, d.Sync, seq)
+		dir := filepath.Join(w.c.DataDir, "deltas")
+		err := os.MkdirAll(dir, 0o755)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), file, 0o644)
+		}
+		if err != nil {
+			w.c.Logger.Warn("could not keep the delta file", "err", err)
+		}
+	}
+	return nil
+}
+
+// sameShape reports how a's tensors differ from want's, or nil.
+func sameShape(a, want *model.Adapter) error {
+	at, wt := a.Tensors(), want.Tensors()
+	if len(at) != len(wt) {
+		return fmt.Errorf("%d tensors, the job's adapter has %d", len(at), len(wt))
+	}
+	for i := range wt {
+		if at[i].Name != wt[i].Name || !slices.Equal(at[i].Shape, wt[i].Shape) {
+			return fmt.Errorf("tensor %d is %s %v, want %s %v", i, at[i].Name, at[i].Shape, wt[i].Name, wt[i].Shape)
+		}
+	}
+	return nil
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
