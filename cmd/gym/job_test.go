@@ -97,7 +97,7 @@ func startHanzod(t *testing.T, listen string, creds func(data string) credential
 	t.Helper()
 	bin := buildHanzod(t)
 	d := &daemon{data: t.TempDir(), log: &syncBuffer{}}
-	cmd := exec.Command(bin, append([]string{"--data", d.data, "--listen", listen}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--data", d.data, "--listen", listen, "--artifacts", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@
 // stake ledger, over an event log in an embedded store (one directory) or
 // in Valkey (several replicas, one leader at a time).
 //
-// Validating and merging deltas and publishing checkpoints come with the
-// end-to-end issue; see docs/orchestrator.md for what runs today.
+// It also validates, scores and merges the deltas workers submit, publishes
+// each epoch's checkpoint (PEFT layout, content-addressed) and serves it to
+// nodes over the artifact server; see docs/orchestrator.md and
+// docs/end-to-end.md.
 package main
 
 import (
@@ -49,6 +51,10 @@ type settings struct {
 	Insecure       bool   `json:"insecure"`
 	AdminTokenFile string `json:"admin-token-file"`
 	LogLevel       string `json:"log-level"`
+	Artifacts      string `json:"artifacts"`
+	Advertise      string `json:"artifacts-advertise"`
+	Threads        int    `json:"threads"`
+	EpochGrace     string `json:"epoch-grace"`
 }
 
 var envNames = map[string]string{
@@ -56,13 +62,16 @@ var envNames = map[string]string{
 	"valkey": "HANZOD_VALKEY_URL", "valkey-prefix": "HANZOD_VALKEY_PREFIX", "lease": "HANZOD_LEASE",
 	"tls-cert": "HANZOD_TLS_CERT", "tls-key": "HANZOD_TLS_KEY", "insecure": "HANZOD_INSECURE",
 	"admin-token-file": "HANZOD_ADMIN_TOKEN_FILE", "log-level": "HANZOD_LOG_LEVEL",
+	"artifacts": "HANZOD_ARTIFACTS", "artifacts-advertise": "HANZOD_ARTIFACTS_ADVERTISE", "threads": "HANZOD_THREADS",
+	"epoch-grace": "HANZOD_EPOCH_GRACE",
 }
 
 // load builds the daemon config from defaults, the config file, the
 // environment and the flags.
 func load(args []string) (daemon.Config, slog.Level, error) {
 	def := daemon.DefaultConfig()
-	s := settings{Listen: def.Listen, Metrics: def.Metrics, Store: def.Store, ValkeyPrefix: def.ValkeyPrefix, Lease: def.LeaseTTL.String(), LogLevel: "info"}
+	s := settings{Listen: def.Listen, Metrics: def.Metrics, Store: def.Store, ValkeyPrefix: def.ValkeyPrefix, Lease: def.LeaseTTL.String(), LogLevel: "info",
+		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: "2m"}
 
 	fs := flag.NewFlagSet("hanzod", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -90,6 +99,10 @@ as keys), then the environment variable in brackets, then flags.
 	fs.BoolVar(&f.Insecure, "insecure", false, "serve plaintext gRPC even off loopback [HANZOD_INSECURE]")
 	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", "file holding the bearer token for ledger operations from non-loopback callers [HANZOD_ADMIN_TOKEN_FILE]")
 	fs.StringVar(&f.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error [HANZOD_LOG_LEVEL]")
+	fs.StringVar(&f.Artifacts, "artifacts", s.Artifacts, "artifact server address (published checkpoints for registered nodes), empty to disable [HANZOD_ARTIFACTS]")
+	fs.StringVar(&f.Advertise, "artifacts-advertise", "", "host:port nodes use to reach the artifact server, when it differs from --artifacts [HANZOD_ARTIFACTS_ADVERTISE]")
+	fs.IntVar(&f.Threads, "threads", s.Threads, "threads for validation, replay and evaluation [HANZOD_THREADS]")
+	fs.StringVar(&f.EpochGrace, "epoch-grace", s.EpochGrace, "how long an epoch waits for members that have not finished once the first has [HANZOD_EPOCH_GRACE]")
 	var level slog.Level
 	if err := fs.Parse(args); err != nil {
 		return def, level, err
@@ -135,6 +148,14 @@ as keys), then the environment variable in brackets, then flags.
 			s.AdminTokenFile = v
 		case "log-level":
 			s.LogLevel = v
+		case "artifacts":
+			s.Artifacts = v
+		case "artifacts-advertise":
+			s.Advertise = v
+		case "threads":
+			fmt.Sscan(v, &s.Threads)
+		case "epoch-grace":
+			s.EpochGrace = v
 		}
 	}
 	for name, envName := range envNames {
@@ -152,6 +173,13 @@ as keys), then the environment variable in brackets, then flags.
 		return def, level, fmt.Errorf("hanzod: --lease %q: %w", s.Lease, err)
 	}
 	cfg.LeaseTTL = lease
+	cfg.Artifacts, cfg.ArtifactsAdvertise, cfg.Threads = s.Artifacts, s.Advertise, s.Threads
+	if cfg.EpochGrace, err = time.ParseDuration(s.EpochGrace); err != nil || cfg.EpochGrace <= 0 {
+		return def, level, fmt.Errorf("hanzod: --epoch-grace %q: want a positive duration, e.g. 2m", s.EpochGrace)
+	}
+	if cfg.Threads < 1 {
+		return def, level, fmt.Errorf("hanzod: --threads %d: want at least 1", cfg.Threads)
+	}
 	if s.AdminTokenFile != "" {
 		b, err := os.ReadFile(s.AdminTokenFile)
 		if err != nil {

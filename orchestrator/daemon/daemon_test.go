@@ -35,7 +35,7 @@ import (
 
 func testConfig(dir string) Config {
 	cfg := DefaultConfig()
-	cfg.DataDir, cfg.Listen, cfg.Metrics = dir, "127.0.0.1:0", "127.0.0.1:0"
+	cfg.DataDir, cfg.Listen, cfg.Metrics, cfg.Artifacts = dir, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.TickInterval = 50 * time.Millisecond
 	cfg.LeaseTTL = time.Second
 	return cfg
