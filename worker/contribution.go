@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/internal/atomicfile"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/ring"
 )
@@ -43,9 +44,11 @@ func scaled(a *model.Adapter, f float64) *model.Adapter {
 }
 
 // clipTo scales a down in place so its norm is at most c.
+// It is jobconf.Clip, the function the orchestrator's replay uses: a
+// spot-check compares the result bit for bit.
 func clipTo(a *model.Adapter, c float64) *model.Adapter {
-	if n := norm(a); n > c && c > 0 {
-		return scaled(a, c/n)
+	if c > 0 {
+		jobconf.Clip(a, c)
 	}
 	return a
 }

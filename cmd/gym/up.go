@@ -74,7 +74,8 @@ checkpoint CID and path, rewards and slashes per node, time) and writes to
                    adapter_config.json, README.md); gym eval --checkpoint DIR
   deltas/          every accepted delta (gym delta inspect FILE)
   reward.png       sample reward per step and held-out accuracy per epoch
-  hanzod/          hanzod's data directory; workers/wN/ each worker's log
+  hanzod/          hanzod's data directory
+  workers/wN/      each worker's key, log, events (events.jsonl) and deltas
 
 Fault and attack demonstrations:
   --kill-worker-at E:S   kill -9 one worker at step S of epoch E; the ring
@@ -295,6 +296,11 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*upSumma
 	dc := hanzod.DefaultConfig()
 	dc.DataDir, dc.Listen, dc.Metrics, dc.Artifacts = filepath.Join(o.out, "hanzod"), "127.0.0.1:0", "", "127.0.0.1:0"
 	dc.Threads, dc.EpochGrace = o.threads, time.Minute
+	// Loopback liveness: heartbeats every 2 s (the workers' default), a
+	// silent node failed after 6 s instead of SPEC.md's 30 s for WAN links,
+	// so a worker killed while the others wait for the epoch's merge is
+	// noticed quickly.
+	dc.Engine.State.HeartbeatInterval, dc.Engine.State.FailAfter = 2*time.Second, 6*time.Second
 	hlog, err := os.Create(filepath.Join(o.out, "hanzod.log"))
 	if err != nil {
 		return nil, err
@@ -467,12 +473,18 @@ func (r *upRun) startWorkers(ctx context.Context, addr string) error {
 		if err := w.cmd.Start(); err != nil {
 			return fmt.Errorf("gym up: start worker %s: %w", w.name, err)
 		}
+		evf, err := os.Create(filepath.Join(w.dir, "events.jsonl"))
+		if err != nil {
+			return err
+		}
 		go func(w *upWorker) {
 			defer close(w.done)
 			defer logf.Close()
+			defer evf.Close()
 			sc := bufio.NewScanner(stdout)
 			sc.Buffer(make([]byte, 1<<20), 1<<20)
 			for sc.Scan() {
+				evf.Write(append(sc.Bytes(), '\n'))
 				var ev workerEvent
 				if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Kind != "" {
 					r.workerEvent(w, ev)

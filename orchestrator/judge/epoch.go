@@ -365,11 +365,29 @@ func (j *Judge) mergeEpoch(ctx context.Context, plan jobconf.Plan, jb state.Job,
 		}
 	}
 
+	// A delta whose claimed start differs from what the ring produced (when
+	// that is known) is not comparable with the others, and could be
+	// dodging the spot-check by naming a false base: it is left out of the
+	// merge (not slashed: a corrupted ring would make honest nodes
+	// disagree too, and then no configuration matches at all).
+	for k := 1; k <= K; k++ {
+		if S[k-1] == nil {
+			continue
+		}
+		d := jobconf.Digest(S[k-1])
+		for _, en := range syncs[k] {
+			if en.meta.base != d {
+				en.a = nil
+				rep.Excluded = append(rep.Excluded, en.slot+" (base disagrees with the ring)")
+			}
+		}
+	}
+
 	// Spot-checks: re-execute the sampled deltas whose start is known.
 	bp := jb.Spec.SpotCheckShare()
 	for k := 1; k <= K; k++ {
 		for _, en := range syncs[k] {
-			if !j.sampled(en.digest, bp) || S[k-1] == nil || en.meta.base != jobconf.Digest(S[k-1]) {
+			if en.a == nil || !j.sampled(en.digest, bp) || S[k-1] == nil || en.meta.base != jobconf.Digest(S[k-1]) {
 				continue
 			}
 			rep.SpotChecks++

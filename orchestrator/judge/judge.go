@@ -42,6 +42,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
@@ -302,8 +303,19 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 	if raw, ok := d.Info.Metadata.Get(jobconf.KeySync); !ok || string(raw) != fmt.Sprint(k) {
 		return j.record(ctx, s, job.ID, ReasonMetadata, fmt.Sprintf("metadata sync %s, step %d is sync %d", raw, meta.Step, k))
 	}
+	if meta.Samples != plan.Samples() {
+		return j.record(ctx, s, job.ID, ReasonMetadata, fmt.Sprintf("samples %d, a sync of this job trains on %d", meta.Samples, plan.Samples()))
+	}
 	if slotDigest != "" {
 		if slotDigest == s.digest {
+			return &pb.SubmitDeltaResponse{Accepted: true, Duplicate: true}, nil
+		}
+		// The same tensors under new metadata are a worker that restarted
+		// and trained the sync again (deterministically): a duplicate.
+		// Different tensors for one slot are equivocation.
+		if same, err := j.sameTensors(ctx, job, s, d.Tensors); err != nil {
+			return nil, err
+		} else if same {
 			return &pb.SubmitDeltaResponse{Accepted: true, Duplicate: true}, nil
 		}
 		return j.equivocation(ctx, s, job, slotDigest)
@@ -342,7 +354,10 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 	if err != nil {
 		return nil, err
 	}
-	if prev, ok := seen[s.node+"/"+s.tdig]; ok {
+	// A node's own earlier tensors under a new slot are a re-signed copy.
+	// An all-zero contribution (every group had equal rewards) can repeat
+	// honestly and proves nothing.
+	if prev, ok := seen[s.node+"/"+s.tdig]; ok && jobconf.Norm(s.adapt) > 0 {
 		resp, err := j.record(ctx, s, job.ID, ReasonReplay, "the tensors are a copy of the delta accepted for slot "+prev)
 		if err == nil {
 			first, _ := os.ReadFile(j.deltaPath(job.ID, prev))
@@ -370,6 +385,28 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 	seen[s.node+"/"+s.tdig] = slot
 	j.log.Debug("delta accepted", "job", job.ID, "node", short(s.node), "epoch", epoch, "sync", k)
 	return &pb.SubmitDeltaResponse{Accepted: true}, nil
+}
+
+// sameTensors reports whether the delta accepted for s's slot carries the
+// same tensors as ts.
+func (j *Judge) sameTensors(ctx context.Context, job state.Job, s *submission, ts []delta.Tensor) (bool, error) {
+	plan, err := jobconf.FromSpec(job.ID, job.Spec)
+	if err != nil {
+		return false, err
+	}
+	template, err := plan.InitialAdapter(j.base)
+	if err != nil {
+		return false, err
+	}
+	held, _, err := j.loadDelta(ctx, job.ID, state.Slot(int(s.meta.Epoch), s.meta.Step, s.node), template)
+	if err != nil {
+		return false, err
+	}
+	got, err := jobconf.Decode(template, ts)
+	if err != nil {
+		return false, nil
+	}
+	return model.Digest(held.Tensors()) == model.Digest(got.Tensors()), nil
 }
 
 // record logs a rejection attributable to a node of a job.
@@ -548,11 +585,17 @@ func short(id string) string {
 	return id
 }
 
+// trim cuts s to at most n bytes at a character boundary: a cut inside a
+// UTF-8 sequence would be logged as U+FFFD, longer than n and no longer a
+// prefix of s.
 func trim(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func writeFile(path string, b []byte) error {

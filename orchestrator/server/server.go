@@ -612,7 +612,10 @@ func (s *Server) Events(ctx context.Context, r *pb.EventsRequest) (*pb.EventsRes
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	recs, last, err := s.eng.Read(ctx, r.After+1, limit)
+	// No log holds 2^62 events. Clamping keeps After+1 from wrapping to 0
+	// (which a store refuses) and a store's signed index arithmetic from
+	// overflowing; past the end the page is empty.
+	recs, last, err := s.eng.Read(ctx, min(r.After, 1<<62)+1, limit)
 	if err != nil {
 		return nil, Status(err)
 	}

@@ -48,11 +48,15 @@ type env struct {
 	orch  pb.OrchestratorServiceClient
 	clock *fakeClock
 	eng   *engine.Engine
+	srv   *Server
 }
 
 // start runs a server on 127.0.0.1:0 over a bolt-backed engine that
 // leads, with a fake clock shared by the engine and the rate limiter.
-func start(t *testing.T, cfg Config, lead bool) *env {
+func start(t *testing.T, cfg Config, lead bool) *env { return startWith(t, cfg, lead, nil) }
+
+// startWith is start with setup applied to the server before it serves.
+func startWith(t *testing.T, cfg Config, lead bool, setup func(*Server)) *env {
 	clk := &fakeClock{now: time.Unix(1_767_225_600, 0)}
 	bc := bolt.DefaultConfig(t.TempDir())
 	bc.Now = clk.Now
@@ -74,6 +78,9 @@ func start(t *testing.T, cfg Config, lead bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if setup != nil {
+		setup(srv)
+	}
 	g := grpc.NewServer(srv.Options()...)
 	srv.Attach(g)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -87,7 +94,7 @@ func start(t *testing.T, cfg Config, lead bool) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &env{node: pb.NewNodeServiceClient(conn), orch: pb.NewOrchestratorServiceClient(conn), clock: clk, eng: eng}
+	return &env{node: pb.NewNodeServiceClient(conn), orch: pb.NewOrchestratorServiceClient(conn), clock: clk, eng: eng, srv: srv}
 }
 
 func key(name string) ed25519.PrivateKey {

@@ -751,10 +751,12 @@ func (m *Machine) publish(now int64, c PublishCheckpoint) error {
 		m.transition(now, j, Published, fmt.Sprintf("final epoch %d merged", j.Epoch), nil, c.CID)
 		return nil
 	}
-	m.transition(now, j, Running, fmt.Sprintf("epoch %d merged", j.Epoch), nil, c.CID)
+	// Nodes joining at the boundary are part of the ring the next epoch
+	// starts with, so they join before the transition records its size.
 	if !j.Paused {
 		m.fillRing(now, j)
 	}
+	m.transition(now, j, Running, fmt.Sprintf("epoch %d merged", j.Epoch), nil, c.CID)
 	return nil
 }
 

@@ -26,7 +26,7 @@ func randomRun(t *testing.T, seed uint64, steps int) (*harness, [][]byte) {
 	for i := range steps {
 		before := h.m.Marshal()
 		var line string
-		switch k := r.IntN(20); {
+		switch k := r.IntN(25); {
 		case k < 3:
 			line = fmt.Sprintf("register %s vram=%d", pick(), 8192*(1+r.IntN(4)))
 		case k < 8:
@@ -80,6 +80,9 @@ func randomRun(t *testing.T, seed uint64, steps int) (*harness, [][]byte) {
 					line = fmt.Sprintf("end-epoch %s %d", id, j.Epoch)
 				} else if j.State == Aggregating {
 					line = fmt.Sprintf("publish %s %d cid-%d", id, j.Epoch, i)
+					if r.IntN(2) == 0 {
+						line += fmt.Sprintf(" record=epoch-%d", j.Epoch)
+					}
 				}
 			}
 		case k == 16:
@@ -92,6 +95,41 @@ func randomRun(t *testing.T, seed uint64, steps int) (*harness, [][]byte) {
 			for _, id := range h.m.Jobs() {
 				if j := h.m.jobs[id]; j.Epoch > 1 || j.State == Published {
 					line = fmt.Sprintf("pay %s 1 %d %s=1,1,1 %s=2,0,1", id, 1+r.IntN(500), pick(), pick())
+				}
+			}
+		case k == 20 || k == 21:
+			// a ring member reports a neighbour (now and then a stranger
+			// or an old configuration)
+			if id, j := running(h); j != nil {
+				at := r.IntN(len(j.Ring))
+				rep, sus := h.names[j.Ring[at]], h.names[j.Ring[(at+1)%len(j.Ring)]]
+				if r.IntN(2) == 0 {
+					rep, sus = sus, rep
+				}
+				if r.IntN(8) == 0 {
+					rep = pick()
+				}
+				line = fmt.Sprintf("suspect %s %s %s %s", rep, id, sus, []string{"timeout", "broken", "misbehaved", "norm"}[r.IntN(4)])
+				if r.IntN(8) == 0 && j.Generation > 1 {
+					line += fmt.Sprintf(" config=gen%d", j.Generation-1)
+				}
+			}
+		case k == 22:
+			// the validator's verdict on a member's delta, now and then late
+			if id, j := running(h); j != nil {
+				verdict := []string{"accept", "accept", "reject"}[r.IntN(3)]
+				line = fmt.Sprintf("judge %s %s %d %d %d %s samples=%d reason=r", id, h.names[j.Ring[r.IntN(len(j.Ring))]],
+					j.Epoch-r.IntN(2), 50*(1+r.IntN(4)), 1+r.IntN(12), verdict, r.IntN(100))
+			}
+		case k == 23:
+			if id, j := running(h); j != nil && r.IntN(4) == 0 {
+				line = fmt.Sprintf("eject %s %s proven", id, h.names[j.Ring[r.IntN(len(j.Ring))]])
+			}
+		case k == 24:
+			for _, id := range h.m.Jobs() {
+				if j := h.m.jobs[id]; j.State.Terminal() && (!j.Settled || r.IntN(4) == 0) {
+					line = "settle " + id
+					break
 				}
 			}
 		}
@@ -114,6 +152,16 @@ func randomRun(t *testing.T, seed uint64, steps int) (*harness, [][]byte) {
 	return h, enc
 }
 
+// running is the first Running or Aggregating job with a ring, if any.
+func running(h *harness) (string, *Job) {
+	for _, id := range h.m.Jobs() {
+		if j := h.m.jobs[id]; (j.State == Running || j.State == Aggregating) && len(j.Ring) > 0 {
+			return id, j
+		}
+	}
+	return "", nil
+}
+
 // TestRandomReplay checks on random histories that a refused command
 // changes nothing, that the same commands give the same log, and that
 // replay (whole, and from a snapshot) gives byte-identical state.
@@ -133,8 +181,10 @@ func TestRandomReplay(t *testing.T) {
 		for _, e := range h.log {
 			kinds[e.Body.Kind()]++
 		}
-		if kinds["ring_configured"] == 0 || kinds["node_failed"] == 0 || kinds["job_transitioned"] == 0 {
-			t.Fatalf("seed %d: random run too shallow: %v", seed, kinds)
+		for _, k := range []string{"ring_configured", "node_failed", "job_transitioned", "suspect_reported", "delta_judged", "checkpoint_published", "job_settled"} {
+			if kinds[k] == 0 {
+				t.Fatalf("seed %d: random run too shallow (no %s): %v", seed, k, kinds)
+			}
 		}
 		h.checkReplay()
 	}

@@ -222,6 +222,39 @@ func mustU(s string) uint64 {
 	return v
 }
 
+func mustInt(s string) int {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// sig is a well-formed orchestrator signature in hex, or a short one
+// with sig=short.
+func sig(kv map[string]string) string {
+	if kv["sig"] == "short" {
+		return "abcd"
+	}
+	return strings.Repeat("ab", 64)
+}
+
+// configID is the job's ring configuration id of generation "genN" (from
+// the log), or v itself.
+func (h *harness) configID(job, v string) string {
+	g, ok := strings.CutPrefix(v, "gen")
+	if !ok {
+		return v
+	}
+	for _, e := range h.log {
+		if rc, ok := e.Body.(RingConfigured); ok && rc.Job == job && rc.Generation == mustU(g) {
+			return rc.ConfigID
+		}
+	}
+	h.t.Fatalf("job %s has no generation %s", job, g)
+	return ""
+}
+
 func mustDur(s string) int64 {
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -232,15 +265,24 @@ func mustDur(s string) int64 {
 
 // run executes one directive:
 //
-//	register NAME vram=MiB [addr=H:P] [region=R] [gpu=G] [seq=N] [skew=DUR]
+//	register NAME vram=MiB [addr=H:P] [probe=H:P] [region=R] [gpu=G] [seq=N] [skew=DUR]
 //	heartbeat NAME [seq=N] [skew=DUR] [badsig=1]
 //	bandwidth NAME JOB PEER=KBPS...
 //	advance DUR [beat=A,B,...]   tick once a second; listed nodes heartbeat every 10 s
 //	jump DUR                     move the wall clock without ticking (may be negative)
 //	submit key=value...          model dataset epochs min max vram utility submitter deadline=DUR
+//	                             aggregation steps prompts seed byzantine spotcheck
 //	                             gspo.KEY=VALUE (any GSPOConfig json key; the others keep their defaults)
 //	spec JOB                     the job's spec as JSON
-//	end-epoch JOB EPOCH / publish JOB EPOCH CID / fail JOB REASON
+//	end-epoch JOB EPOCH / fail JOB REASON
+//	publish JOB EPOCH CID [record=TEXT [sig=short]]   with a signed publication record
+//	settle JOB [sig=short]
+//	suspect REPORTER JOB SUSPECT KIND|- (no kind) [config=genN|ID] [evidence=TEXT] [seq=N] [badsig=1]
+//	                             the config id defaults to the job's current one
+//	judge JOB NODE|- (unregistered) EPOCH STEP SEQ accept|reject [reason=R] [samples=N] [digest=HEX]
+//	eject JOB NODE REASON
+//	detail JOB                   suspects, slots, tallies, participants, settled
+//	node NAME                    status, job, removed_from, probe address
 //	deposit ACCT GYM / bond ACCT GYM / unbond ACCT GYM / withdraw ACCT / slash NODE REASON
 //	pay JOB EPOCH TOTAL NAME=COMPUTE,QUALITY,PARTICIPATION...
 //	nodes / jobs / account NAME / priority
@@ -265,6 +307,7 @@ func (h *harness) run(line string) string {
 		if v, ok := kv["gpu"]; ok {
 			r.GPUModel = v
 		}
+		r.ProbeAddress = kv["probe"]
 		r.Auth = h.auth(pos[0], kv)
 		r.Sign(h.key(pos[0]), r.SignedBytes())
 		if v, ok := kv["node"]; ok { // claim a different key than the signer's
@@ -347,6 +390,16 @@ func (h *harness) run(line string) string {
 				s.Deadline = h.now + mustDur(v)
 			case "aggregation":
 				s.Aggregation = v
+			case "steps":
+				s.StepsPerEpoch = mustInt(v)
+			case "prompts":
+				s.PromptsPerStep = mustInt(v)
+			case "seed":
+				s.Seed = mustU(v)
+			case "byzantine":
+				s.Byzantine = mustInt(v)
+			case "spotcheck":
+				s.SpotCheckBP = mustInt(v)
 			}
 		}
 		return h.step(SubmitJob{Spec: s})
@@ -360,9 +413,63 @@ func (h *harness) run(line string) string {
 	case "end-epoch":
 		return h.step(EndEpoch{Job: pos[0], Epoch: int(mustU(pos[1]))})
 	case "publish":
-		return h.step(PublishCheckpoint{Job: pos[0], Epoch: int(mustU(pos[1])), CID: pos[2]})
+		c := PublishCheckpoint{Job: pos[0], Epoch: int(mustU(pos[1])), CID: pos[2]}
+		if v, ok := kv["record"]; ok {
+			c.Record, c.Signature = v, sig(kv)
+		}
+		return h.step(c)
 	case "settle":
-		return h.step(Settle{Job: pos[0], Record: `{"job":"` + pos[0] + `"}`, Signature: strings.Repeat("ab", 64)})
+		return h.step(Settle{Job: pos[0], Record: `{"job":"` + pos[0] + `"}`, Signature: sig(kv)})
+	case "suspect":
+		r := ReportSuspect{Auth: h.auth(pos[0], kv), Job: pos[1], Suspect: h.id(pos[2]), Kind: strings.TrimPrefix(pos[3], "-"), Evidence: []byte(kv["evidence"])}
+		if j, ok := h.m.Job(pos[1]); ok {
+			r.ConfigID = j.ConfigID
+		}
+		if v, ok := kv["config"]; ok {
+			r.ConfigID = h.configID(pos[1], v)
+		}
+		r.Sign(h.key(pos[0]), r.SignedBytes())
+		if kv["badsig"] == "1" {
+			r.Sig[0] ^= 1
+		}
+		return h.step(r)
+	case "judge":
+		v := DeltaJudged{Job: pos[0], Node: "nobody", Epoch: mustInt(pos[2]), Step: mustU(pos[3]), Sequence: mustU(pos[4]), Accepted: pos[5] == "accept", Reason: kv["reason"]}
+		if pos[1] != "-" {
+			v.Node = h.id(pos[1])
+		}
+		if s, ok := kv["samples"]; ok {
+			v.Samples = mustU(s)
+		}
+		d := sha256.Sum256([]byte(pos[0] + Slot(v.Epoch, v.Step, v.Node) + pos[4]))
+		v.Digest = hex.EncodeToString(d[:])
+		if s, ok := kv["digest"]; ok {
+			v.Digest = s
+		}
+		return h.step(JudgeDelta{Verdict: v})
+	case "eject":
+		return h.step(Eject{Job: pos[0], Node: h.id(pos[1]), Reason: strings.Join(pos[2:], " ")})
+	case "detail":
+		// The job's end-to-end bookkeeping, with node names.
+		j, ok := h.m.Job(pos[0])
+		if !ok {
+			return "no job " + pos[0]
+		}
+		b, _ := json.Marshal(struct {
+			EpochSize    int                 `json:"epoch_size"`
+			Suspects     map[string][]string `json:"suspects,omitempty"`
+			Slots        map[string]string   `json:"slots,omitempty"`
+			Tally        map[string]*Tally   `json:"tally,omitempty"`
+			Participants []string            `json:"participants,omitempty"`
+			Settled      bool                `json:"settled"`
+		}{j.EpochSize, j.Suspects, j.Slots, j.Tally, j.Participants, j.Settled})
+		return h.names2(string(b))
+	case "node":
+		n, ok := h.m.Node(h.id(pos[0]))
+		if !ok {
+			return "no node " + pos[0]
+		}
+		return h.names2(fmt.Sprintf("%s job=%q removed_from=%v probe=%q last_seq=%d", n.Status, n.Job, n.RemovedFrom, n.ProbeAddress, n.LastSeq))
 	case "fail":
 		return h.step(FailJob{Job: pos[0], Reason: strings.Join(pos[1:], " ")})
 	case "deposit":

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/peft"
+)
+
+// upRunJSON runs gym up with a small job and returns the summary.
+func upRunJSON(t *testing.T, extra ...string) (upSummary, string, result) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "up")
+	args := append([]string{"up", "--out", out, "--json", "--epochs", "2", "--steps-per-epoch", "10", "--interval", "5", "--spot-check-bp", "5000"}, extra...)
+	r := gym(t, args...)
+	var s upSummary
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatalf("gym %v: exit %d, stdout is not one JSON object: %v\n%s\nstderr:\n%s", args, r.code, err, r.stdout, r.stderr)
+	}
+	return s, out, r
+}
+
+// events reads the run's event log.
+func events(t *testing.T, out string) []state.Event {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []state.Event
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		ev, err := state.DecodeEvent([]byte(line))
+		if err != nil {
+			t.Fatalf("event log line %q: %v", line, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// TestUp runs the whole system honestly: 4 worker processes and hanzod,
+// to a published checkpoint that is better than the base, whose CID is the
+// directory's UnixFS CID, whose records are signed by hanzod, and every
+// accepted delta kept.
+func TestUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	s, out, r := upRunJSON(t)
+	if r.code != 0 || s.Status != "published" {
+		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
+	}
+	if s.EvalAfter <= s.EvalBefore+0.1 {
+		t.Errorf("held-out accuracy %.3f → %.3f: training did not help", s.EvalBefore, s.EvalAfter)
+	}
+	if len(s.Epochs) != 2 || len(s.Nodes) != 4 || !s.Settled {
+		t.Fatalf("epochs %d, nodes %d, settled %v", len(s.Epochs), len(s.Nodes), s.Settled)
+	}
+	for _, n := range s.Nodes {
+		if n.Slashed || n.Reward <= 0 || n.Accepted != 4 || n.Rejected != 0 {
+			t.Errorf("honest node %+v: want 4 accepted deltas, a reward, no slash", n)
+		}
+	}
+	// The CID is what `ipfs add -r --cid-version=1` gives the directory.
+	im, err := artifact.Import(context.Background(), artifact.NewMemBlocks(), s.CheckpointDir)
+	if err != nil || im.Root.String() != s.CheckpointCID {
+		t.Fatalf("checkpoint %s imports as %v (%v), summary says %s", s.CheckpointDir, im.Root, err, s.CheckpointCID)
+	}
+	if _, _, err := peft.Read(s.CheckpointDir); err != nil {
+		t.Fatal(err)
+	}
+	// Publication and settlement records verify under hanzod's key.
+	key, err := nodekey.Load(filepath.Join(out, "hanzod", "hanzod.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	var pubs, settled int
+	for _, ev := range events(t, out) {
+		switch b := ev.Body.(type) {
+		case state.CheckpointPublished:
+			pubs++
+			if !judge.VerifyRecord(pub, "publication", b.Record, b.Signature) || !strings.Contains(b.Record, b.CID) {
+				t.Errorf("publication record of epoch %d does not verify", b.Epoch)
+			}
+		case state.JobSettled:
+			settled++
+			if !judge.VerifyRecord(pub, "settlement", b.Record, b.Signature) {
+				t.Error("settlement record does not verify")
+			}
+		}
+	}
+	if pubs != 2 || settled != 1 {
+		t.Errorf("%d publication records, %d settlements", pubs, settled)
+	}
+	ds, _ := filepath.Glob(filepath.Join(out, "deltas", "*.delta"))
+	if len(ds) != 4*4 {
+		t.Errorf("%d deltas kept under deltas/, want 16", len(ds))
+	}
+	mustGym(t, "delta", "verify", ds[0])
+	for _, f := range []string{"summary.json", "reward.png", "hanzod.log"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	// gym eval reads the checkpoint and agrees with the summary.
+	var ev struct{ Accuracy float64 }
+	if err := json.Unmarshal([]byte(mustGym(t, "eval", "--checkpoint", s.CheckpointDir, "--json")), &ev); err != nil || ev.Accuracy != s.EvalAfter {
+		t.Errorf("gym eval: accuracy %v (%v), summary %v", ev.Accuracy, err, s.EvalAfter)
+	}
+}
+
+// TestUpKillWorker kills one worker mid-epoch: the survivors finish the
+// job, and the kill is recovered from.
+func TestUpKillWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	s, out, r := upRunJSON(t, "--kill-worker-at", "1:3")
+	if r.code != 0 || s.Status != "published" {
+		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
+	}
+	if !s.Nodes[0].Killed || s.RecoverySeconds == nil {
+		t.Fatalf("w0 killed %v, recovery %v", s.Nodes[0].Killed, s.RecoverySeconds)
+	}
+	if *s.RecoverySeconds > 20 {
+		t.Errorf("recovery took %.1f s", *s.RecoverySeconds)
+	}
+	removed := false
+	for _, ev := range events(t, out) {
+		if rc, ok := ev.Body.(state.RingConfigured); ok && len(rc.Ring) == 3 {
+			removed = true
+		}
+	}
+	if !removed {
+		t.Error("no ring of 3 was configured after the kill")
+	}
+	for _, n := range s.Nodes[1:] {
+		if n.Accepted != 4 || n.Slashed {
+			t.Errorf("survivor %+v", n)
+		}
+	}
+}
+
+// TestUpByzantine runs one cheating worker per attack kind: the job
+// publishes, the cheater is slashed with evidence and ends with the lowest
+// reward.
+func TestUpByzantine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	for _, attack := range []string{"signflip", "equivocate", "replay"} {
+		t.Run(attack, func(t *testing.T) {
+			s, _, r := upRunJSON(t, "--byzantine", "1", "--attack", attack)
+			if r.code != 0 || s.Status != "published" {
+				t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
+			}
+			bad := s.Nodes[3]
+			if bad.Attack != attack || !bad.Slashed {
+				t.Fatalf("cheater %+v not slashed", bad)
+			}
+			for _, n := range s.Nodes[:3] {
+				if n.Slashed || n.Reward <= bad.Reward {
+					t.Errorf("honest %s: slashed %v, reward %.2f vs the cheater's %.2f", n.Name, n.Slashed, n.Reward, bad.Reward)
+				}
+			}
+			if s.EvalAfter <= s.EvalBefore {
+				t.Errorf("accuracy %.3f → %.3f", s.EvalBefore, s.EvalAfter)
+			}
+		})
+	}
+}
+
+// TestUpRefuses checks the usage errors.
+func TestUpRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"up", "--workers", "2"},
+		{"up", "--byzantine", "1"},
+		{"up", "--byzantine", "2", "--attack", "noise"},                        // 3f >= 4
+		{"up", "--byzantine", "1", "--attack", "noise", "--aggregation", "mean"}, // a mean cannot defend
+		{"up", "--steps-per-epoch", "7", "--interval", "5"},
+		{"up", "--kill-worker-at", "x"},
+		{"up", "--attack", "bogus", "--byzantine", "1"},
+	} {
+		if r := gym(t, args...); r.code != 2 {
+			t.Errorf("gym %v: exit %d, want 2\n%s", args, r.code, r.stderr)
+		}
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644)
+	if r := gym(t, "up", "--out", dir); r.code == 0 || !strings.Contains(r.stderr, "not empty") {
+		t.Errorf("gym up into a non-empty directory: exit %d\n%s", r.code, r.stderr)
+	}
+}

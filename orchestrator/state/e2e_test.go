@@ -1,0 +1,71 @@
+package state
+
+import (
+	"os"
+	"testing"
+)
+
+// TestApplyRefusesE2EOutOfPlace: replay refuses end-to-end events that
+// contradict the state (a corrupt or foreign log), though Step never
+// decides them.
+func TestApplyRefusesE2EOutOfPlace(t *testing.T) {
+	data, err := os.ReadFile("testdata/e2e.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, _ := parseTranscript(t, string(data))
+	h := newHarness(t)
+	for _, b := range blocks {
+		h.run(b.cmd)
+	}
+	upTo := func(i int) *Machine {
+		m, _ := New(testConfig())
+		for _, e := range h.log[:i] {
+			if err := m.Apply(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name   string
+		kind   string
+		change func(Body) Body
+	}{
+		{"replayed suspect sequence", "suspect_reported", func(b Body) Body { e := b.(SuspectReported); e.Seq = 1; return e }},
+		{"suspect report for another configuration", "suspect_reported", func(b Body) Body { e := b.(SuspectReported); e.ConfigID = "00"; return e }},
+		{"suspect report by an unknown node", "suspect_reported", func(b Body) Body { e := b.(SuspectReported); e.Reporter = "nobody"; return e }},
+		{"verdict for an unknown job", "delta_judged", func(b Body) Body { e := b.(DeltaJudged); e.Job = "job-00000099"; return e }},
+		{"publication of another epoch", "checkpoint_published", func(b Body) Body { e := b.(CheckpointPublished); e.Epoch++; return e }},
+		{"settlement of an unknown job", "job_settled", func(b Body) Body { e := b.(JobSettled); e.Job = "job-00000099"; return e }},
+		{"settlement of a pending job", "job_settled", func(b Body) Body { e := b.(JobSettled); e.Job = "job-00000003"; return e }},
+	} {
+		i := 0
+		for i < len(h.log) && h.log[i].Body.Kind() != c.kind {
+			i++
+		}
+		if i == len(h.log) {
+			t.Fatalf("%s: no %s event in the log", c.name, c.kind)
+		}
+		if err := upTo(i).Apply(h.log[i]); err != nil {
+			t.Fatalf("%s: the event as logged: %v", c.name, err)
+		}
+		ev := h.log[i]
+		ev.Body = c.change(ev.Body)
+		if err := upTo(i).Apply(ev); err == nil {
+			t.Errorf("%s: applied %+v", c.name, ev.Body)
+		}
+	}
+	// A job settles once.
+	for i, e := range h.log {
+		if _, ok := e.Body.(JobSettled); ok {
+			m := upTo(i + 1)
+			again := e
+			again.Index = m.Applied() + 1
+			if err := m.Apply(again); err == nil {
+				t.Errorf("settled %s twice", e.Body.(JobSettled).Job)
+			}
+			break
+		}
+	}
+}
