@@ -151,6 +151,20 @@ func (m *Machine) reportSuspect(now int64, r ReportSuspect) error {
 	pred, succ := j.Ring[(k+len(j.Ring)-1)%len(j.Ring)], j.Ring[(k+1)%len(j.Ring)]
 	if rs := j.Suspects[r.Suspect]; contains(rs, pred) && contains(rs, succ) {
 		m.lose(now, m.nodes[r.Suspect], "reported by both ring neighbours ("+r.Kind+")")
+		return nil
+	}
+	// Every member reported a neighbour and no member was reported by both
+	// of its own: the reports contradict each other (no link of the ring
+	// works, or liars are at work) and no repair follows from them. End
+	// the job rather than let its ring wait for ever.
+	reporters := map[string]bool{}
+	for _, rs := range j.Suspects {
+		for _, x := range rs {
+			reporters[x] = true
+		}
+	}
+	if len(reporters) == len(j.Ring) {
+		m.transition(now, j, Failed, fmt.Sprintf("the ring cannot make progress: all %d members of configuration %s reported a neighbour and none was reported by both of its neighbours (check that the nodes' ring addresses are reachable from each other)", len(j.Ring), j.ConfigID), nil, "")
 	}
 	return nil
 }
