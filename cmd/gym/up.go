@@ -186,7 +186,7 @@ type upNode struct {
 	Slashes  []string `json:"slashes,omitempty"`
 	Accepted int      `json:"deltas_accepted"`
 	Rejected int      `json:"deltas_rejected"`
-	Quality  float64  `json:"mean_quality"`
+	Quality  float64  `json:"mean_quality"` // rejected deltas count as 0
 }
 
 // upSummary is what gym up reports.
@@ -852,8 +852,14 @@ func (r *upRun) summarise(ctx context.Context, jb state.Job) (*upSummary, error)
 		if t := jb.Tally[w.id]; t != nil {
 			n.Accepted, n.Rejected = t.Accepted, t.Rejected
 		}
-		if q := quality[w.id]; len(q) > 0 {
-			n.Quality = mean(q)
+		// Mean quality over every delta the node submitted: a rejected or
+		// spot-check-excluded delta scores 0.
+		if tot := n.Accepted + n.Rejected; tot > 0 {
+			sumq := 0.0
+			for _, q := range quality[w.id] {
+				sumq += q
+			}
+			n.Quality = sumq / float64(tot)
 		}
 		sum.Nodes = append(sum.Nodes, n)
 	}

@@ -20,7 +20,7 @@ import (
 func upRunJSON(t *testing.T, extra ...string) (upSummary, string, result) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "up")
-	args := append([]string{"up", "--out", out, "--json", "--epochs", "2", "--steps-per-epoch", "10", "--interval", "5", "--spot-check-bp", "5000"}, extra...)
+	args := append([]string{"up", "--out", out, "--json", "--epochs", "2", "--steps-per-epoch", "10", "--interval", "5", "--spot-check-bp", "5000", "--timeout", "4m"}, extra...)
 	r := gym(t, args...)
 	var s upSummary
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
@@ -169,8 +169,9 @@ func TestUpByzantine(t *testing.T) {
 				t.Fatalf("cheater %+v not slashed", bad)
 			}
 			for _, n := range s.Nodes[:3] {
-				if n.Slashed || n.Reward <= bad.Reward {
-					t.Errorf("honest %s: slashed %v, reward %.2f vs the cheater's %.2f", n.Name, n.Slashed, n.Reward, bad.Reward)
+				if n.Slashed || n.Reward <= bad.Reward || n.Quality <= bad.Quality {
+					t.Errorf("honest %s: slashed %v, reward %.2f and quality %.3f vs the cheater's %.2f and %.3f",
+						n.Name, n.Slashed, n.Reward, n.Quality, bad.Reward, bad.Quality)
 				}
 			}
 			if s.EvalAfter <= s.EvalBefore {
@@ -185,7 +186,7 @@ func TestUpRefuses(t *testing.T) {
 	for _, args := range [][]string{
 		{"up", "--workers", "2"},
 		{"up", "--byzantine", "1"},
-		{"up", "--byzantine", "2", "--attack", "noise"},                        // 3f >= 4
+		{"up", "--byzantine", "2", "--attack", "noise"},                          // 3f >= 4
 		{"up", "--byzantine", "1", "--attack", "noise", "--aggregation", "mean"}, // a mean cannot defend
 		{"up", "--steps-per-epoch", "7", "--interval", "5"},
 		{"up", "--kill-worker-at", "x"},
