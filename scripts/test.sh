@@ -29,7 +29,7 @@ export GYM_REQUIRE_PYTHON=1 GYM_REQUIRE_REDIS=1
 
 go vet ./...
 go test -count=1 ./...
-go test -count=1 -race ./delta ./nodekey ./ring/... ./orchestrator/engine ./artifact/transfer
+go test -count=1 -race ./delta ./nodekey ./ring/... ./orchestrator/engine ./orchestrator/judge ./artifact/transfer ./worker ./merge
 
 # Fuzz every parser for a fixed number of executions (bounded time; a crash
 # fails the run and leaves its input under the package's testdata/fuzz/).
@@ -47,6 +47,8 @@ fuzz=(
   "./orchestrator/state FuzzRestore 5000"
   "./cmd/gym FuzzParseJobFile 20000"
   "./model FuzzReadAdapter 5000"
+  "./peft FuzzParseConfig 20000"
+  "./orchestrator/judge FuzzSubmit 3000"
 )
 for f in "${fuzz[@]}"; do
   set -- $f

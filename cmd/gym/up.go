@@ -44,7 +44,7 @@ type upOptions struct {
 	task, killAt, attack, aggregation, out            string
 	byzantine, spotCheckBP, threads                   int
 	seed                                              uint64
-	json                                              bool
+	json, restartKilled                               bool
 	timeout                                           time.Duration
 }
 
@@ -80,6 +80,7 @@ checkpoint CID and path, rewards and slashes per node, time) and writes to
 Fault and attack demonstrations:
   --kill-worker-at E:S   kill -9 one worker at step S of epoch E; the ring
                          reports it, hanzod removes it, the rest go on
+  --restart-killed       then start it again: it rejoins at the next epoch
   --byzantine K --attack signflip|noise|replay|equivocate
                          K workers cheat; the job declares f = K (so the
                          aggregation becomes median unless --aggregation
@@ -112,6 +113,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.aggregation, "aggregation", "", "merge rule: mean (quality-weighted), median or trimmed-mean (default mean; median with --byzantine)")
 	f.IntVar(&o.spotCheckBP, "spot-check-bp", 0, "share of deltas re-executed by replay, in basis points (0: 1000 = 10%; -1: none)")
 	f.StringVar(&o.killAt, "kill-worker-at", "", "EPOCH:STEP: kill -9 worker w0 when it reaches that step of that epoch")
+	f.BoolVar(&o.restartKilled, "restart-killed", false, "start the killed worker again 3 s later (same key and data): it re-registers and rejoins at the next epoch boundary")
 	f.IntVar(&o.byzantine, "byzantine", 0, "number of cheating workers (the last K)")
 	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot)")
 	f.StringVar(&o.out, "out", o.out, "directory for the run's files (replaced if it holds an earlier gym up run)")
@@ -131,6 +133,8 @@ func (o *upOptions) check() error {
 		return fmt.Errorf("--steps-per-epoch %d must be a positive multiple of --interval %d", o.stepsPerEpoch, o.interval)
 	case o.byzantine < 0 || o.byzantine >= o.workers:
 		return fmt.Errorf("--byzantine %d: want 0..%d", o.byzantine, o.workers-1)
+	case o.restartKilled && o.killAt == "":
+		return errors.New("--restart-killed needs --kill-worker-at")
 	case (o.byzantine > 0) != (o.attack != ""):
 		return errors.New("--byzantine K and --attack KIND go together")
 	case o.out == "":
@@ -180,6 +184,7 @@ type upNode struct {
 	ID       string   `json:"id"`
 	Attack   string   `json:"attack,omitempty"`
 	Killed   bool     `json:"killed,omitempty"`
+	Restart  bool     `json:"restarted,omitempty"`
 	Reward   float64  `json:"reward"` // GYM
 	Slashed  bool     `json:"slashed"`
 	SlashGYM float64  `json:"slashed_gym,omitempty"`
@@ -250,7 +255,7 @@ type upWorker struct {
 	name, id, dir, attack string
 	cmd                   *exec.Cmd
 	done                  chan struct{}
-	killed                bool
+	killed, restarted     bool
 }
 
 // upRun is the state of one gym up run.
@@ -264,6 +269,9 @@ type upRun struct {
 	plan     jobconf.Plan
 	job      string
 	workers  []*upWorker
+	self     string // this executable: workers are `self worker …`
+	addr     string // hanzod's gRPC address
+	stopping bool
 
 	mu        sync.Mutex
 	rewards   map[int][]float64 // global step → sample rewards reported
@@ -299,7 +307,8 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*upSumma
 	// Loopback liveness: heartbeats every 2 s (the workers' default), a
 	// silent node failed after 6 s instead of SPEC.md's 30 s for WAN links,
 	// so a worker killed while the others wait for the epoch's merge is
-	// noticed quickly.
+	// noticed quickly; the workers' ring timeout is 10 s for the same
+	// reason (a dead node the ring had not connected to yet is found by it).
 	dc.Engine.State.HeartbeatInterval, dc.Engine.State.FailAfter = 2*time.Second, 6*time.Second
 	hlog, err := os.Create(filepath.Join(o.out, "hanzod.log"))
 	if err != nil {
@@ -419,7 +428,7 @@ func (r *upRun) fund(ctx context.Context) error {
 		return err
 	}
 	for i := 0; i < o.workers; i++ {
-		w := &upWorker{name: fmt.Sprintf("w%d", i), dir: filepath.Join(o.out, "workers", fmt.Sprintf("w%d", i)), done: make(chan struct{})}
+		w := &upWorker{name: fmt.Sprintf("w%d", i), dir: filepath.Join(o.out, "workers", fmt.Sprintf("w%d", i))}
 		if i >= o.workers-o.byzantine {
 			w.attack = o.attack
 		}
@@ -453,65 +462,90 @@ func (r *upRun) startWorkers(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
+	r.self, r.addr = self, addr
 	for _, w := range r.workers {
-		args := []string{"worker", "--orchestrator", "grpc://" + addr, "--key", filepath.Join(w.dir, "node.key"),
-			"--data", w.dir, "--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", "--threads", "1", "--json", "--exit-when-done"}
-		if w.attack != "" {
-			args = append(args, "--attack", w.attack)
-		}
-		w.cmd = exec.Command(self, args...)
-		w.cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
-		logf, err := os.Create(filepath.Join(w.dir, "worker.log"))
-		if err != nil {
+		if err := r.startWorker(w); err != nil {
 			return err
 		}
-		w.cmd.Stderr = logf
-		stdout, err := w.cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := w.cmd.Start(); err != nil {
-			return fmt.Errorf("gym up: start worker %s: %w", w.name, err)
-		}
-		evf, err := os.Create(filepath.Join(w.dir, "events.jsonl"))
-		if err != nil {
-			return err
-		}
-		go func(w *upWorker) {
-			defer close(w.done)
-			defer logf.Close()
-			defer evf.Close()
-			sc := bufio.NewScanner(stdout)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				evf.Write(append(sc.Bytes(), '\n'))
-				var ev workerEvent
-				if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Kind != "" {
-					r.workerEvent(w, ev)
-				}
-			}
-			w.cmd.Wait()
-		}(w)
 	}
 	return nil
 }
 
+// startWorker starts (or restarts: same key and data directory) worker w;
+// its log and event lines are appended to the worker's files.
+func (r *upRun) startWorker(w *upWorker) error {
+	args := []string{"worker", "--orchestrator", "grpc://" + r.addr, "--key", filepath.Join(w.dir, "node.key"),
+		"--data", w.dir, "--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", "--threads", "1", "--json", "--exit-when-done",
+		"--ring-timeout", "10s"}
+	if w.attack != "" {
+		args = append(args, "--attack", w.attack)
+	}
+	cmd := exec.Command(r.self, args...)
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	logf, err := os.OpenFile(filepath.Join(w.dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	evf, err := os.OpenFile(filepath.Join(w.dir, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		evf.Close()
+		return fmt.Errorf("gym up: start worker %s: %w", w.name, err)
+	}
+	done := make(chan struct{})
+	r.mu.Lock()
+	w.cmd, w.done = cmd, done
+	r.mu.Unlock()
+	go func() {
+		defer close(done)
+		defer logf.Close()
+		defer evf.Close()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			evf.Write(append(sc.Bytes(), '\n'))
+			var ev workerEvent
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Kind != "" {
+				r.workerEvent(w, ev)
+			}
+		}
+		cmd.Wait()
+	}()
+	return nil
+}
+
 func (r *upRun) stopWorkers() {
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
 	for _, w := range r.workers {
-		if w.cmd == nil || w.cmd.Process == nil {
+		r.mu.Lock()
+		cmd, done := w.cmd, w.done
+		r.mu.Unlock()
+		if cmd == nil || cmd.Process == nil {
 			continue
 		}
 		select {
-		case <-w.done:
+		case <-done:
 			continue
 		case <-time.After(5 * time.Second):
 		}
-		w.cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-w.done:
+		case <-done:
 		case <-time.After(5 * time.Second):
-			w.cmd.Process.Kill()
-			<-w.done
+			cmd.Process.Kill()
+			<-done
 		}
 	}
 }
@@ -568,6 +602,9 @@ func (r *upRun) workerEvent(w *upWorker, ev workerEvent) {
 			r.killedAt = time.Now()
 			r.mu.Unlock()
 			r.say("killed %s (kill -9) at epoch %d step %d", w.name, ev.Epoch, ev.Step-r.plan.FirstStep(ke))
+			if r.o.restartKilled {
+				go r.restart(w)
+			}
 		}
 		r.status()
 	case "ring_failed":
@@ -582,6 +619,31 @@ func (r *upRun) workerEvent(w *upWorker, ev workerEvent) {
 }
 
 func (r *upRun) victim() *upWorker { return r.workers[0] }
+
+// restart starts a killed worker again after a pause, with its key and
+// data directory: it registers again and rejoins at the next epoch
+// boundary.
+func (r *upRun) restart(w *upWorker) {
+	r.mu.Lock()
+	done := w.done
+	r.mu.Unlock()
+	<-done
+	time.Sleep(3 * time.Second)
+	r.mu.Lock()
+	stop := r.stopping
+	r.mu.Unlock()
+	if stop {
+		return
+	}
+	if err := r.startWorker(w); err != nil {
+		r.say("restarting %s failed: %v", w.name, err)
+		return
+	}
+	r.mu.Lock()
+	w.restarted = true
+	r.mu.Unlock()
+	r.say("restarted %s (same key and data): it rejoins at the next epoch boundary", w.name)
+}
 
 func (r *upRun) name(id string) string {
 	if n, ok := r.names[id]; ok {
@@ -843,7 +905,10 @@ func (r *upRun) summarise(ctx context.Context, jb state.Job) (*upSummary, error)
 		return nil, err
 	}
 	for _, w := range r.workers {
-		n := upNode{Name: w.name, ID: w.id, Attack: w.attack, Killed: w.killed, Reward: float64(rewards[w.id]) / float64(ledger.GYM)}
+		r.mu.Lock()
+		restarted := w.restarted
+		r.mu.Unlock()
+		n := upNode{Name: w.name, ID: w.id, Attack: w.attack, Killed: w.killed, Restart: restarted, Reward: float64(rewards[w.id]) / float64(ledger.GYM)}
 		for _, s := range slashes[w.id] {
 			n.Slashed = true
 			n.SlashGYM += float64(s.Amount) / float64(ledger.GYM)

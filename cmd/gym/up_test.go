@@ -119,18 +119,18 @@ func TestUp(t *testing.T) {
 	}
 }
 
-// TestUpKillWorker kills one worker mid-epoch: the survivors finish the
-// job, and the kill is recovered from.
+// TestUpKillWorker kills one worker mid-epoch and starts it again: the
+// survivors go on without it, and it rejoins at the next epoch boundary.
 func TestUpKillWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	s, out, r := upRunJSON(t, "--kill-worker-at", "1:3")
+	s, out, r := upRunJSON(t, "--kill-worker-at", "1:3", "--restart-killed")
 	if r.code != 0 || s.Status != "published" {
 		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
 	}
-	if !s.Nodes[0].Killed || s.RecoverySeconds == nil {
-		t.Fatalf("w0 killed %v, recovery %v", s.Nodes[0].Killed, s.RecoverySeconds)
+	if w0 := s.Nodes[0]; !w0.Killed || !w0.Restart || s.RecoverySeconds == nil || w0.Accepted != 2 {
+		t.Fatalf("w0 %+v, recovery %v: want killed before its first sync, restarted, 2 deltas in epoch 2", w0, s.RecoverySeconds)
 	}
 	if *s.RecoverySeconds > 20 {
 		t.Errorf("recovery took %.1f s", *s.RecoverySeconds)

@@ -110,6 +110,15 @@ func (m *Machine) register(now int64, r Register) error {
 		Attestation: m.cfg.Verifier.Verify(r.Node, r.GPUModel, r.VRAMMiB, r.Report),
 		Report:      r.Report, ProbeAddress: r.ProbeAddress,
 	})
+	// A ring member that registers again has restarted: it lost its
+	// place in the epoch (and its ring address may have changed). Take it
+	// out now instead of letting the ring time out on it; it rejoins at
+	// the next epoch boundary.
+	if n != nil && n.Job != "" {
+		if j := m.jobs[n.Job]; j != nil && (j.State == Running || j.State == Aggregating) && contains(j.Ring, n.ID) {
+			m.lose(now, n, "registered again (restarted)")
+		}
+	}
 	return nil
 }
 
