@@ -533,7 +533,20 @@ func (w *Worker) allReduce(ctx context.Context, r *ringState, job string, e, k i
 		}
 		w.takeEvidence("") // keep only what this call collects
 		t0 := w.c.Clock.Now()
-		err := r.comm.AllReduceCall(ctx, flat, ring.Mean, ring.Call{Step: step})
+		err := w.supervised(ctx, r, job, e, func(cctx context.Context) error {
+			return r.comm.AllReduceCall(cctx, flat, ring.Mean, ring.Call{Step: step})
+		})
+		if errors.Is(err, errSuperseded) {
+			// The orchestrator published a newer ring while this call ran
+			// (a member was removed or ejected): the others are on it
+			// already. Install it and retry at once; nobody is to blame.
+			if failedAt.IsZero() {
+				failedAt = w.c.Clock.Now()
+			}
+			w.emit(Event{Kind: EventRingFailed, Job: job, Epoch: e, Sync: k, Step: int(step), Generation: r.gen,
+				Reason: "superseded", Detail: "a newer ring configuration was published during the call"})
+			continue
+		}
 		if err == nil {
 			now := w.c.Clock.Now()
 			if !failedAt.IsZero() {
@@ -582,6 +595,44 @@ func (w *Worker) allReduce(ctx context.Context, r *ringState, job string, e, k i
 			}
 		}
 	}
+}
+
+// errSuperseded ends a ring call whose configuration the orchestrator
+// replaced while it ran.
+var errSuperseded = errors.New("worker: ring configuration superseded during the call")
+
+// supervised runs a ring call, cancelling it as soon as the latest
+// assignment shows a newer ring generation for this epoch (or this node
+// left it): members that already installed the new ring must not wait for
+// this one to time out on the old.
+func (w *Worker) supervised(ctx context.Context, r *ringState, job string, e int, call func(context.Context) error) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	superseded := make(chan struct{})
+	go func() {
+		for {
+			a, _, changed := w.heart.current()
+			if a.Job != job || a.Epoch != e || a.Ring == nil || a.Ring.Generation > r.gen || !w.inRing(a) {
+				close(superseded)
+				cancel()
+				return
+			}
+			select {
+			case <-changed:
+			case <-cctx.Done():
+				return
+			}
+		}
+	}()
+	err := call(cctx)
+	if err != nil && ctx.Err() == nil {
+		select {
+		case <-superseded:
+			return errSuperseded
+		default:
+		}
+	}
+	return err
 }
 
 // submit signs d with a fresh sequence and submits it; a rejection is an

@@ -122,6 +122,10 @@ func Slot(epoch int, step uint64, node string) string {
 
 const maxEvidence = 256 << 10
 
+// maxResyncs bounds the fresh configurations of unchanged membership an
+// epoch gets when its ring's reports contradict each other.
+const maxResyncs = 3
+
 func (m *Machine) reportSuspect(now int64, r ReportSuspect) error {
 	if len(r.Kind) == 0 || len(r.Kind) > 32 || len(r.Evidence) > maxEvidence {
 		return fmt.Errorf("%w: suspect report needs a kind (≤ 32 bytes) and evidence ≤ %d bytes", ErrInvalid, maxEvidence)
@@ -163,9 +167,22 @@ func (m *Machine) reportSuspect(now int64, r ReportSuspect) error {
 			reporters[x] = true
 		}
 	}
-	if len(reporters) == len(j.Ring) {
-		m.transition(now, j, Failed, fmt.Sprintf("the ring cannot make progress: all %d members of configuration %s reported a neighbour and none was reported by both of its neighbours (check that the nodes' ring addresses are reachable from each other)", len(j.Ring), j.ConfigID), nil, "")
+	if len(reporters) < len(j.Ring) {
+		return nil
 	}
+	// The usual cause is members that entered the call on different
+	// configurations (one was replaced while they ran) and timed out on
+	// each other: a fresh configuration of the same members puts them in
+	// step again. Reports that still contradict each other after
+	// maxResyncs fresh starts in one epoch mean no link of the ring works:
+	// end the job with the reason.
+	if j.Resyncs < maxResyncs {
+		g := j.Generation + 1
+		m.emit(now, RingConfigured{Job: j.ID, ConfigID: ConfigID(j.ID, g, j.Ring), Generation: g, Ring: append([]string(nil), j.Ring...),
+			Bottleneck: j.Bottleneck, Cause: fmt.Sprintf("re-sync: every member reported a neighbour, none by both of its neighbours (%d of %d)", j.Resyncs+1, maxResyncs), Resync: true})
+		return nil
+	}
+	m.transition(now, j, Failed, fmt.Sprintf("the ring cannot make progress: all %d members of configuration %s reported a neighbour and none was reported by both of its neighbours, %d times this epoch (check that the nodes' ring addresses are reachable from each other)", len(j.Ring), j.ConfigID, maxResyncs+1), nil, "")
 	return nil
 }
 

@@ -110,6 +110,9 @@ type (
 		Ring       []string `json:"ring"`
 		Bottleneck uint64   `json:"bottleneck_kbps"`
 		Cause      string   `json:"cause"`
+		// Resync marks a fresh configuration of the same members, issued
+		// when the ring's failure reports contradict each other.
+		Resync bool `json:"resync,omitempty"`
 	}
 	// JobPaused and JobResumed bracket a running job that lost too many
 	// members to continue its epoch.

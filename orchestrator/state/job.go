@@ -223,6 +223,9 @@ type Job struct {
 	Tally        map[string]*Tally   `json:"tally,omitempty"`
 	Participants []string            `json:"participants,omitempty"`
 	Settled      bool                `json:"settled,omitempty"`
+	// Resyncs counts this epoch's fresh configurations of an unchanged
+	// ring (contradicting failure reports).
+	Resyncs int `json:"resyncs,omitempty"`
 }
 
 const (
@@ -432,6 +435,7 @@ func (m *Machine) applyTransition(e JobTransitioned) error {
 		j.CIDs = append(j.CIDs, e.CID)
 		j.Epoch++
 		j.EpochSize = len(j.Ring)
+		j.Resyncs = 0
 	case e.To == Published:
 		j.CIDs = append(j.CIDs, e.CID)
 	}
@@ -578,6 +582,9 @@ func (m *Machine) applyRing(e RingConfigured) error {
 	}
 	j.Ring, j.ConfigID, j.Generation, j.Bottleneck = append([]string(nil), e.Ring...), e.ConfigID, e.Generation, e.Bottleneck
 	j.Suspects = nil
+	if e.Resync {
+		j.Resyncs++
+	}
 	for _, id := range e.Ring {
 		if !contains(j.Participants, id) {
 			j.Participants = append(j.Participants, id)
