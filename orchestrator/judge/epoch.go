@@ -88,9 +88,25 @@ func (j *Judge) Step(ctx context.Context) error {
 				}
 			}
 		case jb.State == state.Aggregating:
+			key := fmt.Sprintf("%s/%d", jb.ID, jb.Epoch)
 			if err := j.aggregate(ctx, jb); err != nil {
-				j.log.Error("merge failed", "job", jb.ID, "epoch", jb.Epoch, "err", err)
+				j.mu.Lock()
+				j.failures[key]++
+				n := j.failures[key]
+				j.mu.Unlock()
+				j.log.Error("merge failed", "job", jb.ID, "epoch", jb.Epoch, "attempt", n, "err", err)
 				errs = append(errs, err)
+				if n >= maxMergeFailures && ctx.Err() == nil {
+					// A merge that cannot succeed (missing files, a full
+					// disk) must not hold the job and its stakes for ever.
+					if ferr := j.fail(ctx, jb.ID, fmt.Sprintf("merge of epoch %d failed %d times: %v", jb.Epoch, n, err)); ferr != nil {
+						errs = append(errs, ferr)
+					}
+				}
+			} else {
+				j.mu.Lock()
+				delete(j.failures, key)
+				j.mu.Unlock()
 			}
 		case jb.State.Terminal():
 			if err := j.settle(ctx, jb); err != nil {
@@ -117,6 +133,10 @@ func copyTally(m map[string]*state.Tally) map[string]*state.Tally {
 	}
 	return out
 }
+
+// maxMergeFailures is how many merges of one epoch may fail in a row
+// before the job is failed.
+const maxMergeFailures = 20
 
 // DeltaScore is how one accepted delta fared in the merge.
 type DeltaScore struct {

@@ -91,9 +91,11 @@ type Judge struct {
 	log  *slog.Logger
 	base *model.Weights
 
-	mu      sync.Mutex
-	seen    map[string]map[string]string // job → tensor digest → slot (replay detection)
-	waiting map[string]time.Time         // job/epoch → when its first member finished
+	mu        sync.Mutex
+	templates map[string]*model.Adapter    // job → an adapter of its shape
+	failures  map[string]int               // job/epoch → merges failed in a row
+	seen      map[string]map[string]string // job → tensor digest → slot (replay detection)
+	waiting   map[string]time.Time         // job/epoch → when its first member finished
 
 	cmu      sync.Mutex
 	verdicts map[[2]string]uint64 // (verdict, reason) → count
@@ -179,6 +181,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	}
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: base,
 		seen: map[string]map[string]string{}, waiting: map[string]time.Time{},
+		templates: map[string]*model.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
 	}
 	return j, nil
@@ -329,7 +332,7 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 	if !member {
 		return j.record(ctx, s, job.ID, ReasonNotMember, "the node is not in the job's ring")
 	}
-	template, err := plan.InitialAdapter(j.base)
+	template, err := j.template(plan)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +397,7 @@ func (j *Judge) sameTensors(ctx context.Context, job state.Job, s *submission, t
 	if err != nil {
 		return false, err
 	}
-	template, err := plan.InitialAdapter(j.base)
+	template, err := j.template(plan)
 	if err != nil {
 		return false, err
 	}
@@ -407,6 +410,20 @@ func (j *Judge) sameTensors(ctx context.Context, job state.Job, s *submission, t
 		return false, nil
 	}
 	return model.Digest(held.Tensors()) == model.Digest(got.Tensors()), nil
+}
+
+// template returns an adapter of the job's shape (cached: building one
+// builds a trainer). Call with j.mu held.
+func (j *Judge) template(plan jobconf.Plan) (*model.Adapter, error) {
+	if t, ok := j.templates[plan.Job]; ok {
+		return t, nil
+	}
+	t, err := plan.InitialAdapter(j.base)
+	if err != nil {
+		return nil, err
+	}
+	j.templates[plan.Job] = t
+	return t, nil
 }
 
 // record logs a rejection attributable to a node of a job.

@@ -235,3 +235,29 @@ func TestRestartMidMerge(t *testing.T) {
 		t.Fatalf("job %s with cids %v after a refused publication", jb.State, jb.CIDs)
 	}
 }
+
+// TestMergeKeepsFailing: when an epoch's merge cannot succeed (here the
+// accepted delta files vanished from disk), the judge retries, then fails
+// the job with the reason instead of holding it and its stakes for ever.
+func TestMergeKeepsFailing(t *testing.T) {
+	e := newEnv(t, 3, tinySpec())
+	h := honestEpoch1(t, e)
+	for k := 1; k < len(h.files); k++ {
+		for _, i := range h.ring {
+			e.expectAccept(h.files[k][i])
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(e.jdir(), "deltas")); err != nil {
+		t.Fatal(err)
+	}
+	var jb state.Job
+	for range 40 {
+		e.j.Step(e.ctx) // errors expected
+		if jb = e.jobState(); jb.State.Terminal() {
+			break
+		}
+	}
+	if jb.State != state.Failed || !strings.Contains(jb.Reason, "merge of epoch 1 failed") {
+		t.Fatalf("job %s (%q), want failed after repeated merge failures", jb.State, jb.Reason)
+	}
+}
