@@ -23,7 +23,7 @@ const (
 // Defaults.
 const (
 	DefaultHeartbeat    = 2 * time.Second
-	DefaultMinGap       = time.Second // hanzod refuses heartbeats closer than this
+	DefaultMinGap       = 1100 * time.Millisecond // hanzod refuses heartbeats closer than 1 s (by its clock: keep a margin)
 	DefaultProbeBytes   = 4 << 20
 	DefaultProbeTimeout = 5 * time.Second
 )

@@ -87,6 +87,7 @@ func (h *heart) beat(ctx context.Context) (Assignment, error) {
 				h.log.Warn("register failed", "err", rerr)
 			} else {
 				h.fails = 0
+				h.last = h.clock.Now() // the registration counts as a sign of life
 			}
 		} else {
 			h.log.Warn("heartbeat failed", "err", err, "retry_in", h.gap())

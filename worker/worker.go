@@ -182,6 +182,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	// hanzod counts a registration as the node's first sign of life and
+	// refuses a heartbeat less than MinGap after it.
+	w.heart.mu.Lock()
+	w.heart.last = w.c.Clock.Now()
+	w.heart.mu.Unlock()
 	hctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { w.heart.loop(hctx, c.Heartbeat) })
