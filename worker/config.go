@@ -166,8 +166,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %d threads", ErrConfig, c.Threads)
 	case c.Heartbeat < 0 || c.MinGap < 0 || c.MaxBackoff < 0 || c.RingTimeout < 0 || c.ProbeTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrConfig)
-	case c.Heartbeat < c.MinGap:
-		return fmt.Errorf("%w: heartbeat %v below the minimum gap %v", ErrConfig, c.Heartbeat, c.MinGap)
 	case c.ProbeBytes < 1:
 		return fmt.Errorf("%w: probe bytes %d", ErrConfig, c.ProbeBytes)
 	}
