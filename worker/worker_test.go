@@ -485,7 +485,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"no key", func(c *worker.Config) { c.Key = nil }},
 		{"no orchestrator", func(c *worker.Config) { c.Orchestrator = nil }},
-		{"heartbeat below gap", func(c *worker.Config) { c.Heartbeat = c.MinGap / 2 }},
+		{"negative heartbeat", func(c *worker.Config) { c.Heartbeat = -time.Second }},
 		{"attack", func(c *worker.Config) { c.Attack = "bitflip" }},
 		{"threads", func(c *worker.Config) { c.Threads = -1 }},
 	} {
