@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,6 +78,19 @@ func TestUp(t *testing.T) {
 	}
 	if _, _, err := peft.Read(s.CheckpointDir); err != nil {
 		t.Fatal(err)
+	}
+	// And kubo agrees, where a kubo binary is on PATH (see
+	// artifact/interop_kubo_test.go for how to build one).
+	if ipfs, err := exec.LookPath("ipfs"); err == nil {
+		repo := t.TempDir()
+		env := append(os.Environ(), "IPFS_PATH="+repo)
+		if out, err := (&exec.Cmd{Path: ipfs, Args: []string{"ipfs", "init", "-e"}, Env: env}).CombinedOutput(); err != nil {
+			t.Fatalf("ipfs init: %v\n%s", err, out)
+		}
+		out, err := (&exec.Cmd{Path: ipfs, Args: []string{"ipfs", "add", "-r", "--cid-version=1", "-Q", "--only-hash", s.CheckpointDir}, Env: env}).Output()
+		if err != nil || strings.TrimSpace(string(out)) != s.CheckpointCID {
+			t.Fatalf("ipfs add -r --cid-version=1 gives %q (%v), hanzod published %s", out, err, s.CheckpointCID)
+		}
 	}
 	// Publication and settlement records verify under hanzod's key.
 	key, err := nodekey.Load(filepath.Join(out, "hanzod", "hanzod.key"))
