@@ -612,12 +612,14 @@ var errSuperseded = errors.New("worker: ring configuration superseded during the
 // this one to time out on the old.
 func (w *Worker) supervised(ctx context.Context, r *ringState, job string, e int, call func(context.Context) error) error {
 	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	superseded := make(chan struct{})
+	gen := r.gen
+	superseded, watched := make(chan struct{}), make(chan struct{})
+	defer func() { cancel(); <-watched }()
 	go func() {
+		defer close(watched)
 		for {
 			a, _, changed := w.heart.current()
-			if a.Job != job || a.Epoch != e || a.Ring == nil || a.Ring.Generation > r.gen || !w.inRing(a) {
+			if a.Job != job || a.Epoch != e || a.Ring == nil || a.Ring.Generation > gen || !w.inRing(a) {
 				close(superseded)
 				cancel()
 				return
