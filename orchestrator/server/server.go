@@ -385,6 +385,7 @@ func jobTo(m *state.Machine, j state.Job) *pb.Job {
 	return &pb.Job{
 		Id: j.ID, Spec: specTo(j.Spec), State: string(j.State), Epoch: int32(j.Epoch), Ring: ring(m, j), Paused: j.Paused,
 		Cids: append([]string(nil), j.CIDs...), Reason: j.Reason, Members: append([]string(nil), j.Members...),
+		Settled: j.Settled,
 	}
 }
 
@@ -407,6 +408,7 @@ func (s *Server) GetJob(ctx context.Context, r *pb.GetJobRequest) (*pb.Job, erro
 	s.eng.View(func(m *state.Machine) {
 		if j, ok := m.Job(r.Job); ok {
 			out = jobTo(m, j)
+			out.Artifacts = s.Artifacts
 		}
 	})
 	if out == nil {
@@ -421,7 +423,9 @@ func (s *Server) ListJobs(ctx context.Context, r *pb.ListJobsRequest) (*pb.ListJ
 	s.eng.View(func(m *state.Machine) {
 		for _, id := range m.Jobs() {
 			j, _ := m.Job(id)
-			out.Jobs = append(out.Jobs, jobTo(m, j))
+			pj := jobTo(m, j)
+			pj.Artifacts = s.Artifacts
+			out.Jobs = append(out.Jobs, pj)
 		}
 	})
 	return out, nil

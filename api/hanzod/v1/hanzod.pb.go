@@ -1474,7 +1474,9 @@ type Job struct {
 	Paused        bool                   `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
 	Cids          []string               `protobuf:"bytes,7,rep,name=cids,proto3" json:"cids,omitempty"`
 	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
-	Members       []string               `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"` // while provisioning
+	Members       []string               `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`      // while provisioning
+	Artifacts     string                 `protobuf:"bytes,10,opt,name=artifacts,proto3" json:"artifacts,omitempty"` // KEYHEX@host:port of the artifact server holding the checkpoints (cids)
+	Settled       bool                   `protobuf:"varint,11,opt,name=settled,proto3" json:"settled,omitempty"`    // the settlement record is in the log; stakes released
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1570,6 +1572,20 @@ func (x *Job) GetMembers() []string {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *Job) GetArtifacts() string {
+	if x != nil {
+		return x.Artifacts
+	}
+	return ""
+}
+
+func (x *Job) GetSettled() bool {
+	if x != nil {
+		return x.Settled
+	}
+	return false
 }
 
 type ListJobsRequest struct {
@@ -2713,7 +2729,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x11SubmitJobResponse\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\"!\n" +
 	"\rGetJobRequest\x12\x10\n" +
-	"\x03job\x18\x01 \x01(\tR\x03job\"\x82\x02\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\"\xba\x02\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12\x14\n" +
@@ -2723,7 +2739,10 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x06paused\x18\x06 \x01(\bR\x06paused\x12\x12\n" +
 	"\x04cids\x18\a \x03(\tR\x04cids\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\x18\n" +
-	"\amembers\x18\t \x03(\tR\amembers\"\x11\n" +
+	"\amembers\x18\t \x03(\tR\amembers\x12\x1c\n" +
+	"\tartifacts\x18\n" +
+	" \x01(\tR\tartifacts\x12\x18\n" +
+	"\asettled\x18\v \x01(\bR\asettled\"\x11\n" +
 	"\x0fListJobsRequest\">\n" +
 	"\x10ListJobsResponse\x12*\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x16.zoo.gym.hanzod.v1.JobR\x04jobs\"\xae\x02\n" +
