@@ -2,8 +2,10 @@
 // node request with the node key (strictly increasing sequence numbers that
 // survive restarts: they follow the clock), maps assignments into the
 // worker's types, submits deltas, and fetches published checkpoints from
-// the artifact server hanzod names, verifying every block against its CID
-// and the manifest against hanzod's key.
+// the artifact server hanzod names and from other workers at once,
+// verifying every block against its CID and the manifest against hanzod's
+// key. It can serve the checkpoints it holds to other workers
+// (ArtifactServer).
 package nodeclient
 
 import (
@@ -45,6 +47,13 @@ type Config struct {
 	Region, GPUModel string
 	VRAMMiB          uint64
 	Now              func() time.Time
+	// ExtraSources are artifact servers besides hanzod's, typically other
+	// workers run with --artifacts-listen: a checkpoint is fetched from
+	// hanzod and all of them at once, and the fetch goes on from the others
+	// when one leaves. A peer without a key is asked for it first (trust on
+	// first use); the manifest must be signed by hanzod's key whoever
+	// serves it. SetSources replaces them.
+	ExtraSources []transfer.Peer
 }
 
 // Client implements worker.Orchestrator over gRPC.
@@ -54,9 +63,13 @@ type Client struct {
 	id    string
 	mu    sync.Mutex // serialises signed requests: sequence numbers must arrive in order
 	seq   uint64
-	arts  string // artifact server of the last assignment: KEYHEX@host:port
 	store *store.Store
 	http  *http.Client
+
+	amu   sync.Mutex // guards what the artifact server reads, apart from mu (held across RPCs)
+	arts  string     // artifact server of the last assignment: KEYHEX@host:port
+	extra []transfer.Peer
+	named map[string]time.Time // node ids hanzod named in an assignment → when
 }
 
 // New returns a client.
@@ -78,7 +91,18 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return &Client{cfg: cfg, node: pb.NewNodeServiceClient(cfg.Conn), id: hex.EncodeToString(cfg.Key.Public().(ed25519.PublicKey)),
-		store: st, http: &http.Client{Timeout: 2 * time.Minute}}, nil
+		store: st, http: &http.Client{Timeout: 2 * time.Minute, Transport: transfer.NewTransport()},
+		extra: slices.Clone(cfg.ExtraSources), named: map[string]time.Time{}}, nil
+}
+
+// Store is the node's artifact store (the checkpoints it fetched).
+func (c *Client) Store() *store.Store { return c.store }
+
+// SetSources replaces the extra artifact sources (Config.ExtraSources).
+func (c *Client) SetSources(peers []transfer.Peer) {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	c.extra = slices.Clone(peers)
 }
 
 // Close closes the artifact store.
@@ -174,9 +198,9 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapt
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: checkpoint %q: %w", root, err)
 	}
-	c.mu.Lock()
-	arts := c.arts
-	c.mu.Unlock()
+	c.amu.Lock()
+	arts, extra := c.arts, slices.Clone(c.extra)
+	c.amu.Unlock()
 	if arts == "" {
 		return nil, errors.New("nodeclient: hanzod named no artifact server (start hanzod with --artifacts)")
 	}
@@ -184,10 +208,25 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapt
 	if err != nil {
 		return nil, err
 	}
-	g := transfer.Get{Client: &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.cfg.Now}, Peers: []transfer.Peer{peer},
-		Store: c.store, Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.cfg.Now}
+	client := &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.cfg.Now}
+	peers := []transfer.Peer{peer}
+	for _, p := range extra {
+		if p.Key == nil {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			p, err = client.Resolve(rctx, p)
+			cancel()
+			if err != nil {
+				continue // a peer that is not there is no source
+			}
+		}
+		if !p.Key.Equal(c.cfg.Key.Public().(ed25519.PublicKey)) {
+			peers = append(peers, p)
+		}
+	}
+	g := transfer.Get{Client: client, Peers: peers, Store: c.store,
+		Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.cfg.Now}
 	if _, _, err := transfer.GetArtifact(ctx, rc, g); err != nil {
-		return nil, fmt.Errorf("nodeclient: fetch checkpoint %s from %s: %w", root, peer.URL, err)
+		return nil, fmt.Errorf("nodeclient: fetch checkpoint %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
 	}
 	dir := filepath.Join(c.cfg.Dir, "checkpoints", root)
 	if _, err := os.Stat(filepath.Join(dir, peft.WeightsFile)); err != nil {
@@ -209,9 +248,7 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 		return worker.Assignment{}
 	}
 	a := worker.Assignment{Job: p.Job, State: p.JobState, Epoch: int(p.Epoch), Paused: p.Paused, Checkpoint: p.Checkpoint}
-	if p.Artifacts != "" {
-		c.arts = p.Artifacts
-	}
+	c.noteAssignment(p)
 	if p.Spec != nil {
 		a.Spec = SpecFrom(p.Spec)
 	}

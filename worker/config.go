@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/zooai/gym/orchestrator/state"
@@ -67,6 +68,12 @@ type Config struct {
 	// addresses in what is registered with the orchestrator (for a
 	// wildcard listen address).
 	AdvertiseHost string
+	// Artifacts, when set, is served on ArtifactsAddr (host:port, port 0
+	// picks one) from the start of Run to its end: the node's artifact
+	// server (nodeclient.Client.ArtifactServer), from which other workers
+	// fetch the checkpoints this one holds. Off when nil.
+	Artifacts     http.Handler
+	ArtifactsAddr string
 	// PlainRing switches the ring's TLS off; allowed on loopback only.
 	PlainRing bool
 	// RingStreams is the number of TCP streams per ring link (default 1).
@@ -168,6 +175,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: negative duration", ErrConfig)
 	case c.ProbeBytes < 1:
 		return fmt.Errorf("%w: probe bytes %d", ErrConfig, c.ProbeBytes)
+	case c.Artifacts != nil && c.ArtifactsAddr == "":
+		return fmt.Errorf("%w: an artifact server without a listen address", ErrConfig)
+	case c.Artifacts == nil && c.ArtifactsAddr != "":
+		return fmt.Errorf("%w: an artifact listen address without a server", ErrConfig)
 	}
 	return CheckAttack(c.Attack)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -161,11 +162,30 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer ps.Close()
 	ringAddr, probeAddr := advertise(tr.Addr(), c.AdvertiseHost), advertise(ps.Addr(), c.AdvertiseHost)
+	detail := "ring " + ringAddr + " probe " + probeAddr
+	if c.Artifacts != nil {
+		ln, err := net.Listen("tcp", c.ArtifactsAddr)
+		if err != nil {
+			return fmt.Errorf("worker: artifact listener: %w", err)
+		}
+		srv := &http.Server{Handler: c.Artifacts, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		var swg sync.WaitGroup
+		swg.Go(func() { srv.Serve(ln) })
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if srv.Shutdown(sctx) != nil {
+				srv.Close()
+			}
+			swg.Wait()
+		}()
+		detail += " artifacts " + advertise(ln.Addr().String(), c.AdvertiseHost)
+	}
 	register := func(ctx context.Context) error {
 		if err := c.Orchestrator.Register(ctx, ringAddr, probeAddr); err != nil {
 			return err
 		}
-		w.emit(Event{Kind: EventRegistered, Detail: "ring " + ringAddr + " probe " + probeAddr})
+		w.emit(Event{Kind: EventRegistered, Detail: detail})
 		return nil
 	}
 	w.heart = newHeart(c.Orchestrator, c, register, w.onAssignment)

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -32,8 +31,10 @@ type Meta struct {
 // manifest with key and completes it. On failure the blocks it added are
 // removed again.
 func (s *Store) Publish(ctx context.Context, src string, meta Meta, key ed25519.PrivateKey, now time.Time) (*Record, error) {
-	rec := &recorder{s: s, hashed: true}
-	res, err := artifact.Import(ctx, rec, src)
+	sess := s.Session()
+	sess.hashed = true
+	defer sess.Close()
+	res, err := artifact.Import(ctx, sess, src)
 	if err == nil {
 		var sm *artifact.Signed
 		sm, err = s.sign(res, meta, key, now)
@@ -44,7 +45,7 @@ func (s *Store) Publish(ctx context.Context, src string, meta Meta, key ed25519.
 			}
 		}
 	}
-	s.RemoveUnreferenced(ctx, rec.added())
+	sess.Discard(context.WithoutCancel(ctx))
 	return nil, err
 }
 
@@ -69,46 +70,6 @@ func (s *Store) sign(res artifact.Imported, meta Meta, key ed25519.PrivateKey, n
 		Created: now,
 		Expires: now.Add(meta.TTL),
 	}, key)
-}
-
-// recorder is a Blocks that remembers which blocks it newly added.
-type recorder struct {
-	s      *Store
-	hashed bool // blocks come from our own importer
-	mu     sync.Mutex
-	new    []cid.Cid
-}
-
-func (r *recorder) Get(ctx context.Context, c cid.Cid) ([]byte, error) { return r.s.Get(ctx, c) }
-func (r *recorder) Has(ctx context.Context, c cid.Cid) (bool, error)   { return r.s.Has(ctx, c) }
-func (r *recorder) Put(ctx context.Context, c cid.Cid, data []byte) error {
-	had, err := r.s.Has(ctx, c)
-	if err != nil {
-		return err
-	}
-	if err := r.s.put(ctx, c, data, r.hashed); err != nil {
-		return err
-	}
-	if !had {
-		r.mu.Lock()
-		r.new = append(r.new, c)
-		r.mu.Unlock()
-	}
-	return nil
-}
-
-func (r *recorder) added() []cid.Cid {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]cid.Cid(nil), r.new...)
-}
-
-// Recorder returns a Blocks over the store that remembers the blocks it
-// newly added, and a function that lists them: a fetch that fails over the
-// quota passes that list to RemoveUnreferenced.
-func (s *Store) Recorder() (artifact.Blocks, func() []cid.Cid) {
-	r := &recorder{s: s}
-	return r, r.added
 }
 
 // Export writes the files of the complete artifact root under out (created

@@ -17,10 +17,17 @@
 //	blocks/XY/<base32 multihash>     one block; XY = the name's last two characters
 //	artifacts/<root CID>.json        record of a complete, verified artifact
 //	manifests/<kind>/<name>.json     newest signed manifest known ('/' in name → '~')
-//	tmp/                             temporary files, emptied by Open
+//	tmp/                             temporary files, emptied by Open when no other process has the store open
+//	lock                             flock: shared while open, exclusive while GC runs
+//
+// Publishing and fetching go through a Session, which pins the blocks it
+// touches until the artifact is complete; GC removes every block that no
+// complete artifact and no open session holds, and the artifacts a
+// GCPolicy names (older versions, expired manifests).
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/base32"
 	"encoding/json"
@@ -45,6 +52,7 @@ var (
 	ErrHostileFile = errors.New("store: refused file in the store (symlink, device or FIFO)")
 	ErrNoArtifact  = errors.New("store: no such complete artifact")
 	ErrReferenced  = errors.New("store: block belongs to a complete artifact")
+	ErrInUse       = errors.New("store: in use by another process")
 )
 
 // Config configures a Store.
@@ -95,9 +103,12 @@ type Store struct {
 	cfg  Config
 	root *os.Root
 
+	lock *os.File // DIR/lock: shared while open, exclusive during GC (flock)
+
 	mu         sync.Mutex
 	used       int64                       // bytes of blocks on disk, plus reservations
 	referenced map[string]int              // multihash → number of complete artifacts holding it
+	pins       map[string]int              // multihash → number of open sessions holding it
 	records    map[string]*Record          // by root CID string
 	known      map[string]*artifact.Signed // newest manifest by kind/name
 }
@@ -127,16 +138,47 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, root: r, referenced: map[string]int{}, records: map[string]*Record{}, known: map[string]*artifact.Signed{}}
-	if err := s.load(); err != nil {
+	s := &Store{cfg: cfg, root: r, referenced: map[string]int{}, pins: map[string]int{}, records: map[string]*Record{}, known: map[string]*artifact.Signed{}}
+	alone, err := s.openLock()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	if err := s.load(alone); err != nil {
+		s.lock.Close()
 		r.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
+// openLock takes a shared lock on DIR/lock, and tells whether no other
+// process has the store open (then tmp/ may be emptied: no other
+// process is writing there).
+func (s *Store) openLock() (alone bool, err error) {
+	if st, err := s.root.Lstat("lock"); err == nil && !st.Mode().IsRegular() {
+		return false, fmt.Errorf("%w: lock is %v", ErrHostileFile, st.Mode().Type())
+	}
+	f, err := s.root.OpenFile("lock", os.O_RDWR|os.O_CREATE|noFollow, 0o644)
+	if err != nil {
+		return false, err
+	}
+	s.lock = f
+	if tryLockExclusive(f) == nil {
+		alone = true
+	}
+	if err := lockShared(f); err != nil {
+		f.Close()
+		return false, err
+	}
+	return alone, nil
+}
+
 // Close releases the store's directory.
-func (s *Store) Close() error { return s.root.Close() }
+func (s *Store) Close() error {
+	s.lock.Close()
+	return s.root.Close()
+}
 
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.cfg.Dir }
@@ -179,17 +221,19 @@ func (s *Store) readDir(dir string) ([]fs.DirEntry, error) {
 	return fs.ReadDir(s.root.FS(), dir)
 }
 
-func (s *Store) load() error {
+func (s *Store) load(alone bool) error {
 	for _, d := range []string{"blocks", "artifacts", "manifests", "tmp"} {
 		if err := s.mkdirs(d); err != nil {
 			return err
 		}
 	}
-	if err := s.root.RemoveAll("tmp"); err != nil {
-		return err
-	}
-	if err := s.mkdirs("tmp"); err != nil {
-		return err
+	if alone {
+		if err := s.root.RemoveAll("tmp"); err != nil {
+			return err
+		}
+		if err := s.mkdirs("tmp"); err != nil {
+			return err
+		}
 	}
 	shards, err := s.readDir("blocks")
 	if err != nil {
@@ -288,10 +332,13 @@ func (s *Store) readRegular(name string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
+	// Sized from the Lstat: io.ReadAll would grow its buffer (and copy)
+	// about ten times for a 256 KiB block.
+	buf := bytes.NewBuffer(make([]byte, 0, st.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, max+1)); err != nil {
 		return nil, err
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > max {
 		return nil, fmt.Errorf("%w: %s grew past %d bytes", artifact.ErrTooLarge, name, max)
 	}
@@ -486,15 +533,40 @@ func (s *Store) Quota() int64 { return s.cfg.Quota }
 
 // RemoveUnreferenced deletes the given blocks except those that belong to
 // a complete artifact: what a failed fetch calls to leave nothing behind.
+// Blocks an open session holds are kept as well.
 func (s *Store) RemoveUnreferenced(_ context.Context, cs []cid.Cid) {
 	for _, c := range cs {
-		s.mu.Lock()
-		ref := s.referenced[string(c.Hash())] > 0
-		s.mu.Unlock()
-		if !ref {
-			s.removeBlock(c)
-		}
+		s.removeUnheld(string(c.Hash()), blockPath(c))
 	}
+}
+
+// removeUnheld removes the block file p (of multihash key) unless a
+// complete artifact or an open session holds it (held), and returns the
+// bytes removed (-1 if nothing was: held, or absent). The decision and the removal happen under
+// the lock that sessions pin under, so a block a session has pinned is
+// never removed, and a block removed before the pin is seen missing by
+// the session, which fetches it again.
+func (s *Store) removeUnheld(key, p string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.referenced[key] > 0 || s.pins[key] > 0 {
+		return -1, nil
+	}
+	st, err := s.root.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	if !st.Mode().IsRegular() {
+		return -1, fmt.Errorf("%w: %s is %v", ErrHostileFile, p, st.Mode().Type())
+	}
+	if err := s.root.Remove(p); err != nil {
+		return -1, err
+	}
+	s.used -= st.Size()
+	return st.Size(), nil
 }
 
 // Known returns the newest manifest accepted for kind/name, or nil.
@@ -531,7 +603,11 @@ func (s *Store) Complete(ctx context.Context, sm *artifact.Signed, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	ix, err := artifact.Walk(ctx, s, root, s.cfg.Limits)
+	// Walk through a session, so that GC cannot remove a block between the
+	// walk and the record.
+	sess := s.Session()
+	defer sess.Close()
+	ix, err := artifact.Walk(ctx, sess, root, s.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}

@@ -21,3 +21,18 @@ func syncFS(r *os.Root) error {
 	defer d.Close()
 	return unix.Syncfs(int(d.Fd()))
 }
+
+func tryLockExclusive(f *os.File) error {
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+}
+
+// lockShared takes (or turns an exclusive lock back into) a shared lock,
+// waiting while another process holds it exclusively (its GC).
+func lockShared(f *os.File) error {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_SH)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

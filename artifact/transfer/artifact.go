@@ -70,11 +70,14 @@ func GetArtifact(ctx context.Context, root cid.Cid, g Get) (*store.Record, Stats
 	for _, p := range g.Peers {
 		cfg.Sources = append(cfg.Sources, g.Client.Source(p))
 	}
-	dst, added := g.Store.Recorder()
-	st, err := Fetch(ctx, root, dst, cfg)
+	// The session pins every block the fetch puts or finds held, so a GC
+	// running meanwhile leaves them until Complete has recorded them.
+	sess := g.Store.Session()
+	defer sess.Close()
+	st, err := Fetch(ctx, root, sess, cfg)
 	if err != nil {
 		if errors.Is(err, store.ErrQuota) {
-			g.Store.RemoveUnreferenced(context.WithoutCancel(ctx), added())
+			sess.Discard(context.WithoutCancel(ctx))
 		}
 		return nil, st, err
 	}

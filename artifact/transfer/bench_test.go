@@ -37,10 +37,10 @@ func BenchmarkFetch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	hc := &http.Client{Transport: NewTransport()}
 	for _, k := range []int{1, 3} {
-		for _, workers := range []int{1, 4, 8} {
-			b.Run(fmt.Sprintf("sources=%d/workers=%d", k, workers), func(b *testing.B) {
+		for _, workers := range []int{0, 4, 8, 32} {
+			b.Run(fmt.Sprintf("sources=%d/workers=%s", k, inFlight(workers)), func(b *testing.B) {
 				c := &Client{Key: fetcherKey, Now: clock, HTTP: hc}
 				var srcs []Source
 				for _, n := range nodes[:k] {
@@ -67,7 +67,7 @@ func BenchmarkFetch(b *testing.B) {
 		paced = append(paced, n)
 	}
 	for _, k := range []int{1, 3} {
-		b.Run(fmt.Sprintf("sources=%d/workers=4/uplink=20MBps", k), func(b *testing.B) {
+		b.Run(fmt.Sprintf("sources=%d/workers=auto/uplink=20MBps", k), func(b *testing.B) {
 			c := &Client{Key: fetcherKey, Now: clock, HTTP: hc}
 			var srcs []Source
 			for _, n := range paced[:k] {
@@ -75,15 +75,15 @@ func BenchmarkFetch(b *testing.B) {
 			}
 			b.SetBytes(64 << 20)
 			for b.Loop() {
-				if _, err := Fetch(context.Background(), root, artifact.NewMemBlocks(), FetchConfig{Sources: srcs, Workers: 4}); err != nil {
+				if _, err := Fetch(context.Background(), root, artifact.NewMemBlocks(), FetchConfig{Sources: srcs}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
-	// Into a disk store (fsync per block), from 1 and 3 sources.
+	// Into a disk store, from 1 and 3 sources.
 	for _, k := range []int{1, 3} {
-		b.Run(fmt.Sprintf("sources=%d/workers=4/disk", k), func(b *testing.B) {
+		b.Run(fmt.Sprintf("sources=%d/workers=auto/disk", k), func(b *testing.B) {
 			c := &Client{Key: fetcherKey, Now: clock, HTTP: hc}
 			var srcs []Source
 			for _, n := range nodes[:k] {
@@ -95,7 +95,7 @@ func BenchmarkFetch(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := Fetch(context.Background(), root, st, FetchConfig{Sources: srcs, Workers: 4}); err != nil {
+				if _, err := Fetch(context.Background(), root, st, FetchConfig{Sources: srcs}); err != nil {
 					b.Fatal(err)
 				}
 				st.Close()
@@ -146,4 +146,11 @@ type pacedWriter struct {
 func (p *pacedWriter) Write(b []byte) (int, error) {
 	time.Sleep(time.Until(p.reserve(len(b))))
 	return p.ResponseWriter.Write(b)
+}
+
+func inFlight(workers int) string {
+	if workers == 0 {
+		return "auto"
+	}
+	return fmt.Sprint(workers)
 }

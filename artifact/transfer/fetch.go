@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -17,9 +18,16 @@ var ErrExhausted = errors.New("transfer: no source delivered the block")
 // FetchConfig configures Fetch.
 type FetchConfig struct {
 	Sources []Source
-	// Workers is the number of requests in flight per source (4 if 0): a
-	// single TCP stream does not fill a long fat link.
+	// Workers, if positive, fixes the number of requests in flight per
+	// source. If 0 the number adapts per source (see window): it starts at
+	// MinInFlight and follows 1.5 × the source's bandwidth-delay product
+	// as measured, up to MaxInFlight, and halves on a failure. One request is one block, so a
+	// long fat link needs at least its bandwidth-delay product in flight
+	// (1 Gbit/s × 40 ms = 5 MB = 20 blocks of 256 KiB).
 	Workers int
+	// MinInFlight and MaxInFlight bound the adaptive number of requests in
+	// flight per source (16 and 64 if 0).
+	MinInFlight, MaxInFlight int
 	// TriesPerSource bounds how often one source is asked for one block
 	// after transport errors (2 if 0). A corrupt block is never asked of the
 	// same source again.
@@ -53,6 +61,7 @@ type Progress struct {
 type Stats struct {
 	Progress
 	PerSource map[string]int // blocks delivered by each source
+	InFlight  map[string]int // each source's requests in flight at the end
 	Elapsed   time.Duration
 }
 
@@ -66,8 +75,9 @@ type result struct {
 	src   int
 	data  []byte // nil for a raw leaf
 	size  int64
-	err   error // the source's failure
-	local error // dst's failure: ends the fetch
+	lat   time.Duration // request to reply
+	err   error         // the source's failure
+	local error         // dst's failure: ends the fetch
 }
 
 type source struct {
@@ -76,6 +86,7 @@ type source struct {
 	inflight int
 	strikes  int
 	dead     bool
+	win      *window
 }
 
 // Fetch brings every block of the DAG under root into dst, verifying each
@@ -87,10 +98,28 @@ type source struct {
 // store's quota) ends the fetch at once.
 func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConfig) (st Stats, err error) {
 	start := time.Now()
-	defer func() { st.Elapsed = time.Since(start) }()
-	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+	var srcs []*source
+	defer func() {
+		st.Elapsed = time.Since(start)
+		if len(srcs) > 0 {
+			st.InFlight = map[string]int{}
+			for _, s := range srcs {
+				if s != nil {
+					st.InFlight[s.Name()] = s.win.limit
+				}
+			}
+		}
+	}()
+	if cfg.MinInFlight <= 0 {
+		cfg.MinInFlight = 16
 	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 64
+	}
+	if cfg.Workers > 0 {
+		cfg.MinInFlight, cfg.MaxInFlight = cfg.Workers, cfg.Workers
+	}
+	cfg.MaxInFlight = max(cfg.MaxInFlight, cfg.MinInFlight)
 	if cfg.TriesPerSource <= 0 {
 		cfg.TriesPerSource = 2
 	}
@@ -111,7 +140,7 @@ func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConf
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	srcs := make([]*source, len(cfg.Sources))
+	srcs = make([]*source, len(cfg.Sources))
 	// On return: stop the workers and wait for them, so that no block is
 	// stored after Fetch has returned.
 	defer func() {
@@ -126,8 +155,8 @@ func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConf
 
 	results := make(chan result)
 	for i, s := range cfg.Sources {
-		srcs[i] = &source{Source: s, in: make(chan *task, cfg.Workers)}
-		for range cfg.Workers {
+		srcs[i] = &source{Source: s, in: make(chan *task, cfg.MaxInFlight), win: newWindow(cfg.MinInFlight, cfg.MaxInFlight, start)}
+		for range cfg.MaxInFlight {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -136,7 +165,9 @@ func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConf
 					// writing run in parallel; dst.Put verifies the hash.
 					var local error
 					bctx, bcancel := context.WithTimeout(ctx, cfg.BlockTimeout)
+					sent := time.Now()
 					data, err := s.Block(bctx, root, t.c)
+					lat := time.Since(sent)
 					bcancel()
 					if err != nil && ctx.Err() == nil && bctx.Err() != nil {
 						err = fmt.Errorf("%w: no answer in %v", ErrSource, cfg.BlockTimeout)
@@ -158,7 +189,7 @@ func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConf
 						data = nil // a leaf has no children: drop it early
 					}
 					select {
-					case results <- result{t, i, data, size, err, local}:
+					case results <- result{t, i, data, size, lat, err, local}:
 					case <-ctx.Done():
 						return
 					}
@@ -232,7 +263,7 @@ func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConf
 				continue
 			}
 			possible = true
-			if s.inflight < cfg.Workers && (best < 0 || s.inflight < srcs[best].inflight) {
+			if s.inflight < s.win.limit && (best < 0 || s.win.load(s.inflight) < srcs[best].win.load(srcs[best].inflight)) {
 				best = i
 			}
 		}
@@ -273,6 +304,9 @@ func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConf
 			return st, r.local
 		}
 		if r.err != nil {
+			if !errors.Is(r.err, ErrMissing) {
+				s.win.failed(time.Now())
+			}
 			s.strikes++
 			switch {
 			case errors.Is(r.err, artifact.ErrHashMismatch), errors.Is(r.err, artifact.ErrTooLarge):
@@ -291,6 +325,7 @@ func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConf
 			continue
 		}
 		s.strikes = 0
+		s.win.delivered(r.size, r.lat, time.Now())
 		st.Blocks++
 		st.Fetched++
 		st.Bytes += r.size
@@ -309,4 +344,69 @@ func Fetch(ctx context.Context, root cid.Cid, dst artifact.Blocks, cfg FetchConf
 		}
 	}
 	return st, nil
+}
+
+// window is the adaptive number of requests in flight to one source: a
+// bandwidth-delay estimate. It keeps the fastest goodput seen in a round
+// (a round lasts until as many blocks as the limit have arrived, about one
+// round trip once the pipe is full) and the shortest request-to-reply
+// time seen, and sets the limit to 1.5 × their product in blocks, plus 2
+// (2 × while every round is 25 % faster than the best before: startup,
+// when cold connections hold the rate back, as in BBR).
+// While the limit is what holds the rate back, each round's rate is
+// limit/latency, so the limit grows by about half a round; once the link
+// is full the rate stops growing and the limit stays at 1.5 × the
+// bandwidth-delay product instead of piling requests into the
+// bottleneck's queue (which lengthens every reply and, with a user-space
+// delayer or a shallow buffer, loses packets). A failure other than a 404
+// halves the limit and forgets the rate. Loss and congestion proper are
+// TCP's business. Time is passed in.
+type window struct {
+	limit, min, max int
+	start           time.Time
+	n               int
+	bytes           int64
+	best            float64       // bytes per second
+	minLat          time.Duration // shortest request-to-reply time
+	startup         bool          // every round so far raised the best rate by 25 %
+}
+
+func newWindow(min, max int, now time.Time) *window {
+	return &window{limit: min, min: min, max: max, start: now, startup: true}
+}
+
+// load is in-flight requests relative to the limit, for choosing the
+// least loaded source.
+func (w *window) load(inflight int) float64 { return float64(inflight) / float64(w.limit) }
+
+func (w *window) delivered(size int64, lat time.Duration, now time.Time) {
+	w.n++
+	w.bytes += size
+	if lat > 0 && (w.minLat == 0 || lat < w.minLat) {
+		w.minLat = lat
+	}
+	if w.n < w.limit {
+		return
+	}
+	if el := now.Sub(w.start).Seconds(); el > 0 {
+		rate := float64(w.bytes) / el
+		if rate < 1.25*w.best {
+			w.startup = false
+		}
+		w.best = max(w.best, rate)
+		block := float64(w.bytes) / float64(w.n)
+		bdp := w.best * w.minLat.Seconds() / block
+		gain := 1.5
+		if w.startup {
+			gain = 2
+		}
+		w.limit = min(w.max, max(w.min, int(math.Ceil(gain*bdp))+2))
+	}
+	w.start, w.n, w.bytes = now, 0, 0
+}
+
+func (w *window) failed(now time.Time) {
+	w.limit = max(w.min, w.limit/2)
+	w.best, w.startup = 0, false
+	w.start, w.n, w.bytes = now, 0, 0
 }

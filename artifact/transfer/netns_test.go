@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,7 +224,7 @@ func TestNetnsHelper(t *testing.T) {
 		st, err := store.Open(store.DefaultConfig(os.Getenv("GYM_STORE")))
 		must(t, err)
 		defer st.Close()
-		c := &Client{Key: fetcherKey, HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		c := &Client{Key: fetcherKey, HTTP: &http.Client{Transport: NewTransport()}}
 		var peers []Peer
 		for _, s := range strings.Split(os.Getenv("GYM_PEERS"), ",") {
 			p, err := ParsePeer(s)
@@ -231,11 +232,14 @@ func TestNetnsHelper(t *testing.T) {
 			peers = append(peers, p)
 		}
 		root, _ := cid.Decode(os.Getenv("GYM_ROOT"))
-		_, stats, err := GetArtifact(ctx, root, Get{Client: c, Peers: peers, Store: st, Fetch: FetchConfig{Workers: envInt("GYM_WORKERS", 8)}})
+		_, stats, err := GetArtifact(ctx, root, Get{Client: c, Peers: peers, Store: st, Fetch: FetchConfig{Workers: envInt("GYM_WORKERS", 0)}})
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 		res := struct {
 			Stats
 			Err string
-		}{Stats: stats}
+			CPU float64
+		}{Stats: stats, CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()}
 		if err != nil {
 			res.Err = err.Error()
 		}

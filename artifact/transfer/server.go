@@ -197,6 +197,11 @@ func (s *Server) serveIPFS(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Ipfs-Roots", c.String())
 	if format == "raw" {
 		data, err := s.cfg.Store.Get(r.Context(), c)
+		if errors.Is(err, artifact.ErrNotFound) {
+			// Removed since the check above (the artifact's GC).
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
 		if err != nil {
 			s.log.Error("serving a block", "cid", c, "err", err)
 			http.Error(w, "block unavailable", http.StatusInternalServerError)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,7 @@ Nodes exchange artifacts over HTTP with the IPFS trustless-gateway protocol;
 every request carries an authorization signed by the requesting node, bound
 to the artifact, the serving node, an expiry and a single-use nonce.`,
 	}
-	cmd.AddCommand(newArtifactPublish(), newArtifactList(), newArtifactServe(), newArtifactFetch(), newArtifactVerify())
+	cmd.AddCommand(newArtifactPublish(), newArtifactList(), newArtifactServe(), newArtifactFetch(), newArtifactVerify(), newArtifactGC())
 	return cmd
 }
 
@@ -213,7 +214,7 @@ func newArtifactFetch() *cobra.Command {
 	var sf storeFlags
 	var keyPath, export string
 	var from, trust []string
-	var workers int
+	var workers, maxInFlight int
 	cmd := &cobra.Command{
 		Use:   "fetch CID --from [KEYHEX@]ADDR[,...] --out STORE --key KEY [--export DIR] [--trust KEYHEX,...]",
 		Short: "Fetch a complete artifact from one or more peers into a store",
@@ -251,7 +252,7 @@ asked for its key first.`,
 			}
 			defer st.Close()
 			ctx := cmd.Context()
-			client := &transfer.Client{Key: key, HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+			client := &transfer.Client{Key: key, HTTP: &http.Client{Transport: transfer.NewTransport()}}
 			var peers []transfer.Peer
 			for _, a := range addrs {
 				p, err := transfer.ParsePeer(strings.TrimSpace(a))
@@ -267,7 +268,7 @@ asked for its key first.`,
 			if len(peers) == 0 {
 				return errors.New("no peer answered")
 			}
-			g := transfer.Get{Client: client, Peers: peers, Store: st, Fetch: transfer.FetchConfig{Workers: workers}}
+			g := transfer.Get{Client: client, Peers: peers, Store: st, Fetch: transfer.FetchConfig{Workers: workers, MaxInFlight: maxInFlight}}
 			if len(trusted) > 0 {
 				g.Trust = func(k ed25519.PublicKey) bool {
 					for _, t := range trusted {
@@ -303,7 +304,8 @@ asked for its key first.`,
 	cmd.Flags().StringSliceVar(&from, "from", nil, "peers: [KEYHEX@]host:port, comma-separated or repeated")
 	cmd.Flags().StringSliceVar(&trust, "trust", nil, "accept manifests only from these creators (hex public keys)")
 	cmd.Flags().StringVar(&export, "export", "", "also write the artifact's files under this directory")
-	cmd.Flags().IntVar(&workers, "workers", 4, "requests in flight per peer")
+	cmd.Flags().IntVar(&workers, "workers", 0, "requests in flight per peer (0: adaptive, from 16 up to --max-in-flight, following the measured bandwidth-delay product)")
+	cmd.Flags().IntVar(&maxInFlight, "max-in-flight", 64, "most requests in flight per peer when --workers is 0")
 	return cmd
 }
 
@@ -349,6 +351,63 @@ CID, and with --cid fails unless it is that CID. DIR is only read.`,
 		},
 	}
 	cmd.Flags().StringVar(&want, "cid", "", "the root CID an exported directory must have")
+	return cmd
+}
+
+func newArtifactGC() *cobra.Command {
+	var sf storeFlags
+	var keepVersions int
+	var keepExpired, dryRun, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "gc --store DIR [--keep-versions N] [--keep-expired] [--dry-run] [--json]",
+		Short: "Remove unreferenced blocks and superseded or expired artifacts from a store",
+		Long: `gc removes from the store DIR every block that belongs to no complete
+artifact (left by interrupted fetches, failed publishes or removed artifacts),
+the artifacts older than the newest N versions of their name (--keep-versions
+N; 0 keeps every version), and the artifacts whose manifest has expired
+(unless --keep-expired). The newest manifest known for each name is kept, so
+an older version is still refused after its artifact is gone.
+
+gc refuses to run while another process (hanzod, gym worker, gym artifact
+serve or fetch) has the store open: it could remove the blocks of a fetch in
+progress there. Those processes call the same collection themselves.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keepVersions < 0 {
+				return usageError{errors.New("--keep-versions must not be negative")}
+			}
+			st, err := sf.open("store")
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			res, err := st.GC(cmd.Context(), store.GCPolicy{KeepVersions: keepVersions, Expired: !keepExpired, Now: time.Now(), DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			verb := "removed"
+			if dryRun {
+				verb = "would remove"
+			}
+			for _, a := range res.Artifacts {
+				fmt.Fprintf(out, "%s %s %s %s v%d (%s)\n", verb, a.Root, a.Kind, a.Name, a.Version, a.Reason)
+			}
+			fmt.Fprintf(out, "%s %d artifact(s) and %d block(s), %d bytes; kept %d artifact(s), %d block(s) of fetches in progress; %d bytes used\n",
+				verb, len(res.Artifacts), res.Blocks, res.Bytes, res.Kept, res.Pinned, res.Used)
+			return nil
+		},
+	}
+	sf.add(cmd, "store", "store directory")
+	cmd.Flags().IntVar(&keepVersions, "keep-versions", 0, "keep the newest N versions of each artifact name (0: all)")
+	cmd.Flags().BoolVar(&keepExpired, "keep-expired", false, "keep artifacts whose manifest has expired")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be removed, remove nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
 

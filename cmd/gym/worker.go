@@ -13,9 +13,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/worker"
 )
@@ -44,6 +47,16 @@ type workerOptions struct {
 	logSteps               int
 	tls                    bool
 	heartbeat, ringTimeout time.Duration
+	artifactsAllow         []string
+	artifactsAllowAny      bool
+	artifactsPeers         []string
+}
+
+// artifactNode is what --artifacts-* need of the orchestrator client
+// (nodeclient.Client): its store served, and more sources for its fetches.
+type artifactNode interface {
+	ArtifactServer(nodeclient.ServeConfig) (*transfer.Server, error)
+	SetSources([]transfer.Peer)
 }
 
 func newWorkerCmd(dial DialFunc) *cobra.Command {
@@ -81,7 +94,17 @@ members, adapter, attack, detail; zero fields are omitted; see 'go doc
 github.com/zooai/gym/worker'). Warnings go to stderr.
 
 --exit-when-done exits when the assigned job ends: status 0 when it was
-published, 1 when it failed.`,
+published, 1 when it failed.
+
+Checkpoints: the worker fetches each checkpoint hanzod publishes from
+hanzod's artifact server and, with --artifacts-peers, from other workers at
+the same time (the fetch goes on from the others when one leaves; the
+manifest must be signed by hanzod whoever serves it). With
+--artifacts-listen ADDR it serves the checkpoints it holds to other workers:
+to the nodes hanzod named to it (its ring and probe peers), to the keys of
+--artifacts-allow, or with --artifacts-allow-any to any node, and only
+checkpoints signed by hanzod except for --artifacts-allow keys. Its address
+is printed in the registered event.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runWorker(c, dial, cfg, o)
@@ -106,6 +129,10 @@ published, 1 when it failed.`,
 	f.StringVar(&o.loraRank, "lora-rank", os.Getenv("LORA_RANK"), "only run jobs with this LoRA rank [LORA_RANK]")
 	f.StringVar(&cfg.Constraints.ImportanceSamplingLevel, "importance-sampling-level", os.Getenv("IMPORTANCE_SAMPLING_LEVEL"),
 		"only run jobs with this importance sampling level, sequence or token [IMPORTANCE_SAMPLING_LEVEL]")
+	f.StringVar(&cfg.ArtifactsAddr, "artifacts-listen", "", "serve fetched checkpoints to other workers on HOST:PORT (default off; port 0 picks one)")
+	f.StringSliceVar(&o.artifactsAllow, "artifacts-allow", nil, "keys (hex) that may read every artifact this worker serves")
+	f.BoolVar(&o.artifactsAllowAny, "artifacts-allow-any", false, "let any node read the checkpoints hanzod signed, not only the nodes hanzod named to this one")
+	f.StringSliceVar(&o.artifactsPeers, "artifacts-peers", nil, "other workers' artifact servers to fetch checkpoints from as well: [KEYHEX@]HOST:PORT, comma-separated")
 	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay or equivocate (demos and tests only)")
 	f.MarkHidden("attack")
 	return cmd
@@ -177,6 +204,19 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	cfg.Orchestrator = orch
 	cfg.Logger = logger
+	if cfg.ArtifactsAddr != "" || len(o.artifactsPeers) > 0 || len(o.artifactsAllow) > 0 || o.artifactsAllowAny {
+		an, ok := orch.(artifactNode)
+		if !ok {
+			return usageError{errors.New("--artifacts-*: this orchestrator client keeps no artifact store")}
+		}
+		srv, err := workerArtifacts(an, &cfg, o, logger)
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			defer srv.Close()
+		}
+	}
 	enc := json.NewEncoder(stdout)
 	cfg.OnEvent = func(e worker.Event) {
 		if o.json {
@@ -227,4 +267,39 @@ func workerKey(keyPath, dir string, stderr io.Writer) (ed25519.PrivateKey, error
 	}
 	fmt.Fprintf(stderr, "gym worker: made node key %s (public %s)\n", p, nodekey.PublicHex(key))
 	return key, nil
+}
+
+// workerArtifacts applies the --artifacts-* flags: more sources for
+// checkpoint fetches, and the artifact server (nil when not listening).
+func workerArtifacts(an artifactNode, cfg *worker.Config, o workerOptions, logger *slog.Logger) (*transfer.Server, error) {
+	var peers []transfer.Peer
+	for _, f := range o.artifactsPeers {
+		for _, a := range strings.Split(f, ",") {
+			if a = strings.TrimSpace(a); a == "" {
+				continue
+			}
+			p, err := transfer.ParsePeer(a)
+			if err != nil {
+				return nil, usageError{fmt.Errorf("--artifacts-peers: %w", err)}
+			}
+			peers = append(peers, p)
+		}
+	}
+	an.SetSources(peers)
+	keys, err := parseKeys(o.artifactsAllow)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ArtifactsAddr == "" {
+		if len(keys) > 0 || o.artifactsAllowAny {
+			return nil, usageError{errors.New("--artifacts-allow and --artifacts-allow-any need --artifacts-listen")}
+		}
+		return nil, nil
+	}
+	srv, err := an.ArtifactServer(nodeclient.ServeConfig{Allow: keys, AllowAny: o.artifactsAllowAny, Logger: logger.With("part", "artifacts")})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Artifacts = srv
+	return srv, nil
 }

@@ -5,15 +5,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/worker"
 	"github.com/zooai/gym/worker/workertest"
@@ -132,5 +138,69 @@ func TestWorkerCommandUsage(t *testing.T) {
 				t.Errorf("error %v, want a usage error about %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// noConn is a gRPC connection that is never used.
+type noConn struct{}
+
+func (noConn) Invoke(context.Context, string, any, any, ...grpc.CallOption) error {
+	return errors.New("unused")
+}
+func (noConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, errors.New("unused")
+}
+
+// artifactOrch is the fake orchestrator with a node client's artifact
+// store beside it.
+type artifactOrch struct {
+	worker.Orchestrator
+	nc    *nodeclient.Client
+	peers []transfer.Peer
+}
+
+func (a *artifactOrch) ArtifactServer(c nodeclient.ServeConfig) (*transfer.Server, error) {
+	return a.nc.ArtifactServer(c)
+}
+func (a *artifactOrch) SetSources(p []transfer.Peer) { a.peers = p; a.nc.SetSources(p) }
+
+// --artifacts-listen serves the node's store while the worker runs (its
+// address is in the registered event), --artifacts-peers become sources;
+// without a store behind the orchestrator client the flags are a usage
+// error.
+func TestWorkerCommandArtifacts(t *testing.T) {
+	f, err := workertest.New("cli-arts", workerTestSpec(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runWorkerCmd(t, f, "--artifacts-listen", "127.0.0.1:0"); !isUsage(err) || !strings.Contains(err.Error(), "artifact store") {
+		t.Fatalf("--artifacts-listen without a store: %v", err)
+	}
+	peerKey := strings.Repeat("ab", 32)
+	var orch *artifactOrch
+	dial := func(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error) {
+		nc, err := nodeclient.New(nodeclient.Config{Key: o.Key, Conn: noConn{}, Dir: t.TempDir()})
+		if err != nil {
+			return nil, nil, err
+		}
+		orch = &artifactOrch{Orchestrator: f.Client(o.Key), nc: nc}
+		return orch, nc, nil
+	}
+	cmd := workerRoot(dial)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"worker", "--orchestrator", "fake:9550", "--data", t.TempDir(), "--heartbeat", "1s", "--ring-tls=false",
+		"--exit-when-done", "--threads", "1", "--artifacts-listen", "127.0.0.1:0", "--artifacts-peers", peerKey + "@127.0.0.1:1,127.0.0.1:2"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("gym worker: %v\n%s", err, out.String())
+	}
+	if !regexp.MustCompile(`registered .*artifacts 127\.0\.0\.1:[1-9][0-9]*`).MatchString(out.String()) {
+		t.Fatalf("the registered event names no artifact server:\n%s", out.String())
+	}
+	if len(orch.peers) != 2 || orch.peers[0].URL != "http://127.0.0.1:1" || hex.EncodeToString(orch.peers[0].Key) != peerKey || orch.peers[1].Key != nil {
+		t.Fatalf("sources %+v", orch.peers)
 	}
 }
