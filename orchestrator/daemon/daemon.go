@@ -500,10 +500,13 @@ func (d *Daemon) Judge() *judge.Judge { return d.judge }
 // PublicKey is hanzod's signing key (publication and settlement records).
 func (d *Daemon) PublicKey() ed25519.PublicKey { return d.key.Public().(ed25519.PublicKey) }
 
-// judgeLoop runs the validator's epoch work on the leader.
+// judgeLoop runs the validator's epoch work on the leader, and collects
+// the artifact store's garbage (blocks of interrupted fetches and
+// publications; every complete artifact is kept) every 10 minutes.
 func (d *Daemon) judgeLoop(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	lastGC := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -512,6 +515,14 @@ func (d *Daemon) judgeLoop(ctx context.Context) {
 		}
 		if !d.eng.Leading() {
 			continue
+		}
+		if time.Since(lastGC) > 10*time.Minute {
+			lastGC = time.Now()
+			if st, err := d.arts.GC(ctx, astore.GCPolicy{Now: lastGC}); err != nil {
+				d.log.Warn("artifact store GC failed", "err", err)
+			} else if st.Blocks > 0 {
+				d.log.Info("artifact store GC", "blocks", st.Blocks, "bytes", st.Bytes)
+			}
 		}
 		if err := d.judge.Step(ctx); err != nil && ctx.Err() == nil {
 			d.log.Warn("validator step failed", "err", err)
