@@ -2,18 +2,32 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/artifact/store"
+	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/peft"
 )
 
 func newJob(o *orchestratorFlags) *cobra.Command {
@@ -22,15 +36,16 @@ func newJob(o *orchestratorFlags) *cobra.Command {
 		Short: "Submit training jobs to hanzod and follow them",
 		Long: `job talks to the orchestrator, hanzod, at --orchestrator (default
 ORCHESTRATOR_URL, else localhost:9550). A job file (YAML, docs/job-file.md;
-examples/job.yaml is a working one) names the model, dataset, GSPO settings,
-epochs, node counts and aggregation rule.
+examples/builtin-job.yaml trains on gym workers) names the model, dataset,
+GSPO settings, epochs, node counts, aggregation rule and run settings.
+'gym job checkpoint' fetches a published checkpoint.
 
 Exit status: 0 done, 1 the job file is invalid or hanzod refused or could
 not be reached (the message says what to do), 2 the command was misused.`,
 	}
 	var timeout time.Duration
 	timeoutFlag(cmd, &timeout)
-	cmd.AddCommand(newJobSubmit(o, &timeout), newJobList(o, &timeout), newJobStatus(o, &timeout))
+	cmd.AddCommand(newJobSubmit(o, &timeout), newJobList(o, &timeout), newJobStatus(o, &timeout), newJobCheckpoint(o, &timeout))
 	return cmd
 }
 
@@ -121,7 +136,7 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [--json] JOB",
-		Short: "Show one job: state, epoch, members, ring and checkpoints",
+		Short: "Show one job: state, epoch, members, ring, checkpoints and settlement",
 		Long: `status prints a job's state and progress. With --json it prints one object:
 
   id, state (pending|provisioning|running|aggregating|published|failed),
@@ -130,11 +145,15 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
   {config_id, generation, members in ring order, bottleneck_kbps}), cids
   (published checkpoints), spec {model, dataset, epochs, min_nodes,
   max_nodes, min_vram_mib, aggregation, utility, submitter, deadline
-  (RFC 3339 or null), gspo (null for a job hanzod recorded none for, else
-  {importance_sampling_level, beta, group_size, aggregate_interval,
-  use_4bit, lora_rank, lora_alpha, max_seq_len,
-  gradient_accumulation_steps, learning_rate, warmup_steps,
-  weight_decay})}.
+  (RFC 3339 or null), steps_per_epoch, prompts_per_step, seed, byzantine,
+  spot_check_bp (basis points replayed, 0: none), gspo (null for a job
+  hanzod recorded none for, else {importance_sampling_level, beta,
+  group_size, aggregate_interval, use_4bit, lora_rank, lora_alpha,
+  max_seq_len, gradient_accumulation_steps, learning_rate, warmup_steps,
+  weight_decay})}, checkpoints ([{epoch, cid}], the cids by epoch),
+  artifacts (hanzod's artifact server, KEYHEX@host:port, "" when it runs
+  none: 'gym job checkpoint' fetches from it) and settled (the settlement
+  record is written and the stakes the job locked are released).
 
 Lists are never null.`,
 		Args: exactArgs(1),
@@ -176,6 +195,20 @@ type jobJSON struct {
 	Ring    *ringJSON `json:"ring"`
 	CIDs    []string  `json:"cids"`
 	Spec    specJSON  `json:"spec"`
+	// Checkpoints are the published checkpoints by epoch (cids, numbered).
+	Checkpoints []checkpointJSON `json:"checkpoints"`
+	// Artifacts is hanzod's artifact server, KEYHEX@host:port ("" when it
+	// runs none): where 'gym job checkpoint' fetches from, and the key that
+	// must have signed every checkpoint's manifest.
+	Artifacts string `json:"artifacts"`
+	// Settled: hanzod wrote the job's settlement record and released the
+	// stakes it locked.
+	Settled bool `json:"settled"`
+}
+
+type checkpointJSON struct {
+	Epoch int    `json:"epoch"`
+	CID   string `json:"cid"`
 }
 
 type ringJSON struct {
@@ -196,6 +229,13 @@ type specJSON struct {
 	Utility     uint64  `json:"utility"`
 	Submitter   string  `json:"submitter"`
 	Deadline    *string `json:"deadline"`
+	// The run settings, with the job file's meanings: what hanzod applies
+	// (its defaults filled in for a job submitted without them).
+	StepsPerEpoch  int32  `json:"steps_per_epoch"`
+	PromptsPerStep int32  `json:"prompts_per_step"`
+	Seed           uint64 `json:"seed"`
+	Byzantine      int32  `json:"byzantine"`
+	SpotCheckBP    int    `json:"spot_check_bp"`
 	// GSPO uses the job file's keys; nil for a job without settings.
 	GSPO *gspoConfig `json:"gspo"`
 }
@@ -212,13 +252,24 @@ func rfc3339ms(ms int64) string {
 }
 
 func jobOut(j *pb.Job) jobJSON {
-	out := jobJSON{ID: j.Id, State: j.State, Epoch: j.Epoch, Paused: j.Paused, Reason: j.Reason, Members: nonNil(j.Members), CIDs: nonNil(j.Cids)}
+	out := jobJSON{ID: j.Id, State: j.State, Epoch: j.Epoch, Paused: j.Paused, Reason: j.Reason, Members: nonNil(j.Members), CIDs: nonNil(j.Cids),
+		Checkpoints: []checkpointJSON{}, Artifacts: j.Artifacts, Settled: j.Settled}
+	for i, c := range j.Cids {
+		out.Checkpoints = append(out.Checkpoints, checkpointJSON{Epoch: i + 1, CID: c})
+	}
 	if r := j.Ring; r != nil {
 		out.Ring = &ringJSON{ConfigID: r.ConfigId, Generation: r.Generation, Members: nonNil(r.Members), BottleneckKbps: r.BottleneckKbps}
 	}
 	if s := j.Spec; s != nil {
 		out.Spec = specJSON{Model: s.Model, Dataset: s.Dataset, Epochs: s.Epochs, MinNodes: s.MinNodes, MaxNodes: s.MaxNodes,
-			MinVRAMMiB: s.MinVramMib, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, GSPO: gspoFrom(s.Gspo)}
+			MinVRAMMiB: s.MinVramMib, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, GSPO: gspoFrom(s.Gspo),
+			StepsPerEpoch: s.StepsPerEpoch, PromptsPerStep: s.PromptsPerStep, Seed: s.Seed, Byzantine: s.Byzantine, SpotCheckBP: spotCheckFrom(s.SpotCheckBp)}
+		if out.Spec.StepsPerEpoch == 0 && s.Gspo != nil {
+			out.Spec.StepsPerEpoch = s.Gspo.GetAggregateInterval() // one sync per epoch
+		}
+		if out.Spec.PromptsPerStep == 0 {
+			out.Spec.PromptsPerStep = defaultPromptsPerStep
+		}
 		if s.DeadlineUnixMs != 0 {
 			d := rfc3339ms(s.DeadlineUnixMs)
 			out.Spec.Deadline = &d
@@ -284,6 +335,8 @@ func printJob(w io.Writer, j jobJSON) {
 		fmt.Fprintf(w, "             LoRA rank %d, alpha %s, 4-bit base %v, max %d tokens, %d accumulation steps\n",
 			g.LoRARank, fnum(g.LoRAAlpha), g.Use4Bit, g.MaxSeqLen, g.GradientAccumulationSteps)
 	}
+	fmt.Fprintf(w, "run          %d steps per epoch, %d prompts per step, seed %d\n", j.Spec.StepsPerEpoch, j.Spec.PromptsPerStep, j.Spec.Seed)
+	fmt.Fprintf(w, "defence      tolerates %d Byzantine worker(s); replays %s of the deltas\n", j.Spec.Byzantine, basisPoints(j.Spec.SpotCheckBP))
 	if len(j.Members) > 0 && j.Ring == nil {
 		fmt.Fprintf(w, "members      %d (measuring bandwidth)\n", len(j.Members))
 		for _, m := range j.Members {
@@ -296,10 +349,275 @@ func printJob(w io.Writer, j jobJSON) {
 			fmt.Fprintf(w, "  %2d %s\n", i, m)
 		}
 	}
-	if len(j.CIDs) > 0 {
-		fmt.Fprintf(w, "checkpoints  %d\n", len(j.CIDs))
-		for i, c := range j.CIDs {
-			fmt.Fprintf(w, "  epoch %d  %s\n", i+1, c)
+	if len(j.Checkpoints) > 0 {
+		fmt.Fprintf(w, "checkpoints  %d\n", len(j.Checkpoints))
+		for _, c := range j.Checkpoints {
+			fmt.Fprintf(w, "  epoch %d  %s\n", c.Epoch, c.CID)
 		}
 	}
+	fmt.Fprintf(w, "artifacts    %s\n", orDash(j.Artifacts))
+	settled := "no"
+	if j.Settled {
+		settled = "yes (stakes released)"
+	}
+	fmt.Fprintf(w, "settled      %s\n", settled)
+	if len(j.Checkpoints) > 0 && j.Artifacts != "" {
+		fmt.Fprintf(w, "fetch with   gym job checkpoint %s --out DIR\n", j.ID)
+	}
+}
+
+// basisPoints writes a share given in basis points as a percentage.
+func basisPoints(bp int) string {
+	if bp == 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(float64(bp)/100, 'f', -1, 64) + "%"
+}
+
+func newJobCheckpoint(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
+	var c checkpointFetch
+	cmd := &cobra.Command{
+		Use:   "checkpoint JOB --out DIR [--epoch N] [--key KEY] [--store STORE] [--from HOST:PORT]",
+		Short: "Fetch a job's published checkpoint into a directory (PEFT layout)",
+		Long: `checkpoint asks hanzod for the job, then fetches the checkpoint of --epoch
+(default: the latest published) from the artifact server the job names and
+writes it to DIR in the Hugging Face PEFT layout: adapter_model.safetensors,
+adapter_config.json and README.md (the model card). 'gym eval --checkpoint
+DIR' evaluates it.
+
+Every block is checked against its CID as it arrives, the whole tree against
+the manifest at the end, and the manifest must be signed by the artifact
+server's key as 'gym job status' reports it (artifacts: KEYHEX@host:port);
+anything else is refused. Progress goes to standard error; the checkpoint's
+CID to standard output.
+
+The artifact server lets any key read published checkpoints, but every
+request is signed: --key KEY signs with a node key ('gym keygen'), else a
+throwaway key is made for this run. DIR must not exist or be empty.
+
+--store keeps the blocks in an artifact store (an interrupted fetch resumes
+from it); without it they go to a temporary store removed afterwards.
+--from reaches the artifact server at another address (when hanzod
+advertises one you cannot reach); its key stays the one hanzod reports.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.job = strings.TrimSpace(args[0])
+			if c.job == "" {
+				return usageError{fmt.Errorf("job checkpoint needs a job id such as job-00000001 ('gym job list' shows them)")}
+			}
+			if c.out == "" {
+				return usageError{errors.New("--out DIR is required: the directory to write the checkpoint to")}
+			}
+			if c.epoch < 0 {
+				return usageError{fmt.Errorf("--epoch %d: want an epoch number from 1, or 0 for the latest", c.epoch)}
+			}
+			if err := checkOutDir(c.out); err != nil {
+				return err
+			}
+			resp, err := call(cmd, o, *timeout, "job "+c.job, func(ctx context.Context, cl *client) (*pb.Job, error) {
+				return cl.api.GetJob(ctx, &pb.GetJobRequest{Job: c.job})
+			})
+			if ce, ok := err.(*callError); ok && ce.code == codes.NotFound {
+				return fmt.Errorf("job %q not found; 'gym job list' shows the jobs hanzod knows", c.job)
+			}
+			if err != nil {
+				return err
+			}
+			t, _ := parseTarget(o.addr, o.tlsCA != "")
+			c.orchestratorHost, _, _ = net.SplitHostPort(t.hostport)
+			c.stderr = cmd.ErrOrStderr()
+			root, err := c.run(cmd.Context(), jobOut(resp))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), root)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.out, "out", "", "directory to write the checkpoint to; must not exist or be empty (required)")
+	f.IntVar(&c.epoch, "epoch", 0, "the epoch whose checkpoint to fetch (0: the latest published)")
+	f.StringVar(&c.keyPath, "key", "", "node key to sign the requests with (default: a throwaway key)")
+	f.StringVar(&c.store, "store", "", "artifact store to fetch into and keep (default: a temporary one)")
+	f.StringVar(&c.from, "from", "", "reach the artifact server at HOST:PORT instead of the address hanzod reports")
+	return cmd
+}
+
+// checkpointFetch is one 'gym job checkpoint'.
+type checkpointFetch struct {
+	job, out, keyPath, store, from string
+	epoch                          int
+	orchestratorHost               string // where hanzod was reached
+	stderr                         io.Writer
+}
+
+// checkOutDir refuses an output directory that holds anything.
+func checkOutDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--out %s: %w", dir, err)
+	case len(entries) > 0:
+		return fmt.Errorf("--out %s is not empty; give a new directory (nothing is overwritten)", dir)
+	}
+	return nil
+}
+
+// pick chooses the checkpoint to fetch, or says why there is none.
+func (c *checkpointFetch) pick(j jobJSON) (checkpointJSON, error) {
+	n := len(j.Checkpoints)
+	if n == 0 {
+		switch j.State {
+		case "failed":
+			return checkpointJSON{}, fmt.Errorf("job %s failed before publishing a checkpoint (%s); nothing to fetch", j.ID, orDash(j.Reason))
+		case "pending":
+			return checkpointJSON{}, fmt.Errorf("job %s has no checkpoint yet: it is pending, waiting for %d idle eligible nodes (10,000 GYM bonded each; 'gym node list' shows them); try again once epoch 1 is published ('gym job status %s')",
+				j.ID, j.Spec.MinNodes, j.ID)
+		case "provisioning":
+			return checkpointJSON{}, fmt.Errorf("job %s has no checkpoint yet: it is provisioning (its nodes are measuring bandwidth to form the ring); try again once epoch 1 is published ('gym job status %s')", j.ID, j.ID)
+		}
+		return checkpointJSON{}, fmt.Errorf("job %s has no checkpoint yet: it is %s in epoch %d of %d; the first is published when epoch 1 ends ('gym job status %s' shows it)",
+			j.ID, j.stateText(), j.Epoch, j.Spec.Epochs, j.ID)
+	}
+	if c.epoch == 0 {
+		return j.Checkpoints[n-1], nil
+	}
+	if c.epoch > n {
+		what := fmt.Sprintf("epochs 1 to %d are", n)
+		if n == 1 {
+			what = "epoch 1 is"
+		}
+		return checkpointJSON{}, fmt.Errorf("job %s has not published epoch %d: %s published (the job is %s, epoch %d of %d)", j.ID, c.epoch, what, j.stateText(), j.Epoch, j.Spec.Epochs)
+	}
+	return j.Checkpoints[c.epoch-1], nil
+}
+
+// server is the artifact server to fetch from, with the key that must
+// sign the manifest.
+func (c *checkpointFetch) server(j jobJSON) (transfer.Peer, error) {
+	if j.Artifacts == "" {
+		return transfer.Peer{}, fmt.Errorf("hanzod names no artifact server for job %s (it runs with --artifacts \"\"); ask its operator to start it with --artifacts HOST:PORT", j.ID)
+	}
+	peer, err := transfer.ParsePeer(j.Artifacts)
+	if err != nil || peer.Key == nil {
+		return transfer.Peer{}, fmt.Errorf("hanzod reported the artifact server %q, which is not KEYHEX@host:port; is hanzod as new as this gym?", j.Artifacts)
+	}
+	u, err := url.Parse(peer.URL)
+	if err != nil || u.Host == "" {
+		return transfer.Peer{}, fmt.Errorf("hanzod reported the artifact server %q: bad address", j.Artifacts)
+	}
+	switch host, port, _ := net.SplitHostPort(u.Host); {
+	case c.from != "":
+		if _, _, err := net.SplitHostPort(c.from); err != nil {
+			return transfer.Peer{}, usageError{fmt.Errorf("--from %q: want HOST:PORT", c.from)}
+		}
+		u.Host = c.from
+	case isLoopbackHost(host) && c.orchestratorHost != "" && !isLoopbackHost(c.orchestratorHost):
+		// hanzod advertises loopback when it was not told its address
+		// (--artifacts-advertise): it is on the host we reached it at.
+		u.Host = net.JoinHostPort(c.orchestratorHost, port)
+		fmt.Fprintf(c.stderr, "hanzod advertises its artifact server at %s; using %s, hanzod's host (--from overrides)\n", net.JoinHostPort(host, port), u.Host)
+	}
+	peer.URL = u.String()
+	return peer, nil
+}
+
+// run fetches the checkpoint and writes it to c.out; it returns its CID.
+func (c *checkpointFetch) run(ctx context.Context, j jobJSON) (string, error) {
+	ck, err := c.pick(j)
+	if err != nil {
+		return "", err
+	}
+	peer, err := c.server(j)
+	if err != nil {
+		return "", err
+	}
+	root, err := cid.Decode(ck.CID)
+	if err != nil {
+		return "", fmt.Errorf("hanzod reported checkpoint %q for epoch %d, which is not a CID: %w", ck.CID, ck.Epoch, err)
+	}
+	var key ed25519.PrivateKey
+	if c.keyPath != "" {
+		if key, err = nodekey.Load(c.keyPath); err != nil {
+			return "", fmt.Errorf("--key: %w", err)
+		}
+	} else {
+		if key, err = nodekey.Generate(rand.Reader); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(c.stderr, "no --key: signing the requests with a throwaway key %s (published checkpoints are readable with any key)\n", nodekey.PublicHex(key))
+	}
+	dir := c.store
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "gym-checkpoint-"); err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(dir)
+	}
+	cfg := store.DefaultConfig(dir)
+	cfg.Quota = 0
+	st, err := store.Open(cfg)
+	if err != nil {
+		return "", fmt.Errorf("--store %s: %w", dir, err)
+	}
+	defer st.Close()
+
+	fmt.Fprintf(c.stderr, "fetching the checkpoint of epoch %d of %s (%s) from %s\n", ck.Epoch, j.ID, ck.CID, peer.URL)
+	client := &transfer.Client{Key: key, HTTP: &http.Client{Transport: transfer.NewTransport()}}
+	g := transfer.Get{Client: client, Peers: []transfer.Peer{peer}, Store: st,
+		Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }}
+	bar := newProgressBar(c.stderr)
+	g.Fetch.Progress = bar.update
+	rec, stats, err := transfer.GetArtifact(ctx, root, g)
+	bar.done(stats)
+	if err != nil {
+		return "", c.explainFetch(peer, err)
+	}
+
+	// Write next to DIR, then move into place: DIR appears whole or not
+	// at all.
+	parent := filepath.Dir(filepath.Clean(c.out))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(c.out))+".partial-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := st.Export(ctx, root, tmp, ""); err != nil {
+		return "", err
+	}
+	a, pc, err := peft.Read(tmp)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint %s is not a PEFT adapter: %w", ck.CID, err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, c.out); err != nil {
+		return "", fmt.Errorf("--out %s: %w", c.out, err)
+	}
+	m := rec.Manifest.Manifest
+	fmt.Fprintf(c.stderr, "verified: %d files, %d bytes, signed by the artifact server %s; LoRA rank %d on %s\n",
+		len(m.Files), m.Size, hex.EncodeToString(peer.Key), a.Cfg.Rank, orDash(pc.BaseModel))
+	fmt.Fprintf(c.stderr, "wrote %s (%s, %s, %s); evaluate it with: gym eval --checkpoint %s\n", c.out, peft.WeightsFile, peft.ConfigFile, peft.CardFile, c.out)
+	return rec.Root, nil
+}
+
+// explainFetch says what a failed fetch means and what to do.
+func (c *checkpointFetch) explainFetch(peer transfer.Peer, err error) error {
+	switch {
+	case errors.Is(err, transfer.ErrUntrusted):
+		return fmt.Errorf("the checkpoint's manifest is not signed by the artifact server's key %s, as hanzod reported it; refusing it (%w)", hex.EncodeToString(peer.Key), err)
+	case errors.Is(err, transfer.ErrRefused):
+		return fmt.Errorf("the artifact server at %s refused the request (%w); a hanzod older than this gym serves registered nodes only: pass --key with a registered node's key", peer.URL, err)
+	case errors.Is(err, transfer.ErrMissing):
+		return fmt.Errorf("the artifact server at %s does not hold the checkpoint (%w); it may have been collected: ask hanzod's operator", peer.URL, err)
+	case errors.Is(err, transfer.ErrSource), errors.Is(err, transfer.ErrExhausted):
+		return fmt.Errorf("cannot fetch from the artifact server at %s (%w); check that it is reachable from here (hanzod's --artifacts and --artifacts-advertise; --from HOST:PORT reaches it at another address) and run the command again", peer.URL, err)
+	}
+	return fmt.Errorf("fetch from %s: %w", peer.URL, err)
 }

@@ -15,9 +15,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -37,7 +40,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/artifact/store"
+	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/peft"
 )
 
 // These tests run the gym binary against a real hanzod process: the client
@@ -623,6 +631,8 @@ func TestDaemonDown(t *testing.T) {
 		{"job", "status", "job-00000001", "--json"},
 		{"node", "list", "--json"},
 		{"ledger", "balance", "n", "--json"},
+		{"ledger", "deposit", "n", "1"},
+		{"job", "checkpoint", "job-00000001", "--out", filepath.Join(t.TempDir(), "ck")},
 	} {
 		r := gym(t, args...)
 		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "nothing listens at "+addr) || !strings.Contains(r.stderr, "is hanzod running?") {
@@ -723,12 +733,269 @@ func TestMetricsDoc(t *testing.T) {
 }
 
 func TestJobHelp(t *testing.T) {
-	for _, args := range [][]string{{"job"}, {"job", "submit"}, {"job", "list"}, {"job", "status"}, {"node", "list"}, {"ledger", "balance"}} {
+	for _, args := range [][]string{{"job"}, {"job", "submit"}, {"job", "list"}, {"job", "status"}, {"node", "list"}, {"ledger", "balance"},
+		{"job", "checkpoint"}, {"ledger", "deposit"}, {"ledger", "bond"}, {"ledger", "unbond"}, {"ledger", "withdraw"}} {
 		out := mustGym(t, append(args, "--help")...)
 		for _, want := range []string{"Usage:", "--orchestrator", "--tls-ca", "--timeout"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("gym %v --help lacks %q:\n%s", args, want, out)
 			}
+		}
+	}
+}
+
+const builtinJob = "../../examples/builtin-job.yaml"
+
+// TestJobBuiltin stakes three nodes with 'gym ledger', drives a one-epoch
+// job on the built-in model to publication against a real hanzod (the
+// nodes form the ring; the operator ends the epoch, so hanzod merges it
+// without deltas and publishes the initial adapter), fetches the
+// checkpoint with 'gym job checkpoint' and evaluates it; then submits
+// examples/builtin-job.yaml, which needs four nodes and stays pending.
+func TestJobBuiltin(t *testing.T) {
+	d := startHanzod(t, "127.0.0.1:0", plaintext, "--metrics", "")
+	t.Setenv("ORCHESTRATOR_URL", d.addr)
+	t.Setenv("ORCHESTRATOR_ADMIN_TOKEN", "")
+	conn := dialPlain(t, d.addr)
+	nc, oc := pb.NewNodeServiceClient(conn), pb.NewOrchestratorServiceClient(conn)
+	var nodes []*testNode
+	var ids []string
+	for i := range 3 {
+		n := newTestNode(10 + i)
+		n.register(t, nc, 1)
+		mustGym(t, "ledger", "deposit", n.id, "10000")
+		mustGym(t, "ledger", "bond", n.id, "10000")
+		nodes, ids = append(nodes, n), append(ids, n.id)
+	}
+	sort.Strings(ids)
+	ns := decodeJSON[struct {
+		Nodes []nodeJSON `json:"nodes"`
+	}](t, mustGym(t, "node", "list", "--json"))
+	for _, n := range ns.Nodes {
+		if !n.Eligible {
+			t.Fatalf("node %s is not eligible after deposit and bond: %s", n.ID, n.Ineligible)
+		}
+	}
+
+	file := filepath.Join(t.TempDir(), "one.yaml")
+	os.WriteFile(file, []byte(`model: builtin
+dataset: sort
+epochs: 1
+min_nodes: 3
+steps_per_epoch: 10
+prompts_per_step: 2
+seed: 18446744073709551615
+byzantine: 0
+spot_check_bp: 0
+gspo:
+  aggregate_interval: 5
+  use_4bit: false
+  lora_rank: 4
+  lora_alpha: 8
+  max_seq_len: 12
+  gradient_accumulation_steps: 1
+`), 0o644)
+	id := strings.TrimSpace(mustGym(t, "job", "submit", file))
+	out := t.TempDir()
+	if r := gym(t, "job", "checkpoint", id, "--out", filepath.Join(out, "early")); r.code != 1 || r.stdout != "" ||
+		!strings.Contains(r.stderr, "job "+id+" has no checkpoint yet: it is provisioning") {
+		t.Fatalf("checkpoint while provisioning: %+v", r)
+	}
+	for _, n := range nodes {
+		n.reportBandwidth(t, nc, id, ids)
+	}
+	j := decodeJSON[jobJSON](t, mustGym(t, "job", "status", "--json", id))
+	if s := j.Spec; j.State != "running" || s.StepsPerEpoch != 10 || s.PromptsPerStep != 2 || s.Seed != math.MaxUint64 || s.SpotCheckBP != 0 || s.Byzantine != 0 {
+		t.Fatalf("running: %+v", j)
+	}
+	if r := gym(t, "job", "checkpoint", id, "--out", filepath.Join(out, "early")); r.code != 1 ||
+		!strings.Contains(r.stderr, "has no checkpoint yet: it is running in epoch 1 of 1") {
+		t.Fatalf("checkpoint while running: %+v", r)
+	}
+	if _, err := oc.EndEpoch(context.Background(), &pb.EndEpochRequest{Job: id, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for j.State != "published" || !j.Settled {
+		if time.Now().After(deadline) || j.State == "failed" {
+			t.Fatalf("not published and settled: %+v", j)
+		}
+		time.Sleep(100 * time.Millisecond)
+		j = decodeJSON[jobJSON](t, mustGym(t, "job", "status", "--json", id))
+	}
+	key, addr, _ := strings.Cut(j.Artifacts, "@")
+	if len(j.CIDs) != 1 || len(j.Checkpoints) != 1 || j.Checkpoints[0] != (checkpointJSON{Epoch: 1, CID: j.CIDs[0]}) ||
+		len(key) != 64 || !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("published: %+v", j)
+	}
+	text := mustGym(t, "job", "status", id)
+	for _, s := range []string{"  epoch 1  " + j.CIDs[0], "artifacts    " + j.Artifacts, "settled      yes", "gym job checkpoint " + id + " --out DIR",
+		"run          10 steps per epoch, 2 prompts per step, seed 18446744073709551615", "tolerates 0 Byzantine worker(s); replays none of the deltas"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("status lacks %q:\n%s", s, text)
+		}
+	}
+
+	// Fetch with a throwaway key; the files are the PEFT layout and
+	// their tree has the CID hanzod published.
+	dir := filepath.Join(out, "ck")
+	r := gym(t, "job", "checkpoint", id, "--out", dir)
+	if r.code != 0 || r.stdout != j.CIDs[0]+"\n" || !strings.Contains(r.stderr, "throwaway key") || !strings.Contains(r.stderr, "signed by the artifact server "+key) {
+		t.Fatalf("checkpoint: %+v", r)
+	}
+	for _, f := range []string{"adapter_model.safetensors", "adapter_config.json", "README.md"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if v := mustGym(t, "artifact", "verify", "--cid", j.CIDs[0], dir); !strings.Contains(v, "root "+j.CIDs[0]) {
+		t.Errorf("artifact verify: %s", v)
+	}
+	if ev := mustGym(t, "eval", "--checkpoint", dir, "--n", "8", "--json"); !strings.Contains(ev, `"task":"sort"`) {
+		t.Errorf("eval: %s", ev)
+	}
+	// With a node key, by epoch, into a kept store.
+	keyFile := filepath.Join(out, "node.key")
+	mustGym(t, "keygen", "--out", keyFile)
+	if r := gym(t, "job", "checkpoint", id, "--epoch", "1", "--key", keyFile, "--store", filepath.Join(out, "store"), "--out", filepath.Join(out, "ck1")); r.code != 0 ||
+		r.stdout != j.CIDs[0]+"\n" || strings.Contains(r.stderr, "throwaway") {
+		t.Fatalf("checkpoint --epoch 1 --key: %+v", r)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--epoch", "2", "--out", filepath.Join(out, "ck2")}, 1, "has not published epoch 2: epoch 1 is published"},
+		{[]string{"--out", dir}, 1, "is not empty"},
+		{[]string{"--out", filepath.Join(out, "x"), "--from", "nohostport"}, 2, "--from"},
+		{[]string{"--epoch", "-1", "--out", filepath.Join(out, "x")}, 2, "--epoch -1"},
+		{[]string{}, 2, "--out DIR is required"},
+	} {
+		r := gym(t, append([]string{"job", "checkpoint", id}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("checkpoint %q: exit %d, want %d and %q: %s", tc.args, r.code, tc.code, tc.want, r.stderr)
+		}
+	}
+	if r := gym(t, "job", "checkpoint", "job-99999999", "--out", filepath.Join(out, "x")); r.code != 1 || !strings.Contains(r.stderr, `job "job-99999999" not found`) {
+		t.Errorf("unknown job: %+v", r)
+	}
+
+	// The example: accepted as written; four nodes are needed, so it waits.
+	r = gym(t, "job", "submit", builtinJob)
+	if r.code != 0 || !jobID.MatchString(r.stdout) {
+		t.Fatalf("submit %s: %+v", builtinJob, r)
+	}
+	ex := strings.TrimSpace(r.stdout)
+	j = decodeJSON[jobJSON](t, mustGym(t, "job", "status", "--json", ex))
+	want := decodeJSON[jobFile](t, mustGym(t, "job", "submit", "--dry-run", builtinJob))
+	if s := j.Spec; j.State != "pending" || s.Model != "builtin" || s.Dataset != "addition" || s.Epochs != 3 || s.MinNodes != 4 || s.MaxNodes != 4 ||
+		int(s.StepsPerEpoch) != want.StepsPerEpoch || int(s.PromptsPerStep) != want.PromptsPerStep || s.Seed != want.Seed ||
+		int(s.Byzantine) != want.Byzantine || s.SpotCheckBP != want.SpotCheckBP || s.GSPO == nil || *s.GSPO != want.GSPO ||
+		j.Artifacts == "" || j.Settled || len(j.Checkpoints) != 0 {
+		t.Fatalf("%s: %+v, want %+v", builtinJob, j, want)
+	}
+	if r := gym(t, "job", "checkpoint", ex, "--out", filepath.Join(out, "x")); r.code != 1 ||
+		!strings.Contains(r.stderr, "has no checkpoint yet: it is pending, waiting for 4 idle eligible nodes") {
+		t.Errorf("checkpoint of a pending job: %+v", r)
+	}
+}
+
+// TestJobCheckpointFetch runs the fetch path against an in-process artifact
+// server: a manifest signed by the server's key (as hanzod reports it) is
+// fetched and exported; one signed by any other key is refused.
+func TestJobCheckpointFetch(t *testing.T) {
+	dir := t.TempDir()
+	serverKey, otherKey := newTestNode(20).key, newTestNode(21).key
+	st, err := store.Open(store.DefaultConfig(filepath.Join(dir, "server")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	publish := func(name string, signer ed25519.PrivateKey) string {
+		a, err := model.InitAdapter(model.Config{Vocab: 16, Ctx: 8, Dim: 16, Layers: 1, Heads: 2, Hidden: 32}, model.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q", "v"}}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := filepath.Join(dir, name)
+		if err := peft.Write(src, a, peft.Card{BaseModel: "zoo-gym/builtin", BaseSHA3: strings.Repeat("0", 64), Job: name, Epoch: 1, WeightsCID: "bafk-test"}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := st.Publish(context.Background(), src, store.Meta{Kind: artifact.KindCheckpoint, Name: name, Version: 1}, signer, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Root
+	}
+	good, forged := publish("job-1", serverKey), publish("job-2", otherKey)
+	h, err := transfer.NewServer(transfer.ServerConfig{Key: serverKey, Store: st, Allow: func(ed25519.PublicKey, cid.Cid) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	arts := fmt.Sprintf("%x@%s", serverKey.Public(), strings.TrimPrefix(srv.URL, "http://"))
+	job := func(id, root string) jobJSON {
+		return jobJSON{ID: id, State: "published", Epoch: 1, Checkpoints: []checkpointJSON{{Epoch: 1, CID: root}}, Artifacts: arts, Spec: specJSON{Epochs: 1}}
+	}
+
+	var log strings.Builder
+	out := filepath.Join(dir, "out", "ck")
+	c := &checkpointFetch{out: out, stderr: &log}
+	root, err := c.run(context.Background(), job("job-1", good))
+	if err != nil || root != good {
+		t.Fatalf("fetch: %q %v\n%s", root, err, log.String())
+	}
+	if _, _, err := peft.Read(out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "throwaway key") || !strings.Contains(log.String(), "verified: 3 files") {
+		t.Errorf("progress:\n%s", log.String())
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, "out", ".ck.partial-*")); len(leftovers) != 0 {
+		t.Errorf("left behind: %v", leftovers)
+	}
+
+	c = &checkpointFetch{out: filepath.Join(dir, "out", "forged"), stderr: io.Discard}
+	if _, err := c.run(context.Background(), job("job-2", forged)); err == nil || !strings.Contains(err.Error(), "not signed by the artifact server's key") {
+		t.Fatalf("forged manifest: %v", err)
+	}
+	if _, err := os.Stat(c.out); !os.IsNotExist(err) {
+		t.Fatalf("a refused checkpoint was written: %v", err)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, "out", ".forged.partial-*")); len(leftovers) != 0 {
+		t.Errorf("left behind: %v", leftovers)
+	}
+}
+
+// TestJobCheckpointServer: where the checkpoint is fetched from.
+func TestJobCheckpointServer(t *testing.T) {
+	key := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		arts, orch, from string
+		want, bad        string
+	}{
+		{arts: key + "@10.0.0.5:9552", orch: "10.0.0.5", want: "http://10.0.0.5:9552"},
+		// hanzod advertises loopback when not told its address: use the
+		// host it was reached at.
+		{arts: key + "@127.0.0.1:9552", orch: "hanzod.example.org", want: "http://hanzod.example.org:9552"},
+		{arts: key + "@127.0.0.1:9552", orch: "localhost", want: "http://127.0.0.1:9552"},
+		{arts: key + "@127.0.0.1:9552", orch: "hanzod.example.org", from: "203.0.113.7:19552", want: "http://203.0.113.7:19552"},
+		{arts: key + "@127.0.0.1:9552", from: "nohostport", bad: "--from"},
+		{arts: "", bad: "names no artifact server"},
+		{arts: "127.0.0.1:9552", bad: "not KEYHEX@host:port"},
+		{arts: "abcd@127.0.0.1:9552", bad: "not KEYHEX@host:port"},
+	} {
+		c := &checkpointFetch{from: tc.from, orchestratorHost: tc.orch, stderr: io.Discard}
+		p, err := c.server(jobJSON{ID: "job-1", Artifacts: tc.arts})
+		if tc.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) {
+				t.Errorf("%+v: %v, want %q", tc, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || p.URL != tc.want || fmt.Sprintf("%x", p.Key) != key {
+			t.Errorf("%+v: %+v %v, want %s", tc, p, err, tc.want)
 		}
 	}
 }

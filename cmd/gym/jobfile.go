@@ -17,7 +17,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/trainer"
 )
 
 // A job file (docs/job-file.md) is one YAML mapping. Its limits mirror the
@@ -32,6 +35,17 @@ const (
 	maxJobVRAMMiB   = 1 << 24 // 16 TiB
 	maxJobUtility   = 1_000_000
 	maxSubmitter    = 128
+	maxJobSteps     = 1_000_000 // steps_per_epoch, hanzod's limit
+	maxJobPrompts   = 1 << 16   // prompts_per_step, hanzod's limit
+	maxJobSpotCheck = 10_000    // spot_check_bp: basis points
+)
+
+// Defaults of the run settings (docs/job-file.md). hanzod reads 0 as "the
+// default" for each; gym sends the value itself, so what --dry-run shows is
+// what hanzod records.
+const (
+	defaultPromptsPerStep = 16   // the trainer's (trainer.DefaultConfig)
+	defaultSpotCheckBP    = 1000 // 10% of deltas replayed
 )
 
 // jobFile is a parsed, validated and normalised job file.
@@ -46,7 +60,17 @@ type jobFile struct {
 	Utility     uint64     `json:"utility"`
 	Submitter   string     `json:"submitter"`
 	Deadline    *time.Time `json:"deadline"` // nil: none
-	GSPO        gspoConfig `json:"gspo"`
+	// The run: steps per epoch (a multiple of gspo.aggregate_interval),
+	// prompts each worker samples per step, the seed of data order,
+	// sampling and adapter initialisation, the number f of Byzantine
+	// workers to tolerate, and the share of deltas the judge replays, in
+	// basis points (0: none).
+	StepsPerEpoch  int        `json:"steps_per_epoch"`
+	PromptsPerStep int        `json:"prompts_per_step"`
+	Seed           uint64     `json:"seed"`
+	Byzantine      int        `json:"byzantine"`
+	SpotCheckBP    int        `json:"spot_check_bp"`
+	GSPO           gspoConfig `json:"gspo"`
 	// HasGSPO records whether the file had a gspo section.
 	HasGSPO bool `json:"-"`
 }
@@ -67,8 +91,30 @@ func (j *jobFile) spec() *pb.JobSpec {
 	if j.Deadline != nil {
 		s.DeadlineUnixMs = j.Deadline.UnixMilli()
 	}
+	s.StepsPerEpoch, s.PromptsPerStep, s.Seed, s.Byzantine = int32(j.StepsPerEpoch), int32(j.PromptsPerStep), j.Seed, int32(j.Byzantine)
+	s.SpotCheckBp = spotCheckProto(j.SpotCheckBP)
 	s.Gspo = gspoProto(j.GSPO)
 	return s
+}
+
+// spotCheckProto maps the file's spot_check_bp (0: none) onto hanzod's
+// (0: the default, -1: none).
+func spotCheckProto(bp int) int32 {
+	if bp == 0 {
+		return -1
+	}
+	return int32(bp)
+}
+
+// spotCheckFrom is the inverse: the share hanzod applies, in basis points.
+func spotCheckFrom(bp int32) int {
+	switch {
+	case bp == 0:
+		return defaultSpotCheckBP
+	case bp < 0:
+		return 0
+	}
+	return int(bp)
 }
 
 // proto is the GSPO section as hanzod's API carries it, every field set
@@ -203,12 +249,26 @@ func parseJobFile(name string, data []byte, now time.Time) (*jobFile, error) {
 			}
 		}},
 		{"deadline", false, func(n *yaml.Node) { deadline = n }},
+		{"steps_per_epoch", false, func(n *yaml.Node) {
+			j.StepsPerEpoch = int(p.integer(n, "steps_per_epoch", 1, maxJobSteps, "training steps per epoch, a multiple of gspo.aggregate_interval"))
+		}},
+		{"prompts_per_step", false, func(n *yaml.Node) {
+			j.PromptsPerStep = int(p.integer(n, "prompts_per_step", 1, maxJobPrompts, "prompts each worker samples per step, each with gspo.group_size completions"))
+		}},
+		{"seed", false, func(n *yaml.Node) { j.Seed = p.unsigned(n, "seed") }},
+		{"byzantine", false, func(n *yaml.Node) {
+			j.Byzantine = int(p.integer(n, "byzantine", 0, (maxJobNodes-1)/3, "Byzantine workers to tolerate; 0 trusts every worker"))
+		}},
+		{"spot_check_bp", false, func(n *yaml.Node) {
+			j.SpotCheckBP = int(p.integer(n, "spot_check_bp", 0, maxJobSpotCheck, "basis points of deltas replayed: 1000 is 10%, 0 none"))
+		}},
 		{"gspo", false, func(n *yaml.Node) { j.HasGSPO = true; p.gspo(n, &j.GSPO) }},
 	}
 	p.mapping(root, "", top)
 	if deadline != nil {
 		j.Deadline = p.deadline(deadline, now)
 	}
+	p.run(j)
 	if j.Aggregation == "" {
 		j.Aggregation = "mean"
 	}
@@ -223,7 +283,52 @@ func parseJobFile(name string, data []byte, now time.Time) (*jobFile, error) {
 	if err := p.err(); err != nil {
 		return nil, err
 	}
+	if j.Model == jobconf.BuiltinModel {
+		// The built-in trainer has rules of its own (hanzod would accept
+		// the job and fail it once it runs).
+		if _, err := jobconf.FromSpec("job", nodeclient.SpecFrom(j.spec())); err != nil {
+			msg := err.Error()
+			for _, pre := range []string{jobconf.ErrJob.Error() + ": ", trainer.ErrConfig.Error() + ": "} {
+				msg = strings.TrimPrefix(msg, pre)
+			}
+			p.errorf(p.seen["model"], "model: %s: the built-in trainer cannot run these settings: %s", j.Model, msg)
+			return nil, p.err()
+		}
+	}
 	return j, nil
+}
+
+// run checks the run settings against each other and the rest of the file
+// (the rules hanzod applies) and fills in their defaults.
+func (p *jobParser) run(j *jobFile) {
+	if n := p.seen["byzantine"]; n != nil && j.Byzantine > 0 {
+		if j.Aggregation == "mean" {
+			p.errorf(n, "byzantine: %d needs aggregation median or trimmed-mean (a mean cannot defend against any Byzantine worker); change aggregation on line %d",
+				j.Byzantine, p.seen["aggregation"].Line)
+		}
+		if j.MinNodes != 0 && 3*j.Byzantine >= j.MinNodes {
+			p.errorf(n, "byzantine: %d needs min_nodes above %d (f < n/3), min_nodes is %d; raise min_nodes or declare fewer", j.Byzantine, 3*j.Byzantine, j.MinNodes)
+		}
+		if j.Aggregation == "" {
+			j.Aggregation = "median" // the robust rule a mean would otherwise refuse
+		}
+	}
+	if n := p.seen["steps_per_epoch"]; n == nil {
+		j.StepsPerEpoch = j.GSPO.AggregateInterval // one sync per epoch
+	} else if iv := j.GSPO.AggregateInterval; j.StepsPerEpoch > 0 && iv > 0 && j.StepsPerEpoch%iv != 0 {
+		lo := j.StepsPerEpoch / iv * iv
+		hint := fmt.Sprintf("make it %d", lo+iv)
+		if lo > 0 {
+			hint = fmt.Sprintf("make it %d or %d", lo, lo+iv)
+		}
+		p.errorf(n, "steps_per_epoch: %d is not a multiple of gspo.aggregate_interval %d (an epoch is whole syncs); %s", j.StepsPerEpoch, iv, hint)
+	}
+	if p.seen["prompts_per_step"] == nil {
+		j.PromptsPerStep = defaultPromptsPerStep
+	}
+	if p.seen["spot_check_bp"] == nil {
+		j.SpotCheckBP = defaultSpotCheckBP
+	}
 }
 
 type jobKey struct {
@@ -429,6 +534,29 @@ func (p *jobParser) integer(n *yaml.Node, key string, lo, hi int64, hint string)
 	}
 	if v < lo || v > hi {
 		p.errorf(n, "%s: %d is outside %d..%d (%s)", key, v, lo, hi, hint)
+		return 0
+	}
+	return v
+}
+
+// unsigned reads a whole number in 0..2⁶⁴−1.
+func (p *jobParser) unsigned(n *yaml.Node, key string) uint64 {
+	if !p.scalar(n, key, "a whole number") {
+		return 0
+	}
+	var v uint64
+	if n.Tag != "!!int" || n.Decode(&v) != nil {
+		if f, err := strconv.ParseFloat(n.Value, 64); err == nil && n.Tag == "!!float" && f == math.Trunc(f) && f >= 0 && f < 1<<53 {
+			return uint64(f)
+		}
+		hint := ""
+		switch _, err := strconv.ParseUint(n.Value, 10, 64); {
+		case err == nil && n.Tag == "!!str":
+			hint = " (remove the quotes)"
+		case strings.HasPrefix(n.Value, "-"):
+			hint = " (it is 0 or more)"
+		}
+		p.errorf(n, "%s: want a whole number from 0 to %d, got %q%s", key, uint64(math.MaxUint64), n.Value, hint)
 		return 0
 	}
 	return v

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/trainer"
 )
 
 var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -210,10 +217,13 @@ func TestClosestKey(t *testing.T) {
 // FuzzParseJobFile: any input is parsed or refused with a message, never a
 // panic, and what is accepted is within hanzod's limits.
 func FuzzParseJobFile(f *testing.F) {
-	if b, err := os.ReadFile(exampleJob); err == nil {
-		f.Add(b)
+	for _, ex := range []string{exampleJob, builtinJob} {
+		if b, err := os.ReadFile(ex); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Add([]byte(minimalJob))
+	f.Add([]byte(minimalBuiltin + "steps_per_epoch: 10\nbyzantine: 0\nseed: 3\nspot_check_bp: 0\n"))
 	f.Add([]byte(minimalJob + "gspo:\n  beta: &b 0.5\n  lora_alpha: *b\n"))
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Add([]byte("model: [\n"))
@@ -234,6 +244,165 @@ func FuzzParseJobFile(f *testing.F) {
 			t.Fatalf("spec: %+v", j)
 		case j.GSPO.GroupSize < 2 || j.GSPO.LoRARank < 1 || !(j.GSPO.LearningRate > 0) || j.GSPO.Beta < 0:
 			t.Fatalf("gspo: %+v", j.GSPO)
+		case j.StepsPerEpoch < 1 || j.StepsPerEpoch > maxJobSteps || j.StepsPerEpoch%j.GSPO.AggregateInterval != 0 ||
+			j.PromptsPerStep < 1 || j.PromptsPerStep > maxJobPrompts || j.SpotCheckBP < 0 || j.SpotCheckBP > maxJobSpotCheck ||
+			j.Byzantine < 0 || 3*j.Byzantine >= j.MinNodes || (j.Byzantine > 0 && j.Aggregation == "mean"):
+			t.Fatalf("run: %+v", j)
 		}
 	})
+}
+
+const minimalBuiltin = "model: builtin\ndataset: sort\nepochs: 1\nmin_nodes: 3\ngspo:\n  aggregate_interval: 5\n  gradient_accumulation_steps: 1\n"
+
+func TestParseJobFileRun(t *testing.T) {
+	// Defaults: one sync per epoch, the trainer's prompts, 10% replayed.
+	j, err := parseJobFile("j.yaml", []byte(minimalJob), testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.StepsPerEpoch != 50 || j.PromptsPerStep != 16 || j.Seed != 0 || j.Byzantine != 0 || j.SpotCheckBP != 1000 {
+		t.Fatalf("defaults: %+v", j)
+	}
+	if s := j.spec(); s.StepsPerEpoch != 50 || s.PromptsPerStep != 16 || s.SpotCheckBp != 1000 || s.Byzantine != 0 || s.Seed != 0 {
+		t.Fatalf("spec: %+v", s)
+	}
+	if d := trainer.DefaultConfig().PromptsPerStep; d != defaultPromptsPerStep {
+		t.Fatalf("the trainer's default prompts_per_step is %d, the job file's %d", d, defaultPromptsPerStep)
+	}
+	for _, tc := range []struct {
+		extra string
+		check func(*jobFile) bool
+	}{
+		{"steps_per_epoch: 150\nprompts_per_step: 4\nseed: 18446744073709551615\n", func(j *jobFile) bool {
+			s := j.spec()
+			return j.StepsPerEpoch == 150 && j.PromptsPerStep == 4 && j.Seed == math.MaxUint64 && s.StepsPerEpoch == 150 && s.PromptsPerStep == 4 && s.Seed == math.MaxUint64
+		}},
+		{"seed: 1e3\n", func(j *jobFile) bool { return j.Seed == 1000 }},
+		{"gspo:\n  aggregate_interval: 7\n", func(j *jobFile) bool { return j.StepsPerEpoch == 7 }},
+		// 0 in the file is none; hanzod writes none as -1 (its 0 is the default).
+		{"spot_check_bp: 0\n", func(j *jobFile) bool { return j.SpotCheckBP == 0 && j.spec().SpotCheckBp == -1 }},
+		{"spot_check_bp: 10000\n", func(j *jobFile) bool { return j.SpotCheckBP == 10000 && j.spec().SpotCheckBp == 10000 }},
+		// Byzantine workers: the aggregation defaults to median.
+		{"min_nodes: 4\nbyzantine: 1\n", func(j *jobFile) bool { return j.Byzantine == 1 && j.Aggregation == "median" && j.spec().Byzantine == 1 }},
+		{"min_nodes: 7\nbyzantine: 2\naggregation: trimmed-mean\n", func(j *jobFile) bool { return j.Aggregation == "trimmed-mean" }},
+		{"byzantine: 0\naggregation: mean\n", func(j *jobFile) bool { return j.Aggregation == "mean" }},
+	} {
+		file := minimalJob + tc.extra
+		if strings.Contains(tc.extra, "min_nodes") {
+			file = strings.Replace(file, "min_nodes: 3\n", "", 1)
+		}
+		j, err := parseJobFile("j.yaml", []byte(file), testNow)
+		if err != nil {
+			t.Errorf("%q: %v", tc.extra, err)
+			continue
+		}
+		if !tc.check(j) {
+			t.Errorf("%q: %+v", tc.extra, j)
+		}
+	}
+	// The dry-run JSON reads back to the same job.
+	j, err = parseJobFile("j.yaml", []byte(minimalJob+"steps_per_epoch: 100\nprompts_per_step: 3\nseed: 9\nspot_check_bp: 250\nmin_vram_mib: 5\n"), testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back jobFile
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	back.HasGSPO = j.HasGSPO
+	if !reflect.DeepEqual(&back, j) {
+		t.Fatalf("round trip: %+v, want %+v", back, *j)
+	}
+}
+
+func TestParseJobFileRunProblems(t *testing.T) {
+	for _, tc := range []struct{ extra, want string }{
+		{"steps_per_epoch: 0\n", "j.yaml:5: steps_per_epoch: 0 is outside 1..1000000 (training steps per epoch, a multiple of gspo.aggregate_interval)"},
+		{"steps_per_epoch: 75\n", "j.yaml:5: steps_per_epoch: 75 is not a multiple of gspo.aggregate_interval 50 (an epoch is whole syncs); make it 50 or 100"},
+		{"steps_per_epoch: 20\n", "make it 50"},
+		{"steps_per_epoch: \"50\"\n", `steps_per_epoch: want a whole number, got "50" (remove the quotes)`},
+		{"prompts_per_step: 0\n", "prompts_per_step: 0 is outside 1..65536"},
+		{"prompts_per_step: 65537\n", "prompts_per_step: 65537 is outside 1..65536"},
+		{"seed: -1\n", `seed: want a whole number from 0 to 18446744073709551615, got "-1" (it is 0 or more)`},
+		{"seed: 18446744073709551616\n", "seed: want a whole number"},
+		{"seed: \"7\"\n", `seed: want a whole number from 0 to 18446744073709551615, got "7" (remove the quotes)`},
+		{"seed: 1.5\n", `seed: want a whole number`},
+		{"seed: [1]\n", "seed: want a whole number, got list"},
+		{"byzantine: -1\n", "byzantine: -1 is outside 0..1365"},
+		{"byzantine: 1\n", "j.yaml:5: byzantine: 1 needs min_nodes above 3 (f < n/3), min_nodes is 3; raise min_nodes or declare fewer"},
+		{"byzantine: 1\naggregation: mean\n", "j.yaml:5: byzantine: 1 needs aggregation median or trimmed-mean (a mean cannot defend against any Byzantine worker); change aggregation on line 6"},
+		{"spot_check_bp: -1\n", "spot_check_bp: -1 is outside 0..10000 (basis points of deltas replayed: 1000 is 10%, 0 none)"},
+		{"spot_check_bp: 10001\n", "spot_check_bp: 10001 is outside 0..10000"},
+		{"spot_check: 5\n", `unknown key "spot_check" (did you mean "spot_check_bp"?)`},
+		{"step_per_epoch: 5\n", `unknown key "step_per_epoch" (did you mean "steps_per_epoch"?)`},
+	} {
+		_, err := parseJobFile("j.yaml", []byte(minimalJob+tc.extra), testNow)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+}
+
+// The built-in model's own rules are checked before anything is sent.
+func TestParseJobFileBuiltin(t *testing.T) {
+	if _, err := parseJobFile("j.yaml", []byte(minimalBuiltin), testNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{strings.Replace(minimalBuiltin, "sort", "gsm8k", 1), `j.yaml:1: model: builtin: the built-in trainer cannot run these settings: task: unknown task "gsm8k"`},
+		{minimalBuiltin + "prompts_per_step: 2\n" + "", ""},
+		{strings.Replace(minimalBuiltin, "gradient_accumulation_steps: 1", "gradient_accumulation_steps: 4", 1) + "prompts_per_step: 2\n",
+			"gradient_accumulation_steps 4 must divide prompts_per_step 2"},
+		{minimalBuiltin + "  max_seq_len: 3\n", "max_seq_len 3 <"},
+	} {
+		_, err := parseJobFile("j.yaml", []byte(tc.file), testNow)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.file, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+// examples/builtin-job.yaml is gym up's job: the trainer's defaults and
+// gym up's flag defaults.
+func TestJobBuiltinExample(t *testing.T) {
+	b, err := os.ReadFile(builtinJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := parseJobFile(builtinJob, b, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newUp().Flags()
+	flag := func(name string) int {
+		v, err := up.GetInt(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	task, _ := up.GetString("task")
+	c := trainer.DefaultConfig()
+	want := gspoConfig{ImportanceSamplingLevel: c.ImportanceSamplingLevel, Beta: c.Beta, GroupSize: c.GroupSize, AggregateInterval: flag("interval"),
+		LoRARank: c.LoRARank, LoRAAlpha: c.LoRAAlpha, MaxSeqLen: c.MaxSeqLen, GradientAccumulationSteps: c.GradientAccumulationSteps,
+		LearningRate: c.LearningRate, WarmupSteps: c.WarmupSteps, WeightDecay: c.WeightDecay}
+	switch {
+	case j.Model != jobconf.BuiltinModel || j.Dataset != task || j.Epochs != flag("epochs") || j.MinNodes != flag("workers") || j.MaxNodes != flag("workers"):
+		t.Errorf("job: %+v", j)
+	case j.StepsPerEpoch != flag("steps-per-epoch") || j.PromptsPerStep != flag("prompts") || j.Byzantine != 0 || j.Aggregation != "mean" ||
+		j.SpotCheckBP != (state.JobSpec{SpotCheckBP: flag("spot-check-bp")}).SpotCheckShare():
+		t.Errorf("run: %+v", j)
+	case !j.HasGSPO || j.GSPO != want:
+		t.Errorf("gspo: %+v, want %+v", j.GSPO, want)
+	}
 }

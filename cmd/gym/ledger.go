@@ -6,10 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 )
@@ -17,11 +23,27 @@ import (
 func newLedger(o *orchestratorFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger",
-		Short: "Read stake balances from hanzod's ledger",
+		Short: "Read stake balances from hanzod's ledger; operators deposit, bond, unbond and withdraw",
+		Long: `ledger reads and (for hanzod's operator) changes the stake ledger. Amounts
+are GYM: a whole number or up to six decimals (10000, 0.5, 2345.000001).
+
+A node becomes eligible for jobs with 10,000 GYM bonded: deposit it into the
+node's account (its id, from 'gym keygen' or 'gym node list'), then bond it.
+Bonded stake can be slashed; 'unbond' starts releasing it (14 days, and not
+while a job the node took part in is unsettled), 'withdraw' moves what has
+been released back to the free balance.
+
+deposit, bond, unbond and withdraw are operator-only: hanzod accepts them from
+loopback, or, when it was started with --admin-token-file, from callers that
+present that token (--admin-token-file FILE here, or ORCHESTRATOR_ADMIN_TOKEN
+holding the token itself).`,
 	}
 	var timeout time.Duration
 	timeoutFlag(cmd, &timeout)
 	cmd.AddCommand(newLedgerBalance(o, &timeout))
+	for _, op := range ledgerOps {
+		cmd.AddCommand(newLedgerOp(o, &timeout, op))
+	}
 	return cmd
 }
 
@@ -68,13 +90,7 @@ in micro-GYM, 1 GYM = 1000000), banned, slashes ([{offence, amount, at
 			if err != nil {
 				return err
 			}
-			out := accountJSON{Account: a.Id, Free: a.Free, Bonded: a.Bonded, Unbonding: a.Unbonding, Banned: a.Banned, Slashes: []slashJSON{}}
-			if out.Account == "" {
-				out.Account = id
-			}
-			for _, s := range a.Slashes {
-				out.Slashes = append(out.Slashes, slashJSON{Offence: s.Offence, Amount: s.Amount, At: rfc3339ms(s.AtUnixMs), Reason: s.Reason, Evidence: hex.EncodeToString(s.Evidence)})
-			}
+			out := accountOut(id, a)
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 			}
@@ -84,6 +100,209 @@ in micro-GYM, 1 GYM = 1000000), banned, slashes ([{offence, amount, at
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (amounts in micro-GYM)")
 	return cmd
+}
+
+func accountOut(id string, a *pb.Account) accountJSON {
+	out := accountJSON{Account: a.Id, Free: a.Free, Bonded: a.Bonded, Unbonding: a.Unbonding, Banned: a.Banned, Slashes: []slashJSON{}}
+	if out.Account == "" {
+		out.Account = id
+	}
+	for _, s := range a.Slashes {
+		out.Slashes = append(out.Slashes, slashJSON{Offence: s.Offence, Amount: s.Amount, At: rfc3339ms(s.AtUnixMs), Reason: s.Reason, Evidence: hex.EncodeToString(s.Evidence)})
+	}
+	return out
+}
+
+// ledgerOp is one of the operator's ledger commands.
+type ledgerOp struct {
+	name, short, long string
+	amount            bool   // takes AMOUNT
+	done              string // past tense, for the report
+	rpc               func(pb.OrchestratorServiceClient, context.Context, *pb.LedgerRequest, ...grpc.CallOption) (*pb.Account, error)
+}
+
+var ledgerOps = []ledgerOp{
+	{name: "deposit", amount: true, done: "deposited",
+		short: "Credit AMOUNT GYM to an account's free balance (operator)",
+		long:  `deposit mints AMOUNT GYM into ACCOUNT's free balance ("treasury" funds the rewards).`,
+		rpc:   pb.OrchestratorServiceClient.Deposit},
+	{name: "bond", amount: true, done: "bonded",
+		short: "Move AMOUNT GYM of an account's free balance to its bonded stake (operator)",
+		long: `bond moves AMOUNT GYM from ACCOUNT's free balance to its bonded stake. A
+node is eligible for jobs with 10,000 GYM bonded.`,
+		rpc: pb.OrchestratorServiceClient.Bond},
+	{name: "unbond", amount: true, done: "started unbonding",
+		short: "Start releasing AMOUNT GYM of an account's bonded stake (operator)",
+		long: `unbond starts releasing AMOUNT GYM of ACCOUNT's bonded stake: it stays slashable
+while it waits (14 days), then 'withdraw' frees it. hanzod refuses while a job
+the node took part in is not settled.`,
+		rpc: pb.OrchestratorServiceClient.Unbond},
+	{name: "withdraw", done: "withdrew the released stake of",
+		short: "Move an account's released (unbonded) stake to its free balance (operator)",
+		long:  `withdraw moves every unbonding entry of ACCOUNT whose wait is over to its free balance.`,
+		rpc:   pb.OrchestratorServiceClient.Withdraw},
+}
+
+func newLedgerOp(o *orchestratorFlags, timeout *time.Duration, op ledgerOp) *cobra.Command {
+	var asJSON bool
+	var tokenFile string
+	use, nargs := op.name+" [--json] ACCOUNT", 1
+	if op.amount {
+		use, nargs = op.name+" [--json] ACCOUNT AMOUNT", 2
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: op.short,
+		Long: op.long + `
+
+ACCOUNT is a ledger account: a node's id (64 hex characters) or any other name.
+` + amountHelp(op.amount) + `It prints the account afterwards, as 'gym ledger balance' does (--json: the
+same object).
+
+Operator only: run it on hanzod's machine (loopback), or pass the token hanzod
+reads from its --admin-token-file with --admin-token-file FILE (or put the
+token itself in ORCHESTRATOR_ADMIN_TOKEN).`,
+		Args: exactArgs(nargs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := strings.TrimSpace(args[0])
+			if id == "" {
+				return usageError{fmt.Errorf("ledger %s needs an account: a node id ('gym node list' shows them)", op.name)}
+			}
+			req := &pb.LedgerRequest{Account: id}
+			if op.amount {
+				amt, err := parseGYM(args[1])
+				if err != nil {
+					return usageError{fmt.Errorf("ledger %s: %w", op.name, err)}
+				}
+				req.Amount = amt
+			}
+			token, err := adminToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			what := op.name + " " + id
+			a, err := call(cmd, o, *timeout, what, func(ctx context.Context, c *client) (*pb.Account, error) {
+				if token != "" {
+					if host, _, _ := net.SplitHostPort(c.target.hostport); !c.target.tls && !isLoopbackHost(host) {
+						fmt.Fprintf(cmd.ErrOrStderr(), "warning: sending the admin token to %s without TLS\n", c.target.hostport)
+					}
+					ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+				}
+				return op.rpc(c.api, ctx, req)
+			})
+			if err != nil {
+				return explainLedger(err, op, req, token != "")
+			}
+			out := accountOut(id, a)
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
+			}
+			w := cmd.OutOrStdout()
+			if op.amount {
+				fmt.Fprintf(w, "%s %s\n", op.done, gymAmount(req.Amount))
+			} else {
+				fmt.Fprintf(w, "%s %s\n", op.done, id)
+			}
+			printAccount(w, out)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the account afterwards as one JSON object (amounts in micro-GYM)")
+	cmd.Flags().StringVar(&tokenFile, "admin-token-file", "", "file holding hanzod's admin token (the one its --admin-token-file names); default: ORCHESTRATOR_ADMIN_TOKEN, else none (loopback)")
+	return cmd
+}
+
+func amountHelp(takes bool) string {
+	if !takes {
+		return ""
+	}
+	return `AMOUNT is in GYM: a whole number or up to six decimals (10000, 0.5,
+2345.000001); no sign, exponent, separators or unit.
+`
+}
+
+// adminToken reads the token from FILE, else ORCHESTRATOR_ADMIN_TOKEN.
+func adminToken(file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv("ORCHESTRATOR_ADMIN_TOKEN")), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--admin-token-file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("--admin-token-file %s is empty; it holds the token hanzod reads from its own --admin-token-file", file)
+	}
+	return t, nil
+}
+
+// explainLedger adds what to do to a refused ledger operation.
+func explainLedger(err error, op ledgerOp, req *pb.LedgerRequest, sentToken bool) error {
+	ce, ok := err.(*callError)
+	if !ok {
+		return err
+	}
+	switch ce.code {
+	case codes.Unauthenticated:
+		if sentToken {
+			return fmt.Errorf("%s (the token is not hanzod's: compare with the file hanzod's --admin-token-file names)", ce.msg)
+		}
+		return fmt.Errorf("%s (hanzod has an admin token: pass --admin-token-file FILE with it, or set ORCHESTRATOR_ADMIN_TOKEN)", ce.msg)
+	case codes.PermissionDenied:
+		return fmt.Errorf("%s (run the command on hanzod's machine against localhost, or start hanzod with --admin-token-file and pass the token with --admin-token-file)", ce.msg)
+	case codes.FailedPrecondition:
+		switch {
+		case strings.Contains(ce.msg, "insufficient") && op.name == "bond":
+			return fmt.Errorf("%s ('gym ledger balance %s' shows the free balance; deposit first)", ce.msg, req.Account)
+		case strings.Contains(ce.msg, "insufficient") && op.name == "unbond":
+			return fmt.Errorf("%s ('gym ledger balance %s' shows the bonded stake)", ce.msg, req.Account)
+		case strings.Contains(ce.msg, "nothing to withdraw"):
+			return fmt.Errorf("%s (unbonded stake is released 14 days after 'gym ledger unbond'; 'gym ledger balance %s' shows what is unbonding)", ce.msg, req.Account)
+		}
+	}
+	return err
+}
+
+// parseGYM reads an amount of GYM, a whole number or up to six decimals,
+// as micro-GYM.
+func parseGYM(s string) (uint64, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("AMOUNT %q: %s; give GYM as a whole number or with up to 6 decimals, e.g. 10000 or 0.5", s, why)
+	}
+	whole, frac, dot := strings.Cut(s, ".")
+	switch {
+	case s == "":
+		return 0, bad("empty")
+	case strings.HasPrefix(s, "-"):
+		return 0, bad("negative")
+	case whole == "" || (dot && frac == ""):
+		return 0, bad("a digit is missing around the decimal point")
+	case strings.Trim(whole, "0123456789") != "" || strings.Trim(frac, "0123456789") != "":
+		return 0, bad("only digits and one decimal point")
+	case len(frac) > 6:
+		return 0, bad(fmt.Sprintf("%d decimals, at most 6 (1 micro-GYM is 0.000001)", len(frac)))
+	}
+	var w, f uint64
+	for _, c := range whole {
+		if w > (math.MaxUint64-9)/10 {
+			return 0, bad("too large")
+		}
+		w = w*10 + uint64(c-'0')
+	}
+	for i := range 6 {
+		f *= 10
+		if i < len(frac) {
+			f += uint64(frac[i] - '0')
+		}
+	}
+	if w > (math.MaxUint64-f)/1_000_000 {
+		return 0, bad("too large")
+	}
+	if v := w*1_000_000 + f; v > 0 {
+		return v, nil
+	}
+	return 0, bad("zero")
 }
 
 // gymAmount formats micro-GYM exactly, as GYM with six decimals.
