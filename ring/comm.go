@@ -3,7 +3,6 @@ package ring
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -461,7 +460,7 @@ func (k *callState) sendLoop() error {
 				// received (and verified) at step t-1, so is their hash.
 				h.Hash = k.hashes[idx-p.segs]
 			} else {
-				h.Hash = sha256.Sum256(payload)
+				h.Hash = PayloadHash(payload)
 			}
 			putHeader(hdr[:], &h, len(payload))
 			bind = append(bind[:len(c.prefix)], hdr[signedStart:signedEnd]...)
@@ -584,7 +583,7 @@ func (k *callState) accept(fr []byte, bind *[]byte) (bool, error) {
 			}
 		}
 	}
-	if !c.opt.Insecure && sha256.Sum256(payload) != h.Hash {
+	if !c.opt.Insecure && PayloadHash(payload) != h.Hash {
 		return false, k.reject(Corrupt, &h, fr, signed, "payload does not match the signed hash")
 	}
 	if C := c.opt.ClipNorm; C > 0 {

@@ -11,7 +11,7 @@
 // Every segment travels in a frame signed by its sender over a
 // domain-separated binding (protocol tag and version, job, configuration id,
 // epoch, step, call sequence, phase, round, chunk, segment, sender,
-// receiver, offsets and the SHA-256 of the payload). A receiver verifies
+// receiver, offsets and the BLAKE3-256 hash of the payload). A receiver verifies
 // before it adds; anything else is dropped and reported as Evidence.
 // A silent or disconnected neighbour ends the call with a *PeerError naming
 // the suspect; the caller's buffer is only written when the call succeeds,

@@ -1,6 +1,7 @@
 package ring_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -375,6 +376,15 @@ func TestNormCheck(t *testing.T) {
 	for _, e := range cl.log.ev {
 		if e.Kind == ring.NormExceeded && (!e.Signed || len(e.Payload) == 0) {
 			t.Fatal("norm evidence must carry the signed frame and its payload")
+		}
+		if e.Kind == ring.NormExceeded {
+			// A third party can check it: the signature covers the signed
+			// bytes, which end with the payload's hash.
+			sb := e.SignedBytes
+			h := ring.PayloadHash(e.Payload)
+			if !ed25519.Verify(keyFor(e.Claimed).Public().(ed25519.PublicKey), sb, e.Signature) || !bytes.Equal(sb[len(sb)-32:], h[:]) {
+				t.Fatal("norm evidence does not verify: signature or payload hash")
+			}
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 //
 //	off  size  field
 //	  0     4  length: bytes after this field (HeaderSize-4+payload)
-//	  4     1  version (1)
+//	  4     1  version (2)
 //	  5     1  kind (1 = segment)
 //	  6     1  wire dtype of the payload (0 fp32, 1 bf16)
 //	  7     1  phase (0 scatter-reduce, 1 all-gather)
@@ -27,17 +27,19 @@ import (
 //	 56     8  total: elements of the whole vector
 //	 64     8  offset: element offset of the payload in the vector
 //	 72    32  configuration id
-//	104    32  SHA-256 of the payload (zero when authentication is off)
+//	104    32  BLAKE3-256 of the payload, PayloadHash (zero when authentication is off)
 //	136    64  Ed25519 signature (zero when authentication is off)
 //	200     -  payload: count × dtype size bytes
 //
 // The signature covers SignTag ‖ u32 len(job) ‖ job ‖ frame[4:136]: every
 // header field but the length prefix and the signature itself, which
-// includes the payload hash.
+// includes the payload hash. Version 1 was the same layout with SHA-256 as
+// the payload hash; the version and the tag changed with the hash, so a
+// version-1 signature never verifies as a version-2 one.
 const (
-	Version    = 1
+	Version    = 2
 	HeaderSize = 200
-	SignTag    = "zoo-gym/ring/segment/v1\x00"
+	SignTag    = "zoo-gym/ring/segment/v2\x00"
 	configTag  = "zoo-gym/ring/config/v1"
 
 	kindSegment = 1

@@ -36,7 +36,8 @@ func TestDecodeFrameRejects(t *testing.T) {
 		"short":         {good[:HeaderSize-1], io.ErrUnexpectedEOF},
 		"over cap":      {append(bytes.Clone(good), make([]byte, 1<<10)...), ErrFrameTooLarge},
 		"length prefix": {mut(func(b []byte) []byte { b[0]++; return b }), ErrFrame},
-		"version":       {mut(func(b []byte) []byte { b[4] = 2; return b }), ErrFrame},
+		"version 1":     {mut(func(b []byte) []byte { b[4] = 1; return b }), ErrFrame}, // SHA-256 payload hashes
+		"version 3":     {mut(func(b []byte) []byte { b[4] = 3; return b }), ErrFrame},
 		"kind":          {mut(func(b []byte) []byte { b[5] = 9; return b }), ErrFrame},
 		"wire":          {mut(func(b []byte) []byte { b[6] = 7; return b }), ErrFrame},
 		"phase":         {mut(func(b []byte) []byte { b[7] = 2; return b }), ErrFrame},

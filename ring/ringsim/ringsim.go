@@ -22,7 +22,7 @@ type Params struct {
 	Bandwidth    float64 // link bytes per second, each direction
 	Latency      time.Duration
 	// Costs; zero means free.
-	HashRate      float64       // bytes/s of hashing (SHA-256); the sender and the receiver both pay it
+	HashRate      float64       // bytes/s of the payload hash (ring.PayloadHash, BLAKE3); the sender and the receiver both pay it
 	ReduceRate    float64       // bytes/s of adding a received segment into the work buffer
 	Sign, Verify  time.Duration // per segment
 	Authenticated bool          // false: no hash, sign or verify

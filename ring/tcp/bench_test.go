@@ -15,7 +15,7 @@ func BenchmarkLoopback(b *testing.B) {
 		n        int
 		tls      bool
 		insecure bool
-	}{{2, false, true}, {2, false, false}, {2, true, false}, {4, false, true}} {
+	}{{2, false, true}, {2, false, false}, {2, true, false}, {4, false, true}, {4, true, false}} {
 		b.Run(fmt.Sprintf("n%d/tls=%v/auth=%v/64MiB", tc.n, tc.tls, !tc.insecure), func(b *testing.B) {
 			nodes, _ := cluster(b, tc.n, tcp.Options{Plain: !tc.tls, ReadBuffer: bufSize, WriteBuffer: bufSize}, ring.Options{Insecure: tc.insecure})
 			bufs := make([][]float32, tc.n)

@@ -91,16 +91,23 @@ func TestLoopbackAllReduce(t *testing.T) {
 		o    tcp.Options
 		ro   ring.Options
 		wire ring.Wire
+		len  int // elements; 0: about 100 000
 	}{
-		{"tls n3", 3, tcp.Options{}, ring.Options{}, ring.FP32},
-		{"tls n4 2 streams small segments", 4, tcp.Options{Streams: 2, ReadBuffer: 1 << 20, WriteBuffer: 1 << 20}, ring.Options{SegmentBytes: 4096, MinSegmentBytes: 1024}, ring.FP32},
-		{"plain n2 bf16", 2, tcp.Options{Plain: true}, ring.Options{}, ring.BF16},
-		{"plain n5 insecure 3 streams", 5, tcp.Options{Plain: true, Streams: 3}, ring.Options{Insecure: true, SegmentBytes: 8192}, ring.FP32},
+		{"tls n3", 3, tcp.Options{}, ring.Options{}, ring.FP32, 0},
+		// 512 KiB segments: one frame is 32 TLS records.
+		{"tls n2 2 streams large segments", 2, tcp.Options{Streams: 2}, ring.Options{}, ring.FP32, 1<<20 + 3},
+		{"tls n4 2 streams small segments", 4, tcp.Options{Streams: 2, ReadBuffer: 1 << 20, WriteBuffer: 1 << 20}, ring.Options{SegmentBytes: 4096, MinSegmentBytes: 1024}, ring.FP32, 0},
+		{"plain n2 bf16", 2, tcp.Options{Plain: true}, ring.Options{}, ring.BF16, 0},
+		{"plain n5 insecure 3 streams", 5, tcp.Options{Plain: true, Streams: 3}, ring.Options{Insecure: true, SegmentBytes: 8192}, ring.FP32, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes, _ := cluster(t, tc.n, tc.o, tc.ro)
 			for call := range 3 {
-				bufs, sum := ints(tc.n, 100003+call, uint64(call))
+				length := 100003 + call
+				if tc.len > 0 {
+					length = tc.len + call
+				}
+				bufs, sum := ints(tc.n, length, uint64(call))
 				if tc.wire == ring.BF16 {
 					for i := range bufs {
 						for j := range bufs[i] {
