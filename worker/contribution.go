@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -20,17 +19,6 @@ import (
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/ring"
 )
-
-// norm is the L2 norm of an adapter's values.
-func norm(a *model.Adapter) float64 {
-	var s float64
-	for _, t := range a.Tensors() {
-		for _, v := range t.Data {
-			s += float64(v) * float64(v)
-		}
-	}
-	return math.Sqrt(s)
-}
 
 // scaled returns a copy of a with every value multiplied by f.
 func scaled(a *model.Adapter, f float64) *model.Adapter {
@@ -66,7 +54,7 @@ func (w *Worker) contribution(d *model.Adapter, k int, c float64) *model.Adapter
 				t.Data[i] = float32(rand.NormFloat64())
 			}
 		}
-		n = scaled(n, 0.9*c/norm(n))
+		n = scaled(n, 0.9*c/jobconf.Norm(n))
 		nt := n.Tensors()
 		out := d.Clone()
 		for i, t := range out.Tensors() {

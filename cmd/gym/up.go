@@ -827,26 +827,23 @@ func (r *upRun) summarise(ctx context.Context, jb state.Job) (*upSummary, error)
 	}
 	sum.EvalBefore, sum.LossBefore = before.Accuracy, before.Loss
 	jd := r.d.Judge()
+	// The judge's merge report of every epoch: the epochs of the summary
+	// and every delta's quality score.
+	quality := map[string][]float64{}
 	for e := 1; e <= len(jb.CIDs); e++ {
 		b, err := os.ReadFile(filepath.Join(o.out, "hanzod", "checkpoints", jb.ID, fmt.Sprintf("merge-%04d.json", e)))
 		if err != nil {
 			continue
 		}
 		var rep judge.EpochReport
-		if json.Unmarshal(b, &rep) == nil {
-			sum.Epochs = append(sum.Epochs, upEpoch{Epoch: e, CID: rep.CID, Accuracy: rep.Accuracy, Quality: rep.Quality,
-				Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
-				MergeSeconds: rep.MergeSeconds})
+		if json.Unmarshal(b, &rep) != nil {
+			continue
 		}
-	}
-	quality := map[string][]float64{}
-	for e := 1; e <= len(jb.CIDs); e++ {
-		b, _ := os.ReadFile(filepath.Join(o.out, "hanzod", "checkpoints", jb.ID, fmt.Sprintf("merge-%04d.json", e)))
-		var rep judge.EpochReport
-		if json.Unmarshal(b, &rep) == nil {
-			for _, s := range rep.Scores {
-				quality[s.Node] = append(quality[s.Node], s.Quality)
-			}
+		sum.Epochs = append(sum.Epochs, upEpoch{Epoch: e, CID: rep.CID, Accuracy: rep.Accuracy, Quality: rep.Quality,
+			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
+			MergeSeconds: rep.MergeSeconds})
+		for _, s := range rep.Scores {
+			quality[s.Node] = append(quality[s.Node], s.Quality)
 		}
 	}
 	if jb.State == state.Published && len(jb.CIDs) > 0 {

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
+	ostore "github.com/zooai/gym/orchestrator/store"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/task"
@@ -544,29 +547,47 @@ func ringInputs(order []string, es []*entry) ([][]float32, bool) {
 func (j *Judge) ringHistory(ctx context.Context, job string) ([][]string, error) {
 	var out [][]string
 	seen := map[string]bool{}
+	err := ScanEvents(ctx, j.eng, []string{"ring_configured"}, func(ev state.Event) error {
+		if rc, ok := ev.Body.(state.RingConfigured); ok && rc.Job == job {
+			if key := strings.Join(rc.Ring, ","); !seen[key] {
+				seen[key] = true
+				out = append([][]string{rc.Ring}, out...)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ScanEvents calls fn for every event of the log, in order, whose type is
+// one of kinds (all events when kinds is empty); records of other types
+// are skipped without being decoded.
+func ScanEvents(ctx context.Context, eng interface {
+	Read(ctx context.Context, from uint64, max int) ([]ostore.Record, uint64, error)
+}, kinds []string, fn func(state.Event) error) error {
+	var quoted []string
+	for _, k := range kinds {
+		quoted = append(quoted, `"type":"`+k+`"`)
+	}
 	for from := uint64(1); ; {
-		recs, last, err := j.eng.Read(ctx, from, 1000)
+		recs, last, err := eng.Read(ctx, from, 1000)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, r := range recs {
-			if !strings.Contains(string(r.Data), `"ring_configured"`) {
+			if len(quoted) > 0 && !slices.ContainsFunc(quoted, func(q string) bool { return bytes.Contains(r.Data, []byte(q)) }) {
 				continue
 			}
 			ev, err := state.DecodeEvent(r.Data)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			if rc, ok := ev.Body.(state.RingConfigured); ok && rc.Job == job {
-				key := strings.Join(rc.Ring, ",")
-				if !seen[key] {
-					seen[key] = true
-					out = append([][]string{rc.Ring}, out...)
-				}
+			if err := fn(ev); err != nil {
+				return err
 			}
 		}
 		if len(recs) == 0 || recs[len(recs)-1].Index >= last {
-			return out, nil
+			return nil
 		}
 		from = recs[len(recs)-1].Index + 1
 	}
@@ -718,40 +739,24 @@ func (j *Judge) jobMoney(ctx context.Context, jb state.Job) (map[string]ledger.A
 	rewards := map[string]ledger.Amount{}
 	slashes := map[string][]state.Slashed{}
 	in := false
-	for from := uint64(1); ; {
-		recs, last, err := j.eng.Read(ctx, from, 1000)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, r := range recs {
-			s := string(r.Data)
-			if !strings.Contains(s, `"job_submitted"`) && !strings.Contains(s, `"rewards_paid"`) && !strings.Contains(s, `"slashed"`) {
-				continue
-			}
-			ev, err := state.DecodeEvent(r.Data)
-			if err != nil {
-				return nil, nil, err
-			}
-			switch b := ev.Body.(type) {
-			case state.JobSubmitted:
-				in = in || b.Job == jb.ID
-			case state.RewardsPaid:
-				if b.Job == jb.ID {
-					for _, p := range b.Payouts {
-						rewards[p.ID] += p.Amount
-					}
-				}
-			case state.Slashed:
-				if in && contains(jb.Participants, b.Account) {
-					slashes[b.Account] = append(slashes[b.Account], b)
+	err := ScanEvents(ctx, j.eng, []string{"job_submitted", "rewards_paid", "slashed"}, func(ev state.Event) error {
+		switch b := ev.Body.(type) {
+		case state.JobSubmitted:
+			in = in || b.Job == jb.ID
+		case state.RewardsPaid:
+			if b.Job == jb.ID {
+				for _, p := range b.Payouts {
+					rewards[p.ID] += p.Amount
 				}
 			}
+		case state.Slashed:
+			if in && contains(jb.Participants, b.Account) {
+				slashes[b.Account] = append(slashes[b.Account], b)
+			}
 		}
-		if len(recs) == 0 || recs[len(recs)-1].Index >= last {
-			return rewards, slashes, nil
-		}
-		from = recs[len(recs)-1].Index + 1
-	}
+		return nil
+	})
+	return rewards, slashes, err
 }
 
 // publish puts dir into the store as version epoch of the job's
