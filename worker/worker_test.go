@@ -518,3 +518,54 @@ func TestEventJSON(t *testing.T) {
 		t.Errorf("String: %q", s)
 	}
 }
+
+// TestRingSuperseded: a member falls silent before its ring call and the
+// orchestrator removes it while the others are inside the call, waiting for
+// it. They must drop the call at once and finish on the new configuration,
+// not wait for the ring timeout (set far above the test's bound here).
+func TestRingSuperseded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	spec := tinySpec(1, 4) // 2 syncs: one ring sync
+	spec.MinNodes = 4
+	f, err := workertest.New("job-superseded", spec, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.MinGap = testGap
+	const victim = 3
+	var victimID string
+	nodes := startNodes(t, ctx, f, 4, func(i int, c *worker.Config, nd *node) {
+		c.RingTimeout = 40 * time.Second
+		if i == victim {
+			victimID = nd.id
+		}
+	})
+	f.Stall = func(node string, epoch, sync int) bool { return node == victimID && epoch == 1 && sync == 1 }
+	for len(f.Deltas()[workertest.Slot{Epoch: 1, Sync: 1}]) < 3 {
+		if ctx.Err() != nil {
+			t.Fatal("the three others never submitted their first delta")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // the three are in their ring call now
+	t0 := time.Now()
+	f.Remove(victimID)
+	survivors := nodes[:victim]
+	waitDone(t, ctx, survivors...)
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Errorf("survivors finished %v after the removal: they waited for the ring timeout", took)
+	}
+	if st, _ := f.State(); st != "published" {
+		t.Fatalf("job is %s, want published", st)
+	}
+	for i, nd := range survivors {
+		superseded := false
+		for _, e := range nd.Events(worker.EventRingFailed) {
+			superseded = superseded || e.Reason == "superseded"
+		}
+		if !superseded {
+			t.Errorf("worker %d: no ring call was superseded; events %v", i, nd.Events(worker.EventRingFailed))
+		}
+	}
+}

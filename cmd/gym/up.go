@@ -274,7 +274,9 @@ type upRun struct {
 	stopping bool
 
 	mu        sync.Mutex
-	rewards   map[int][]float64 // global step → sample rewards reported
+	rewards   map[int][]float64          // global step → sample rewards reported
+	paid      map[string]ledger.Amount   // node → rewards paid in the job
+	slashed   map[string][]state.Slashed // node → its slashes
 	ring      string
 	epoch     int
 	killedAt  time.Time
@@ -285,7 +287,8 @@ type upRun struct {
 }
 
 func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*upSummary, error) {
-	r := &upRun{o: o, out: stdout, log: stdout, start: time.Now(), rewards: map[int][]float64{}, events: map[string]int{}, names: map[string]string{}}
+	r := &upRun{o: o, out: stdout, log: stdout, start: time.Now(), rewards: map[int][]float64{}, events: map[string]int{},
+		names: map[string]string{}, paid: map[string]ledger.Amount{}, slashed: map[string][]state.Slashed{}}
 	if o.json {
 		r.log = stderr
 	}
@@ -699,6 +702,13 @@ func mean(v []float64) float64 {
 // follow watches hanzod's event log until the job is published or failed
 // and settled, printing what happens.
 func (r *upRun) follow(ctx context.Context) (state.Job, error) {
+	// The log goes to --out as it is read, so a run that hangs or is
+	// interrupted can still be inspected.
+	logf, err := os.Create(filepath.Join(r.o.out, "events.jsonl"))
+	if err != nil {
+		return state.Job{}, err
+	}
+	defer logf.Close()
 	var next uint64 = 1
 	var finishedAt time.Time
 	for {
@@ -708,6 +718,9 @@ func (r *upRun) follow(ctx context.Context) (state.Job, error) {
 		}
 		for _, rec := range recs {
 			next = rec.Index + 1
+			if _, err := logf.Write(append(rec.Data, '\n')); err != nil {
+				return state.Job{}, err
+			}
 			ev, err := state.DecodeEvent(rec.Data)
 			if err != nil {
 				return state.Job{}, err
@@ -717,8 +730,7 @@ func (r *upRun) follow(ctx context.Context) (state.Job, error) {
 		var jb state.Job
 		r.eng.View(func(m *state.Machine) {
 			jb, _ = m.Job(r.job)
-			jb.Slots, jb.Suspects = nil, nil
-			jb.Tally = copyTallies(jb.Tally)
+			jb = jb.Clone()
 		})
 		if jb.State.Terminal() {
 			if finishedAt.IsZero() {
@@ -735,15 +747,6 @@ func (r *upRun) follow(ctx context.Context) (state.Job, error) {
 	}
 }
 
-func copyTallies(m map[string]*state.Tally) map[string]*state.Tally {
-	out := map[string]*state.Tally{}
-	for k, v := range m {
-		c := *v
-		out[k] = &c
-	}
-	return out
-}
-
 func (r *upRun) hanzodEvent(ev state.Event) {
 	kind := ev.Body.Kind()
 	if kind == "ticked" || kind == "heartbeat" {
@@ -752,6 +755,20 @@ func (r *upRun) hanzodEvent(ev state.Event) {
 	r.mu.Lock()
 	r.events[kind]++
 	r.mu.Unlock()
+	switch b := ev.Body.(type) {
+	case state.RewardsPaid:
+		if b.Job == r.job {
+			r.mu.Lock()
+			for _, p := range b.Payouts {
+				r.paid[p.ID] += p.Amount
+			}
+			r.mu.Unlock()
+		}
+	case state.Slashed:
+		r.mu.Lock()
+		r.slashed[b.Account] = append(r.slashed[b.Account], b)
+		r.mu.Unlock()
+	}
 	switch b := ev.Body.(type) {
 	case state.NodeRegistered:
 		r.say("hanzod: %s registered", r.name(b.Node))
@@ -866,41 +883,9 @@ func (r *upRun) summarise(ctx context.Context, jb state.Job) (*upSummary, error)
 	if err := copyDir(filepath.Join(o.out, "hanzod", "deltas", jb.ID), filepath.Join(o.out, "deltas")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	// Rewards, slashes and the event log.
-	rewards := map[string]ledger.Amount{}
-	slashes := map[string][]state.Slashed{}
-	var lines bytes.Buffer
-	for next := uint64(1); ; {
-		recs, last, err := r.eng.Read(ctx, next, 1000)
-		if err != nil {
-			return nil, err
-		}
-		for _, rec := range recs {
-			lines.Write(rec.Data)
-			lines.WriteByte('\n')
-			ev, err := state.DecodeEvent(rec.Data)
-			if err != nil {
-				return nil, err
-			}
-			switch b := ev.Body.(type) {
-			case state.RewardsPaid:
-				if b.Job == jb.ID {
-					for _, p := range b.Payouts {
-						rewards[p.ID] += p.Amount
-					}
-				}
-			case state.Slashed:
-				slashes[b.Account] = append(slashes[b.Account], b)
-			}
-		}
-		if len(recs) == 0 || recs[len(recs)-1].Index >= last {
-			break
-		}
-		next = recs[len(recs)-1].Index + 1
-	}
-	if err := os.WriteFile(filepath.Join(o.out, "events.jsonl"), lines.Bytes(), 0o644); err != nil {
-		return nil, err
-	}
+	r.mu.Lock()
+	rewards, slashes := r.paid, r.slashed
+	r.mu.Unlock()
 	for _, w := range r.workers {
 		r.mu.Lock()
 		restarted := w.restarted

@@ -65,10 +65,7 @@ func (j *Judge) Step(ctx context.Context) error {
 			default:
 				continue
 			}
-			jb.Slots = copyMap(jb.Slots)
-			jb.Tally = copyTally(jb.Tally)
-			jb.Suspects = nil
-			t.job = jb
+			t.job = jb.Clone()
 			work = append(work, t)
 		}
 	})
@@ -118,23 +115,6 @@ func (j *Judge) Step(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func copyTally(m map[string]*state.Tally) map[string]*state.Tally {
-	out := make(map[string]*state.Tally, len(m))
-	for k, v := range m {
-		c := *v
-		out[k] = &c
-	}
-	return out
 }
 
 // maxMergeFailures is how many merges of one epoch may fail in a row

@@ -282,7 +282,10 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 			if t := job.Tally[s.node]; t != nil {
 				tally = *t
 			}
-			job.Slots, job.Tally, job.Suspects = nil, nil, nil // not to be read outside View
+			// What follows reads only the job's id, spec, state and
+			// epoch: drop the shared maps rather than clone them on every
+			// submission.
+			job.Slots, job.Tally, job.Suspects, job.Bandwidth = nil, nil, nil, nil
 		}
 	})
 	if !known {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
@@ -332,6 +333,29 @@ func TestValidation(t *testing.T) {
 			if tl := e.jobState().Tally[e.ids[0]]; tl.Accepted != 1 || tl.Rejected != 0 {
 				t.Fatalf("tally %+v", tl)
 			}
+			e.expectNotSlashed(0)
+		}},
+		{"retrained after a restart", func(t *testing.T, e *env) {
+			// A worker that restarts and trains the same sync again
+			// signs the same tensors under a new sequence and time: a
+			// duplicate, not equivocation.
+			d := e.small(7, 1e-4)
+			first := e.encode(0, e.sd(0, 1, 1, d))
+			e.expectAccept(first)
+			e.clk.Advance(time.Second)
+			again := e.encode(0, e.sd(0, 1, 1, d.Clone()))
+			if digestOf(again) == digestOf(first) {
+				t.Fatal("the retrained file should differ in its metadata")
+			}
+			if r := e.submit(again); !r.Accepted || !r.Duplicate {
+				t.Fatalf("retrained delta: %+v, want an accepted duplicate", r)
+			}
+			e.expectNotSlashed(0)
+		}},
+		{"samples", func(t *testing.T, e *env) {
+			sd := e.sd(0, 1, 1, e.small(8, 1e-4))
+			sd.Samples++
+			e.expectReject(e.encode(0, sd), true, judge.ReasonMetadata)
 			e.expectNotSlashed(0)
 		}},
 		{"equivocation", func(t *testing.T, e *env) {

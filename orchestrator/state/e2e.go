@@ -1,6 +1,7 @@
 package state
 
 import (
+	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
 	"sort"
@@ -52,10 +53,9 @@ func (r ReportSuspect) SignedBytes() []byte {
 	return e.Bytes()
 }
 
-// SignSuspect signs r in place.
-func SignSuspect(key []byte, r *ReportSuspect) {
-	pub := key[32:]
-	r.Node = hex.EncodeToString(pub)
+// SignSuspect signs r in place (and sets Auth.Node to the key's public key).
+func SignSuspect(key ed25519.PrivateKey, r *ReportSuspect) {
+	r.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
 	r.Sign(key, r.SignedBytes())
 }
 

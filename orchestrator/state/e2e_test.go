@@ -69,3 +69,18 @@ func TestApplyRefusesE2EOutOfPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestJobClone: a cloned job shares nothing with the machine's.
+func TestJobClone(t *testing.T) {
+	j := Job{ID: "j", Ring: []string{"a", "b"}, CIDs: []string{"c1"}, Participants: []string{"a"},
+		Bandwidth: map[string]map[string]uint64{"a": {"b": 1}}, Suspects: map[string][]string{"b": {"a"}},
+		Slots: map[string]string{"1/5/a": "d"}, Tally: map[string]*Tally{"a": {Accepted: 1}}}
+	c := j.Clone()
+	c.Ring[0], c.CIDs[0], c.Participants[0] = "x", "x", "x"
+	c.Bandwidth["a"]["b"], c.Suspects["b"][0], c.Slots["1/5/a"] = 9, "x", "x"
+	c.Tally["a"].Accepted = 9
+	if j.Ring[0] != "a" || j.CIDs[0] != "c1" || j.Participants[0] != "a" || j.Bandwidth["a"]["b"] != 1 ||
+		j.Suspects["b"][0] != "a" || j.Slots["1/5/a"] != "d" || j.Tally["a"].Accepted != 1 {
+		t.Fatalf("the clone shares state with the original: %+v", j)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -100,13 +102,45 @@ func (m *Machine) Node(id string) (Node, bool) {
 // Nodes lists the node ids in sorted order.
 func (m *Machine) Nodes() []string { return m.nodeIDs() }
 
-// Job returns a copy of a job, or false.
+// Job returns a copy of a job, or false. The copy shares its slices and
+// maps with the machine: read it inside Engine.View, or Clone it to keep it.
 func (m *Machine) Job(id string) (Job, bool) {
 	j, ok := m.jobs[id]
 	if !ok {
 		return Job{}, false
 	}
 	return *j, true
+}
+
+// Clone returns a deep copy of j that shares nothing with the machine.
+func (j Job) Clone() Job {
+	c := j
+	c.Members, c.Ring, c.CIDs, c.PaidEpochs, c.Participants = slices.Clone(j.Members), slices.Clone(j.Ring),
+		slices.Clone(j.CIDs), slices.Clone(j.PaidEpochs), slices.Clone(j.Participants)
+	c.Bandwidth = nil
+	if j.Bandwidth != nil {
+		c.Bandwidth = make(map[string]map[string]uint64, len(j.Bandwidth))
+		for k, v := range j.Bandwidth {
+			c.Bandwidth[k] = maps.Clone(v)
+		}
+	}
+	c.Suspects = nil
+	if j.Suspects != nil {
+		c.Suspects = make(map[string][]string, len(j.Suspects))
+		for k, v := range j.Suspects {
+			c.Suspects[k] = slices.Clone(v)
+		}
+	}
+	c.Slots = maps.Clone(j.Slots)
+	c.Tally = nil
+	if j.Tally != nil {
+		c.Tally = make(map[string]*Tally, len(j.Tally))
+		for k, v := range j.Tally {
+			t := *v
+			c.Tally[k] = &t
+		}
+	}
+	return c
 }
 
 // Jobs lists the job ids in sorted (submission) order.

@@ -58,6 +58,10 @@ type Fake struct {
 	// FailAfterProvisioning fails the job instead of running it once
 	// every member reported its bandwidth.
 	FailAfterProvisioning bool
+	// Stall, if set, holds a node's delta submission for (epoch, sync)
+	// until the caller's context ends when it returns true: a node that
+	// falls silent before its ring call.
+	Stall func(node string, epoch, sync int) bool
 
 	mu       sync.Mutex
 	job      string
@@ -273,6 +277,14 @@ func (f *Fake) tick(now time.Time) {
 	}
 }
 
+// Remove takes a node out of the ring, as an orchestrator does on proof or
+// on its own failure detection: the members get a new configuration.
+func (f *Fake) Remove(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.remove(id, false)
+}
+
 func (f *Fake) remove(id string, ban bool) {
 	if ban {
 		f.nodes[id].Banned = true
@@ -423,6 +435,16 @@ func (c *client) SubmitDelta(ctx context.Context, file []byte) (worker.Verdict, 
 	d, err := delta.Read(ctx, bytes.NewReader(file), delta.DefaultLimits())
 	if err != nil {
 		return worker.Verdict{Reason: "format", Detail: err.Error()}, nil
+	}
+	if f.Stall != nil && d.Info.Metadata != nil {
+		ep, _ := d.Info.Metadata.Epoch()
+		raw, _ := d.Info.Metadata.Get(jobconf.KeySync)
+		var k int
+		fmt.Sscan(string(raw), &k)
+		if f.Stall(c.id, int(ep), k) {
+			<-ctx.Done()
+			return worker.Verdict{}, ctx.Err()
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
