@@ -559,13 +559,18 @@ func TestRingSuperseded(t *testing.T) {
 	if st, _ := f.State(); st != "published" {
 		t.Fatalf("job is %s, want published", st)
 	}
-	for i, nd := range survivors {
-		superseded := false
+	// The first survivor to hear of the new configuration drops its call;
+	// its neighbours may see that as a broken link before they hear of
+	// it themselves. Either way nobody waits for the timeout (above).
+	superseded := 0
+	for _, nd := range survivors {
 		for _, e := range nd.Events(worker.EventRingFailed) {
-			superseded = superseded || e.Reason == "superseded"
+			if e.Reason == "superseded" {
+				superseded++
+			}
 		}
-		if !superseded {
-			t.Errorf("worker %d: no ring call was superseded; events %v", i, nd.Events(worker.EventRingFailed))
-		}
+	}
+	if superseded == 0 {
+		t.Error("no survivor's ring call was superseded by the new configuration")
 	}
 }
