@@ -258,54 +258,99 @@ func (c *Comm) AllReduce(ctx context.Context, buf []float32, op Op) error {
 // finished the same call, so retry only after Reconfigure with the
 // configuration the orchestrator publishes (a new epoch or membership):
 // calls are numbered per configuration and must stay in step.
+//
+// The call works in a private buffer and copies the result into buf once it
+// has succeeded: one pass over the vector that AllReduceInto avoids.
 func (c *Comm) AllReduceCall(ctx context.Context, buf []float32, op Op, call Call) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if cap(c.work) < len(buf) {
+		c.work = make([]float32, len(buf))
+	}
+	work := c.work[:len(buf)]
+	ok, err := c.allReduce(ctx, work, buf, op, call)
+	if err == nil && ok {
+		copy(buf, work)
+	}
+	return err
+}
+
+// AllReduceInto reduces src across the ring and writes the result to dst,
+// which must have src's length and must not overlap it. src is only read:
+// on error it is untouched (dst then holds unspecified values), so the call
+// can be retried from it as AllReduceCall's can. Writing to a separate
+// buffer saves the final copy of an in-place call, one pass over the whole
+// vector; on machines bound by memory bandwidth that is a quarter of the
+// call's cost. The rules of AllReduceCall apply otherwise.
+func (c *Comm) AllReduceInto(ctx context.Context, dst, src []float32, op Op, call Call) error {
+	if len(dst) != len(src) {
+		return fmt.Errorf("%w: dst has %d elements, src %d", ErrBuffers, len(dst), len(src))
+	}
+	if overlap(dst, src) {
+		return fmt.Errorf("%w (use AllReduceCall for in place)", ErrBuffers)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ok, err := c.allReduce(ctx, dst, src, op, call)
+	if err == nil && !ok {
+		copy(dst, src) // a ring of one: the sum and the mean are the input
+	}
+	return err
+}
+
+func overlap(a, b []float32) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0 := uintptr(unsafe.Pointer(unsafe.SliceData(a)))
+	b0 := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+4*uintptr(len(b)) && b0 < a0+4*uintptr(len(a))
+}
+
+// allReduce runs one call reading src and writing work; c.mu is held. It
+// reports ran = false when there was nothing to do (a ring of one), in
+// which case work was not written.
+func (c *Comm) allReduce(ctx context.Context, work, src []float32, op Op, call Call) (ran bool, err error) {
 	if c.closed {
-		return ErrClosed
+		return false, ErrClosed
 	}
 	if op > Mean {
-		return fmt.Errorf("ring: unknown op %d", op)
+		return false, fmt.Errorf("ring: unknown op %d", op)
 	}
 	wire := c.opt.Wire
 	if call.wire {
 		wire = call.Wire
 	}
 	if wire.Size() == 0 {
-		return fmt.Errorf("ring: unknown wire %d", wire)
+		return false, fmt.Errorf("ring: unknown wire %d", wire)
 	}
 	n := len(c.cfg.Members)
 	if n == 1 {
-		return nil // sum and mean of one contribution
+		return false, nil // sum and mean of one contribution
 	}
-	if uint64(len(buf)) > math.MaxUint32*uint64(n) {
-		return ErrSize
+	if uint64(len(src)) > math.MaxUint32*uint64(n) {
+		return false, ErrSize
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	seq := c.seq
 	c.seq++
 	if c.out == nil {
 		if err := c.connect(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
-	chunkBytes := 4 * ((len(buf) + n - 1) / n)
+	chunkBytes := 4 * ((len(src) + n - 1) / n)
 	segBytes := min(max(chunkBytes/4, c.opt.MinSegmentBytes), c.opt.SegmentBytes)
-	p := newPlan(n, c.self, len(buf), max(segBytes/4, 1))
-	if cap(c.work) < len(buf) {
-		c.work = make([]float32, len(buf))
-	}
-	// The call reads buf and writes only work: every element of work is
+	p := newPlan(n, c.self, len(src), max(segBytes/4, 1))
+	// The call reads src and writes only work: every element of work is
 	// written before it is read (reduced chunks as received + own, the rest
-	// while gathering), so no copy-in is needed; buf is written once, on
-	// success.
-	work := c.work[:len(buf)]
+	// while gathering), so no copy-in is needed.
 	if wire == BF16 && len(c.sbuf) < 2*(segBytes/4+1) {
 		c.sbuf = make([]byte, 2*(segBytes/4+1))
 	}
-	k := &callState{c: c, p: p, op: op, wire: wire, step: call.Step, seq: seq, own: buf, work: work,
+	k := &callState{c: c, p: p, op: op, wire: wire, step: call.Step, seq: seq, own: src, work: work,
 		ready: make(chan int32, p.frames()), abort: make(chan struct{}),
 		recvd: make([]bool, p.frames()), sent: make([]atomic.Bool, p.frames()), sentNote: make(chan struct{}, 1),
 		normSq: make([]float64, p.steps()), pred: c.pred(), succ: c.succ(),
@@ -315,10 +360,9 @@ func (c *Comm) AllReduceCall(ctx context.Context, buf []float32, op Op, call Cal
 	}
 	if err := k.run(ctx); err != nil {
 		c.closeLinks()
-		return err
+		return false, err
 	}
-	copy(buf, work)
-	return nil
+	return true, nil
 }
 
 // callState is one call in flight: a receive goroutine (read, check,

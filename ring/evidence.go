@@ -73,6 +73,7 @@ var (
 	ErrMisbehaved = errors.New("ring: neighbour sent invalid frames")
 	ErrClosed     = errors.New("ring: communicator closed")
 	ErrSize       = errors.New("ring: buffer too large")
+	ErrBuffers    = errors.New("ring: dst and src must have the same length and must not overlap")
 )
 
 // PeerError ends a call that failed because of a neighbour. The caller

@@ -140,10 +140,12 @@ func TestDroppedFrameTimesOutNamingTheSender(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				errs[i] = cl.comms[i].AllReduce(t.Context(), bufs[i], ring.Sum)
-				if i == 2 {
+				if i == 2 { // out of place: src must stay as it was too
+					errs[i] = cl.comms[i].AllReduceInto(t.Context(), make([]float32, len(bufs[i])), bufs[i], ring.Sum, ring.Call{})
 					end = time.Now()
+					return
 				}
+				errs[i] = cl.comms[i].AllReduce(t.Context(), bufs[i], ring.Sum)
 			})
 		}
 		wg.Wait()

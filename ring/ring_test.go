@@ -264,3 +264,76 @@ func TestConfigID(t *testing.T) {
 		t.Fatal("Without did not remove the member")
 	}
 }
+
+// AllReduceInto gives the same bits as the in-place call, leaves src as it
+// was, and is exact for every ring size and odd lengths.
+func TestAllReduceIntoExact(t *testing.T) {
+	for n := 2; n <= 8; n++ {
+		for _, length := range []int{1, n - 1, n + 1, 1001, 4099} {
+			for _, op := range []ring.Op{ring.Sum, ring.Mean} {
+				t.Run(fmt.Sprintf("n%d/len%d/%s", n, length, op), func(t *testing.T) {
+					cl := newCluster(t, n, nil)
+					src := inputs(n, length, uint64(n*777+length))
+					orig := clone(src)
+					dst := make([][]float32, n)
+					for i := range dst {
+						dst[i] = make([]float32, length)
+						for j := range dst[i] {
+							dst[i][j] = float32(j) * 1e30 // garbage the call must overwrite
+						}
+					}
+					errs := make([]error, n)
+					var wg sync.WaitGroup
+					for i := range n {
+						wg.Go(func() { errs[i] = cl.comms[i].AllReduceInto(t.Context(), dst[i], src[i], op, ring.Call{Step: 9}) })
+					}
+					wg.Wait()
+					// The in-place call on the same inputs, for the reference bits.
+					inplace := clone(orig)
+					for i, err := range cl.run(t.Context(), all(n), inplace, op, ring.Call{Step: 10}) {
+						if err != nil {
+							t.Fatalf("in place, node %d: %v", i, err)
+						}
+					}
+					want := sumOf(orig)
+					for i, err := range errs {
+						if err != nil {
+							t.Fatalf("node %d: %v", i, err)
+						}
+						if !slices.Equal(src[i], orig[i]) {
+							t.Fatalf("node %d: src changed", i)
+						}
+						if !slices.Equal(dst[i], inplace[i]) {
+							t.Fatalf("node %d: into %v…, in place %v…", i, dst[i][:min(8, length)], inplace[i][:min(8, length)])
+						}
+						if op == ring.Sum && !slices.Equal(dst[i], want) {
+							t.Fatalf("node %d: %v…, want %v…", i, dst[i][:min(8, length)], want[:min(8, length)])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestAllReduceIntoRefusesBadBuffers(t *testing.T) {
+	cl := newCluster(t, 2, nil)
+	b := make([]float32, 10)
+	for name, args := range map[string][2][]float32{
+		"lengths":  {b[:4], make([]float32, 5)},
+		"same":     {b[:5], b[:5]},
+		"overlap":  {b[:5], b[3:8]},
+		"overlap2": {b[4:9], b[:5]},
+	} {
+		if err := cl.comms[0].AllReduceInto(t.Context(), args[0], args[1], ring.Sum, ring.Call{}); !errors.Is(err, ring.ErrBuffers) {
+			t.Errorf("%s: %v, want ErrBuffers", name, err)
+		}
+	}
+	// Adjacent halves of one array do not overlap; a ring of one copies.
+	one := newCluster(t, 1, nil)
+	src, dst := b[:5], b[5:]
+	copy(src, []float32{1, 2, 3, 4, 5})
+	if err := one.comms[0].AllReduceInto(t.Context(), dst, src, ring.Mean, ring.Call{}); err != nil || !slices.Equal(dst, src) {
+		t.Fatal(err, dst)
+	}
+}

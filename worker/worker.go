@@ -493,11 +493,12 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			break
 		}
 		flat := jobconf.Flatten(contrib)
-		secs, err := w.allReduce(ctx, r, job, e, k, uint64(plan.SyncStep(e, k)), flat)
+		mean := make([]float32, len(flat))
+		secs, err := w.allReduce(ctx, r, job, e, k, uint64(plan.SyncStep(e, k)), mean, flat)
 		if err != nil {
 			return false, err
 		}
-		if err := jobconf.AddFlat(s, flat); err != nil {
+		if err := jobconf.AddFlat(s, mean); err != nil {
 			return false, err
 		}
 		st := tr.State()
@@ -534,10 +535,10 @@ func (r *ringState) install(job string, e int, rg *Ring) error {
 	return nil
 }
 
-// allReduce averages flat around the ring, riding out failures: report the
-// suspect, wait for a newer ring, retry. It returns the seconds of the
-// successful call.
-func (w *Worker) allReduce(ctx context.Context, r *ringState, job string, e, k int, step uint64, flat []float32) (float64, error) {
+// allReduce averages flat around the ring into mean, riding out failures:
+// report the suspect, wait for a newer ring, retry (flat is only read). It
+// returns the seconds of the successful call.
+func (w *Worker) allReduce(ctx context.Context, r *ringState, job string, e, k int, step uint64, mean, flat []float32) (float64, error) {
 	var failedAt time.Time
 	var seq uint64
 	for {
@@ -559,7 +560,7 @@ func (w *Worker) allReduce(ctx context.Context, r *ringState, job string, e, k i
 		w.takeEvidence("") // keep only what this call collects
 		t0 := w.c.Clock.Now()
 		err := w.supervised(ctx, r, job, e, func(cctx context.Context) error {
-			return r.comm.AllReduceCall(cctx, flat, ring.Mean, ring.Call{Step: step})
+			return r.comm.AllReduceInto(cctx, mean, flat, ring.Mean, ring.Call{Step: step})
 		})
 		if errors.Is(err, errSuperseded) {
 			// The orchestrator published a newer ring while this call ran

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,7 +32,7 @@ func newRingBench() *cobra.Command {
 	var delay time.Duration
 	var lossSeed uint64
 	cmd := &cobra.Command{
-		Use:   "bench --nodes N --size BYTES[,BYTES...] --iters K [--auth=true|false] [--tls=true|false] [--wire fp32|bf16] [--netns [--rate 1gbit] [--delay 20ms] [--loss 0.1%]] [--baseline gloo] [--json]",
+		Use:   "bench --nodes N --size BYTES[,BYTES...] --iters K [--auth=true|false] [--tls=true|false] [--wire fp32|bf16] [--netns [--rate 1gbit] [--delay 20ms] [--loss 0.1%]] [--baseline gloo,tcp] [--json]",
 		Short: "Measure ring all-reduce between N local processes",
 		Long: `bench starts N processes on this machine, joined in a ring over TCP on
 loopback (TLS 1.3 with keys bound to fresh node keys unless --tls=false;
@@ -51,6 +53,15 @@ With --baseline gloo the same nodes (and namespaces and shaping) then run
 torch.distributed all_reduce with the gloo backend (script embedded in this
 binary, run with /usr/bin/python3; Debian: apt-get install python3-torch),
 with the same inputs, timing and exact check, printed as "impl": "gloo".
+With --baseline tcp they run a raw TCP ring with the same streams and
+socket buffers: each rank sends what an all-reduce sends, 2(N−1)/N of the
+vector, to its successor while receiving as much, with no hashing, signing,
+TLS or reduction ("impl": "tcp", "correct" = every byte arrived). Its busbw
+is the ceiling of the bed. Both: --baseline gloo,tcp.
+
+By default the ring reads the input and writes the result to a second
+buffer (AllReduceInto, as the worker does); --inplace measures the in-place
+call, which copies the result over the input once it succeeded.
 
 Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 		Args: exactArgs(0),
@@ -66,14 +77,20 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 			if err != nil {
 				return usageError{err}
 			}
-			switch baseline {
-			case "":
-			case "gloo":
-				if err := ringbench.GlooAvailable(); err != nil {
-					return err
+			var gloo, rawTCP bool
+			for _, b := range strings.Split(baseline, ",") {
+				switch strings.TrimSpace(b) {
+				case "":
+				case "gloo":
+					if err := ringbench.GlooAvailable(); err != nil {
+						return err
+					}
+					gloo = true
+				case "tcp":
+					rawTCP = true
+				default:
+					return usageError{fmt.Errorf("--baseline %q: want gloo, tcp or both (gloo,tcp)", b)}
 				}
-			default:
-				return usageError{fmt.Errorf("--baseline %q: only gloo is supported", baseline)}
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -97,21 +114,31 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 			} else if rate != "" || delay != 0 || loss != 0 {
 				return usageError{fmt.Errorf("--rate, --delay and --loss need --netns")}
 			}
-			conf, _ := json.Marshal(cfg)
-			results, err := ringbench.Run(c.Context(), cfg, func(rank int) *exec.Cmd {
-				args := []string{"ring", "node", "--rank", strconv.Itoa(rank), "--config", string(conf)}
-				var cmd *exec.Cmd
-				if bed != nil {
-					cmd = bed.Exec(rank, exe, args...)
-				} else {
-					cmd = exec.CommandContext(c.Context(), exe, args...)
-				}
-				cmd.Stderr = os.Stderr
-				return cmd
-			})
-			if err == nil && baseline == "gloo" {
+			run := func(cfg ringbench.Config) ([]ringbench.Result, error) {
+				conf, _ := json.Marshal(cfg)
+				return ringbench.Run(c.Context(), cfg, func(rank int) *exec.Cmd {
+					args := []string{"ring", "node", "--rank", strconv.Itoa(rank), "--config", string(conf)}
+					var cmd *exec.Cmd
+					if bed != nil {
+						cmd = bed.Exec(rank, exe, args...)
+					} else {
+						cmd = exec.CommandContext(c.Context(), exe, args...)
+					}
+					cmd.Stderr = os.Stderr
+					return cmd
+				})
+			}
+			results, err := run(cfg)
+			if err == nil && gloo {
 				var more []ringbench.Result
 				more, err = runGloo(c, cfg, bed)
+				results = append(results, more...)
+			}
+			if err == nil && rawTCP {
+				raw := cfg
+				raw.Raw = true
+				var more []ringbench.Result
+				more, err = run(raw)
 				results = append(results, more...)
 			}
 			for i := range results {
@@ -164,7 +191,8 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 	f.DurationVar(&delay, "delay", 0, "with --netns: one-way delay added where packets cross the bridge (user-space NFQUEUE; needs iptables)")
 	f.StringVar(&lossArg, "loss", "", "with --netns: drop this fraction of the packets crossing the bridge (e.g. 0.1% or 0.001)")
 	f.Uint64Var(&lossSeed, "loss-seed", 1, "with --loss: seed of the PRNG that picks the dropped packets")
-	f.StringVar(&baseline, "baseline", "", "after our ring, run this baseline on the same nodes: gloo (torch.distributed, /usr/bin/python3)")
+	f.StringVar(&baseline, "baseline", "", "after our ring, run these baselines on the same nodes: gloo (torch.distributed, /usr/bin/python3), tcp (raw TCP ring, the ceiling), or gloo,tcp")
+	f.BoolVar(&cfg.InPlace, "inplace", false, "measure the in-place call (AllReduceCall: one more copy) instead of AllReduceInto")
 	return cmd
 }
 
@@ -221,6 +249,18 @@ func newRingNode() *cobra.Command {
 			var cfg ringbench.Config
 			if err := json.Unmarshal([]byte(conf), &cfg); err != nil {
 				return usageError{err}
+			}
+			if dir := os.Getenv("GYM_RING_CPUPROFILE"); dir != "" {
+				// Each node writes DIR/node-RANK.pprof: where a node's CPU goes.
+				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("node-%d.pprof", rank)))
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			return ringbench.Node(c.Context(), cfg, rank, os.Stdin, c.OutOrStdout(), c.ErrOrStderr())
 		},

@@ -42,6 +42,12 @@ type Config struct {
 	SegmentBytes int           `json:"segment_bytes"`
 	Timeout      time.Duration `json:"timeout"`
 	SocketBuffer int           `json:"socket_buffer,omitempty"` // SO_RCVBUF and SO_SNDBUF, 0: OS default
+	// InPlace measures AllReduceCall (in place, one extra copy of the
+	// result) instead of AllReduceInto (the input is read, the result
+	// written to a second buffer), which is what the worker uses.
+	InPlace bool `json:"inplace,omitempty"`
+	// Raw runs the raw TCP ring instead of ours (see rawNode): the ceiling.
+	Raw bool `json:"raw,omitempty"`
 	// Listen, when set, is each rank's listen host (one per node, e.g. in
 	// network namespaces); TLS is then required. Default: 127.0.0.1.
 	Listen []string `json:"listen,omitempty"`
@@ -70,7 +76,7 @@ func (c *Config) Validate() error {
 	if c.Listen != nil && len(c.Listen) != c.Nodes {
 		return fmt.Errorf("ringbench: %d listen addresses for %d nodes", len(c.Listen), c.Nodes)
 	}
-	if c.Listen != nil && !c.TLS {
+	if c.Listen != nil && !c.TLS && !c.Raw {
 		return errors.New("ringbench: plain TCP is for loopback only; use TLS between namespaces")
 	}
 	return nil
@@ -91,6 +97,8 @@ type Result struct {
 	TLS           bool    `json:"tls"`
 	Wire          string  `json:"wire"`
 	Streams       int     `json:"streams"`
+	InPlace       bool    `json:"inplace"`
+	SocketBuffer  int     `json:"sockbuf,omitempty"`
 	// The namespace bed's links, filled in by the caller (gym ring bench).
 	Rate  string  `json:"rate,omitempty"`
 	Delay string  `json:"delay,omitempty"`
@@ -203,6 +211,10 @@ func Run(ctx context.Context, cfg Config, start func(rank int) *exec.Cmd) ([]Res
 			return results, err
 		}
 		res.Impl, res.Auth, res.TLS, res.Wire, res.Streams = "go-ring", cfg.Auth, cfg.TLS, cfg.Wire, max(cfg.Streams, 1)
+		res.InPlace, res.SocketBuffer = cfg.InPlace, cfg.SocketBuffer
+		if cfg.Raw {
+			res.Impl, res.Auth, res.TLS, res.Wire, res.InPlace = "tcp", false, false, "raw", false
+		}
 		results = append(results, res)
 	}
 	return results, nil
@@ -235,6 +247,16 @@ func aggregate(cfg Config, size int64, reps []sizeReport) (Result, error) {
 	return res, nil
 }
 
+// unchanged reports whether orig still holds rank's input.
+func unchanged(rank int, orig []float32) bool {
+	for j, v := range orig {
+		if v != float32((rank*131+j*7)%17-8) {
+			return false
+		}
+	}
+	return true
+}
+
 func median(sorted []float64) float64 {
 	n := len(sorted)
 	if n%2 == 1 {
@@ -254,14 +276,17 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 	if rank < 0 || rank >= cfg.Nodes {
 		return fmt.Errorf("ringbench: rank %d of %d", rank, cfg.Nodes)
 	}
+	host := "127.0.0.1"
+	if cfg.Listen != nil {
+		host = cfg.Listen[rank]
+	}
+	if cfg.Raw {
+		return rawNode(ctx, cfg, rank, host, stdin, stdout)
+	}
 	wire, _ := ring.ParseWire(cfg.Wire)
 	key, err := nodekey.Generate(nil)
 	if err != nil {
 		return err
-	}
-	host := "127.0.0.1"
-	if cfg.Listen != nil {
-		host = cfg.Listen[rank]
 	}
 	tr, err := tcp.Listen(tcp.Options{Key: key, ListenAddr: net.JoinHostPort(host, "0"), Plain: !cfg.TLS, Streams: cfg.Streams,
 		ReadBuffer: cfg.SocketBuffer, WriteBuffer: cfg.SocketBuffer})
@@ -322,7 +347,11 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 		buf := make([]float32, n)
 		rep := sizeReport{Bytes: size, Correct: true}
 		for it := range cfg.Warmup + cfg.Iters {
-			copy(buf, orig)
+			if cfg.InPlace {
+				copy(buf, orig)
+			} else {
+				clear(buf) // the call must write every element
+			}
 			step++
 			if err := comm.AllReduceCall(ctx, barrier, ring.Sum, ring.Call{Step: step}); err != nil {
 				rep.Err = "barrier: " + err.Error()
@@ -331,7 +360,12 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 			step++
 			call.Step = step
 			t0 := time.Now()
-			err := comm.AllReduceCall(ctx, buf, ring.Sum, call)
+			var err error
+			if cfg.InPlace {
+				err = comm.AllReduceCall(ctx, buf, ring.Sum, call)
+			} else {
+				err = comm.AllReduceInto(ctx, buf, orig, ring.Sum, call)
+			}
 			dt := time.Since(t0).Seconds()
 			if err != nil {
 				rep.Err = err.Error()
@@ -340,7 +374,7 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 			if it >= cfg.Warmup {
 				rep.Seconds = append(rep.Seconds, dt)
 			}
-			rep.Correct = rep.Correct && slices.Equal(buf, want)
+			rep.Correct = rep.Correct && slices.Equal(buf, want) && (cfg.InPlace || unchanged(rank, orig))
 		}
 		if err := enc.Encode(rep); err != nil {
 			return err

@@ -36,6 +36,9 @@ func TestRunAcrossProcesses(t *testing.T) {
 	for _, cfg := range []ringbench.Config{
 		{Nodes: 3, Sizes: []int64{4, 40004, 1 << 20}, Iters: 3, Auth: true, TLS: true, Wire: "fp32"},
 		{Nodes: 2, Sizes: []int64{1 << 16}, Iters: 2, Auth: false, TLS: false, Wire: "bf16", Streams: 2},
+		{Nodes: 3, Sizes: []int64{40004}, Iters: 2, Auth: true, TLS: true, Wire: "fp32", InPlace: true},
+		// The raw TCP ring (the ceiling), three streams, odd size.
+		{Nodes: 3, Sizes: []int64{4, 3<<20 + 12}, Iters: 2, Wire: "fp32", Streams: 3, SocketBuffer: 1 << 20, Raw: true},
 	} {
 		conf, _ := json.Marshal(cfg)
 		res, err := ringbench.Run(t.Context(), cfg, func(rank int) *exec.Cmd {
@@ -57,6 +60,9 @@ func TestRunAcrossProcesses(t *testing.T) {
 				math.Abs(r.AlgBW-float64(r.Bytes)/r.SecondsMedian/1e9) > 1e-12 ||
 				math.Abs(r.BusBW-r.AlgBW*2*(n-1)/n) > 1e-12 {
 				t.Fatalf("bad result %+v", r)
+			}
+			if impl := map[bool]string{false: "go-ring", true: "tcp"}[cfg.Raw]; r.Impl != impl || r.InPlace != cfg.InPlace {
+				t.Fatalf("result %+v, want impl %s, inplace %v", r, impl, cfg.InPlace)
 			}
 		}
 	}

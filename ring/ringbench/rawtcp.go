@@ -1,0 +1,241 @@
+package ringbench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The raw TCP ring is the ceiling our ring is measured against: the same
+// nodes (loopback or namespaces, same shaping), the same streams and socket
+// buffers, and each rank sends exactly what a ring all-reduce sends,
+// 2(N−1)/N of the vector, to its successor while it receives as much from
+// its predecessor — with no hashing, signing, TLS, reduction or framing.
+// Its busbw (bytes each rank sends per second) bounds ours from above.
+// Plain TCP, also between namespaces: it carries nothing but zeros.
+
+// rawChunk is the size of one write and one read.
+const rawChunk = 1 << 20
+
+func rawControl(sockbuf int) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, c syscall.RawConn) error {
+		if sockbuf <= 0 {
+			return nil
+		}
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, sockbuf)
+			if serr == nil {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, sockbuf)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}
+}
+
+// rawNode is Node for the raw TCP ring.
+func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Reader, stdout io.Writer) error {
+	streams := max(cfg.Streams, 1)
+	lc := net.ListenConfig{Control: rawControl(cfg.SocketBuffer)}
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	enc := json.NewEncoder(stdout)
+	if err := enc.Encode(hello{Addr: ln.Addr().String(), Pub: "-"}); err != nil {
+		return err
+	}
+	in := bufio.NewScanner(stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<24)
+	if !in.Scan() {
+		return errors.New("ringbench: no order")
+	}
+	var o order
+	if err := json.Unmarshal(in.Bytes(), &o); err != nil {
+		return err
+	}
+	if o.Rank != rank || len(o.Addrs) != cfg.Nodes {
+		return fmt.Errorf("ringbench: order for rank %d of %d nodes, this is rank %d of %d", o.Rank, len(o.Addrs), rank, cfg.Nodes)
+	}
+	succ := o.Addrs[(rank+1)%cfg.Nodes]
+	out, inc, err := rawConnect(ctx, ln, succ, streams, cfg.SocketBuffer, cfg.Timeout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, c := range append(out, inc...) {
+			c.Close()
+		}
+	}()
+	n := cfg.Nodes
+	send := make([]byte, rawChunk)
+	recv := make([][]byte, streams)
+	for i := range recv {
+		recv[i] = make([]byte, rawChunk)
+	}
+	var tok [1]byte
+	for _, size := range cfg.Sizes {
+		rep := sizeReport{Bytes: size, Correct: true}
+		// Exactly what each rank of a ring all-reduce sends: 2(N−1) chunks
+		// of ⌈size/N⌉ elements at most; count the real chunk sizes.
+		elems := size / 4
+		var total int64
+		for c := range int64(n) {
+			lo, hi := c*elems/int64(n), (c+1)*elems/int64(n)
+			total += 4 * (hi - lo)
+		}
+		total = total * 2 * int64(n-1) / int64(n)
+		for it := range cfg.Warmup + cfg.Iters {
+			// Barrier: 2(N−1) one-byte hops, like a one-element all-reduce.
+			for range 2 * (n - 1) {
+				if _, err := out[0].Write(tok[:]); err != nil {
+					return err
+				}
+				if _, err := io.ReadFull(inc[0], tok[:]); err != nil {
+					return err
+				}
+			}
+			t0 := time.Now()
+			got, err := rawTransfer(out, inc, send, recv, total)
+			dt := time.Since(t0).Seconds()
+			if err != nil {
+				rep.Err = err.Error()
+				break
+			}
+			if it >= cfg.Warmup {
+				rep.Seconds = append(rep.Seconds, dt)
+			}
+			rep.Correct = rep.Correct && got == total
+		}
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+		if rep.Err != "" {
+			return errors.New(rep.Err)
+		}
+	}
+	return nil
+}
+
+// rawConnect dials streams connections to the successor and accepts as
+// many from the predecessor, ordered by the stream index each dialer sends.
+func rawConnect(ctx context.Context, ln net.Listener, succ string, streams, sockbuf int, timeout time.Duration) (out, in []net.Conn, err error) {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	accepted := make(chan error, 1)
+	in = make([]net.Conn, streams)
+	go func() {
+		for range streams {
+			c, err := ln.Accept()
+			if err != nil {
+				accepted <- err
+				return
+			}
+			var idx [2]byte
+			c.SetReadDeadline(time.Now().Add(timeout))
+			if _, err := io.ReadFull(c, idx[:]); err != nil {
+				accepted <- err
+				return
+			}
+			c.SetReadDeadline(time.Time{})
+			i := int(binary.LittleEndian.Uint16(idx[:]))
+			if i >= streams || in[i] != nil {
+				accepted <- fmt.Errorf("ringbench: bad stream index %d", i)
+				return
+			}
+			in[i] = c
+		}
+		accepted <- nil
+	}()
+	d := net.Dialer{Control: rawControl(sockbuf)}
+	for i := range streams {
+		var c net.Conn
+		for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+			if c, err = d.DialContext(ctx, "tcp", succ); err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(delay)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("ringbench: raw tcp: dial %s: %w", succ, err)
+		}
+		var idx [2]byte
+		binary.LittleEndian.PutUint16(idx[:], uint16(i))
+		if _, err := c.Write(idx[:]); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, c)
+	}
+	select {
+	case err = <-accepted:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("ringbench: raw tcp: accept: %w", err)
+	}
+	return out, in, nil
+}
+
+// rawTransfer sends total bytes spread over out and receives total bytes
+// spread the same way over in, all streams at once. It returns the bytes
+// received.
+func rawTransfer(out, in []net.Conn, send []byte, recv [][]byte, total int64) (int64, error) {
+	s := int64(len(out))
+	share := func(i int) int64 { return total/s + b2i(int64(i) < total%s) }
+	var wg sync.WaitGroup
+	errs := make([]error, 2*len(out))
+	got := make([]int64, len(in))
+	for i := range out {
+		wg.Go(func() {
+			for left := share(i); left > 0; {
+				k := min(left, int64(len(send)))
+				if _, err := out[i].Write(send[:k]); err != nil {
+					errs[i] = err
+					return
+				}
+				left -= k
+			}
+		})
+		wg.Go(func() {
+			for left := share(i); left > 0; {
+				k := min(left, int64(len(recv[i])))
+				m, err := io.ReadFull(in[i], recv[i][:k])
+				got[i] += int64(m)
+				if err != nil {
+					errs[len(out)+i] = err
+					return
+				}
+				left -= k
+			}
+		})
+	}
+	wg.Wait()
+	var sum int64
+	for _, g := range got {
+		sum += g
+	}
+	return sum, errors.Join(errs...)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
