@@ -108,6 +108,8 @@ type Comm struct {
 	stash      [][]byte // frames of the next call received early
 	stashBytes int
 	closed     bool
+
+	st stats
 }
 
 // New validates o, finds this node in o.Config and returns a Comm. It does
@@ -338,6 +340,7 @@ func (c *Comm) allReduce(ctx context.Context, work, src []float32, op Op, call C
 	c.seq++
 	if c.out == nil {
 		if err := c.connect(ctx); err != nil {
+			c.st.fail(err)
 			return false, err
 		}
 	}
@@ -360,8 +363,10 @@ func (c *Comm) allReduce(ctx context.Context, work, src []float32, op Op, call C
 	}
 	if err := k.run(ctx); err != nil {
 		c.closeLinks()
+		c.st.fail(err)
 		return false, err
 	}
+	c.st.done(n, len(src), c.opt.Clock.Now().Sub(k.start))
 	return true, nil
 }
 
@@ -519,6 +524,8 @@ func (k *callState) sendLoop() error {
 			return k.fail(k.succ, fmt.Errorf("%w: send: %w", ErrBroken, err))
 		}
 		k.sent[idx].Store(true)
+		c.st.framesSent.Add(1)
+		c.st.bytesSent.Add(uint64(HeaderSize + len(payload)))
 		select {
 		case k.sentNote <- struct{}{}:
 		default:
@@ -551,6 +558,8 @@ func (k *callState) recvLoop() error {
 		}
 		if ok {
 			got++
+			c.st.framesReceived.Add(1)
+			c.st.bytesReceived.Add(uint64(len(fr)))
 			k.received.Store(int64(got))
 			k.lastRecv.Store(k.now())
 		}
@@ -726,6 +735,9 @@ func (k *callState) apply(t int, dst, own []float32, payload []byte) {
 // predecessor; past MaxInvalid the call ends.
 func (k *callState) reject(v Violation, h *Header, fr []byte, signed bool, detail string) error {
 	c := k.c
+	if v <= NormExceeded {
+		c.st.evidence[v].Add(1)
+	}
 	if r := c.opt.Reporter; r != nil {
 		e := Evidence{Kind: v, Suspect: k.pred, SuspectID: c.cfg.Members[k.pred].ID, Claimed: -1,
 			Signed: signed, ConfigID: c.id, Seq: k.seq, Detail: detail}

@@ -1,6 +1,7 @@
 package ring_test
 
 import (
+	"maps"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -115,6 +116,22 @@ func TestFaultsThatStillGiveTheExactSum(t *testing.T) {
 				if tc.want == 0 && len(got) != 0 || tc.want != 0 && (got[tc.want] == 0 || len(got) != 1) {
 					t.Fatalf("evidence %v, want only %v", got, tc.want)
 				}
+				// The counters agree with the evidence reported.
+				counted := map[ring.Violation]int{}
+				for _, c := range cl.comms {
+					st := c.Stats()
+					if st.Calls != 1 {
+						t.Fatalf("stats count %d calls, want 1", st.Calls)
+					}
+					for v, k := range st.Evidence {
+						if k > 0 {
+							counted[v] += int(k)
+						}
+					}
+				}
+				if !maps.Equal(counted, got) {
+					t.Fatalf("evidence counters %v, reported %v", counted, got)
+				}
 			})
 		})
 	}
@@ -152,6 +169,9 @@ func TestDroppedFrameTimesOutNamingTheSender(t *testing.T) {
 		pe := peerErr(t, errs[2])
 		if pe.Suspect != 1 || !errors.Is(pe, ring.ErrTimeout) || pe.Phase != ring.AllGather {
 			t.Fatalf("node 2: %v, want a timeout naming node 1 in all-gather", pe)
+		}
+		if st := cl.comms[2].Stats(); st.Calls != 0 || st.Failures["timeout"] != 1 || st.Failures["other"] != 0 {
+			t.Fatalf("node 2 stats: %d calls, failures %v; want one timeout", st.Calls, st.Failures)
 		}
 		if d := end.Sub(start); d != 30*time.Second {
 			t.Fatalf("gave up after %v, want the 30 s timeout", d)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -335,5 +336,50 @@ func TestAllReduceIntoRefusesBadBuffers(t *testing.T) {
 	copy(src, []float32{1, 2, 3, 4, 5})
 	if err := one.comms[0].AllReduceInto(t.Context(), dst, src, ring.Mean, ring.Call{}); err != nil || !slices.Equal(dst, src) {
 		t.Fatal(err, dst)
+	}
+}
+
+// The counters add up: every payload byte crosses N−1 links twice, every
+// frame sent is received once, and the exposition has every series.
+func TestStats(t *testing.T) {
+	const n, length = 3, 1001
+	cl := newCluster(t, n, nil)
+	for call := range 2 {
+		if errs := cl.run(t.Context(), all(n), inputs(n, length, uint64(call)), ring.Sum, ring.Call{Step: uint64(call)}); errors.Join(errs...) != nil {
+			t.Fatal(errs)
+		}
+	}
+	var total ring.Stats
+	for _, c := range cl.comms {
+		st := c.Stats()
+		if st.Calls != 2 || st.VectorBytes != 2*4*length || st.FramesSent == 0 || st.FramesSent != st.FramesReceived ||
+			st.Seconds <= 0 || st.LastSeconds <= 0 || st.LastBusBW <= 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		total = total.Add(st)
+	}
+	if total.BytesSent != total.BytesReceived {
+		t.Fatalf("%d bytes sent, %d received", total.BytesSent, total.BytesReceived)
+	}
+	if payload := total.BytesSent - ring.HeaderSize*total.FramesSent; payload != 2*2*(n-1)*4*length {
+		t.Fatalf("payload bytes sent %d, want 2 calls × 2(N−1) × %d", payload, 4*length)
+	}
+	if total.Calls != 2*n || len(total.Failures) != len(ring.FailureCauses) {
+		t.Fatalf("sum %+v", total)
+	}
+	var b strings.Builder
+	if err := total.WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		fmt.Sprintf("gym_ring_calls_total %d\n", 2*n),
+		`gym_ring_call_failures_total{cause="timeout"} 0` + "\n",
+		`gym_ring_evidence_total{kind="norm-exceeded"} 0` + "\n",
+		fmt.Sprintf("gym_ring_frames_total{direction=\"sent\"} %d\n", total.FramesSent),
+		fmt.Sprintf("gym_ring_vector_bytes_total %d\n", 2*n*4*length),
+	} {
+		if !strings.Contains(b.String(), line) {
+			t.Fatalf("exposition lacks %q:\n%s", line, b.String())
+		}
 	}
 }

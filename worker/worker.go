@@ -51,6 +51,10 @@ type Worker struct {
 	evMu     sync.Mutex
 	evidence []ring.Evidence
 
+	ringMu   sync.Mutex
+	ringDone ring.Stats // counters of the communicators of finished epochs
+	ringCur  *ring.Comm
+
 	lastKey assignKey // under heart.amu
 
 	// Run's goroutine only.
@@ -180,6 +184,22 @@ func (w *Worker) Run(ctx context.Context) error {
 			swg.Wait()
 		}()
 		detail += " artifacts " + advertise(ln.Addr().String(), c.AdvertiseHost)
+	}
+	if c.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", c.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("worker: metrics listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /metrics", func(rw http.ResponseWriter, _ *http.Request) {
+			rw.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			w.RingStats().WritePrometheus(rw)
+		})
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		var mwg sync.WaitGroup
+		mwg.Go(func() { srv.Serve(ln) })
+		defer func() { srv.Close(); mwg.Wait() }()
+		detail += " metrics " + ln.Addr().String()
 	}
 	register := func(ctx context.Context) error {
 		if err := c.Orchestrator.Register(ctx, ringAddr, probeAddr); err != nil {
@@ -455,7 +475,15 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer comm.Close()
+	w.ringMu.Lock()
+	w.ringCur = comm
+	w.ringMu.Unlock()
+	defer func() {
+		comm.Close()
+		w.ringMu.Lock()
+		w.ringDone, w.ringCur = w.ringDone.Add(comm.Stats()), nil
+		w.ringMu.Unlock()
+	}()
 	r := &ringState{comm: comm, gen: a.Ring.Generation, configID: a.Ring.ConfigID, members: len(cfg.Members)}
 	t0 := w.c.Clock.Now()
 	w.emit(Event{Kind: EventEpochStarted, Job: job, Epoch: e, Step: plan.FirstStep(e), Generation: r.gen,
@@ -533,6 +561,21 @@ func (r *ringState) install(job string, e int, rg *Ring) error {
 	}
 	r.gen, r.configID, r.members = rg.Generation, rg.ConfigID, len(cfg.Members)
 	return nil
+}
+
+// RingStats returns the ring's counters since the worker started: every
+// epoch's communicator, the running one included.
+func (w *Worker) RingStats() ring.Stats {
+	w.ringMu.Lock()
+	defer w.ringMu.Unlock()
+	st := w.ringDone
+	if w.ringCur != nil {
+		st = st.Add(w.ringCur.Stats())
+	}
+	if st.Failures == nil { // no epoch yet: every series at zero
+		st = st.Add(ring.Stats{})
+	}
+	return st
 }
 
 // allReduce averages flat around the ring into mean, riding out failures:

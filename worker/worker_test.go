@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,6 +188,7 @@ func TestRingOfThree(t *testing.T) {
 	f.MinGap = testGap
 	dir := t.TempDir()
 	var forgot sync.Once
+	scraped := make(chan string, 1)
 	nodes := startNodes(t, ctx, f, 3, func(i int, c *worker.Config, nd *node) {
 		if i == 0 {
 			c.DataDir = dir
@@ -197,8 +200,43 @@ func TestRingOfThree(t *testing.T) {
 				}
 			}
 		}
+		if i == 2 { // serves its ring metrics: scrape them when the job is done
+			c.MetricsAddr = "127.0.0.1:0"
+			var addr string
+			nd.on = func(e worker.Event) {
+				if _, a, ok := strings.Cut(e.Detail, " metrics "); ok && e.Kind == worker.EventRegistered {
+					addr, _, _ = strings.Cut(a, " ")
+				}
+				if e.Kind == worker.EventJobDone {
+					resp, err := http.Get("http://" + addr + "/metrics")
+					if err != nil {
+						scraped <- err.Error()
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					scraped <- string(b)
+				}
+			}
+		}
 	})
 	waitDone(t, ctx, nodes...)
+	var metrics string
+	select {
+	case metrics = <-scraped:
+	default:
+		t.Fatal("worker 2 was not scraped at job_done")
+	}
+	reduced := len(nodes[2].Events(worker.EventRingReduced))
+	for _, line := range []string{
+		fmt.Sprintf("gym_ring_calls_total %d\n", reduced),
+		`gym_ring_evidence_total{kind="corrupt"} 0` + "\n",
+		"gym_ring_last_busbw_bytes_per_second ",
+	} {
+		if reduced == 0 || !strings.Contains(metrics, line) {
+			t.Errorf("worker 2 metrics (after %d ring syncs) lack %q:\n%s", reduced, line, metrics)
+		}
+	}
 	if st, _ := f.State(); st != "published" {
 		t.Fatalf("job is %s, want published", st)
 	}

@@ -104,7 +104,11 @@ manifest must be signed by hanzod whoever serves it). With
 to the nodes hanzod named to it (its ring and probe peers), to the keys of
 --artifacts-allow, or with --artifacts-allow-any to any node, and only
 checkpoints signed by hanzod except for --artifacts-allow keys. Its address
-is printed in the registered event.`,
+is printed in the registered event.
+
+--metrics HOST:PORT serves the ring's counters (calls, failures by cause,
+evidence by violation, frames and bytes, call time, last bus bandwidth) in
+the Prometheus text format at /metrics; see docs/metrics.md.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runWorker(c, dial, cfg, o)
@@ -129,6 +133,7 @@ is printed in the registered event.`,
 	f.StringVar(&o.loraRank, "lora-rank", os.Getenv("LORA_RANK"), "only run jobs with this LoRA rank [LORA_RANK]")
 	f.StringVar(&cfg.Constraints.ImportanceSamplingLevel, "importance-sampling-level", os.Getenv("IMPORTANCE_SAMPLING_LEVEL"),
 		"only run jobs with this importance sampling level, sequence or token [IMPORTANCE_SAMPLING_LEVEL]")
+	f.StringVar(&cfg.MetricsAddr, "metrics", "", "serve the ring's Prometheus metrics (gym_ring_*) at http://HOST:PORT/metrics (default off)")
 	f.StringVar(&cfg.ArtifactsAddr, "artifacts-listen", "", "serve fetched checkpoints to other workers on HOST:PORT (default off; port 0 picks one)")
 	f.StringSliceVar(&o.artifactsAllow, "artifacts-allow", nil, "keys (hex) that may read every artifact this worker serves")
 	f.BoolVar(&o.artifactsAllowAny, "artifacts-allow-any", false, "let any node read the checkpoints hanzod signed, not only the nodes hanzod named to this one")
