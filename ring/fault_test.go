@@ -1,11 +1,11 @@
 package ring_test
 
 import (
-	"maps"
 	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"sync"
