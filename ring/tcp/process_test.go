@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,12 +42,20 @@ type childOrder struct {
 	Index   []int    `json:"index"`   // original index of each member
 	Length  int      `json:"length"`
 	Step    uint64   `json:"step"`
-	Fault   string   `json:"fault"` // "", "kill-scatter", "kill-gather", "stop-gather"
+	// Fault: "", "kill-connected" (SIGKILL right after connecting, before
+	// any frame), "kill-scatter", "kill-gather", "stop-scatter" (from
+	// scatter-reduce round 1 on), "stop-gather"; see faultConn.Send.
+	Fault string `json:"fault"`
+	// TimeoutMs is the ring timeout in milliseconds, taken from the first
+	// order (which creates the communicator); 0: 3 s.
+	TimeoutMs int `json:"timeout_ms,omitempty"`
 }
 
 type childResult struct {
 	Err       string `json:"err,omitempty"`
-	Suspect   int    `json:"suspect"` // original index, -1 if none
+	Suspect   int    `json:"suspect"`           // original index, -1 if none
+	Timeout   bool   `json:"timeout,omitempty"` // the error is ring.ErrTimeout
+	Connect   bool   `json:"connect,omitempty"` // ErrNoSuccessor or ErrNoPredecessor: connecting failed
 	Hash      string `json:"hash,omitempty"`
 	Untouched bool   `json:"untouched"`
 }
@@ -84,16 +93,20 @@ func (f faultTransport) Connect(ctx context.Context, s ring.LinkSpec) (ring.Conn
 	if err != nil {
 		return nil, nil, err
 	}
+	if *f.fault == "kill-connected" {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
 	return faultConn{out, f.fault}, in, nil
 }
 
 func (f faultConn) Send(hdr, payload []byte) error {
-	phase := ring.Phase(hdr[7])
+	phase, round := ring.Phase(hdr[7]), binary.LittleEndian.Uint32(hdr[8:])
 	switch {
 	case *f.fault == "kill-scatter" && phase == ring.ScatterReduce,
 		*f.fault == "kill-gather" && phase == ring.AllGather:
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	case *f.fault == "stop-gather" && phase == ring.AllGather:
+	case *f.fault == "stop-gather" && phase == ring.AllGather,
+		*f.fault == "stop-scatter" && phase == ring.ScatterReduce && round >= 1:
 		// Ask the parent for SIGSTOP and make no progress until SIGCONT.
 		*f.fault = ""
 		cont := make(chan os.Signal, 1)
@@ -133,8 +146,12 @@ func child() error {
 		}
 		*fault = o.Fault
 		if comm == nil {
+			timeout := 3 * time.Second
+			if o.TimeoutMs > 0 {
+				timeout = time.Duration(o.TimeoutMs) * time.Millisecond
+			}
 			comm, err = ring.New(ring.Options{Key: key(me), Config: cfg, Transport: faultTransport{tr, fault},
-				Timeout: 3 * time.Second, SegmentBytes: 64 << 10})
+				Timeout: timeout, SegmentBytes: 64 << 10})
 		} else {
 			err = comm.Reconfigure(cfg)
 		}
@@ -149,6 +166,8 @@ func child() error {
 			if errors.As(err, &pe) {
 				res.Suspect = o.Index[pe.Suspect]
 			}
+			res.Timeout = errors.Is(err, ring.ErrTimeout)
+			res.Connect = errors.Is(err, ring.ErrNoSuccessor) || errors.Is(err, ring.ErrNoPredecessor)
 			res.Untouched = slices.Equal(buf, childInput(me, o.Length))
 		} else {
 			res.Hash = hashF32(buf)
@@ -206,16 +225,59 @@ func startChildrenWith(t *testing.T, n int, cmdFor func(i int) *exec.Cmd) []*pro
 	return ps
 }
 
+// line returns the child's next line of output, failing the test when
+// none comes within d.
+func (p *proc) line(t *testing.T, d time.Duration) []byte {
+	t.Helper()
+	got := make(chan bool, 1)
+	go func() { got <- p.out.Scan() }()
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Fatalf("child %d ended its output", p.cmd.Process.Pid)
+		}
+		return p.out.Bytes()
+	case <-time.After(d):
+		// The scanning goroutine ends when the cleanup stops the child.
+		t.Fatalf("child %d printed nothing for %v", p.cmd.Process.Pid, d)
+		return nil
+	}
+}
+
 func (p *proc) result(t *testing.T) childResult {
 	t.Helper()
-	if !p.out.Scan() {
-		t.Fatalf("child %d ended without a result", p.cmd.Process.Pid)
-	}
 	var r childResult
-	if err := json.Unmarshal(p.out.Bytes(), &r); err != nil {
+	if err := json.Unmarshal(p.line(t, time.Minute), &r); err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// awaitPause waits for the child's pause_me (faults stop-*): it is then
+// blocked in a send until SIGCONT.
+func (p *proc) awaitPause(t *testing.T) {
+	t.Helper()
+	if l := p.line(t, time.Minute); !strings.Contains(string(l), "pause_me") {
+		t.Fatalf("child %d: %s, want pause_me", p.cmd.Process.Pid, l)
+	}
+}
+
+// waitKilled waits for the child to end and checks that SIGKILL ended it.
+func (p *proc) waitKilled(t *testing.T) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("child %d: %v, want killed", p.cmd.Process.Pid, err)
+		}
+	case <-time.After(time.Minute):
+		p.cmd.Process.Kill()
+		<-done
+		t.Fatalf("child %d still ran after a minute, want killed", p.cmd.Process.Pid)
+	}
 }
 
 // Real processes over TLS: one node is killed (SIGKILL) during
@@ -244,9 +306,7 @@ func TestProcessesKillPauseRetry(t *testing.T) {
 				p.in.Encode(o)
 			}
 			if fault == "stop-gather" {
-				if !ps[victim].out.Scan() || !strings.Contains(ps[victim].out.Text(), "pause_me") {
-					t.Fatal("victim did not reach all-gather")
-				}
+				ps[victim].awaitPause(t)
 				ps[victim].cmd.Process.Signal(syscall.SIGSTOP)
 			}
 			survivors := []int{0, 2, 3}
@@ -297,11 +357,7 @@ func TestProcessesKillPauseRetry(t *testing.T) {
 				}
 			}
 			if fault != "stop-gather" {
-				err := ps[victim].cmd.Wait()
-				var ee *exec.ExitError
-				if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-					t.Fatalf("victim: %v, want killed", err)
-				}
+				ps[victim].waitKilled(t)
 			}
 		})
 	}
