@@ -57,7 +57,8 @@ With --baseline tcp they run a raw TCP ring with the same streams and
 socket buffers: each rank sends what an all-reduce sends, 2(N−1)/N of the
 vector, to its successor while receiving as much, with no hashing, signing,
 TLS or reduction ("impl": "tcp", "correct" = every byte arrived). Its busbw
-is the ceiling of the bed. Both: --baseline gloo,tcp.
+is the ceiling of the bed. --baseline tls is the same raw ring over TLS 1.3
+(what the record layer alone costs). Several: --baseline gloo,tcp,tls.
 
 By default the ring reads the input and writes the result to a second
 buffer (AllReduceInto, as the worker does); --inplace measures the in-place
@@ -77,7 +78,7 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 			if err != nil {
 				return usageError{err}
 			}
-			var gloo, rawTCP bool
+			var gloo, rawTCP, rawTLS bool
 			for _, b := range strings.Split(baseline, ",") {
 				switch strings.TrimSpace(b) {
 				case "":
@@ -88,8 +89,10 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 					gloo = true
 				case "tcp":
 					rawTCP = true
+				case "tls":
+					rawTLS = true
 				default:
-					return usageError{fmt.Errorf("--baseline %q: want gloo, tcp or both (gloo,tcp)", b)}
+					return usageError{fmt.Errorf("--baseline %q: want gloo, tcp, tls or a list (gloo,tcp)", b)}
 				}
 			}
 			exe, err := os.Executable()
@@ -134,12 +137,14 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				more, err = runGloo(c, cfg, bed)
 				results = append(results, more...)
 			}
-			if err == nil && rawTCP {
-				raw := cfg
-				raw.Raw = true
-				var more []ringbench.Result
-				more, err = run(raw)
-				results = append(results, more...)
+			for _, on := range []bool{false, true} {
+				if err == nil && (!on && rawTCP || on && rawTLS) {
+					raw := cfg
+					raw.Raw, raw.RawTLS = true, on
+					var more []ringbench.Result
+					more, err = run(raw)
+					results = append(results, more...)
+				}
 			}
 			for i := range results {
 				results[i].Rate, results[i].Loss = rate, loss
@@ -191,7 +196,7 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 	f.DurationVar(&delay, "delay", 0, "with --netns: one-way delay added where packets cross the bridge (user-space NFQUEUE; needs iptables)")
 	f.StringVar(&lossArg, "loss", "", "with --netns: drop this fraction of the packets crossing the bridge (e.g. 0.1% or 0.001)")
 	f.Uint64Var(&lossSeed, "loss-seed", 1, "with --loss: seed of the PRNG that picks the dropped packets")
-	f.StringVar(&baseline, "baseline", "", "after our ring, run these baselines on the same nodes: gloo (torch.distributed, /usr/bin/python3), tcp (raw TCP ring, the ceiling), or gloo,tcp")
+	f.StringVar(&baseline, "baseline", "", "after our ring, run these baselines on the same nodes: gloo (torch.distributed, /usr/bin/python3), tcp (raw TCP ring, the ceiling), tls (the raw ring over TLS), or a list: gloo,tcp,tls")
 	f.BoolVar(&cfg.InPlace, "inplace", false, "measure the in-place call (AllReduceCall: one more copy) instead of AllReduceInto")
 	return cmd
 }

@@ -3,6 +3,7 @@ package ringbench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/ring/tcp"
 )
 
 // The raw TCP ring is the ceiling our ring is measured against: the same
@@ -74,6 +78,11 @@ func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Re
 	if err != nil {
 		return err
 	}
+	if cfg.RawTLS {
+		if err := rawTLS(ctx, out, inc); err != nil {
+			return err
+		}
+	}
 	defer func() {
 		for _, c := range append(out, inc...) {
 			c.Close()
@@ -127,6 +136,36 @@ func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Re
 		}
 	}
 	return nil
+}
+
+// rawTLS puts TLS 1.3 on every stream, with a throwaway certificate and no
+// peer verification: the same record layer and AES-GCM as the ring's links,
+// to tell TLS's share of the cost from the ring's. Diagnostic only (the
+// streams carry zeros).
+func rawTLS(ctx context.Context, out, in []net.Conn) error {
+	key, err := nodekey.Generate(nil)
+	if err != nil {
+		return err
+	}
+	cert, err := tcp.Certificate(key)
+	if err != nil {
+		return err
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}
+	var wg sync.WaitGroup
+	errs := make([]error, len(out)+len(in))
+	for i := range out {
+		c := tls.Client(out[i], conf)
+		out[i] = c
+		wg.Go(func() { errs[i] = c.HandshakeContext(ctx) })
+	}
+	for i := range in {
+		c := tls.Server(in[i], conf)
+		in[i] = c
+		wg.Go(func() { errs[len(out)+i] = c.HandshakeContext(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // rawConnect dials streams connections to the successor and accepts as

@@ -48,6 +48,9 @@ type Config struct {
 	InPlace bool `json:"inplace,omitempty"`
 	// Raw runs the raw TCP ring instead of ours (see rawNode): the ceiling.
 	Raw bool `json:"raw,omitempty"`
+	// RawTLS puts TLS 1.3 on the raw ring's streams (a diagnostic: what the
+	// record layer costs without the ring's protocol).
+	RawTLS bool `json:"raw_tls,omitempty"`
 	// Listen, when set, is each rank's listen host (one per node, e.g. in
 	// network namespaces); TLS is then required. Default: 127.0.0.1.
 	Listen []string `json:"listen,omitempty"`
@@ -213,7 +216,7 @@ func Run(ctx context.Context, cfg Config, start func(rank int) *exec.Cmd) ([]Res
 		res.Impl, res.Auth, res.TLS, res.Wire, res.Streams = "go-ring", cfg.Auth, cfg.TLS, cfg.Wire, max(cfg.Streams, 1)
 		res.InPlace, res.SocketBuffer = cfg.InPlace, cfg.SocketBuffer
 		if cfg.Raw {
-			res.Impl, res.Auth, res.TLS, res.Wire, res.InPlace = "tcp", false, false, "raw", false
+			res.Impl, res.Auth, res.TLS, res.Wire, res.InPlace = "tcp", false, cfg.RawTLS, "raw", false
 		}
 		results = append(results, res)
 	}

@@ -39,6 +39,7 @@ func TestRunAcrossProcesses(t *testing.T) {
 		{Nodes: 3, Sizes: []int64{40004}, Iters: 2, Auth: true, TLS: true, Wire: "fp32", InPlace: true},
 		// The raw TCP ring (the ceiling), three streams, odd size.
 		{Nodes: 3, Sizes: []int64{4, 3<<20 + 12}, Iters: 2, Wire: "fp32", Streams: 3, SocketBuffer: 1 << 20, Raw: true},
+		{Nodes: 2, Sizes: []int64{1 << 20}, Iters: 1, Wire: "fp32", Raw: true, RawTLS: true},
 	} {
 		conf, _ := json.Marshal(cfg)
 		res, err := ringbench.Run(t.Context(), cfg, func(rank int) *exec.Cmd {
