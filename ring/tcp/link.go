@@ -80,10 +80,12 @@ func (t *Transport) await(ctx context.Context, s ring.LinkSpec) (*inConn, error)
 	copy(k.pub[:], s.Pred.PublicKey)
 	t.mu.Lock()
 	sl := t.slotLocked(k)
+	sl.awaited = true
 	t.mu.Unlock()
 	select {
 	case <-sl.ready:
 	case <-ctx.Done():
+		t.drop(k, sl)
 		return nil, ctx.Err()
 	case <-t.closed:
 		return nil, ErrClosed
@@ -92,6 +94,21 @@ func (t *Transport) await(ctx context.Context, s ring.LinkSpec) (*inConn, error)
 	delete(t.slots, k)
 	t.mu.Unlock()
 	return newInConn(sl.conns, s.MaxFrame), nil
+}
+
+// drop forgets a slot whose Connect gave up, closing what arrived of it.
+func (t *Transport) drop(k slotKey, sl *slot) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.slots[k] != sl {
+		return
+	}
+	delete(t.slots, k)
+	for _, c := range sl.conns {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 // dial opens every stream to the successor, retrying refused connections
@@ -108,6 +125,7 @@ func (t *Transport) dial(ctx context.Context, s ring.LinkSpec) (*outConn, error)
 	for i := range t.o.Streams {
 		var c net.Conn
 		var err error
+	retry:
 		for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
 			c, err = t.dialOne(ctx, &d, s, i)
 			if err == nil || ctx.Err() != nil || errors.Is(err, ErrPeerKey) {
@@ -115,6 +133,7 @@ func (t *Transport) dial(ctx context.Context, s ring.LinkSpec) (*outConn, error)
 			}
 			select {
 			case <-ctx.Done():
+				break retry // keep the last attempt's error: it says why
 			case <-time.After(delay):
 			}
 		}

@@ -62,6 +62,12 @@ const (
 	helloSize  = 4 + 32 + 4 + 4 + 2 + 2 + 32
 	maxStreams = 64
 	slotTTL    = 5 * time.Minute
+	// maxSlots bounds the links parked for configurations this node has
+	// not claimed (yet): anyone with a certificate can open one, so
+	// without a bound strangers could hold memory and descriptors for
+	// slotTTL. Past it the oldest parked link is closed; links a Connect
+	// waits for are never evicted.
+	maxSlots = 64
 )
 
 type slotKey struct {
@@ -72,6 +78,7 @@ type slotKey struct {
 }
 
 type slot struct {
+	awaited bool // a Connect waits for it
 	conns   []net.Conn
 	have    int
 	ready   chan struct{}
@@ -288,6 +295,10 @@ func (t *Transport) admit(c net.Conn) error {
 		return ErrClosed
 	default:
 	}
+	if _, ok := t.slots[k]; !ok {
+		t.pruneLocked()
+		t.evictLocked(maxSlots - 1)
+	}
 	s := t.slotLocked(k)
 	if s.conns[stream] != nil {
 		return fmt.Errorf("%w: stream %d twice", ErrHello, stream)
@@ -303,19 +314,52 @@ func (t *Transport) admit(c net.Conn) error {
 func (t *Transport) slotLocked(k slotKey) *slot {
 	s := t.slots[k]
 	if s == nil {
-		now := time.Now()
-		for key, old := range t.slots { // forget links nobody claimed
-			if now.Sub(old.created) > slotTTL {
-				for _, c := range old.conns {
-					if c != nil {
-						c.Close()
-					}
-				}
-				delete(t.slots, key)
-			}
-		}
-		s = &slot{conns: make([]net.Conn, t.o.Streams), ready: make(chan struct{}), created: now}
+		t.pruneLocked()
+		s = &slot{conns: make([]net.Conn, t.o.Streams), ready: make(chan struct{}), created: time.Now()}
 		t.slots[k] = s
 	}
 	return s
+}
+
+// evictLocked closes the oldest parked (not awaited) links until at most
+// keep remain.
+func (t *Transport) evictLocked(keep int) {
+	for {
+		var oldest *slot
+		var ok slotKey
+		parked := 0
+		for key, s := range t.slots {
+			if s.awaited {
+				continue
+			}
+			parked++
+			if oldest == nil || s.created.Before(oldest.created) {
+				oldest, ok = s, key
+			}
+		}
+		if parked <= keep {
+			return
+		}
+		for _, c := range oldest.conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+		delete(t.slots, ok)
+	}
+}
+
+// pruneLocked forgets links nobody claimed within slotTTL.
+func (t *Transport) pruneLocked() {
+	now := time.Now()
+	for key, old := range t.slots {
+		if !old.awaited && now.Sub(old.created) > slotTTL {
+			for _, c := range old.conns {
+				if c != nil {
+					c.Close()
+				}
+			}
+			delete(t.slots, key)
+		}
+	}
 }

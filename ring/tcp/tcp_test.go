@@ -3,10 +3,14 @@ package tcp_test
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,6 +161,92 @@ func TestTLSRejectsWrongKey(t *testing.T) {
 	var pe *ring.PeerError
 	if !errors.As(err, &pe) || pe.Suspect != 1 || !errors.Is(err, tcp.ErrPeerKey) {
 		t.Fatalf("%v, want a PeerError naming node 1 with ErrPeerKey", err)
+	}
+}
+
+// A successor that is not listening: the call fails at the timeout naming
+// it, and the error says what the dialer saw (refused), not only that the
+// time ran out.
+func TestUnreachableSuccessorSaysWhy(t *testing.T) {
+	nodes, cfg := cluster(t, 3, tcp.Options{}, ring.Options{Timeout: 500 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	bad := cfg
+	bad.Members = slices.Clone(cfg.Members)
+	bad.Members[1].Addr = dead
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for _, i := range []int{0, 2} { // node 2 connects to node 0, so only node 0's dial fails there
+		if err := nodes[i].comm.Reconfigure(bad); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { errs[i] = nodes[i].comm.AllReduce(t.Context(), []float32{1, 2}, ring.Sum) })
+	}
+	wg.Wait()
+	var pe *ring.PeerError
+	if err := errs[0]; !errors.As(err, &pe) || pe.Suspect != 1 || !errors.Is(err, ring.ErrNoSuccessor) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("%v, want a PeerError naming node 1, ErrNoSuccessor, connection refused", err)
+	}
+}
+
+// Strangers (any certificate) can park links for configurations nobody
+// claims; past 64 the oldest are closed, and a link a Connect waits for is
+// never among them.
+func TestParkedLinksAreBounded(t *testing.T) {
+	nodes, cfg := cluster(t, 2, tcp.Options{}, ring.Options{Timeout: 10 * time.Second})
+	done := make(chan error, 1)
+	go func() { done <- nodes[0].comm.AllReduce(t.Context(), []float32{1, 2}, ring.Sum) }()
+	stranger := func(i int) net.Conn {
+		k := key(100 + i)
+		cert, err := tcp.Certificate(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.Dial("tcp", cfg.Members[0].Addr, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := make([]byte, 80)
+		copy(h, "ZGRH")
+		h[4], h[5] = byte(i), 0xee // a configuration id nobody runs
+		binary.LittleEndian.PutUint32(h[36:], 1)
+		binary.LittleEndian.PutUint32(h[40:], 0)
+		binary.LittleEndian.PutUint16(h[46:], 1)
+		copy(h[48:], k.Public().(ed25519.PublicKey))
+		if _, err := c.Write(h); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var conns []net.Conn
+	for i := range 70 {
+		conns = append(conns, stranger(i))
+	}
+	// The six oldest are closed once the last six are admitted; the others
+	// stay parked.
+	for i, c := range conns {
+		wait := 50 * time.Millisecond
+		if i < 6 {
+			wait = 10 * time.Second
+		}
+		c.SetReadDeadline(time.Now().Add(wait))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		if parked := errors.As(err, &ne) && ne.Timeout(); parked != (i >= 6) {
+			t.Errorf("stranger %d: %v; want the 6 oldest closed, the other 64 parked", i, err)
+		}
+		c.Close()
+	}
+	// Node 0's Connect still gets its predecessor.
+	if err := nodes[1].comm.AllReduce(t.Context(), []float32{3, 4}, ring.Sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
