@@ -421,6 +421,7 @@ func (k *callState) run(ctx context.Context) error {
 	timeout := k.c.opt.Timeout
 	timer := k.c.opt.Clock.NewTimer(timeout)
 	defer timer.Stop()
+	due := int64(timeout) // clock offset at which the timer should fire
 	done := ctx.Done()
 	tick := timer.C()
 	var first error
@@ -433,16 +434,44 @@ func (k *callState) run(ctx context.Context) error {
 			done, tick = nil, nil
 		}
 	}
+	// stalled reports how long past its due time the watchdog is: when the
+	// timer is overdue by more than the slack, this process did not run
+	// (SIGSTOP, a paused VM, a starved machine) and the silence it would
+	// see is its own, not a neighbour's.
+	slack := max(int64(timeout)/4, int64(time.Second))
+	stalled := func() int64 {
+		if late := k.now() - due; tick != nil && late > slack {
+			return late
+		}
+		return 0
+	}
 	for pending := 2; pending > 0; {
 		select {
 		case err := <-errc:
 			pending--
 			if err != nil {
+				if late := stalled(); late >= int64(timeout) {
+					// Frozen past the timeout: the neighbours have given up
+					// on this node and closed its links. Blame nobody.
+					err = fmt.Errorf("%w for %v (then: %w)", ErrStalled, time.Duration(late), err)
+				}
 				stop(err)
 			}
 		case <-done:
 			stop(ctx.Err())
 		case <-tick:
+			if late := stalled(); late >= int64(timeout) {
+				stop(fmt.Errorf("%w for %v", ErrStalled, time.Duration(late)))
+				continue
+			} else if late > 0 {
+				// A shorter stall: nobody was silent for it. Restart the
+				// neighbours' clocks from now.
+				now := k.now()
+				k.lastRecv.Store(now)
+				if k.sendSince.Load() > 0 {
+					k.sendSince.Store(now + 1)
+				}
+			}
 			now := k.now()
 			next := int64(timeout)
 			// A send blocked on the successor is direct evidence against
@@ -463,7 +492,9 @@ func (k *callState) run(ctx context.Context) error {
 				}
 				next = min(next, int64(timeout)-idle)
 			}
-			timer.Reset(time.Duration(max(next, int64(time.Millisecond))))
+			next = max(next, int64(time.Millisecond))
+			due = now + next
+			timer.Reset(time.Duration(next))
 		}
 	}
 	return first

@@ -72,8 +72,14 @@ var (
 	ErrBroken     = errors.New("ring: connection broken")
 	ErrMisbehaved = errors.New("ring: neighbour sent invalid frames")
 	ErrClosed     = errors.New("ring: communicator closed")
-	ErrSize       = errors.New("ring: buffer too large")
-	ErrBuffers    = errors.New("ring: dst and src must have the same length and must not overlap")
+	// ErrStalled ends a call when this process itself did not run for
+	// longer than the timeout (stopped, paused, starved): its neighbours
+	// will have given up on it, and none of them is to blame. Not a
+	// *PeerError; the caller waits for the configuration the orchestrator
+	// publishes and retries.
+	ErrStalled = errors.New("ring: this node was stalled past the timeout")
+	ErrSize    = errors.New("ring: buffer too large")
+	ErrBuffers = errors.New("ring: dst and src must have the same length and must not overlap")
 )
 
 // PeerError ends a call that failed because of a neighbour. The caller

@@ -514,3 +514,103 @@ func TestKillRetryWithNewConfig(t *testing.T) {
 		})
 	}
 }
+
+// fakeClock is a Clock the test moves by hand; its timers fire only when
+// the test says.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers chan *fakeTimer
+}
+
+type fakeTimer struct {
+	c     chan time.Time
+	reset chan struct{} // the watchdog handled a tick and re-armed
+}
+
+func (f *fakeClock) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+func (f *fakeClock) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+func (f *fakeClock) NewTimer(time.Duration) ring.Timer {
+	t := &fakeTimer{c: make(chan time.Time, 1), reset: make(chan struct{}, 8)}
+	f.timers <- t
+	return t
+}
+func (t *fakeTimer) C() <-chan time.Time      { return t.c }
+func (t *fakeTimer) Reset(time.Duration) bool { t.reset <- struct{}{}; return true }
+func (t *fakeTimer) Stop() bool               { return true }
+
+// A node whose own process did not run (its watchdog fires long after it
+// was due) does not blame a neighbour for the silence: past the timeout it
+// ends with ErrStalled, which is not a PeerError; a shorter stall restarts
+// the neighbours' clocks instead of counting against them.
+func TestOwnStallBlamesNobody(t *testing.T) {
+	const n, timeout = 3, 10 * time.Second
+	for _, tc := range []struct {
+		name  string
+		stall time.Duration
+	}{{"past the timeout", 3 * timeout}, {"shorter than the timeout", timeout / 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeClock{now: time.Unix(1000, 0), timers: make(chan *fakeTimer, 4)}
+			cl := newCluster(t, n, func(o *ring.Options) {
+				o.Timeout = timeout
+				if string(o.Key) == string(keyFor(0)) {
+					o.Clock = clk
+				}
+			})
+			// Node 2 never reaches node 0: node 0 waits on its predecessor.
+			cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+				if hdr(t, f).Sender != 2 {
+					deliver(f)
+				}
+			})
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					errs[i] = cl.comms[i].AllReduce(ctx, make([]float32, 100), ring.Sum)
+					if i == 0 {
+						cancel() // release the others
+					}
+				})
+			}
+			tm := <-clk.timers // node 0's watchdog, due at +timeout
+			clk.advance(timeout + tc.stall)
+			tm.c <- clk.Now()
+			if tc.stall < timeout {
+				// Not stalled long enough to blame itself: the predecessor
+				// gets a fresh timeout from now, and only then is named.
+				rearmed := func() {
+					select {
+					case <-tm.reset:
+					case <-time.After(10 * time.Second):
+						t.Fatal("the watchdog did not re-arm after the tick: the call ended")
+					}
+				}
+				rearmed()
+				clk.advance(timeout / 2)
+				tm.c <- clk.Now() // half the fresh timeout: nothing yet
+				rearmed()
+				clk.advance(timeout / 2)
+				tm.c <- clk.Now() // the fresh timeout, on time
+			}
+			wg.Wait()
+			err0 := errs[0]
+			var pe *ring.PeerError
+			switch {
+			case tc.stall >= timeout && (!errors.Is(err0, ring.ErrStalled) || errors.As(err0, &pe)):
+				t.Fatalf("node 0: %v, want ErrStalled naming nobody", err0)
+			case tc.stall < timeout && (!errors.As(err0, &pe) || pe.Suspect != 2 || !errors.Is(err0, ring.ErrTimeout)):
+				t.Fatalf("node 0: %v, want a timeout naming node 2 after the fresh timeout", err0)
+			}
+			if st := cl.comms[0].Stats(); tc.stall >= timeout && st.Failures["stalled"] != 1 {
+				t.Fatalf("stats: %v, want one stalled failure", st.Failures)
+			}
+		})
+	}
+}

@@ -28,12 +28,14 @@ type Stats struct {
 }
 
 // FailureCauses are the keys of Stats.Failures, always all present.
-var FailureCauses = []string{"timeout", "broken", "misbehaved", "connect", "canceled", "closed", "other"}
+var FailureCauses = []string{"timeout", "broken", "misbehaved", "connect", "canceled", "closed", "stalled", "other"}
 
 // failureCause classifies a failed call's error.
 func failureCause(err error) string {
 	var pe *PeerError
 	switch {
+	case errors.Is(err, ErrStalled):
+		return "stalled"
 	case errors.Is(err, ErrNoSuccessor), errors.Is(err, ErrNoPredecessor):
 		return "connect"
 	case errors.Is(err, ErrTimeout):
@@ -54,7 +56,7 @@ func failureCause(err error) string {
 // it while the Comm's mutex is held by the caller).
 type stats struct {
 	calls          atomic.Uint64
-	failures       [7]atomic.Uint64 // indexed like FailureCauses
+	failures       [8]atomic.Uint64 // indexed like FailureCauses
 	evidence       [NormExceeded + 1]atomic.Uint64
 	framesSent     atomic.Uint64
 	framesReceived atomic.Uint64
