@@ -419,9 +419,9 @@ func (k *callState) run(ctx context.Context) error {
 	go func() { errc <- k.recvLoop() }()
 	go func() { errc <- k.sendLoop() }()
 	timeout := k.c.opt.Timeout
-	timer := k.c.opt.Clock.NewTimer(timeout)
+	timer := k.c.opt.Clock.NewTimer(timeout / 4)
 	defer timer.Stop()
-	due := int64(timeout) // clock offset at which the timer should fire
+	due := int64(timeout / 4) // clock offset at which the timer should fire
 	done := ctx.Done()
 	tick := timer.C()
 	var first error
@@ -437,8 +437,10 @@ func (k *callState) run(ctx context.Context) error {
 	// stalled reports how long past its due time the watchdog is: when the
 	// timer is overdue by more than the slack, this process did not run
 	// (SIGSTOP, a paused VM, a starved machine) and the silence it would
-	// see is its own, not a neighbour's.
-	slack := max(int64(timeout)/4, int64(time.Second))
+	// see is its own, not a neighbour's. The timer is never armed for more
+	// than a period of a quarter timeout, so a stall of S shows as at least
+	// S − period: stalls above half the timeout are always seen.
+	period, slack := int64(timeout)/4, int64(timeout)/4
 	stalled := func() int64 {
 		if late := k.now() - due; tick != nil && late > slack {
 			return late
@@ -450,9 +452,9 @@ func (k *callState) run(ctx context.Context) error {
 		case err := <-errc:
 			pending--
 			if err != nil {
-				if late := stalled(); late >= int64(timeout) {
-					// Frozen past the timeout: the neighbours have given up
-					// on this node and closed its links. Blame nobody.
+				if late := stalled(); late >= int64(timeout)/2 {
+					// Frozen for half the timeout or more: the neighbours
+					// have given up on this node or soon will. Blame nobody.
 					err = fmt.Errorf("%w for %v (then: %w)", ErrStalled, time.Duration(late), err)
 				}
 				stop(err)
@@ -460,12 +462,12 @@ func (k *callState) run(ctx context.Context) error {
 		case <-done:
 			stop(ctx.Err())
 		case <-tick:
-			if late := stalled(); late >= int64(timeout) {
+			if late := stalled(); late >= int64(timeout)/2 {
 				stop(fmt.Errorf("%w for %v", ErrStalled, time.Duration(late)))
 				continue
 			} else if late > 0 {
-				// A shorter stall: nobody was silent for it. Restart the
-				// neighbours' clocks from now.
+				// A shorter stall: the silence was partly this node's own.
+				// Restart the neighbours' clocks from now.
 				now := k.now()
 				k.lastRecv.Store(now)
 				if k.sendSince.Load() > 0 {
@@ -492,7 +494,7 @@ func (k *callState) run(ctx context.Context) error {
 				}
 				next = min(next, int64(timeout)-idle)
 			}
-			next = max(next, int64(time.Millisecond))
+			next = max(min(next, period), int64(time.Millisecond))
 			due = now + next
 			timer.Reset(time.Duration(next))
 		}

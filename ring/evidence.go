@@ -72,12 +72,12 @@ var (
 	ErrBroken     = errors.New("ring: connection broken")
 	ErrMisbehaved = errors.New("ring: neighbour sent invalid frames")
 	ErrClosed     = errors.New("ring: communicator closed")
-	// ErrStalled ends a call when this process itself did not run for
-	// longer than the timeout (stopped, paused, starved): its neighbours
-	// will have given up on it, and none of them is to blame. Not a
+	// ErrStalled ends a call when this process itself did not run for half
+	// the timeout or more (stopped, paused, starved): its neighbours have
+	// given up on it or soon will, and none of them is to blame. Not a
 	// *PeerError; the caller waits for the configuration the orchestrator
 	// publishes and retries.
-	ErrStalled = errors.New("ring: this node was stalled past the timeout")
+	ErrStalled = errors.New("ring: this node itself did not run (stopped, paused or starved)")
 	ErrSize    = errors.New("ring: buffer too large")
 	ErrBuffers = errors.New("ring: dst and src must have the same length and must not overlap")
 )

@@ -525,7 +525,7 @@ type fakeClock struct {
 
 type fakeTimer struct {
 	c     chan time.Time
-	reset chan struct{} // the watchdog handled a tick and re-armed
+	armed chan time.Duration // every NewTimer and Reset: the duration asked for
 }
 
 func (f *fakeClock) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
@@ -534,27 +534,30 @@ func (f *fakeClock) advance(d time.Duration) {
 	f.now = f.now.Add(d)
 	f.mu.Unlock()
 }
-func (f *fakeClock) NewTimer(time.Duration) ring.Timer {
-	t := &fakeTimer{c: make(chan time.Time, 1), reset: make(chan struct{}, 8)}
+func (f *fakeClock) NewTimer(d time.Duration) ring.Timer {
+	t := &fakeTimer{c: make(chan time.Time, 1), armed: make(chan time.Duration, 8)}
+	t.armed <- d
 	f.timers <- t
 	return t
 }
-func (t *fakeTimer) C() <-chan time.Time      { return t.c }
-func (t *fakeTimer) Reset(time.Duration) bool { t.reset <- struct{}{}; return true }
-func (t *fakeTimer) Stop() bool               { return true }
+func (t *fakeTimer) C() <-chan time.Time        { return t.c }
+func (t *fakeTimer) Reset(d time.Duration) bool { t.armed <- d; return true }
+func (t *fakeTimer) Stop() bool                 { return true }
 
 // A node whose own process did not run (its watchdog fires long after it
-// was due) does not blame a neighbour for the silence: past the timeout it
-// ends with ErrStalled, which is not a PeerError; a shorter stall restarts
-// the neighbours' clocks instead of counting against them.
+// was due) does not blame a neighbour for the silence: for half the timeout
+// or more it ends with ErrStalled, which is not a PeerError; a shorter
+// stall gives the neighbours a fresh timeout instead of counting against
+// them.
 func TestOwnStallBlamesNobody(t *testing.T) {
-	const n, timeout = 3, 10 * time.Second
+	const n, timeout = 3, 20 * time.Second
 	for _, tc := range []struct {
 		name  string
-		stall time.Duration
-	}{{"past the timeout", 3 * timeout}, {"shorter than the timeout", timeout / 2}} {
+		stall time.Duration // how late the first tick is
+	}{{"long", 3 * timeout}, {"half the timeout", timeout / 2}, {"short", timeout * 3 / 8}} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &fakeClock{now: time.Unix(1000, 0), timers: make(chan *fakeTimer, 4)}
+			start := clk.Now()
 			cl := newCluster(t, n, func(o *ring.Options) {
 				o.Timeout = timeout
 				if string(o.Key) == string(keyFor(0)) {
@@ -570,46 +573,53 @@ func TestOwnStallBlamesNobody(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			errs := make([]error, n)
+			done0 := make(chan struct{})
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Go(func() {
 					errs[i] = cl.comms[i].AllReduce(ctx, make([]float32, 100), ring.Sum)
 					if i == 0 {
+						close(done0)
 						cancel() // release the others
 					}
 				})
 			}
-			tm := <-clk.timers // node 0's watchdog, due at +timeout
-			clk.advance(timeout + tc.stall)
-			tm.c <- clk.Now()
-			if tc.stall < timeout {
-				// Not stalled long enough to blame itself: the predecessor
-				// gets a fresh timeout from now, and only then is named.
-				rearmed := func() {
-					select {
-					case <-tm.reset:
-					case <-time.After(10 * time.Second):
-						t.Fatal("the watchdog did not re-arm after the tick: the call ended")
-					}
+			tm := <-clk.timers // node 0's watchdog
+			late := tc.stall
+			var failedAt time.Duration
+		ticks:
+			for range 100 {
+				select {
+				case d := <-tm.armed: // fire when due, the first time late
+					clk.advance(d + late)
+					late = 0
+					tm.c <- clk.Now()
+				case <-done0:
+					failedAt = clk.Now().Sub(start)
+					break ticks
+				case <-time.After(10 * time.Second):
+					t.Fatal("node 0 neither re-armed its watchdog nor returned")
 				}
-				rearmed()
-				clk.advance(timeout / 2)
-				tm.c <- clk.Now() // half the fresh timeout: nothing yet
-				rearmed()
-				clk.advance(timeout / 2)
-				tm.c <- clk.Now() // the fresh timeout, on time
 			}
 			wg.Wait()
 			err0 := errs[0]
 			var pe *ring.PeerError
-			switch {
-			case tc.stall >= timeout && (!errors.Is(err0, ring.ErrStalled) || errors.As(err0, &pe)):
-				t.Fatalf("node 0: %v, want ErrStalled naming nobody", err0)
-			case tc.stall < timeout && (!errors.As(err0, &pe) || pe.Suspect != 2 || !errors.Is(err0, ring.ErrTimeout)):
-				t.Fatalf("node 0: %v, want a timeout naming node 2 after the fresh timeout", err0)
+			if tc.stall >= timeout/2 {
+				if !errors.Is(err0, ring.ErrStalled) || errors.As(err0, &pe) {
+					t.Fatalf("node 0: %v, want ErrStalled naming nobody", err0)
+				}
+				if st := cl.comms[0].Stats(); st.Failures["stalled"] != 1 {
+					t.Fatalf("stats: %v, want one stalled failure", st.Failures)
+				}
+				return
 			}
-			if st := cl.comms[0].Stats(); tc.stall >= timeout && st.Failures["stalled"] != 1 {
-				t.Fatalf("stats: %v, want one stalled failure", st.Failures)
+			// The first tick was due a quarter timeout in; the predecessor
+			// is named a full timeout after the stall ended, not before.
+			if !errors.As(err0, &pe) || pe.Suspect != 2 || !errors.Is(err0, ring.ErrTimeout) {
+				t.Fatalf("node 0: %v, want a timeout naming node 2", err0)
+			}
+			if want := timeout/4 + tc.stall + timeout; failedAt != want {
+				t.Fatalf("named node 2 at %v, want %v (a fresh timeout after the stall)", failedAt, want)
 			}
 		})
 	}
