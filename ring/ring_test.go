@@ -5,7 +5,10 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -381,5 +384,28 @@ func TestStats(t *testing.T) {
 		if !strings.Contains(b.String(), line) {
 			t.Fatalf("exposition lacks %q:\n%s", line, b.String())
 		}
+	}
+}
+
+// docs/metrics.md documents exactly the gym_ring_* series, with their types.
+func TestMetricsDoc(t *testing.T) {
+	var b strings.Builder
+	if err := (ring.Stats{}).Add(ring.Stats{}).WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) (\S+)$`).FindAllStringSubmatch(b.String(), -1) {
+		exported[m[1]] = m[2]
+	}
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(gym_ring_[a-z_]+)` \\| (\\w+) \\|").FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = m[2]
+	}
+	if len(exported) == 0 || !maps.Equal(exported, documented) {
+		t.Fatalf("exported %v\ndocumented %v", exported, documented)
 	}
 }

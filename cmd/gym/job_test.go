@@ -717,7 +717,7 @@ func TestMetricsDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]string{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(gym_[a-z_]+)` \\| (\\w+) \\|").FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `(gym_hanzod_[a-z_]+)` \\| (\\w+) \\|").FindAllStringSubmatch(string(doc), -1) {
 		documented[m[1]] = m[2]
 	}
 	for name, typ := range exported {
