@@ -1,7 +1,6 @@
 package ringbench
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -58,20 +57,9 @@ func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Re
 	}
 	defer ln.Close()
 	enc := json.NewEncoder(stdout)
-	if err := enc.Encode(hello{Addr: ln.Addr().String(), Pub: "-"}); err != nil {
+	o, err := introduce(cfg, rank, hello{Addr: ln.Addr().String(), Pub: "-"}, enc, stdin)
+	if err != nil {
 		return err
-	}
-	in := bufio.NewScanner(stdin)
-	in.Buffer(make([]byte, 1<<20), 1<<24)
-	if !in.Scan() {
-		return errors.New("ringbench: no order")
-	}
-	var o order
-	if err := json.Unmarshal(in.Bytes(), &o); err != nil {
-		return err
-	}
-	if o.Rank != rank || len(o.Addrs) != cfg.Nodes {
-		return fmt.Errorf("ringbench: order for rank %d of %d nodes, this is rank %d of %d", o.Rank, len(o.Addrs), rank, cfg.Nodes)
 	}
 	succ := o.Addrs[(rank+1)%cfg.Nodes]
 	out, inc, err := rawConnect(ctx, ln, succ, streams, cfg.SocketBuffer, cfg.Timeout)

@@ -250,6 +250,26 @@ func aggregate(cfg Config, size int64, reps []sizeReport) (Result, error) {
 	return res, nil
 }
 
+// introduce prints this node's hello and reads its order from the parent.
+func introduce(cfg Config, rank int, h hello, enc *json.Encoder, stdin io.Reader) (order, error) {
+	var o order
+	if err := enc.Encode(h); err != nil {
+		return o, err
+	}
+	in := bufio.NewScanner(stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<24)
+	if !in.Scan() {
+		return o, errors.New("ringbench: no order")
+	}
+	if err := json.Unmarshal(in.Bytes(), &o); err != nil {
+		return o, err
+	}
+	if o.Rank != rank || len(o.Addrs) != cfg.Nodes || len(o.Pubs) != cfg.Nodes {
+		return o, fmt.Errorf("ringbench: order for rank %d of %d nodes, this is rank %d of %d", o.Rank, len(o.Addrs), rank, cfg.Nodes)
+	}
+	return o, nil
+}
+
 // unchanged reports whether orig still holds rank's input.
 func unchanged(rank int, orig []float32) bool {
 	for j, v := range orig {
@@ -298,20 +318,9 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 	}
 	defer tr.Close()
 	enc := json.NewEncoder(stdout)
-	if err := enc.Encode(hello{Addr: tr.Addr(), Pub: nodekey.PublicHex(key)}); err != nil {
+	o, err := introduce(cfg, rank, hello{Addr: tr.Addr(), Pub: nodekey.PublicHex(key)}, enc, stdin)
+	if err != nil {
 		return err
-	}
-	in := bufio.NewScanner(stdin)
-	in.Buffer(make([]byte, 1<<20), 1<<24)
-	if !in.Scan() {
-		return errors.New("ringbench: no order")
-	}
-	var o order
-	if err := json.Unmarshal(in.Bytes(), &o); err != nil {
-		return err
-	}
-	if o.Rank != rank || len(o.Addrs) != cfg.Nodes || len(o.Pubs) != cfg.Nodes {
-		return fmt.Errorf("ringbench: order for rank %d of %d nodes, this is rank %d of %d", o.Rank, len(o.Addrs), rank, cfg.Nodes)
 	}
 	rc := ring.Config{Job: "ring-bench", Epoch: 1}
 	for i, a := range o.Addrs {
