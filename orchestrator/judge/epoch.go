@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zooai/gym/artifact"
@@ -525,51 +526,92 @@ func ringInputs(order []string, es []*entry) ([][]float32, bool) {
 // ringHistory lists the distinct ring orders the job was configured with,
 // newest first (read from the event log).
 func (j *Judge) ringHistory(ctx context.Context, job string) ([][]string, error) {
+	evs, err := j.history.read(ctx, j.eng)
+	if err != nil {
+		return nil, err
+	}
 	var out [][]string
 	seen := map[string]bool{}
-	err := ScanEvents(ctx, j.eng, []string{"ring_configured"}, func(ev state.Event) error {
+	for _, ev := range evs {
 		if rc, ok := ev.Body.(state.RingConfigured); ok && rc.Job == job {
 			if key := strings.Join(rc.Ring, ","); !seen[key] {
 				seen[key] = true
 				out = append([][]string{rc.Ring}, out...)
 			}
 		}
+	}
+	return out, nil
+}
+
+// logReader is the part of the engine the event scans need.
+type logReader interface {
+	Read(ctx context.Context, from uint64, max int) ([]ostore.Record, uint64, error)
+}
+
+// historyKinds are the events the judge reads back from the log: ring
+// configurations (ring reconstruction) and the money of a job (settlement).
+var historyKinds = []string{"ring_configured", "job_submitted", "rewards_paid", "slashed"}
+
+// eventHistory keeps the historyKinds events of the log read so far, so
+// that each epoch reads only the records appended since the last one
+// instead of the whole log (which grows with every heartbeat). The log is
+// append-only, so what was read stays true.
+type eventHistory struct {
+	mu   sync.Mutex
+	next uint64 // the first index not read yet
+	evs  []state.Event
+}
+
+// read brings the history up to the end of the log and returns it. The
+// slice is append-only: callers may keep it.
+func (h *eventHistory) read(ctx context.Context, eng logReader) ([]state.Event, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next, err := scanEvents(ctx, eng, max(h.next, 1), historyKinds, func(ev state.Event) error {
+		h.evs = append(h.evs, ev)
 		return nil
 	})
-	return out, err
+	h.next = max(h.next, next)
+	return h.evs[:len(h.evs):len(h.evs)], err
 }
 
 // ScanEvents calls fn for every event of the log, in order, whose type is
 // one of kinds (all events when kinds is empty); records of other types
 // are skipped without being decoded.
-func ScanEvents(ctx context.Context, eng interface {
-	Read(ctx context.Context, from uint64, max int) ([]ostore.Record, uint64, error)
-}, kinds []string, fn func(state.Event) error) error {
+func ScanEvents(ctx context.Context, eng logReader, kinds []string, fn func(state.Event) error) error {
+	_, err := scanEvents(ctx, eng, 1, kinds, fn)
+	return err
+}
+
+// scanEvents is ScanEvents from index from; it returns the index after the
+// last record read (from when there was none).
+func scanEvents(ctx context.Context, eng logReader, from uint64, kinds []string, fn func(state.Event) error) (uint64, error) {
 	var quoted []string
 	for _, k := range kinds {
 		quoted = append(quoted, `"type":"`+k+`"`)
 	}
-	for from := uint64(1); ; {
+	for {
 		recs, last, err := eng.Read(ctx, from, 1000)
 		if err != nil {
-			return err
+			return from, err
 		}
 		for _, r := range recs {
 			if len(quoted) > 0 && !slices.ContainsFunc(quoted, func(q string) bool { return bytes.Contains(r.Data, []byte(q)) }) {
+				from = r.Index + 1
 				continue
 			}
 			ev, err := state.DecodeEvent(r.Data)
 			if err != nil {
-				return err
+				return from, err
 			}
 			if err := fn(ev); err != nil {
-				return err
+				return from, err
 			}
+			from = r.Index + 1
 		}
 		if len(recs) == 0 || recs[len(recs)-1].Index >= last {
-			return nil
+			return from, nil
 		}
-		from = recs[len(recs)-1].Index + 1
 	}
 }
 
@@ -719,7 +761,8 @@ func (j *Judge) jobMoney(ctx context.Context, jb state.Job) (map[string]ledger.A
 	rewards := map[string]ledger.Amount{}
 	slashes := map[string][]state.Slashed{}
 	in := false
-	err := ScanEvents(ctx, j.eng, []string{"job_submitted", "rewards_paid", "slashed"}, func(ev state.Event) error {
+	evs, err := j.history.read(ctx, j.eng)
+	for _, ev := range evs {
 		switch b := ev.Body.(type) {
 		case state.JobSubmitted:
 			in = in || b.Job == jb.ID
@@ -734,8 +777,7 @@ func (j *Judge) jobMoney(ctx context.Context, jb state.Job) (map[string]ledger.A
 				slashes[b.Account] = append(slashes[b.Account], b)
 			}
 		}
-		return nil
-	})
+	}
 	return rewards, slashes, err
 }
 

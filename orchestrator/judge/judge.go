@@ -97,6 +97,8 @@ type Judge struct {
 	seen      map[string]map[string]string // job → tensor digest → slot (replay detection)
 	waiting   map[string]time.Time         // job/epoch → when its first member finished
 
+	history eventHistory // the log's ring configurations and money, read incrementally
+
 	cmu      sync.Mutex
 	verdicts map[[2]string]uint64 // (verdict, reason) → count
 	slashes  map[string]uint64    // offence → count
