@@ -1,8 +1,11 @@
 package ring
 
 import (
+	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Violation names what was wrong with a dropped frame.
@@ -98,3 +101,67 @@ func (e *PeerError) Error() string {
 }
 
 func (e *PeerError) Unwrap() error { return e.Err }
+
+// SignedFrame is what a signed piece of evidence proves, once OpenEvidence
+// has checked it: the signer sent, for Job, a frame with header Header
+// (its Sig is the checked signature) whose payload is the one given.
+type SignedFrame struct {
+	Job     string
+	Header  Header
+	NormSq  float64 // squared L2 norm of the payload's elements
+	Payload []byte
+}
+
+// ErrEvidence is wrapped by every reason OpenEvidence refuses evidence.
+var ErrEvidence = errors.New("ring: evidence does not prove what it claims")
+
+// OpenEvidence checks a frame's evidence as a third party (an
+// orchestrator) can: signedBytes (Evidence.SignedBytes) must be a version-2
+// segment's signed part, signature must verify under the signer's public
+// key, and payload must hash to the signed hash and hold the header's
+// count of elements. Nothing else is trusted: the returned header is read
+// from the signed bytes.
+func OpenEvidence(signer ed25519.PublicKey, signedBytes, signature, payload []byte) (SignedFrame, error) {
+	var f SignedFrame
+	if len(signer) != ed25519.PublicKeySize || len(signature) != ed25519.SignatureSize {
+		return f, fmt.Errorf("%w: key or signature of the wrong size", ErrEvidence)
+	}
+	le := binary.LittleEndian
+	tag := len(SignTag)
+	if len(signedBytes) < tag+4 || string(signedBytes[:tag]) != SignTag {
+		return f, fmt.Errorf("%w: not a version-%d ring segment signature", ErrEvidence, Version)
+	}
+	jobLen := int(le.Uint32(signedBytes[tag:]))
+	if jobLen > len(signedBytes) || len(signedBytes) != tag+4+jobLen+signedEnd-signedStart {
+		return f, fmt.Errorf("%w: signed bytes of the wrong length", ErrEvidence)
+	}
+	if !ed25519.Verify(signer, signedBytes, signature) {
+		return f, fmt.Errorf("%w: the signature does not verify under the signer's key", ErrEvidence)
+	}
+	f.Job = string(signedBytes[tag+4 : tag+4+jobLen])
+	// Rebuild the frame from the signed header fields and the payload, and
+	// decode it strictly.
+	fr := make([]byte, HeaderSize+len(payload))
+	le.PutUint32(fr, uint32(len(fr)-4))
+	copy(fr[signedStart:signedEnd], signedBytes[tag+4+jobLen:])
+	copy(fr[offSig:HeaderSize], signature)
+	copy(fr[HeaderSize:], payload)
+	h, p, err := DecodeFrame(fr, len(fr))
+	if err != nil {
+		return f, fmt.Errorf("%w: %w", ErrEvidence, err)
+	}
+	if PayloadHash(p) != h.Hash {
+		return f, fmt.Errorf("%w: the payload does not hash to the signed hash", ErrEvidence)
+	}
+	f.Header, f.Payload = h, p
+	for i := 0; i < int(h.Count); i++ {
+		var v float64
+		if h.Wire == BF16 {
+			v = float64(fromBF16(le.Uint16(p[2*i:])))
+		} else {
+			v = float64(math.Float32frombits(le.Uint32(p[4*i:])))
+		}
+		f.NormSq += v * v
+	}
+	return f, nil
+}

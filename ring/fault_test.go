@@ -407,6 +407,38 @@ func TestNormCheck(t *testing.T) {
 			if !ed25519.Verify(keyFor(e.Claimed).Public().(ed25519.PublicKey), sb, e.Signature) || !bytes.Equal(sb[len(sb)-32:], h[:]) {
 				t.Fatal("norm evidence does not verify: signature or payload hash")
 			}
+			// OpenEvidence does the same checks and reads the signed header.
+			signer := keyFor(1).Public().(ed25519.PublicKey)
+			f, err := ring.OpenEvidence(signer, sb, e.Signature, e.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Job != cl.cfg.Job || f.Header.Sender != 1 || f.Header.Epoch != cl.cfg.Epoch || f.Header.Phase != ring.ScatterReduce ||
+				math.Sqrt(f.NormSq) <= float64(f.Header.Round+1)*C {
+				t.Fatalf("opened evidence %+v, norm %.3g: want node 1's scatter frame above (round+1)·C", f.Header, math.Sqrt(f.NormSq))
+			}
+			// Anything altered is refused.
+			other := keyFor(2).Public().(ed25519.PublicKey)
+			bad := slices.Clone(e.Payload)
+			bad[0] ^= 1
+			badSig := slices.Clone(e.Signature)
+			badSig[5] ^= 1
+			badHdr := slices.Clone(sb)
+			badHdr[len(badHdr)-40] ^= 1
+			for name, args := range map[string][3][]byte{
+				"payload":   {sb, e.Signature, bad},
+				"signature": {sb, badSig, e.Payload},
+				"header":    {badHdr, e.Signature, e.Payload},
+				"truncated": {sb[:len(sb)-1], e.Signature, e.Payload},
+				"short":     {sb, e.Signature, e.Payload[:len(e.Payload)-4]},
+			} {
+				if _, err := ring.OpenEvidence(signer, args[0], args[1], args[2]); !errors.Is(err, ring.ErrEvidence) {
+					t.Errorf("%s altered: %v, want ErrEvidence", name, err)
+				}
+			}
+			if _, err := ring.OpenEvidence(other, sb, e.Signature, e.Payload); !errors.Is(err, ring.ErrEvidence) {
+				t.Errorf("another signer: %v, want ErrEvidence", err)
+			}
 		}
 	}
 }

@@ -38,6 +38,7 @@ fuzz=(
   "./delta FuzzReadResigned 50000"
   "./safetensors FuzzParse 50000"
   "./ring FuzzDecodeFrame 50000"
+  "./ring FuzzOpenEvidence 50000"
   "./artifact FuzzReadCAR 20000"
   "./artifact FuzzWalkBlock 20000"
   "./artifact FuzzParseSigned 20000"
