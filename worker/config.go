@@ -19,6 +19,7 @@ const (
 	AttackNoise      = "noise"      // honest contribution plus Gaussian noise of norm 0.9·C (then clipped)
 	AttackReplay     = "replay"     // from the second sync on, the first sync's tensors re-signed
 	AttackEquivocate = "equivocate" // a second, different delta (×2) for every slot
+	AttackRing       = "ring"       // honest deltas, but contribution ×(−1000) into the ring all-reduce
 )
 
 // Defaults.
@@ -190,8 +191,8 @@ func (c *Config) Validate() error {
 // none).
 func CheckAttack(name string) error {
 	switch name {
-	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate:
+	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing:
 		return nil
 	}
-	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate)", ErrConfig, name)
+	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring)", ErrConfig, name)
 }

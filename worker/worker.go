@@ -521,6 +521,9 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			break
 		}
 		flat := jobconf.Flatten(contrib)
+		if w.c.Attack == AttackRing { // the delta was honest; the ring gets garbage
+			flat = jobconf.Flatten(scaled(contrib, -1000))
+		}
 		mean := make([]float32, len(flat))
 		secs, err := w.allReduce(ctx, r, job, e, k, uint64(plan.SyncStep(e, k)), mean, flat)
 		if err != nil {

@@ -115,7 +115,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.killAt, "kill-worker-at", "", "EPOCH:STEP: kill -9 worker w0 when it reaches that step of that epoch")
 	f.BoolVar(&o.restartKilled, "restart-killed", false, "start the killed worker again 3 s later (same key and data): it re-registers and rejoins at the next epoch boundary")
 	f.IntVar(&o.byzantine, "byzantine", 0, "number of cheating workers (the last K)")
-	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot)")
+	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce)")
 	f.StringVar(&o.out, "out", o.out, "directory for the run's files (replaced if it holds an earlier gym up run)")
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout; progress goes to stderr")
 	f.IntVar(&o.threads, "threads", o.threads, "threads for hanzod's validation and evaluation")
@@ -141,9 +141,9 @@ func (o *upOptions) check() error {
 		return errors.New("--out DIR is required")
 	}
 	switch o.attack {
-	case "", "signflip", "noise", "replay", "equivocate":
+	case "", "signflip", "noise", "replay", "equivocate", "ring":
 	default:
-		return fmt.Errorf("--attack %q: want signflip, noise, replay or equivocate", o.attack)
+		return fmt.Errorf("--attack %q: want signflip, noise, replay, equivocate or ring", o.attack)
 	}
 	if o.aggregation == "" {
 		o.aggregation = "mean"

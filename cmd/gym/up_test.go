@@ -167,12 +167,13 @@ func TestUpKillWorker(t *testing.T) {
 
 // TestUpByzantine runs one cheating worker per attack kind: the job
 // publishes, the cheater is slashed with evidence and ends with the lowest
-// reward.
+// reward (and, cheating in its deltas, the lowest quality; "ring" submits
+// honest deltas and is caught by its signed ring frames instead).
 func TestUpByzantine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	for _, attack := range []string{"signflip", "equivocate", "replay"} {
+	for _, attack := range []string{"signflip", "equivocate", "replay", "ring"} {
 		t.Run(attack, func(t *testing.T) {
 			s, _, r := upRunJSON(t, "--byzantine", "1", "--attack", attack)
 			if r.code != 0 || s.Status != "published" {
@@ -182,8 +183,11 @@ func TestUpByzantine(t *testing.T) {
 			if bad.Attack != attack || !bad.Slashed {
 				t.Fatalf("cheater %+v not slashed", bad)
 			}
+			if attack == "ring" && (len(bad.Slashes) == 0 || !strings.Contains(bad.Slashes[0], "ring frame")) {
+				t.Errorf("ring cheater slashed for %q, want its ring frame", bad.Slashes)
+			}
 			for _, n := range s.Nodes[:3] {
-				if n.Slashed || n.Reward <= bad.Reward || n.Quality <= bad.Quality {
+				if n.Slashed || n.Reward <= bad.Reward || (attack != "ring" && n.Quality <= bad.Quality) {
 					t.Errorf("honest %s: slashed %v, reward %.2f and quality %.3f vs the cheater's %.2f and %.3f",
 						n.Name, n.Slashed, n.Reward, n.Quality, bad.Reward, bad.Quality)
 				}

@@ -138,7 +138,7 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringSliceVar(&o.artifactsAllow, "artifacts-allow", nil, "keys (hex) that may read every artifact this worker serves")
 	f.BoolVar(&o.artifactsAllowAny, "artifacts-allow-any", false, "let any node read the checkpoints hanzod signed, not only the nodes hanzod named to this one")
 	f.StringSliceVar(&o.artifactsPeers, "artifacts-peers", nil, "other workers' artifact servers to fetch checkpoints from as well: [KEYHEX@]HOST:PORT, comma-separated")
-	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay or equivocate (demos and tests only)")
+	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate or ring (demos and tests only)")
 	f.MarkHidden("attack")
 	return cmd
 }

@@ -460,6 +460,7 @@ type Evidence struct {
 	Offence string         `json:"offence"`
 	Detail  string         `json:"detail"`
 	Files   []EvidenceFile `json:"files"`
+	Frames  []RingFrame    `json:"ring_frames,omitempty"` // signed ring frames (RingEvidence)
 }
 
 // EvidenceFile is one signed delta of the evidence.
@@ -474,7 +475,16 @@ const maxInlineEvidence = 24 << 10
 // punish slashes node once per offence and slot (the reason names both),
 // keeps the evidence and ejects the node from the ring.
 func (j *Judge) punish(ctx context.Context, job, node, offence, detail string, files []*submission) {
-	ev := Evidence{Offence: offence, Detail: detail}
+	j.penalize(ctx, job, node, Evidence{Offence: offence, Detail: detail}, files)
+}
+
+// punishRing slashes and ejects node for a ring frame above the norm bound.
+func (j *Judge) punishRing(ctx context.Context, job, node, detail string, f RingFrame) {
+	j.penalize(ctx, job, node, Evidence{Offence: "norm", Detail: detail, Frames: []RingFrame{f}}, nil)
+}
+
+func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, files []*submission) {
+	offence, detail := ev.Offence, ev.Detail
 	for _, f := range files {
 		if f == nil || len(f.file) == 0 {
 			continue

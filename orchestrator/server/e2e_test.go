@@ -35,6 +35,19 @@ func (f *fakeJudge) Submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRes
 	return f.resp, f.err
 }
 
+// ringJudge is a fakeJudge that also takes the evidence of suspect reports.
+type ringJudge struct {
+	fakeJudge
+	reports []string // job/suspect/evidence of every call
+}
+
+func (f *ringJudge) RingEvidence(ctx context.Context, job, suspect string, evidence []byte) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reports = append(f.reports, job+"/"+suspect+"/"+string(evidence))
+	return false, nil
+}
+
 func TestSubmitDeltaWithoutJudge(t *testing.T) {
 	e := start(t, DefaultConfig(), true)
 	_, err := e.node.SubmitDelta(context.Background(), &pb.SubmitDeltaRequest{Delta: []byte("delta")})
@@ -283,7 +296,8 @@ func (m *member) suspect(ctx context.Context, job, config, suspect, kind string,
 // codes; both neighbours of a node remove it from the ring, and the
 // reporter's answer carries the new configuration.
 func TestReportSuspect(t *testing.T) {
-	e := start(t, DefaultConfig(), true)
+	rj := &ringJudge{}
+	e := startWith(t, DefaultConfig(), true, func(s *Server) { s.Judge = rj })
 	ctx := context.Background()
 	ms := staked(t, e, 0, 4)
 	sub, err := e.orch.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: &pb.JobSpec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, MaxNodes: 4}})
@@ -326,10 +340,16 @@ func TestReportSuspect(t *testing.T) {
 	_, err = pred.suspect(ctx, "job-99", ring.ConfigId, suspect.id(), "timeout", nil)
 	wantCode(t, err, codes.NotFound)
 
-	// One neighbour: recorded, the ring stays.
+	if len(rj.reports) != 0 {
+		t.Fatalf("refused reports reached the judge: %q", rj.reports)
+	}
+	// One neighbour: recorded, the ring stays; the judge checks its evidence.
 	resp, err := pred.suspect(ctx, sub.Job, ring.ConfigId, suspect.id(), "timeout", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := sub.Job + "/" + suspect.id() + `/{"kind":"timeout"}`; len(rj.reports) != 1 || rj.reports[0] != want {
+		t.Fatalf("judge saw %q, want [%s]", rj.reports, want)
 	}
 	if r := resp.Assignment.Ring; r == nil || r.ConfigId != ring.ConfigId {
 		t.Fatalf("after one report: %v", resp.Assignment)

@@ -82,6 +82,12 @@ type Judge interface {
 	Submit(ctx context.Context, file []byte) (*pb.SubmitDeltaResponse, error)
 }
 
+// RingJudge is a Judge that also checks the evidence of suspect reports
+// for proof of misbehaviour inside the ring (judge.Judge.RingEvidence).
+type RingJudge interface {
+	RingEvidence(ctx context.Context, job, suspect string, evidence []byte) (bool, error)
+}
+
 // New returns a server over eng; now is the clock of the rate limiter.
 func New(cfg Config, eng *engine.Engine, now func() time.Time) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
@@ -603,6 +609,14 @@ func (s *Server) ReportSuspect(ctx context.Context, r *pb.ReportSuspectRequest) 
 	}
 	if _, err := s.do(ctx, cmd); err != nil {
 		return nil, err
+	}
+	// A report whose evidence proves the suspect misbehaved (a signed ring
+	// frame above the norm bound) gets it slashed and ejected at once,
+	// whatever the other reports say.
+	// The report itself is recorded either way: a failure to check its
+	// evidence is the judge's to log, not the reporter's to retry.
+	if rj, ok := s.Judge.(RingJudge); ok && len(r.Evidence) > 0 {
+		_, _ = rj.RingEvidence(ctx, r.Job, r.Suspect, r.Evidence)
 	}
 	return &pb.ReportSuspectResponse{Assignment: s.assignment(a.Node)}, nil
 }
