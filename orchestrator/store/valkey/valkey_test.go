@@ -252,7 +252,10 @@ func TestEngineFailover(t *testing.T) {
 	}
 	took := time.Since(lastRenew)
 	t.Logf("takeover %v after the leader's last renewal (lease %v, campaign every %v)", took, ttl, poll)
-	if took > ttl+2*poll+500*time.Millisecond {
+	// The lease, a campaign period and slack for a loaded machine (the
+	// suite runs packages in parallel on two cores). The figure itself is
+	// logged above.
+	if took > ttl+2*poll+2*time.Second {
 		t.Fatalf("takeover took %v", took)
 	}
 	if _, err := winner.Do(ctx, state.Tick{}); err != nil {
