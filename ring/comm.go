@@ -439,8 +439,12 @@ func (k *callState) run(ctx context.Context) error {
 	// (SIGSTOP, a paused VM, a starved machine) and the silence it would
 	// see is its own, not a neighbour's. The timer is never armed for more
 	// than a period of a quarter timeout, so a stall of S shows as at least
-	// S − period: stalls above half the timeout are always seen.
-	period, slack := int64(timeout)/4, int64(timeout)/4
+	// S − period: stalls above half the timeout are always seen. Floors keep
+	// a loaded machine's late timers from passing for stalls with short
+	// timeouts.
+	period := int64(timeout) / 4
+	slack := max(int64(timeout)/4, int64(250*time.Millisecond))
+	stallAt := max(int64(timeout)/2, int64(500*time.Millisecond))
 	stalled := func() int64 {
 		if late := k.now() - due; tick != nil && late > slack {
 			return late
@@ -452,7 +456,7 @@ func (k *callState) run(ctx context.Context) error {
 		case err := <-errc:
 			pending--
 			if err != nil {
-				if late := stalled(); late >= int64(timeout)/2 {
+				if late := stalled(); late >= stallAt {
 					// Frozen for half the timeout or more: the neighbours
 					// have given up on this node or soon will. Blame nobody.
 					err = fmt.Errorf("%w for %v (then: %w)", ErrStalled, time.Duration(late), err)
@@ -462,7 +466,7 @@ func (k *callState) run(ctx context.Context) error {
 		case <-done:
 			stop(ctx.Err())
 		case <-tick:
-			if late := stalled(); late >= int64(timeout)/2 {
+			if late := stalled(); late >= stallAt {
 				stop(fmt.Errorf("%w for %v", ErrStalled, time.Duration(late)))
 				continue
 			} else if late > 0 {
