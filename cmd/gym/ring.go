@@ -58,7 +58,9 @@ socket buffers: each rank sends what an all-reduce sends, 2(N−1)/N of the
 vector, to its successor while receiving as much, with no hashing, signing,
 TLS or reduction ("impl": "tcp", "correct" = every byte arrived). Its busbw
 is the ceiling of the bed. --baseline tls is the same raw ring over TLS 1.3
-(what the record layer alone costs). Several: --baseline gloo,tcp,tls.
+("impl": "tls": what the record layer alone costs). Several: --baseline gloo,tcp,tls. Our
+ring's line then also gives its busbw over each baseline's (busbw_vs_gloo,
+busbw_vs_tcp, busbw_vs_tls; the × columns of the table).
 
 By default the ring reads the input and writes the result to a second
 buffer (AllReduceInto, as the worker does); --inplace measures the in-place
@@ -146,6 +148,7 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 					results = append(results, more...)
 				}
 			}
+			ringbench.Ratios(results)
 			for i := range results {
 				results[i].Rate, results[i].Loss = rate, loss
 				if delay > 0 {
@@ -160,10 +163,16 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				}
 			} else {
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "impl\tnodes\tbytes\titers\tmedian ms\tmin ms\talgbw GB/s\tbusbw GB/s\tcorrect\t")
+				fmt.Fprintln(tw, "impl\tnodes\tbytes\titers\tmedian ms\tmin ms\talgbw GB/s\tbusbw GB/s\tcorrect\t× gloo\t× tcp\t× tls\t")
+				ratio := func(x float64) string {
+					if x == 0 {
+						return ""
+					}
+					return fmt.Sprintf("%.2f", x)
+				}
 				for _, r := range results {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t%v\t\n", r.Impl, r.Nodes, r.Bytes, r.Iters,
-						1e3*r.SecondsMedian, 1e3*r.SecondsMin, r.AlgBW, r.BusBW, r.Correct)
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t%v\t%s\t%s\t%s\t\n", r.Impl, r.Nodes, r.Bytes, r.Iters,
+						1e3*r.SecondsMedian, 1e3*r.SecondsMin, r.AlgBW, r.BusBW, r.Correct, ratio(r.VsGloo), ratio(r.VsTCP), ratio(r.VsTLS))
 				}
 				tw.Flush()
 			}

@@ -102,6 +102,11 @@ type Result struct {
 	Streams       int     `json:"streams"`
 	InPlace       bool    `json:"inplace"`
 	SocketBuffer  int     `json:"sockbuf,omitempty"`
+	// On our ring's lines, when baselines ran in the same invocation: its
+	// busbw over theirs (Ratios).
+	VsGloo float64 `json:"busbw_vs_gloo,omitempty"`
+	VsTCP  float64 `json:"busbw_vs_tcp,omitempty"`
+	VsTLS  float64 `json:"busbw_vs_tls,omitempty"`
 	// The namespace bed's links, filled in by the caller (gym ring bench).
 	Rate  string  `json:"rate,omitempty"`
 	Delay string  `json:"delay,omitempty"`
@@ -217,6 +222,9 @@ func Run(ctx context.Context, cfg Config, start func(rank int) *exec.Cmd) ([]Res
 		res.InPlace, res.SocketBuffer = cfg.InPlace, cfg.SocketBuffer
 		if cfg.Raw {
 			res.Impl, res.Auth, res.TLS, res.Wire, res.InPlace = "tcp", false, cfg.RawTLS, "raw", false
+			if cfg.RawTLS {
+				res.Impl = "tls"
+			}
 		}
 		results = append(results, res)
 	}
@@ -268,6 +276,30 @@ func introduce(cfg Config, rank int, h hello, enc *json.Encoder, stdin io.Reader
 		return o, fmt.Errorf("ringbench: order for rank %d of %d nodes, this is rank %d of %d", o.Rank, len(o.Addrs), rank, cfg.Nodes)
 	}
 	return o, nil
+}
+
+// Ratios sets, on every go-ring result, its busbw over that of each
+// baseline of the same size in rs (gloo, the raw TCP ring, the raw TLS
+// ring).
+func Ratios(rs []Result) {
+	for i := range rs {
+		if rs[i].Impl != "go-ring" {
+			continue
+		}
+		for _, b := range rs {
+			if b.Bytes != rs[i].Bytes || b.BusBW <= 0 {
+				continue
+			}
+			switch {
+			case b.Impl == "gloo":
+				rs[i].VsGloo = rs[i].BusBW / b.BusBW
+			case b.Impl == "tcp":
+				rs[i].VsTCP = rs[i].BusBW / b.BusBW
+			case b.Impl == "tls":
+				rs[i].VsTLS = rs[i].BusBW / b.BusBW
+			}
+		}
+	}
 }
 
 // unchanged reports whether orig still holds rank's input.

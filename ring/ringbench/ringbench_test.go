@@ -62,10 +62,32 @@ func TestRunAcrossProcesses(t *testing.T) {
 				math.Abs(r.BusBW-r.AlgBW*2*(n-1)/n) > 1e-12 {
 				t.Fatalf("bad result %+v", r)
 			}
-			if impl := map[bool]string{false: "go-ring", true: "tcp"}[cfg.Raw]; r.Impl != impl || r.InPlace != cfg.InPlace {
+			impl := "go-ring"
+			if cfg.Raw {
+				impl = map[bool]string{false: "tcp", true: "tls"}[cfg.RawTLS]
+			}
+			if r.Impl != impl || r.InPlace != cfg.InPlace {
 				t.Fatalf("result %+v, want impl %s, inplace %v", r, impl, cfg.InPlace)
 			}
 		}
+	}
+}
+
+func TestRatios(t *testing.T) {
+	rs := []ringbench.Result{
+		{Impl: "go-ring", Bytes: 8, BusBW: 0.5}, {Impl: "go-ring", Bytes: 16, BusBW: 1},
+		{Impl: "gloo", Bytes: 8, BusBW: 0.25}, {Impl: "tcp", Bytes: 8, BusBW: 1}, {Impl: "tls", Bytes: 8, BusBW: 2},
+		{Impl: "tcp", Bytes: 16, BusBW: 4},
+	}
+	ringbench.Ratios(rs)
+	if r := rs[0]; r.VsGloo != 2 || r.VsTCP != 0.5 || r.VsTLS != 0.25 {
+		t.Fatalf("8 bytes: %+v", r)
+	}
+	if r := rs[1]; r.VsGloo != 0 || r.VsTCP != 0.25 || r.VsTLS != 0 {
+		t.Fatalf("16 bytes (only tcp ran): %+v", r)
+	}
+	if rs[3].VsTCP != 0 {
+		t.Fatal("a baseline got a ratio")
 	}
 }
 
