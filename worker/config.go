@@ -69,8 +69,9 @@ type Config struct {
 	// addresses in what is registered with the orchestrator (for a
 	// wildcard listen address).
 	AdvertiseHost string
-	// MetricsAddr, when set (host:port, port 0 picks one), serves the ring's
-	// counters in the Prometheus text format at /metrics (docs/metrics.md).
+	// MetricsAddr, when set (host:port, port 0 picks one), serves the
+	// worker's and its ring's metrics in the Prometheus text format at
+	// /metrics (docs/metrics.md).
 	MetricsAddr string
 	// Artifacts, when set, is served on ArtifactsAddr (host:port, port 0
 	// picks one) from the start of Run to its end: the node's artifact

@@ -55,6 +55,8 @@ type Worker struct {
 	ringDone ring.Stats // counters of the communicators of finished epochs
 	ringCur  *ring.Comm
 
+	counters counters
+
 	lastKey assignKey // under heart.amu
 
 	// Run's goroutine only.
@@ -105,6 +107,7 @@ func New(c Config) (*Worker, error) {
 func (w *Worker) ID() string { return w.id }
 
 func (w *Worker) emit(e Event) {
+	w.counters.observe(e)
 	if w.c.OnEvent == nil {
 		return
 	}
@@ -193,7 +196,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /metrics", func(rw http.ResponseWriter, _ *http.Request) {
 			rw.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-			w.RingStats().WritePrometheus(rw)
+			w.WriteMetrics(rw)
 		})
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		var mwg sync.WaitGroup

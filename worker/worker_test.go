@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -232,10 +234,29 @@ func TestRingOfThree(t *testing.T) {
 		fmt.Sprintf("gym_ring_calls_total %d\n", reduced),
 		`gym_ring_evidence_total{kind="corrupt"} 0` + "\n",
 		"gym_ring_last_busbw_bytes_per_second ",
+		fmt.Sprintf("gym_worker_events_total{kind=%q} %d\n", worker.EventStep, len(nodes[2].Events(worker.EventStep))),
+		`gym_worker_deltas_total{verdict="accepted"} 4` + "\n",
+		"gym_worker_step 8\n",
+		"gym_worker_epoch 2\n",
 	} {
 		if reduced == 0 || !strings.Contains(metrics, line) {
 			t.Errorf("worker 2 metrics (after %d ring syncs) lack %q:\n%s", reduced, line, metrics)
 		}
+	}
+	// docs/metrics.md lists exactly the worker's series, with their types.
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported, documented := map[string]string{}, map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (gym_worker_\S+) (\S+)$`).FindAllStringSubmatch(metrics, -1) {
+		exported[m[1]] = m[2]
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(gym_worker_[a-z_]+)` \\| (\\w+) \\|").FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = m[2]
+	}
+	if len(exported) == 0 || !maps.Equal(exported, documented) {
+		t.Errorf("worker metrics exported %v, documented %v", exported, documented)
 	}
 	if st, _ := f.State(); st != "published" {
 		t.Fatalf("job is %s, want published", st)

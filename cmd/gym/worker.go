@@ -106,7 +106,8 @@ to the nodes hanzod named to it (its ring and probe peers), to the keys of
 checkpoints signed by hanzod except for --artifacts-allow keys. Its address
 is printed in the registered event.
 
---metrics HOST:PORT serves the ring's counters (calls, failures by cause,
+--metrics HOST:PORT serves the worker's metrics (events by kind, deltas by
+verdict, step, reward, loss) and the ring's (calls, failures by cause,
 evidence by violation, frames and bytes, call time, last bus bandwidth) in
 the Prometheus text format at /metrics; see docs/metrics.md.`,
 		Args: exactArgs(0),
@@ -133,7 +134,7 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringVar(&o.loraRank, "lora-rank", os.Getenv("LORA_RANK"), "only run jobs with this LoRA rank [LORA_RANK]")
 	f.StringVar(&cfg.Constraints.ImportanceSamplingLevel, "importance-sampling-level", os.Getenv("IMPORTANCE_SAMPLING_LEVEL"),
 		"only run jobs with this importance sampling level, sequence or token [IMPORTANCE_SAMPLING_LEVEL]")
-	f.StringVar(&cfg.MetricsAddr, "metrics", "", "serve the ring's Prometheus metrics (gym_ring_*) at http://HOST:PORT/metrics (default off)")
+	f.StringVar(&cfg.MetricsAddr, "metrics", "", "serve Prometheus metrics (gym_worker_*, gym_ring_*) at http://HOST:PORT/metrics (default off)")
 	f.StringVar(&cfg.ArtifactsAddr, "artifacts-listen", "", "serve fetched checkpoints to other workers on HOST:PORT (default off; port 0 picks one)")
 	f.StringSliceVar(&o.artifactsAllow, "artifacts-allow", nil, "keys (hex) that may read every artifact this worker serves")
 	f.BoolVar(&o.artifactsAllowAny, "artifacts-allow-any", false, "let any node read the checkpoints hanzod signed, not only the nodes hanzod named to this one")
