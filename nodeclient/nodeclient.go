@@ -31,6 +31,7 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/jobspec"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/worker"
@@ -250,7 +251,7 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 	a := worker.Assignment{Job: p.Job, State: p.JobState, Epoch: int(p.Epoch), Paused: p.Paused, Checkpoint: p.Checkpoint}
 	c.noteAssignment(p)
 	if p.Spec != nil {
-		a.Spec = SpecFrom(p.Spec)
+		a.Spec = jobspec.FromProto(p.Spec)
 	}
 	for i, id := range p.ProbePeers {
 		pe := worker.Peer{ID: id}
@@ -271,21 +272,6 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 		a.Ring = ring
 	}
 	return a
-}
-
-// SpecFrom maps an API job spec (as hanzod reports an accepted job: every
-// GSPO field set) onto the state's.
-func SpecFrom(p *pb.JobSpec) state.JobSpec {
-	s := state.JobSpec{Model: p.Model, Dataset: p.Dataset, Epochs: int(p.Epochs), MinNodes: int(p.MinNodes), MaxNodes: int(p.MaxNodes),
-		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
-		StepsPerEpoch: int(p.StepsPerEpoch), PromptsPerStep: int(p.PromptsPerStep), Seed: p.Seed, Byzantine: int(p.Byzantine), SpotCheckBP: int(p.SpotCheckBp)}
-	if g := p.Gspo; g != nil {
-		s.GSPO = state.GSPOConfig{ImportanceSamplingLevel: g.GetImportanceSamplingLevel(), Beta: g.GetBeta(), GroupSize: int(g.GetGroupSize()),
-			AggregateInterval: int(g.GetAggregateInterval()), Use4Bit: g.GetUse_4Bit(), LoRARank: int(g.GetLoraRank()), LoRAAlpha: g.GetLoraAlpha(),
-			MaxSeqLen: int(g.GetMaxSeqLen()), GradientAccumulationSteps: int(g.GetGradientAccumulationSteps()), LearningRate: g.GetLearningRate(),
-			WarmupSteps: int(g.GetWarmupSteps()), WeightDecay: g.GetWeightDecay()}
-	}
-	return s
 }
 
 func sortedKeys(m map[string]uint64) []string { return slices.Sorted(maps.Keys(m)) }

@@ -18,7 +18,7 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/nodeclient"
+	"github.com/zooai/gym/orchestrator/jobspec"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/trainer"
 )
@@ -286,7 +286,7 @@ func parseJobFile(name string, data []byte, now time.Time) (*jobFile, error) {
 	if j.Model == jobconf.BuiltinModel {
 		// The built-in trainer has rules of its own (hanzod would accept
 		// the job and fail it once it runs).
-		if _, err := jobconf.FromSpec("job", nodeclient.SpecFrom(j.spec())); err != nil {
+		if _, err := jobconf.FromSpec("job", jobspec.FromProto(j.spec())); err != nil {
 			msg := err.Error()
 			for _, pre := range []string{jobconf.ErrJob.Error() + ": ", trainer.ErrConfig.Error() + ": "} {
 				msg = strings.TrimPrefix(msg, pre)

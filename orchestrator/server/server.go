@@ -22,10 +22,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/orchestrator/engine"
+	"github.com/zooai/gym/orchestrator/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store"
@@ -286,7 +286,7 @@ func (s *Server) assignment(node string) *pb.Assignment {
 		}
 		j, _ := m.Job(n.Job)
 		out.Job, out.JobState, out.Epoch, out.Paused = j.ID, string(j.State), int32(j.Epoch), j.Paused
-		out.Spec, out.Artifacts = specTo(j.Spec), s.Artifacts
+		out.Spec, out.Artifacts = jobspec.ToProto(j.Spec), s.Artifacts
 		if len(j.CIDs) > 0 {
 			out.Checkpoint = j.CIDs[len(j.CIDs)-1]
 		}
@@ -308,88 +308,12 @@ func specFrom(p *pb.JobSpec) (state.JobSpec, error) {
 	if p == nil {
 		return state.JobSpec{}, status.Error(codes.InvalidArgument, "spec is missing")
 	}
-	return state.JobSpec{
-		Model: p.Model, Dataset: p.Dataset, Epochs: int(p.Epochs), MinNodes: int(p.MinNodes), MaxNodes: int(p.MaxNodes),
-		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
-		GSPO: gspoFrom(p.Gspo), StepsPerEpoch: int(p.StepsPerEpoch), PromptsPerStep: int(p.PromptsPerStep), Seed: p.Seed,
-		Byzantine: int(p.Byzantine), SpotCheckBP: int(p.SpotCheckBp),
-	}, nil
-}
-
-// gspoFrom maps the API's GSPO settings: absent, the zero config (the state
-// fills in every default); otherwise each unset field takes its default
-// and each set one is taken as it is, for the state to validate.
-func gspoFrom(p *pb.GSPOConfig) state.GSPOConfig {
-	if p == nil {
-		return state.GSPOConfig{}
-	}
-	g := state.DefaultGSPO()
-	if p.ImportanceSamplingLevel != nil {
-		g.ImportanceSamplingLevel = *p.ImportanceSamplingLevel
-	}
-	if p.Beta != nil {
-		g.Beta = *p.Beta
-	}
-	if p.GroupSize != nil {
-		g.GroupSize = int(*p.GroupSize)
-	}
-	if p.AggregateInterval != nil {
-		g.AggregateInterval = int(*p.AggregateInterval)
-	}
-	if p.Use_4Bit != nil {
-		g.Use4Bit = *p.Use_4Bit
-	}
-	if p.LoraRank != nil {
-		g.LoRARank = int(*p.LoraRank)
-	}
-	if p.LoraAlpha != nil {
-		g.LoRAAlpha = *p.LoraAlpha
-	}
-	if p.MaxSeqLen != nil {
-		g.MaxSeqLen = int(*p.MaxSeqLen)
-	}
-	if p.GradientAccumulationSteps != nil {
-		g.GradientAccumulationSteps = int(*p.GradientAccumulationSteps)
-	}
-	if p.LearningRate != nil {
-		g.LearningRate = *p.LearningRate
-	}
-	if p.WarmupSteps != nil {
-		g.WarmupSteps = int(*p.WarmupSteps)
-	}
-	if p.WeightDecay != nil {
-		g.WeightDecay = *p.WeightDecay
-	}
-	return g
-}
-
-// gspoTo reports a job's GSPO settings, every field set; nil for a job
-// logged before jobs carried them.
-func gspoTo(g state.GSPOConfig) *pb.GSPOConfig {
-	if g == (state.GSPOConfig{}) {
-		return nil
-	}
-	return &pb.GSPOConfig{
-		ImportanceSamplingLevel: proto.String(g.ImportanceSamplingLevel), Beta: proto.Float64(g.Beta),
-		GroupSize: proto.Int32(int32(g.GroupSize)), AggregateInterval: proto.Int32(int32(g.AggregateInterval)),
-		Use_4Bit: proto.Bool(g.Use4Bit), LoraRank: proto.Int32(int32(g.LoRARank)), LoraAlpha: proto.Float64(g.LoRAAlpha),
-		MaxSeqLen: proto.Int32(int32(g.MaxSeqLen)), GradientAccumulationSteps: proto.Int32(int32(g.GradientAccumulationSteps)),
-		LearningRate: proto.Float64(g.LearningRate), WarmupSteps: proto.Int32(int32(g.WarmupSteps)), WeightDecay: proto.Float64(g.WeightDecay),
-	}
-}
-
-func specTo(s state.JobSpec) *pb.JobSpec {
-	return &pb.JobSpec{
-		Model: s.Model, Dataset: s.Dataset, Epochs: int32(s.Epochs), MinNodes: int32(s.MinNodes), MaxNodes: int32(s.MaxNodes),
-		MinVramMib: s.MinVRAMMiB, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, DeadlineUnixMs: s.Deadline,
-		Gspo: gspoTo(s.GSPO), StepsPerEpoch: int32(s.StepsPerEpoch), PromptsPerStep: int32(s.PromptsPerStep), Seed: s.Seed,
-		Byzantine: int32(s.Byzantine), SpotCheckBp: int32(s.SpotCheckBP),
-	}
+	return jobspec.FromProto(p), nil
 }
 
 func jobTo(m *state.Machine, j state.Job) *pb.Job {
 	return &pb.Job{
-		Id: j.ID, Spec: specTo(j.Spec), State: string(j.State), Epoch: int32(j.Epoch), Ring: ring(m, j), Paused: j.Paused,
+		Id: j.ID, Spec: jobspec.ToProto(j.Spec), State: string(j.State), Epoch: int32(j.Epoch), Ring: ring(m, j), Paused: j.Paused,
 		Cids: append([]string(nil), j.CIDs...), Reason: j.Reason, Members: append([]string(nil), j.Members...),
 		Settled: j.Settled,
 	}

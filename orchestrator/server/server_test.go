@@ -21,6 +21,7 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/orchestrator/engine"
+	"github.com/zooai/gym/orchestrator/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store/bolt"
@@ -340,7 +341,7 @@ func TestJobGSPO(t *testing.T) {
 		return &pb.SubmitJobRequest{Spec: &pb.JobSpec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, Gspo: g}}
 	}
 	def := state.DefaultGSPO()
-	want := gspoTo(def)
+	want := jobspec.GSPOToProto(def)
 	plain, err := e.orch.SubmitJob(ctx, spec(nil))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,95 @@
+// Package jobspec converts job specifications between the API (protobuf)
+// and the orchestrator's state: one mapping for hanzod's server, the node
+// client and the command line.
+package jobspec
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/orchestrator/state"
+)
+
+// FromProto maps an API job spec onto the state's. p must not be nil.
+// GSPO settings: absent, the zero config (the state fills in every
+// default); otherwise each unset field takes its default and each set one
+// is taken as it is, for the state to validate. A spec as hanzod reports
+// it (ToProto: every GSPO field set) maps back exactly.
+func FromProto(p *pb.JobSpec) state.JobSpec {
+	return state.JobSpec{
+		Model: p.Model, Dataset: p.Dataset, Epochs: int(p.Epochs), MinNodes: int(p.MinNodes), MaxNodes: int(p.MaxNodes),
+		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
+		GSPO: GSPOFromProto(p.Gspo), StepsPerEpoch: int(p.StepsPerEpoch), PromptsPerStep: int(p.PromptsPerStep), Seed: p.Seed,
+		Byzantine: int(p.Byzantine), SpotCheckBP: int(p.SpotCheckBp),
+	}
+}
+
+// GSPOFromProto maps the API's GSPO settings (see FromProto).
+func GSPOFromProto(p *pb.GSPOConfig) state.GSPOConfig {
+	if p == nil {
+		return state.GSPOConfig{}
+	}
+	g := state.DefaultGSPO()
+	if p.ImportanceSamplingLevel != nil {
+		g.ImportanceSamplingLevel = *p.ImportanceSamplingLevel
+	}
+	if p.Beta != nil {
+		g.Beta = *p.Beta
+	}
+	if p.GroupSize != nil {
+		g.GroupSize = int(*p.GroupSize)
+	}
+	if p.AggregateInterval != nil {
+		g.AggregateInterval = int(*p.AggregateInterval)
+	}
+	if p.Use_4Bit != nil {
+		g.Use4Bit = *p.Use_4Bit
+	}
+	if p.LoraRank != nil {
+		g.LoRARank = int(*p.LoraRank)
+	}
+	if p.LoraAlpha != nil {
+		g.LoRAAlpha = *p.LoraAlpha
+	}
+	if p.MaxSeqLen != nil {
+		g.MaxSeqLen = int(*p.MaxSeqLen)
+	}
+	if p.GradientAccumulationSteps != nil {
+		g.GradientAccumulationSteps = int(*p.GradientAccumulationSteps)
+	}
+	if p.LearningRate != nil {
+		g.LearningRate = *p.LearningRate
+	}
+	if p.WarmupSteps != nil {
+		g.WarmupSteps = int(*p.WarmupSteps)
+	}
+	if p.WeightDecay != nil {
+		g.WeightDecay = *p.WeightDecay
+	}
+	return g
+}
+
+// ToProto reports a job's spec, every GSPO field set.
+func ToProto(s state.JobSpec) *pb.JobSpec {
+	return &pb.JobSpec{
+		Model: s.Model, Dataset: s.Dataset, Epochs: int32(s.Epochs), MinNodes: int32(s.MinNodes), MaxNodes: int32(s.MaxNodes),
+		MinVramMib: s.MinVRAMMiB, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, DeadlineUnixMs: s.Deadline,
+		Gspo: GSPOToProto(s.GSPO), StepsPerEpoch: int32(s.StepsPerEpoch), PromptsPerStep: int32(s.PromptsPerStep), Seed: s.Seed,
+		Byzantine: int32(s.Byzantine), SpotCheckBp: int32(s.SpotCheckBP),
+	}
+}
+
+// GSPOToProto reports GSPO settings, every field set; nil for the zero
+// config (a job logged before jobs carried them).
+func GSPOToProto(g state.GSPOConfig) *pb.GSPOConfig {
+	if g == (state.GSPOConfig{}) {
+		return nil
+	}
+	return &pb.GSPOConfig{
+		ImportanceSamplingLevel: proto.String(g.ImportanceSamplingLevel), Beta: proto.Float64(g.Beta),
+		GroupSize: proto.Int32(int32(g.GroupSize)), AggregateInterval: proto.Int32(int32(g.AggregateInterval)),
+		Use_4Bit: proto.Bool(g.Use4Bit), LoraRank: proto.Int32(int32(g.LoRARank)), LoraAlpha: proto.Float64(g.LoRAAlpha),
+		MaxSeqLen: proto.Int32(int32(g.MaxSeqLen)), GradientAccumulationSteps: proto.Int32(int32(g.GradientAccumulationSteps)),
+		LearningRate: proto.Float64(g.LearningRate), WarmupSteps: proto.Int32(int32(g.WarmupSteps)), WeightDecay: proto.Float64(g.WeightDecay),
+	}
+}
