@@ -111,7 +111,9 @@ func open(t testing.TB, url, prefix string) *Store {
 
 func TestSuite(t *testing.T) {
 	srv := startServer(t)
-	const ttl = 300 * time.Millisecond
+	// Long enough that a loaded machine does not let a lease lapse between
+	// two steps of a test that needs it live; each Expire waits it out.
+	const ttl = 1500 * time.Millisecond
 	storetest.Run(t, func(t *testing.T) *storetest.Env {
 		prefix := fmt.Sprintf("test%d", prefixes.Add(1))
 		env := &storetest.Env{TTL: ttl}
