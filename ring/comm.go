@@ -677,13 +677,8 @@ func (k *callState) accept(fr []byte, bind *[]byte) (bool, error) {
 		return false, k.reject(Corrupt, &h, fr, signed, "payload does not match the signed hash")
 	}
 	if C := c.opt.ClipNorm; C > 0 {
-		k.normSq[t] += k.sumSquares(payload)
-		bound := float64(p.contributions(t)) * C
-		slack := 1 + 1e-5
-		if k.wire == BF16 {
-			slack = 1 + 1.0/64
-		}
-		if k.normSq[t] > bound*bound*slack*slack || math.IsNaN(k.normSq[t]) {
+		k.normSq[t] += SumSquares(k.wire, payload)
+		if NormExceeds(k.normSq[t], p.contributions(t), C, k.wire) {
 			err := k.reject(NormExceeded, &h, fr, signed, fmt.Sprintf("%s round %d: chunk norm so far %.6g > %d × %g", h.Phase, h.Round, math.Sqrt(k.normSq[t]), p.contributions(t), C))
 			if err == nil {
 				err = k.fail(k.pred, fmt.Errorf("%w: partial sum norm above the clip bound", ErrMisbehaved))
@@ -702,9 +697,11 @@ func (k *callState) accept(fr []byte, bind *[]byte) (bool, error) {
 	return true, nil
 }
 
-func (k *callState) sumSquares(payload []byte) float64 {
+// SumSquares is the squared L2 norm of a payload's elements (fp32 or
+// bf16, little-endian), accumulated in float64.
+func SumSquares(w Wire, payload []byte) float64 {
 	var s float64
-	if k.wire == BF16 {
+	if w == BF16 {
 		for i := 0; i+1 < len(payload); i += 2 {
 			v := float64(fromBF16(binary.LittleEndian.Uint16(payload[i:])))
 			s += v * v
@@ -716,6 +713,31 @@ func (k *callState) sumSquares(payload []byte) float64 {
 		s += v * v
 	}
 	return s
+}
+
+// Contributions is how many nodes' clipped contributions a partial sum of
+// phase ph and round holds in a ring of n: round + 1 while scattering, all
+// n once gathered.
+func Contributions(ph Phase, round uint32, n int) int {
+	if ph == ScatterReduce {
+		return int(round) + 1
+	}
+	return n
+}
+
+// NormExceeds reports whether a partial sum of that many contributions,
+// each clipped to clip, with squared norm normSq, is above what honest
+// contributions can reach: contributions × clip, with the slack the wire's
+// rounding needs (bf16 rounds every element to 8 bits of mantissa). NaN
+// exceeds. The ring's receivers and a third party checking evidence
+// (judge.RingEvidence) apply the same rule.
+func NormExceeds(normSq float64, contributions int, clip float64, w Wire) bool {
+	slack := 1 + 1e-5
+	if w == BF16 {
+		slack = 1 + 1.0/64
+	}
+	bound := float64(contributions) * clip * slack
+	return normSq > bound*bound || math.IsNaN(normSq)
 }
 
 // apply reduces (scatter-reduce: dst = received + own) or stores

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 )
 
 // Violation names what was wrong with a dropped frame.
@@ -153,15 +152,6 @@ func OpenEvidence(signer ed25519.PublicKey, signedBytes, signature, payload []by
 	if PayloadHash(p) != h.Hash {
 		return f, fmt.Errorf("%w: the payload does not hash to the signed hash", ErrEvidence)
 	}
-	f.Header, f.Payload = h, p
-	for i := 0; i < int(h.Count); i++ {
-		var v float64
-		if h.Wire == BF16 {
-			v = float64(fromBF16(le.Uint16(p[2*i:])))
-		} else {
-			v = float64(math.Float32frombits(le.Uint32(p[4*i:])))
-		}
-		f.NormSq += v * v
-	}
+	f.Header, f.Payload, f.NormSq = h, p, SumSquares(h.Wire, p)
 	return f, nil
 }

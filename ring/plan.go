@@ -79,8 +79,6 @@ func (p plan) step(ph Phase, round uint32) (int, bool) {
 // received), N when gathering. It bounds the chunk's norm by
 // contributions × C.
 func (p plan) contributions(t int) int {
-	if t < p.n-1 {
-		return t + 1
-	}
-	return p.n
+	ph, r := p.phaseRound(t)
+	return Contributions(ph, uint32(r), p.n)
 }

@@ -575,15 +575,9 @@ func (h *eventHistory) read(ctx context.Context, eng logReader) ([]state.Event, 
 	return h.evs[:len(h.evs):len(h.evs)], err
 }
 
-// ScanEvents calls fn for every event of the log, in order, whose type is
-// one of kinds (all events when kinds is empty); records of other types
-// are skipped without being decoded.
-func ScanEvents(ctx context.Context, eng logReader, kinds []string, fn func(state.Event) error) error {
-	_, err := scanEvents(ctx, eng, 1, kinds, fn)
-	return err
-}
-
-// scanEvents is ScanEvents from index from; it returns the index after the
+// scanEvents calls fn, in log order from index from, for every event whose
+// type is one of kinds (all events when kinds is empty); records of other
+// types are skipped without being decoded. It returns the index after the
 // last record read (from when there was none).
 func scanEvents(ctx context.Context, eng logReader, from uint64, kinds []string, fn func(state.Event) error) (uint64, error) {
 	var quoted []string

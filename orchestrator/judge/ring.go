@@ -94,18 +94,11 @@ func (j *Judge) RingEvidence(ctx context.Context, jobID, suspect string, evidenc
 		if err != nil || f.Job != jobID || f.Header.Epoch < 1 || f.Header.Epoch > uint64(job.Epoch) {
 			continue
 		}
-		contributions := len(job.Participants)
-		if f.Header.Phase == ring.ScatterReduce {
-			contributions = min(contributions, int(f.Header.Round)+1)
-		}
-		slack := 1 + 1e-5
-		if f.Header.Wire == ring.BF16 {
-			slack = 1 + 1.0/64
-		}
-		norm, bound := math.Sqrt(f.NormSq), float64(contributions)*C
-		if !(norm > bound*slack) && !math.IsNaN(norm) && !math.IsInf(norm, 0) {
+		contributions := ring.Contributions(f.Header.Phase, f.Header.Round, len(job.Participants))
+		if !ring.NormExceeds(f.NormSq, contributions, C, f.Header.Wire) {
 			continue // this frame alone does not prove it (the ring's check is cumulative)
 		}
+		norm := math.Sqrt(f.NormSq)
 		detail := fmt.Sprintf("ring frame of epoch %d, step %d, %s round %d, chunk %d segment %d: norm %.6g > %d × bound %.6g",
 			f.Header.Epoch, f.Header.Step, f.Header.Phase, f.Header.Round, f.Header.Chunk, f.Header.Segment, norm, contributions, C)
 		j.punishRing(ctx, jobID, suspect, detail, RingFrame{SignedBytes: e.SignedBytes, Signature: e.Signature,
