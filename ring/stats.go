@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -28,9 +29,9 @@ type Stats struct {
 }
 
 // FailureCauses are the keys of Stats.Failures, always all present.
-var FailureCauses = []string{"timeout", "broken", "misbehaved", "connect", "canceled", "closed", "stalled", "other"}
+var FailureCauses = [...]string{"timeout", "broken", "misbehaved", "connect", "canceled", "closed", "stalled", "other"}
 
-// failureCause classifies a failed call's error.
+// failureCause classifies a failed call's error (a key of FailureCauses).
 func failureCause(err error) string {
 	var pe *PeerError
 	switch {
@@ -56,7 +57,7 @@ func failureCause(err error) string {
 // it while the Comm's mutex is held by the caller).
 type stats struct {
 	calls          atomic.Uint64
-	failures       [8]atomic.Uint64 // indexed like FailureCauses
+	failures       [len(FailureCauses)]atomic.Uint64
 	evidence       [NormExceeded + 1]atomic.Uint64
 	framesSent     atomic.Uint64
 	framesReceived atomic.Uint64
@@ -69,12 +70,7 @@ type stats struct {
 }
 
 func (s *stats) fail(err error) {
-	cause := failureCause(err)
-	for i, c := range FailureCauses {
-		if c == cause {
-			s.failures[i].Add(1)
-		}
-	}
+	s.failures[slices.Index(FailureCauses[:], failureCause(err))].Add(1)
 }
 
 func (s *stats) done(n int, elems int, d time.Duration) {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/zooai/gym/nodekey"
@@ -28,29 +27,10 @@ import (
 // rawChunk is the size of one write and one read.
 const rawChunk = 1 << 20
 
-func rawControl(sockbuf int) func(network, address string, c syscall.RawConn) error {
-	return func(network, address string, c syscall.RawConn) error {
-		if sockbuf <= 0 {
-			return nil
-		}
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, sockbuf)
-			if serr == nil {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, sockbuf)
-			}
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}
-}
-
 // rawNode is Node for the raw TCP ring.
 func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Reader, stdout io.Writer) error {
 	streams := max(cfg.Streams, 1)
-	lc := net.ListenConfig{Control: rawControl(cfg.SocketBuffer)}
+	lc := net.ListenConfig{Control: tcp.SocketBuffers(cfg.SocketBuffer, cfg.SocketBuffer)}
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return err
@@ -189,7 +169,7 @@ func rawConnect(ctx context.Context, ln net.Listener, succ string, streams, sock
 		}
 		accepted <- nil
 	}()
-	d := net.Dialer{Control: rawControl(sockbuf)}
+	d := net.Dialer{Control: tcp.SocketBuffers(sockbuf, sockbuf)}
 	for i := range streams {
 		var c net.Conn
 		for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {

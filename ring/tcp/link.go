@@ -121,7 +121,7 @@ func (t *Transport) dial(ctx context.Context, s ring.LinkSpec) (*outConn, error)
 		}
 		return nil, err
 	}
-	d := net.Dialer{Control: sockopts(t.o)}
+	d := net.Dialer{Control: SocketBuffers(t.o.ReadBuffer, t.o.WriteBuffer)}
 	for i := range t.o.Streams {
 		var c net.Conn
 		var err error

@@ -118,7 +118,7 @@ func Listen(o Options) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := net.ListenConfig{Control: sockopts(o)}
+	lc := net.ListenConfig{Control: SocketBuffers(o.ReadBuffer, o.WriteBuffer)}
 	ln, err := lc.Listen(context.Background(), "tcp", o.ListenAddr)
 	if err != nil {
 		return nil, err
@@ -196,15 +196,18 @@ func isLoopback(addr string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-func sockopts(o Options) func(network, address string, c syscall.RawConn) error {
+// SocketBuffers is a net.Dialer / net.ListenConfig Control function that
+// sets SO_RCVBUF to read and SO_SNDBUF to write bytes (0 leaves one to the
+// OS; setting it switches Linux's autotuning off for that direction).
+func SocketBuffers(read, write int) func(network, address string, c syscall.RawConn) error {
 	return func(network, address string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
-			if o.ReadBuffer > 0 {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, o.ReadBuffer)
+			if read > 0 {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, read)
 			}
-			if o.WriteBuffer > 0 && serr == nil {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, o.WriteBuffer)
+			if write > 0 && serr == nil {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, write)
 			}
 		})
 		if err != nil {
