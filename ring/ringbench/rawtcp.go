@@ -64,17 +64,11 @@ func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Re
 	}
 	var tok [1]byte
 	for _, size := range cfg.Sizes {
-		rep := sizeReport{Bytes: size, Correct: true}
-		// Exactly what each rank of a ring all-reduce sends: 2(N−1) chunks
-		// of ⌈size/N⌉ elements at most; count the real chunk sizes.
-		elems := size / 4
-		var total int64
-		for c := range int64(n) {
-			lo, hi := c*elems/int64(n), (c+1)*elems/int64(n)
-			total += 4 * (hi - lo)
-		}
-		total = total * 2 * int64(n-1) / int64(n)
-		for it := range cfg.Warmup + cfg.Iters {
+		// What each rank of a ring all-reduce sends: 2(N−1)/N of the vector
+		// (to within a few elements: chunk sizes differ by at most one).
+		total := size * 2 * int64(n-1) / int64(n)
+		var got int64
+		rep := timeCalls(cfg, size, func() error {
 			// Barrier: 2(N−1) one-byte hops, like a one-element all-reduce.
 			for range 2 * (n - 1) {
 				if _, err := out[0].Write(tok[:]); err != nil {
@@ -84,18 +78,11 @@ func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Re
 					return err
 				}
 			}
-			t0 := time.Now()
-			got, err := rawTransfer(out, inc, send, recv, total)
-			dt := time.Since(t0).Seconds()
-			if err != nil {
-				rep.Err = err.Error()
-				break
-			}
-			if it >= cfg.Warmup {
-				rep.Seconds = append(rep.Seconds, dt)
-			}
-			rep.Correct = rep.Correct && got == total
-		}
+			return nil
+		}, func() (err error) {
+			got, err = rawTransfer(out, inc, send, recv, total)
+			return err
+		}, func() bool { return got == total })
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}

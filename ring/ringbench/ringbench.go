@@ -258,6 +258,32 @@ func aggregate(cfg Config, size int64, reps []sizeReport) (Result, error) {
 	return res, nil
 }
 
+// timeCalls runs cfg.Warmup + cfg.Iters rounds of: prepare (untimed: set
+// the input up and pass a barrier), call (timed), check (untimed), and
+// reports the timed calls' seconds after the warm-up, whether every check
+// passed, and the first error.
+func timeCalls(cfg Config, size int64, prepare, call func() error, check func() bool) sizeReport {
+	rep := sizeReport{Bytes: size, Correct: true}
+	for it := range cfg.Warmup + cfg.Iters {
+		if err := prepare(); err != nil {
+			rep.Err = "barrier: " + err.Error()
+			break
+		}
+		t0 := time.Now()
+		err := call()
+		dt := time.Since(t0).Seconds()
+		if err != nil {
+			rep.Err = err.Error()
+			break
+		}
+		if it >= cfg.Warmup {
+			rep.Seconds = append(rep.Seconds, dt)
+		}
+		rep.Correct = rep.Correct && check()
+	}
+	return rep
+}
+
 // introduce prints this node's hello and reads its order from the parent.
 func introduce(cfg Config, rank int, h hello, enc *json.Encoder, stdin io.Reader) (order, error) {
 	var o order
@@ -389,37 +415,24 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 			}
 		}
 		buf := make([]float32, n)
-		rep := sizeReport{Bytes: size, Correct: true}
-		for it := range cfg.Warmup + cfg.Iters {
+		rep := timeCalls(cfg, size, func() error {
 			if cfg.InPlace {
 				copy(buf, orig)
 			} else {
 				clear(buf) // the call must write every element
 			}
 			step++
-			if err := comm.AllReduceCall(ctx, barrier, ring.Sum, ring.Call{Step: step}); err != nil {
-				rep.Err = "barrier: " + err.Error()
-				break
-			}
+			return comm.AllReduceCall(ctx, barrier, ring.Sum, ring.Call{Step: step})
+		}, func() error {
 			step++
 			call.Step = step
-			t0 := time.Now()
-			var err error
 			if cfg.InPlace {
-				err = comm.AllReduceCall(ctx, buf, ring.Sum, call)
-			} else {
-				err = comm.AllReduceInto(ctx, buf, orig, ring.Sum, call)
+				return comm.AllReduceCall(ctx, buf, ring.Sum, call)
 			}
-			dt := time.Since(t0).Seconds()
-			if err != nil {
-				rep.Err = err.Error()
-				break
-			}
-			if it >= cfg.Warmup {
-				rep.Seconds = append(rep.Seconds, dt)
-			}
-			rep.Correct = rep.Correct && slices.Equal(buf, want) && (cfg.InPlace || unchanged(rank, orig))
-		}
+			return comm.AllReduceInto(ctx, buf, orig, ring.Sum, call)
+		}, func() bool {
+			return slices.Equal(buf, want) && (cfg.InPlace || unchanged(rank, orig))
+		})
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
