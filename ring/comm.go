@@ -459,7 +459,7 @@ func (k *callState) run(ctx context.Context) error {
 				if late := stalled(); late >= stallAt {
 					// Frozen for half the timeout or more: the neighbours
 					// have given up on this node or soon will. Blame nobody.
-					err = fmt.Errorf("%w for %v (then: %w)", ErrStalled, time.Duration(late), err)
+					err = fmt.Errorf("%w for %v (then: %v)", ErrStalled, time.Duration(late), err) // %v: not a PeerError
 				}
 				stop(err)
 			}

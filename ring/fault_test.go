@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -584,9 +585,11 @@ func (t *fakeTimer) Stop() bool                 { return true }
 func TestOwnStallBlamesNobody(t *testing.T) {
 	const n, timeout = 3, 20 * time.Second
 	for _, tc := range []struct {
-		name  string
-		stall time.Duration // how late the first tick is
-	}{{"long", 3 * timeout}, {"half the timeout", timeout / 2}, {"short", timeout * 3 / 8}} {
+		name   string
+		stall  time.Duration // how late the first tick is
+		broken bool          // instead of the late tick, a broken link arrives first
+	}{{"long", 3 * timeout, false}, {"half the timeout", timeout / 2, false}, {"short", timeout * 3 / 8, false},
+		{"long, then a broken link", 3 * timeout, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &fakeClock{now: time.Unix(1000, 0), timers: make(chan *fakeTimer, 4)}
 			start := clk.Now()
@@ -624,6 +627,14 @@ func TestOwnStallBlamesNobody(t *testing.T) {
 				select {
 				case d := <-tm.armed: // fire when due, the first time late
 					clk.advance(d + late)
+					if late > 0 && tc.broken {
+						// The neighbours gave up and closed their links
+						// while this node was frozen: that error reaches
+						// it before its overdue watchdog does.
+						late = 0
+						cl.net.Kill("mem2")
+						continue
+					}
 					late = 0
 					tm.c <- clk.Now()
 				case <-done0:
@@ -639,6 +650,9 @@ func TestOwnStallBlamesNobody(t *testing.T) {
 			if tc.stall >= timeout/2 {
 				if !errors.Is(err0, ring.ErrStalled) || errors.As(err0, &pe) {
 					t.Fatalf("node 0: %v, want ErrStalled naming nobody", err0)
+				}
+				if tc.broken && !strings.Contains(err0.Error(), "broken") {
+					t.Fatalf("node 0: %v, want the broken link in the message", err0)
 				}
 				if st := cl.comms[0].Stats(); st.Failures["stalled"] != 1 {
 					t.Fatalf("stats: %v, want one stalled failure", st.Failures)
