@@ -5,16 +5,15 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/internal/promdoc"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/ring/memnet"
 )
@@ -393,19 +392,11 @@ func TestMetricsDoc(t *testing.T) {
 	if err := (ring.Stats{}).Add(ring.Stats{}).WritePrometheus(&b); err != nil {
 		t.Fatal(err)
 	}
-	exported := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) (\S+)$`).FindAllStringSubmatch(b.String(), -1) {
-		exported[m[1]] = m[2]
-	}
 	doc, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented := map[string]string{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(gym_ring_[a-z_]+)` \\| (\\w+) \\|").FindAllStringSubmatch(string(doc), -1) {
-		documented[m[1]] = m[2]
-	}
-	if len(exported) == 0 || !maps.Equal(exported, documented) {
-		t.Fatalf("exported %v\ndocumented %v", exported, documented)
+	for _, d := range promdoc.Compare([]byte(b.String()), doc, "gym_ring_") {
+		t.Error(d)
 	}
 }

@@ -9,17 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/internal/promdoc"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/state"
@@ -248,15 +247,8 @@ func TestRingOfThree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exported, documented := map[string]string{}, map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^# TYPE (gym_worker_\S+) (\S+)$`).FindAllStringSubmatch(metrics, -1) {
-		exported[m[1]] = m[2]
-	}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(gym_worker_[a-z_]+)` \\| (\\w+) \\|").FindAllStringSubmatch(string(doc), -1) {
-		documented[m[1]] = m[2]
-	}
-	if len(exported) == 0 || !maps.Equal(exported, documented) {
-		t.Errorf("worker metrics exported %v, documented %v", exported, documented)
+	for _, d := range promdoc.Compare([]byte(metrics), doc, "gym_worker_") {
+		t.Error("worker:", d)
 	}
 	if st, _ := f.State(); st != "published" {
 		t.Fatalf("job is %s, want published", st)

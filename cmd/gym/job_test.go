@@ -43,6 +43,7 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/internal/promdoc"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
@@ -705,30 +706,12 @@ func TestMetricsDoc(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	exported := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) (\S+)$`).FindAllStringSubmatch(string(body), -1) {
-		exported[m[1]] = m[2]
-	}
-	if len(exported) == 0 {
-		t.Fatalf("no metrics:\n%s", body)
-	}
 	doc, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented := map[string]string{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(gym_hanzod_[a-z_]+)` \\| (\\w+) \\|").FindAllStringSubmatch(string(doc), -1) {
-		documented[m[1]] = m[2]
-	}
-	for name, typ := range exported {
-		if documented[name] != typ {
-			t.Errorf("hanzod exports %s (%s); docs/metrics.md says %q", name, typ, documented[name])
-		}
-	}
-	for name := range documented {
-		if _, ok := exported[name]; !ok {
-			t.Errorf("docs/metrics.md lists %s, which hanzod does not export", name)
-		}
+	for _, d := range promdoc.Compare(body, doc, "gym_hanzod_") {
+		t.Error("hanzod:", d)
 	}
 }
 
