@@ -83,13 +83,14 @@ func (a job) before(b job) bool {
 	return a.seg < b.seg
 }
 
-type jobs []job
+// pq is a binary heap (container/heap) of T in before order.
+type pq[T interface{ before(T) bool }] []T
 
-func (q jobs) Len() int           { return len(q) }
-func (q jobs) Less(i, j int) bool { return q[i].before(q[j]) }
-func (q jobs) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *jobs) Push(x any)        { *q = append(*q, x.(job)) }
-func (q *jobs) Pop() any {
+func (q pq[T]) Len() int           { return len(q) }
+func (q pq[T]) Less(i, j int) bool { return q[i].before(q[j]) }
+func (q pq[T]) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *pq[T]) Push(x any)        { *q = append(*q, x.(T)) }
+func (q *pq[T]) Pop() any {
 	old := *q
 	it := old[len(old)-1]
 	*q = old[:len(old)-1]
@@ -102,25 +103,14 @@ type arrival struct {
 	j  job // j.ready: the arrival time
 }
 
-type arrivals []arrival
-
-func (q arrivals) Len() int { return len(q) }
-func (q arrivals) Less(i, j int) bool {
-	if q[i].j.ready != q[j].j.ready {
-		return q[i].j.ready < q[j].j.ready
+func (a arrival) before(b arrival) bool {
+	if a.j.ready != b.j.ready {
+		return a.j.ready < b.j.ready
 	}
-	if q[i].to != q[j].to {
-		return q[i].to < q[j].to
+	if a.to != b.to {
+		return a.to < b.to
 	}
-	return q[i].j.before(q[j].j)
-}
-func (q arrivals) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *arrivals) Push(x any)   { *q = append(*q, x.(arrival)) }
-func (q *arrivals) Pop() any {
-	old := *q
-	it := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return it
+	return a.j.before(b.j)
 }
 
 // A finish is a running job's completion, in its domain's service time.
@@ -129,22 +119,11 @@ type finish struct {
 	pipe int
 }
 
-type finishes []finish
-
-func (q finishes) Len() int { return len(q) }
-func (q finishes) Less(i, j int) bool {
-	if q[i].v != q[j].v {
-		return q[i].v < q[j].v
+func (a finish) before(b finish) bool {
+	if a.v != b.v {
+		return a.v < b.v
 	}
-	return q[i].pipe < q[j].pipe
-}
-func (q finishes) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *finishes) Push(x any)   { *q = append(*q, x.(finish)) }
-func (q *finishes) Pop() any {
-	old := *q
-	it := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return it
+	return a.pipe < b.pipe
 }
 
 // A domain is a set of cores shared equally by the jobs running on it
@@ -155,7 +134,7 @@ func (q *finishes) Pop() any {
 type domain struct {
 	cores, bg float64
 	v         float64
-	run       finishes
+	run       pq[finish]
 }
 
 func (d *domain) rate() float64 {
@@ -174,7 +153,7 @@ const (
 )
 
 type pipe struct {
-	queue jobs
+	queue pq[job]
 	busy  bool
 	cur   job
 }
@@ -261,7 +240,7 @@ func Simulate(p Params) (Result, error) {
 	}
 	pipes := make([]pipe, n*pipesPerNode)
 	linkFree := make([]float64, n)
-	arr := &arrivals{}
+	arr := &pq[arrival]{}
 	var now, end, cpu float64
 
 	var enqueue func(pi int, j job)
