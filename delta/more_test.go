@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -182,23 +183,27 @@ func (s *stallingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// A peer that sends a bad start and then stalls does not hold up the reader.
+// A peer that sends a bad start and then stalls does not hold up the
+// reader. In a synctest bubble the stalled read blocks durably, so the
+// bound below fires at once (fake time) if Verify waits on it.
 func TestBadStartThenStall(t *testing.T) {
-	file := encode(t, sampleTensors(11), WriteOptions{Compression: LZ4})
-	bad := append([]byte("XELTA"), file[5:200]...)
-	src := &stallingReader{b: bad, release: make(chan struct{})}
-	defer close(src.release)
-	done := make(chan error, 1)
-	go func() {
-		_, err := Verify(context.Background(), src, Limits{})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrMagic) {
-			t.Fatalf("got %v, want ErrMagic", err)
+	synctest.Test(t, func(t *testing.T) {
+		file := encode(t, sampleTensors(11), WriteOptions{Compression: LZ4})
+		bad := append([]byte("XELTA"), file[5:200]...)
+		src := &stallingReader{b: bad, release: make(chan struct{})}
+		defer close(src.release)
+		done := make(chan error, 1)
+		go func() {
+			_, err := Verify(context.Background(), src, Limits{})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrMagic) {
+				t.Fatalf("got %v, want ErrMagic", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Verify waited on a stalled source after the header was already wrong")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Verify waited on a stalled source after the header was already wrong")
-	}
+	})
 }

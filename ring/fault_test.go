@@ -451,99 +451,106 @@ func TestNormCheck(t *testing.T) {
 func TestKillRetryWithNewConfig(t *testing.T) {
 	for _, killAt := range []ring.Phase{ring.ScatterReduce, ring.AllGather} {
 		t.Run(killAt.String(), func(t *testing.T) {
-			const n, victim = 5, 2
-			cl := newCluster(t, n, func(o *ring.Options) { o.MaxInvalid = 1000 })
-			var once sync.Once
-			var stale [][]byte
-			var smu sync.Mutex
-			cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
-				h := hdr(t, f)
-				if l.From == "mem2" {
+			synctest.Test(t, func(t *testing.T) {
+				const n, victim = 5, 2
+				cl := newCluster(t, n, func(o *ring.Options) { o.MaxInvalid = 1000 })
+				var once sync.Once
+				var stale [][]byte
+				var smu sync.Mutex
+				cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+					h := hdr(t, f)
+					if l.From == "mem2" {
+						smu.Lock()
+						stale = append(stale, slices.Clone(f))
+						smu.Unlock()
+					}
+					if int(h.Sender) == victim && h.Phase == killAt && h.Round == 1 {
+						once.Do(func() { cl.net.Kill("mem2") })
+						return
+					}
+					deliver(f)
+				})
+				bufs := inputs(n, 3001, 21)
+				orig := clone(bufs)
+				survivors := []int{0, 1, 3, 4}
+				errs := cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{Step: 1})
+				if errs[victim] == nil {
+					t.Fatal("the killed node's call succeeded")
+				}
+				full := sumOf(orig)
+				named := 0 // aborts cascade round the ring: some name a survivor
+				for _, i := range survivors {
+					if errs[i] == nil {
+						if !slices.Equal(bufs[i], full) {
+							t.Fatalf("node %d succeeded with a wrong sum", i)
+						}
+						continue
+					}
+					if pe := peerErr(t, errs[i]); pe.Suspect == victim {
+						named++
+					}
+					if !slices.Equal(bufs[i], orig[i]) {
+						t.Fatalf("node %d: aborted call changed the buffer", i)
+					}
+				}
+				if named == 0 {
+					t.Fatal("no survivor named the killed node")
+				}
+				// The orchestrator removes the victim; survivors retry.
+				newCfg := cl.cfg.Without(victim)
+				for _, i := range survivors {
+					if err := cl.comms[i].Reconfigure(newCfg); err != nil {
+						t.Fatal(err)
+					}
+				}
+				cl.net.SetFilter(nil)
+				cl.net.Revive("mem2")
+				bufs = clone(orig)
+				want := sumOf(orig, victim)
+				var wg sync.WaitGroup
+				var injected atomic.Int64
+				// The victim wakes up and injects its old frames into the new ring.
+				wg.Go(func() {
 					smu.Lock()
-					stale = append(stale, slices.Clone(f))
-					smu.Unlock()
-				}
-				if int(h.Sender) == victim && h.Phase == killAt && h.Round == 1 {
-					once.Do(func() { cl.net.Kill("mem2") })
-					return
-				}
-				deliver(f)
-			})
-			bufs := inputs(n, 3001, 21)
-			orig := clone(bufs)
-			survivors := []int{0, 1, 3, 4}
-			errs := cl.run(t.Context(), all(n), bufs, ring.Sum, ring.Call{Step: 1})
-			if errs[victim] == nil {
-				t.Fatal("the killed node's call succeeded")
-			}
-			full := sumOf(orig)
-			named := 0 // aborts cascade round the ring: some name a survivor
-			for _, i := range survivors {
-				if errs[i] == nil {
-					if !slices.Equal(bufs[i], full) {
-						t.Fatalf("node %d succeeded with a wrong sum", i)
+					defer smu.Unlock()
+					// Wait for the new link (fake time: the bubble's clock
+					// moves only when every goroutine is blocked).
+					for deadline := time.Now().Add(time.Minute); cl.net.Inject("mem1", "mem3", stale[0]) != nil; time.Sleep(time.Millisecond) {
+						if time.Now().After(deadline) {
+							t.Error("the survivors never opened the link mem1 → mem3")
+							return
+						}
 					}
-					continue
+					injected.Add(1)
+					for _, f := range stale {
+						g := slices.Clone(f)
+						if cl.net.Inject("mem1", "mem3", g) == nil { // as if relayed onto the new link
+							injected.Add(1)
+						}
+					}
+				})
+				errs = cl.run(t.Context(), survivors, bufs, ring.Sum, ring.Call{Step: 1})
+				wg.Wait()
+				// A second call drains whatever stale frames are still queued.
+				bufs2 := clone(orig)
+				errs2 := cl.run(t.Context(), survivors, bufs2, ring.Sum, ring.Call{Step: 2})
+				if got := cl.log.kinds()[ring.StaleConfig]; got != int(injected.Load()) {
+					t.Fatalf("%d stale-config reports, want one per replayed frame (%d)", got, injected.Load())
 				}
-				if pe := peerErr(t, errs[i]); pe.Suspect == victim {
-					named++
+				for _, i := range survivors {
+					if errs2[i] != nil || !slices.Equal(bufs2[i], want) {
+						t.Fatalf("second call: node %d: %v", i, errs2[i])
+					}
 				}
-				if !slices.Equal(bufs[i], orig[i]) {
-					t.Fatalf("node %d: aborted call changed the buffer", i)
-				}
-			}
-			if named == 0 {
-				t.Fatal("no survivor named the killed node")
-			}
-			// The orchestrator removes the victim; survivors retry.
-			newCfg := cl.cfg.Without(victim)
-			for _, i := range survivors {
-				if err := cl.comms[i].Reconfigure(newCfg); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cl.net.SetFilter(nil)
-			cl.net.Revive("mem2")
-			bufs = clone(orig)
-			want := sumOf(orig, victim)
-			var wg sync.WaitGroup
-			var injected atomic.Int64
-			// The victim wakes up and injects its old frames into the new ring.
-			wg.Go(func() {
-				smu.Lock()
-				defer smu.Unlock()
-				for cl.net.Inject("mem1", "mem3", stale[0]) != nil { // wait for the new link
-					time.Sleep(time.Millisecond)
-				}
-				injected.Add(1)
-				for _, f := range stale {
-					g := slices.Clone(f)
-					if cl.net.Inject("mem1", "mem3", g) == nil { // as if relayed onto the new link
-						injected.Add(1)
+				for _, i := range survivors {
+					if errs[i] != nil {
+						t.Fatalf("retry: node %d: %v", i, errs[i])
+					}
+					if !slices.Equal(bufs[i], want) {
+						t.Fatalf("retry: node %d: not the survivors' sum", i)
 					}
 				}
 			})
-			errs = cl.run(t.Context(), survivors, bufs, ring.Sum, ring.Call{Step: 1})
-			wg.Wait()
-			// A second call drains whatever stale frames are still queued.
-			bufs2 := clone(orig)
-			errs2 := cl.run(t.Context(), survivors, bufs2, ring.Sum, ring.Call{Step: 2})
-			if got := cl.log.kinds()[ring.StaleConfig]; got != int(injected.Load()) {
-				t.Fatalf("%d stale-config reports, want one per replayed frame (%d)", got, injected.Load())
-			}
-			for _, i := range survivors {
-				if errs2[i] != nil || !slices.Equal(bufs2[i], want) {
-					t.Fatalf("second call: node %d: %v", i, errs2[i])
-				}
-			}
-			for _, i := range survivors {
-				if errs[i] != nil {
-					t.Fatalf("retry: node %d: %v", i, errs[i])
-				}
-				if !slices.Equal(bufs[i], want) {
-					t.Fatalf("retry: node %d: not the survivors' sum", i)
-				}
-			}
 		})
 	}
 }
@@ -591,82 +598,84 @@ func TestOwnStallBlamesNobody(t *testing.T) {
 	}{{"long", 3 * timeout, false}, {"half the timeout", timeout / 2, false}, {"short", timeout * 3 / 8, false},
 		{"long, then a broken link", 3 * timeout, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{now: time.Unix(1000, 0), timers: make(chan *fakeTimer, 4)}
-			start := clk.Now()
-			cl := newCluster(t, n, func(o *ring.Options) {
-				o.Timeout = timeout
-				if string(o.Key) == string(keyFor(0)) {
-					o.Clock = clk
-				}
-			})
-			// Node 2 never reaches node 0: node 0 waits on its predecessor.
-			cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
-				if hdr(t, f).Sender != 2 {
-					deliver(f)
-				}
-			})
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			errs := make([]error, n)
-			done0 := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() {
-					errs[i] = cl.comms[i].AllReduce(ctx, make([]float32, 100), ring.Sum)
-					if i == 0 {
-						close(done0)
-						cancel() // release the others
+			synctest.Test(t, func(t *testing.T) {
+				clk := &fakeClock{now: time.Unix(1000, 0), timers: make(chan *fakeTimer, 4)}
+				start := clk.Now()
+				cl := newCluster(t, n, func(o *ring.Options) {
+					o.Timeout = timeout
+					if string(o.Key) == string(keyFor(0)) {
+						o.Clock = clk
 					}
 				})
-			}
-			tm := <-clk.timers // node 0's watchdog
-			late := tc.stall
-			var failedAt time.Duration
-		ticks:
-			for range 100 {
-				select {
-				case d := <-tm.armed: // fire when due, the first time late
-					clk.advance(d + late)
-					if late > 0 && tc.broken {
-						// The neighbours gave up and closed their links
-						// while this node was frozen: that error reaches
-						// it before its overdue watchdog does.
-						late = 0
-						cl.net.Kill("mem2")
-						continue
+				// Node 2 never reaches node 0: node 0 waits on its predecessor.
+				cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+					if hdr(t, f).Sender != 2 {
+						deliver(f)
 					}
-					late = 0
-					tm.c <- clk.Now()
-				case <-done0:
-					failedAt = clk.Now().Sub(start)
-					break ticks
-				case <-time.After(10 * time.Second):
-					t.Fatal("node 0 neither re-armed its watchdog nor returned")
+				})
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				errs := make([]error, n)
+				done0 := make(chan struct{})
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Go(func() {
+						errs[i] = cl.comms[i].AllReduce(ctx, make([]float32, 100), ring.Sum)
+						if i == 0 {
+							close(done0)
+							cancel() // release the others
+						}
+					})
 				}
-			}
-			wg.Wait()
-			err0 := errs[0]
-			var pe *ring.PeerError
-			if tc.stall >= timeout/2 {
-				if !errors.Is(err0, ring.ErrStalled) || errors.As(err0, &pe) {
-					t.Fatalf("node 0: %v, want ErrStalled naming nobody", err0)
+				tm := <-clk.timers // node 0's watchdog
+				late := tc.stall
+				var failedAt time.Duration
+			ticks:
+				for range 100 {
+					select {
+					case d := <-tm.armed: // fire when due, the first time late
+						clk.advance(d + late)
+						if late > 0 && tc.broken {
+							// The neighbours gave up and closed their links
+							// while this node was frozen: that error reaches
+							// it before its overdue watchdog does.
+							late = 0
+							cl.net.Kill("mem2")
+							continue
+						}
+						late = 0
+						tm.c <- clk.Now()
+					case <-done0:
+						failedAt = clk.Now().Sub(start)
+						break ticks
+					case <-time.After(10 * time.Second): // fake time: fires only when every goroutine is stuck
+						t.Fatal("node 0 neither re-armed its watchdog nor returned")
+					}
 				}
-				if tc.broken && !strings.Contains(err0.Error(), "broken") {
-					t.Fatalf("node 0: %v, want the broken link in the message", err0)
+				wg.Wait()
+				err0 := errs[0]
+				var pe *ring.PeerError
+				if tc.stall >= timeout/2 {
+					if !errors.Is(err0, ring.ErrStalled) || errors.As(err0, &pe) {
+						t.Fatalf("node 0: %v, want ErrStalled naming nobody", err0)
+					}
+					if tc.broken && !strings.Contains(err0.Error(), "broken") {
+						t.Fatalf("node 0: %v, want the broken link in the message", err0)
+					}
+					if st := cl.comms[0].Stats(); st.Failures["stalled"] != 1 {
+						t.Fatalf("stats: %v, want one stalled failure", st.Failures)
+					}
+					return
 				}
-				if st := cl.comms[0].Stats(); st.Failures["stalled"] != 1 {
-					t.Fatalf("stats: %v, want one stalled failure", st.Failures)
+				// The first tick was due a quarter timeout in; the predecessor
+				// is named a full timeout after the stall ended, not before.
+				if !errors.As(err0, &pe) || pe.Suspect != 2 || !errors.Is(err0, ring.ErrTimeout) {
+					t.Fatalf("node 0: %v, want a timeout naming node 2", err0)
 				}
-				return
-			}
-			// The first tick was due a quarter timeout in; the predecessor
-			// is named a full timeout after the stall ended, not before.
-			if !errors.As(err0, &pe) || pe.Suspect != 2 || !errors.Is(err0, ring.ErrTimeout) {
-				t.Fatalf("node 0: %v, want a timeout naming node 2", err0)
-			}
-			if want := timeout/4 + tc.stall + timeout; failedAt != want {
-				t.Fatalf("named node 2 at %v, want %v (a fresh timeout after the stall)", failedAt, want)
-			}
+				if want := timeout/4 + tc.stall + timeout; failedAt != want {
+					t.Fatalf("named node 2 at %v, want %v (a fresh timeout after the stall)", failedAt, want)
+				}
+			})
 		})
 	}
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // Transport connects a node to its ring neighbours. Implementations:
-// ring/memnet (tests) and ring/tcp.
+// ring/memnet (tests) and ring/tcp; both pass the suite in ring/transporttest.
 type Transport interface {
 	// Connect opens this node's two links in a configuration: out to the
 	// successor, in from the predecessor (for N = 2 both are the other

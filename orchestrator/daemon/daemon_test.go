@@ -43,11 +43,13 @@ func testConfig(dir string) Config {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// waitServing polls the health service until the replica leads.
+// waitServing polls the health service until the replica leads (after a
+// restart, once the old lease has lapsed), with a bound generous enough for
+// a loaded machine.
 func waitServing(t *testing.T, conn *grpc.ClientConn) {
 	t.Helper()
 	h := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{})
 		if err == nil && r.Status == healthpb.HealthCheckResponse_SERVING {
@@ -194,8 +196,10 @@ func TestKill9UnderLoad(t *testing.T) {
 	}
 	var mu sync.Mutex
 	acked := map[string]*ack{}
+	const enough = 600 // acknowledged registrations before the kill
 	var total atomic.Int64
 	stop := make(chan struct{})
+	reached := make(chan struct{}) // closed by the worker that acknowledges the 600th
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -231,12 +235,20 @@ func TestKill9UnderLoad(t *testing.T) {
 				mu.Lock()
 				acked[r.Node] = &ack{key: keys[k], seq: r.Seq}
 				mu.Unlock()
-				total.Add(1)
+				if total.Add(1) == enough {
+					close(reached)
+				}
 			}
 		}()
 	}
-	for total.Load() < 600 {
-		time.Sleep(5 * time.Millisecond)
+	workersDone := make(chan struct{})
+	go func() { wg.Wait(); close(workersDone) }()
+	select {
+	case <-reached:
+	case <-workersDone:
+		t.Fatalf("every client stopped after %d registrations (the server died?)", total.Load())
+	case <-time.After(time.Minute):
+		t.Fatalf("%d registrations acknowledged in a minute, want %d", total.Load(), enough)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()

@@ -20,6 +20,10 @@ var ErrClosed = errors.New("memnet: link closed")
 // ErrDead is returned when connecting to or from a killed node.
 var ErrDead = errors.New("memnet: node is dead")
 
+// ErrFrameSize is returned by Recv for a frame above LinkSpec.MaxFrame; the
+// link is closed, as a TCP receiver drops a stream it can no longer parse.
+var ErrFrameSize = errors.New("memnet: frame above the cap")
+
 // Link names one direction of a link.
 type Link struct {
 	From, To string
@@ -177,7 +181,7 @@ func (t *Transport) Connect(ctx context.Context, s ring.LinkSpec) (out, in ring.
 	case <-ctx.Done():
 		return fail(fmt.Errorf("%w: %w", ring.ErrNoPredecessor, ctx.Err()))
 	}
-	return &sender{net: n, p: po}, &receiver{p: pi}, nil
+	return &sender{net: n, p: po}, &receiver{p: pi, maxFrame: s.MaxFrame}, nil
 }
 
 type sender struct {
@@ -213,26 +217,34 @@ func (s *sender) Send(hdr, payload []byte) error {
 func (s *sender) Recv() ([]byte, error) { return nil, errors.New("memnet: Recv on a send link") }
 func (s *sender) Close() error          { s.p.close(); return nil }
 
-type receiver struct{ p *pipe }
+// receiver is the in side of a link; maxFrame ≤ 0 means no cap.
+type receiver struct {
+	p        *pipe
+	maxFrame int
+}
 
 func (r *receiver) Send(hdr, payload []byte) error {
 	return errors.New("memnet: Send on a receive link")
 }
 
 // Recv returns queued frames even after the link closed, like a socket
-// buffer, then ErrClosed.
+// buffer, then ErrClosed. A frame above the cap closes the link.
 func (r *receiver) Recv() ([]byte, error) {
+	var f []byte
 	select {
-	case f := <-r.p.ch:
-		return f, nil
+	case f = <-r.p.ch:
 	default:
+		select {
+		case f = <-r.p.ch:
+		case <-r.p.done:
+			return nil, ErrClosed
+		}
 	}
-	select {
-	case f := <-r.p.ch:
-		return f, nil
-	case <-r.p.done:
-		return nil, ErrClosed
+	if r.maxFrame > 0 && len(f) > r.maxFrame {
+		r.p.close()
+		return nil, fmt.Errorf("%w: %d bytes, cap %d", ErrFrameSize, len(f), r.maxFrame)
 	}
+	return f, nil
 }
 
 func (r *receiver) Close() error { r.p.close(); return nil }

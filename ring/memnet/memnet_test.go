@@ -4,46 +4,39 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/ring/memnet"
+	"github.com/zooai/gym/ring/transporttest"
 )
 
-func spec(self, n int, id ring.ID) ring.LinkSpec {
-	m := func(i int) ring.Member {
-		return ring.Member{ID: string(rune('a' + i)), PublicKey: make(ed25519.PublicKey, 32), Addr: string(rune('a' + i))}
+// network returns a memnet network of n nodes m0, m1, … as the transport
+// suite sees it.
+func network(n int) (*memnet.Network, *transporttest.Net) {
+	net := memnet.New(4)
+	tn := &transporttest.Net{}
+	for i := range n {
+		addr := fmt.Sprint("m", i)
+		tn.Transports = append(tn.Transports, net.Transport(addr))
+		tn.Members = append(tn.Members, ring.Member{ID: addr, PublicKey: make(ed25519.PublicKey, 32), Addr: addr})
 	}
-	return ring.LinkSpec{ConfigID: id, Self: self, Me: m(self), Succ: m((self + 1) % n), SuccIdx: (self + 1) % n,
-		Pred: m((self + n - 1) % n), PredIdx: (self + n - 1) % n}
+	return net, tn
 }
 
-func connect2(t *testing.T, net *memnet.Network, id ring.ID) (a, b [2]ring.Conn) {
-	t.Helper()
-	type res struct {
-		out, in ring.Conn
-		err     error
-	}
-	ch := make(chan res, 2)
-	for i := range 2 {
-		go func() {
-			o, in, err := net.Transport(spec(i, 2, id).Me.Addr).Connect(t.Context(), spec(i, 2, id))
-			ch <- res{o, in, err}
-		}()
-	}
-	var rs [2]res
-	for i := range 2 {
-		rs[i] = <-ch
-		if rs[i].err != nil {
-			t.Fatal(rs[i].err)
-		}
-	}
-	return [2]ring.Conn{rs[0].out, rs[0].in}, [2]ring.Conn{rs[1].out, rs[1].in}
+// TestTransport: memnet passes the transport suite (frames, close,
+// cancellation and pairing are checked there, not here).
+func TestTransport(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T, n int) *transporttest.Net {
+		_, tn := network(n)
+		return tn
+	})
 }
 
 func TestFramesFlowAndFilterApplies(t *testing.T) {
-	net := memnet.New(4)
+	net, tn := network(2)
 	net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
 		if f[0] == 'x' {
 			return // dropped
@@ -53,15 +46,15 @@ func TestFramesFlowAndFilterApplies(t *testing.T) {
 			deliver(append([]byte(nil), f...))
 		}
 	})
-	a, b := connect2(t, net, ring.ID{1})
+	links := transporttest.Connect(t, tn, []int{0, 1}, ring.ID{1})
 	for _, s := range []string{"x", "d", "k"} {
-		if err := a[0].Send([]byte(s), []byte("!")); err != nil {
+		if err := links[0].Out.Send([]byte(s), []byte("!")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var got []string
 	for range 3 {
-		f, err := b[1].Recv()
+		f, err := links[1].In.Recv()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,22 +66,22 @@ func TestFramesFlowAndFilterApplies(t *testing.T) {
 }
 
 func TestKillBreaksLinksAndRefusesConnect(t *testing.T) {
-	net := memnet.New(4)
-	a, b := connect2(t, net, ring.ID{2})
-	a[0].Send([]byte("q"), nil) // queued before the kill: still delivered
-	net.Kill("a")
-	if f, err := b[1].Recv(); err != nil || string(f) != "q" {
+	net, tn := network(2)
+	links := transporttest.Connect(t, tn, []int{0, 1}, ring.ID{2})
+	links[0].Out.Send([]byte("q"), nil) // queued before the kill: still delivered
+	net.Kill("m0")
+	if f, err := links[1].In.Recv(); err != nil || string(f) != "q" {
 		t.Fatalf("%q %v", f, err)
 	}
-	if _, err := b[1].Recv(); !errors.Is(err, memnet.ErrClosed) {
+	if _, err := links[1].In.Recv(); !errors.Is(err, memnet.ErrClosed) {
 		t.Fatalf("%v, want ErrClosed after the kill", err)
 	}
-	if err := b[0].Send([]byte("x"), nil); !errors.Is(err, memnet.ErrClosed) {
+	if err := links[1].Out.Send([]byte("x"), nil); !errors.Is(err, memnet.ErrClosed) {
 		t.Fatalf("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	if _, _, err := net.Transport("b").Connect(ctx, spec(1, 2, ring.ID{3})); !errors.Is(err, ring.ErrNoSuccessor) {
+	if _, _, err := net.Transport("m1").Connect(ctx, transporttest.Spec(tn.Members, 1, ring.ID{3}, 0)); !errors.Is(err, ring.ErrNoSuccessor) {
 		t.Fatalf("%v, want ErrNoSuccessor for a dead successor", err)
 	}
 }

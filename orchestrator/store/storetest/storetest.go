@@ -20,13 +20,16 @@ type Env struct {
 	Store store.Store
 	// Reopen closes Store and opens the same data again (a restart).
 	Reopen func(t *testing.T) store.Store
-	// Expire makes the live lease expire: advance a fake clock, or wait for
-	// the server's TTL.
+	// Expire makes the live lease expire now, deterministically: advance a
+	// fake clock past it, or end it on the server. When Expire returns,
+	// Acquire by another holder must succeed; the suite never waits on a
+	// wall clock (a backend tests its own real-time expiry separately).
 	Expire func(t *testing.T)
 	// Other opens a second handle on the same data, as another replica
 	// would; nil when the implementation allows one process only.
 	Other func(t *testing.T) store.Store
-	// TTL is the lease duration to use.
+	// TTL is the lease duration to use: long enough that a lease never
+	// lapses by itself between two steps of a test on a loaded machine.
 	TTL time.Duration
 }
 

@@ -251,7 +251,9 @@ func (s *Store) LoadSnapshot(ctx context.Context) (uint64, []byte, error) {
 	return idx, []byte(ds), nil
 }
 
-// LeaseTTL is the remaining lease time on the server (0 when free).
+// LeaseTTL is the remaining lease time on the server: 0 exactly when the
+// lease is free (its key is gone), so a caller that waits for 0 and then
+// calls Acquire cannot find the old lease still live.
 func (s *Store) LeaseTTL(ctx context.Context) (time.Duration, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
@@ -259,7 +261,24 @@ func (s *Store) LeaseTTL(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, mapErr(err)
 	}
-	return max(d, 0), nil
+	return leaseRemaining(d)
+}
+
+// leaseRemaining maps a PTTL reply to the time left on the lease. The
+// server keeps a key until its clock is past the expiry time and reports
+// whole milliseconds, so PTTL 0 is a live key with under 1 ms left: that is
+// reported as 1 ms, not as free. go-redis passes the replies -2 (no key)
+// and -1 (no expiry) through unscaled.
+func leaseRemaining(pttl time.Duration) (time.Duration, error) {
+	switch {
+	case pttl == -2:
+		return 0, nil
+	case pttl < 0:
+		return 0, errors.New("valkey: the lease key has no expiry")
+	case pttl < time.Millisecond:
+		return time.Millisecond, nil
+	}
+	return pttl, nil
 }
 
 // Close implements store.Store.
