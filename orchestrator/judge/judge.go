@@ -55,6 +55,7 @@ import (
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	ostore "github.com/zooai/gym/orchestrator/store"
@@ -102,10 +103,10 @@ type Judge struct {
 	base *model.Weights
 
 	mu        sync.Mutex
-	templates map[string]*model.Adapter  // job → an adapter of its shape
-	failures  map[string]int             // job/epoch → merges failed in a row
-	seen      map[string]map[string]slot // job → node/tensor digest → slot (replay detection)
-	waiting   map[string]time.Time       // job/epoch → when its first member finished
+	templates map[string]*model.Adapter    // job → an adapter of its shape
+	failures  map[string]int               // job/epoch → merges failed in a row
+	seen      map[string]map[string]string // job → node/tensor digest → slot key (replay detection)
+	waiting   map[string]time.Time         // job/epoch → when its first member finished
 
 	history eventHistory // the log's ring configurations and money, read incrementally
 
@@ -194,7 +195,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 		cfg.NewPlan = jobconf.FromSpec
 	}
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
-		seen: map[string]map[string]slot{}, waiting: map[string]time.Time{},
+		seen: map[string]map[string]string{}, waiting: map[string]time.Time{},
 		templates: map[string]*model.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
 		plans: map[string]cachedPlan{},
@@ -225,20 +226,20 @@ func (j *Judge) plan(id string, s state.JobSpec) (jobconf.Plan, error) {
 	return p, err
 }
 
-// Rejection reasons (SubmitDeltaResponse.reason).
+// Rejection reasons (Verdict.Reason, SubmitDeltaResponse.reason).
 const (
-	ReasonSignature    = "signature"
-	ReasonFormat       = "format"
-	ReasonMetadata     = "metadata"
-	ReasonStale        = "stale"
-	ReasonLate         = "late"
-	ReasonNotMember    = "not_member"
-	ReasonEquivocation = "equivocation"
-	ReasonReplay       = "replay"
-	ReasonShape        = "shape"
-	ReasonNonFinite    = "non_finite"
-	ReasonNorm         = "norm"
-	ReasonSpotCheck    = "spot_check"
+	ReasonSignature    = epoch.ReasonSignature
+	ReasonFormat       = epoch.ReasonFormat
+	ReasonMetadata     = epoch.ReasonMetadata
+	ReasonStale        = epoch.ReasonStale
+	ReasonLate         = epoch.ReasonLate
+	ReasonNotMember    = epoch.ReasonNotMember
+	ReasonEquivocation = epoch.ReasonEquivocation
+	ReasonReplay       = epoch.ReasonReplay
+	ReasonShape        = epoch.ReasonShape
+	ReasonNonFinite    = epoch.ReasonNonFinite
+	ReasonNorm         = epoch.ReasonNorm
+	ReasonSpotCheck    = epoch.ReasonSpotCheck
 )
 
 // Verdict is the judge's answer to a submitted delta (the server sends it
@@ -273,8 +274,6 @@ type submission struct {
 	node   string
 	meta   delta.MetadataFields
 	sync   int
-	adapt  *model.Adapter
-	tdig   string // digest of the tensors alone (replay detection)
 }
 
 // Submit validates one delta file and records the verdict. An error is
@@ -313,9 +312,8 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 	// Signature against the registered key: the trailer key must be a
 	// registered node's.
 	var job state.Job
-	var known, member bool
-	var slotDigest string
-	var tally state.Tally
+	var known bool
+	var st epoch.Standing
 	var meta delta.MetadataFields
 	if d.Info.Metadata == nil {
 		return reject(ReasonMetadata, "the delta has no __metadata__ entry (job, epoch, step, node, sequence are required)"), nil
@@ -329,10 +327,10 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 		_, known = m.Node(s.node)
 		var ok bool
 		if job, ok = m.Job(meta.Job); ok {
-			member = contains(job.Ring, s.node)
-			slotDigest = job.Slots[state.Slot(int(meta.Epoch), meta.Step, s.node)]
+			st.Member = contains(job.Ring, s.node)
+			st.Held = job.Slots[state.Slot(int(meta.Epoch), meta.Step, s.node)]
 			if t := job.Tally[s.node]; t != nil {
-				tally = *t
+				st.LastSeq = t.LastSeq
 			}
 			// What follows reads only the job's id, spec, state and
 			// epoch: drop the shared maps rather than clone them on every
@@ -349,81 +347,50 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 	if job.ID == "" {
 		return reject(ReasonMetadata, "job %q does not exist", meta.Job), nil
 	}
-	plan, err := j.plan(job.ID, job.Spec)
-	if err != nil {
+	if st.Plan, err = j.plan(job.ID, job.Spec); err != nil {
 		return reject(ReasonMetadata, "%v", err), nil
 	}
-	epoch, k, ok := plan.SyncOf(meta.Step)
-	if !ok || epoch != int(meta.Epoch) {
-		return j.record(ctx, s, job.ID, ReasonMetadata, fmt.Sprintf("step %d of epoch %d ends no sync of the job (syncs every %d steps, %d per epoch)", meta.Step, meta.Epoch, plan.Interval, plan.StepsPerEpoch))
+	if st.Template, err = j.template(st.Plan); err != nil {
+		return Verdict{}, err
 	}
-	s.sync = k
-	if raw, ok := d.Info.Metadata.Get(jobconf.KeySync); !ok || string(raw) != fmt.Sprint(k) {
-		return j.record(ctx, s, job.ID, ReasonMetadata, fmt.Sprintf("metadata sync %s, step %d is sync %d", raw, meta.Step, k))
-	}
-	if meta.Samples != plan.Samples() {
-		return j.record(ctx, s, job.ID, ReasonMetadata, fmt.Sprintf("samples %d, a sync of this job trains on %d", meta.Samples, plan.Samples()))
-	}
-	if slotDigest != "" {
-		if slotDigest == s.digest {
-			return duplicate, nil
-		}
-		// The same tensors under new metadata are a worker that restarted
-		// and trained the sync again (deterministically): a duplicate.
-		// Different tensors for one slot are equivocation.
-		if same, err := j.sameTensors(ctx, plan, s, d.Tensors); err != nil {
+	st.Epoch, st.State, st.Open = job.Epoch, string(job.State), job.State == state.Running
+	here := slot{epoch: int(meta.Epoch), step: meta.Step, node: s.node}
+	if st.Held != "" && st.Held != s.digest {
+		if st.HeldAdapter, _, err = j.loadDelta(ctx, job.ID, here, st.Template); err != nil {
 			return Verdict{}, err
-		} else if same {
-			return duplicate, nil
 		}
-		return j.equivocation(ctx, s, job, slotDigest)
 	}
-	if meta.Sequence <= tally.LastSeq {
-		return j.record(ctx, s, job.ID, ReasonStale, fmt.Sprintf("sequence %d, the last accepted was %d (a replayed delta)", meta.Sequence, tally.LastSeq))
-	}
-	if int(meta.Epoch) != job.Epoch || job.State != state.Running {
-		return j.record(ctx, s, job.ID, ReasonLate, fmt.Sprintf("job is %s in epoch %d; this delta is for epoch %d", job.State, job.Epoch, meta.Epoch))
-	}
-	if !member {
-		return j.record(ctx, s, job.ID, ReasonNotMember, "the node is not in the job's ring")
-	}
-	template, err := j.template(plan)
-	if err != nil {
+	if st.Seen, err = j.seenFor(ctx, job.ID, st.Template); err != nil {
 		return Verdict{}, err
 	}
-	s.adapt, err = jobconf.Decode(template, d.Tensors)
-	switch {
-	case errors.Is(err, jobconf.ErrNonFinite):
-		return j.record(ctx, s, job.ID, ReasonNonFinite, err.Error())
-	case err != nil:
-		return j.record(ctx, s, job.ID, ReasonShape, err.Error())
-	}
-	here := slot{epoch: epoch, step: meta.Step, node: s.node}
-	bound := plan.ClipNorm(template.NumParams())
-	if n := jobconf.Norm(s.adapt); n > bound*(1+1e-6) {
-		resp, err := j.record(ctx, s, job.ID, ReasonNorm, fmt.Sprintf("norm %.6g above the bound %.6g every honest contribution is clipped to", n, bound))
-		if err == nil {
-			j.punish(ctx, job.ID, s.node, "norm", fmt.Sprintf("delta for slot %s has norm %.6g > bound %.6g", here, n, bound), []*submission{s})
+	sub := epoch.Submission{Node: s.node, Digest: s.digest, Meta: meta, Tensors: d.Tensors}
+	sub.SyncKey, sub.HasSyncKey = d.Info.Metadata.Get(jobconf.KeySync)
+
+	a := epoch.Admit(sub, st)
+	s.sync = a.Sync
+	switch a.Outcome {
+	case epoch.Duplicate:
+		return duplicate, nil
+	case epoch.Rejected:
+		resp, err := j.record(ctx, s, job.ID, a.Reason, a.Detail)
+		if err != nil || a.Offence == nil {
+			return resp, err
 		}
-		return resp, err
-	}
-	td := model.Digest(s.adapt.Tensors())
-	s.tdig = hex.EncodeToString(td[:])
-	seen, err := j.seenFor(ctx, job.ID, template)
-	if err != nil {
-		return Verdict{}, err
-	}
-	// A node's own earlier tensors under a new slot are a re-signed copy.
-	// An all-zero contribution (every group had equal rewards) can repeat
-	// honestly and proves nothing.
-	if prev, ok := seen[s.node+"/"+s.tdig]; ok && jobconf.Norm(s.adapt) > 0 {
-		resp, err := j.record(ctx, s, job.ID, ReasonReplay, "the tensors are a copy of the delta accepted for slot "+prev.String())
-		if err == nil {
-			first, _ := os.ReadFile(j.deltaPath(job.ID, prev))
-			j.punish(ctx, job.ID, s.node, "replay", "re-signed copy of the delta of slot "+prev.String()+" submitted for slot "+here.String(),
-				[]*submission{{file: first, digest: fileDigest(first)}, s})
+		files := []*submission{s}
+		if o := a.Offence; o.Earlier != "" {
+			earlier, err := parseSlot(o.Earlier)
+			if err != nil {
+				return Verdict{}, err
+			}
+			first, _ := os.ReadFile(j.deltaPath(job.ID, earlier))
+			dg := o.EarlierDigest
+			if dg == "" {
+				dg = fileDigest(first)
+			}
+			files = []*submission{{file: first, digest: dg}, s}
 		}
-		return resp, err
+		j.punish(ctx, job.ID, s.node, a.Offence.Name, a.Offence.Detail, files)
+		return resp, nil
 	}
 	// Accepted: keep the file, then record the verdict.
 	if err := os.MkdirAll(filepath.Dir(j.deltaPath(job.ID, here)), 0o755); err != nil {
@@ -432,7 +399,7 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 	if err := writeFile(j.deltaPath(job.ID, here), file); err != nil {
 		return Verdict{}, err
 	}
-	v := state.DeltaJudged{Job: job.ID, Node: s.node, Epoch: epoch, Sync: k, Step: meta.Step, Sequence: meta.Sequence,
+	v := state.DeltaJudged{Job: job.ID, Node: s.node, Epoch: a.Epoch, Sync: a.Sync, Step: meta.Step, Sequence: meta.Sequence,
 		Samples: meta.Samples, Digest: s.digest, Accepted: true}
 	if _, err := j.eng.Do(ctx, state.JudgeDelta{Verdict: v}); err != nil {
 		if errors.Is(err, state.ErrPrecondition) {
@@ -440,27 +407,9 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 		}
 		return Verdict{}, err
 	}
-	seen[s.node+"/"+s.tdig] = here
-	j.log.Debug("delta accepted", "job", job.ID, "node", short(s.node), "epoch", epoch, "sync", k)
+	st.Seen[s.node+"/"+a.TensorDigest] = here.String()
+	j.log.Debug("delta accepted", "job", job.ID, "node", short(s.node), "epoch", a.Epoch, "sync", a.Sync)
 	return accepted, nil
-}
-
-// sameTensors reports whether the delta accepted for s's slot carries the
-// same tensors as ts.
-func (j *Judge) sameTensors(ctx context.Context, plan jobconf.Plan, s *submission, ts []delta.Tensor) (bool, error) {
-	template, err := j.template(plan)
-	if err != nil {
-		return false, err
-	}
-	held, _, err := j.loadDelta(ctx, plan.Job, slot{epoch: int(s.meta.Epoch), step: s.meta.Step, node: s.node}, template)
-	if err != nil {
-		return false, err
-	}
-	got, err := jobconf.Decode(template, ts)
-	if err != nil {
-		return false, nil
-	}
-	return model.Digest(held.Tensors()) == model.Digest(got.Tensors()), nil
 }
 
 // template returns an adapter of the job's shape (cached: building one
@@ -486,17 +435,6 @@ func (j *Judge) record(ctx context.Context, s *submission, job, reason, detail s
 	}
 	j.log.Info("delta rejected", "job", job, "node", short(s.node), "reason", reason, "detail", detail)
 	return reject(reason, "%s", detail), nil
-}
-
-func (j *Judge) equivocation(ctx context.Context, s *submission, job state.Job, held string) (Verdict, error) {
-	sl := slot{epoch: int(s.meta.Epoch), step: s.meta.Step, node: s.node}
-	resp, err := j.record(ctx, s, job.ID, ReasonEquivocation, "a different delta ("+held[:16]+"…) is already accepted for slot "+sl.String())
-	if err != nil {
-		return Verdict{}, err
-	}
-	first, _ := os.ReadFile(j.deltaPath(job.ID, sl))
-	j.punish(ctx, job.ID, s.node, "equivocation", "two different signed deltas for slot "+sl.String(), []*submission{{file: first, digest: held}, s})
-	return resp, nil
 }
 
 // Evidence is what a slash keeps: the offence and the signed files (their
@@ -601,11 +539,11 @@ func (j *Judge) deltaPath(job string, s slot) string {
 
 // seenFor returns job's tensor digests (node/digest → slot), loading them
 // from the accepted files on first use after a start.
-func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter) (map[string]slot, error) {
+func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter) (map[string]string, error) {
 	if s, ok := j.seen[job]; ok {
 		return s, nil
 	}
-	s := map[string]slot{}
+	s := map[string]string{}
 	var keys []string
 	j.eng.View(func(m *state.Machine) {
 		if jb, ok := m.Job(job); ok {
@@ -625,7 +563,7 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter
 			return nil, err
 		}
 		d := model.Digest(a.Tensors())
-		s[sl.node+"/"+hex.EncodeToString(d[:])] = sl
+		s[sl.node+"/"+hex.EncodeToString(d[:])] = key
 	}
 	j.seen[job] = s
 	return s, nil
