@@ -1,10 +1,18 @@
-// Package epoch is the judge's decision at the end of an epoch, as a pure
-// function of its inputs. Given the deltas accepted for the epoch (decoded),
-// the checkpoint the epoch started from, the ring configurations the job
-// went through and the job's plan, Evaluate reconstructs what an honest
-// ring produced from the submitted deltas (ring.Reference, bit for bit) and
-// flags the nodes whose claimed base disagrees, re-executes a keyed share of
-// the deltas by deterministic replay (the re-execution is passed in),
+// Package epoch holds the judge's decisions about an epoch's deltas as
+// pure functions of their inputs.
+//
+// Admit judges one submitted delta against its job's standing (the sync
+// its step ends, its claims, the slot — a duplicate or equivocation —, its
+// sequence, the epoch and membership, shapes, finite values, the norm
+// bound, a re-signed copy of the node's earlier tensors) and names the
+// offence it proves, if any.
+//
+// Evaluate decides the end of an epoch. Given the deltas accepted for it
+// (decoded), the checkpoint it started from, the ring configurations the
+// job went through and the job's plan, it reconstructs what an honest ring
+// produced from the submitted deltas (ring.Reference, bit for bit) and
+// flags the nodes whose claimed base disagrees, re-executes a keyed share
+// of the deltas by deterministic replay (the re-execution is passed in),
 // scores every delta (q = α·ΔL + β·S + γ·C on a held-out shard), merges
 // each sync's deltas with the job's rule into the checkpoint of record and
 // says what follows: the slashes of failed spot-checks and the epoch's
