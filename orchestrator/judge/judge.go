@@ -17,11 +17,13 @@
 // into the content-addressed store with a signed publication record, pays
 // the epoch's rewards and, when the job ends, writes its signed settlement.
 //
-// The epoch's evaluation — ring reconstruction, spot-checks, scores, the
-// merge and the slashes and rewards that follow — is a pure function of its
-// inputs (package epoch); the judge is the shell around it that loads the
-// accepted deltas, the checkpoint and the ring history, issues the
-// resulting commands and writes and publishes the checkpoint.
+// The decisions are pure functions of their inputs (package epoch): the
+// admission of a delta (epoch.Admit) and the evaluation of an epoch — ring
+// reconstruction, spot-checks, scores, the merge and the slashes and
+// rewards that follow (epoch.Evaluate). The judge is the shell around them:
+// it verifies the file, loads the inputs (the state machine's view, the
+// accepted files, the ring history from the log), issues the resulting
+// commands and writes and publishes the checkpoint.
 //
 // The judge runs on the leader only; its files (accepted deltas,
 // evidence, checkpoints) live in the data directory. Every decision it
@@ -571,14 +573,14 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter
 
 // loadDelta reads an accepted delta back (verifying it again: the disk is
 // not trusted more than the network).
-func (j *Judge) loadDelta(ctx context.Context, job string, slot slot, template *model.Adapter) (*model.Adapter, delta.MetadataFields, error) {
-	b, err := os.ReadFile(j.deltaPath(job, slot))
+func (j *Judge) loadDelta(ctx context.Context, job string, sl slot, template *model.Adapter) (*model.Adapter, delta.MetadataFields, error) {
+	b, err := os.ReadFile(j.deltaPath(job, sl))
 	if err != nil {
-		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s: %w", slot, err)
+		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s: %w", sl, err)
 	}
 	d, err := delta.Read(ctx, bytes.NewReader(b), delta.DefaultLimits())
 	if err != nil {
-		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s no longer verifies: %w", slot, err)
+		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s no longer verifies: %w", sl, err)
 	}
 	meta, err := d.Info.Metadata.Fields()
 	if err != nil {
