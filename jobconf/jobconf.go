@@ -18,7 +18,6 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/trainer"
@@ -39,8 +38,11 @@ type Plan struct {
 	Interval      int // aggregate_interval
 }
 
-// FromSpec returns the plan of job id with spec s (as accepted by hanzod).
-func FromSpec(id string, s state.JobSpec) (Plan, error) {
+// FromSpec returns the plan of job id with spec s (as accepted by hanzod)
+// for the base model base (the embedded one: basemodel.Load, parsed once
+// by the caller), whose configuration the trainer settings are checked
+// against.
+func FromSpec(id string, s state.JobSpec, base *model.Weights) (Plan, error) {
 	if s.Model != BuiltinModel {
 		return Plan{}, fmt.Errorf("%w: model %q (this build trains only %q, the embedded base model)", ErrJob, s.Model, BuiltinModel)
 	}
@@ -72,9 +74,8 @@ func FromSpec(id string, s state.JobSpec) (Plan, error) {
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}
-	base, err := basemodel.Load()
-	if err != nil {
-		return Plan{}, err
+	if base == nil {
+		return Plan{}, errors.New("jobconf: FromSpec needs the base model")
 	}
 	if err := c.Validate(base.Cfg); err != nil {
 		return Plan{}, fmt.Errorf("%w: %v", ErrJob, err)

@@ -302,7 +302,7 @@ func (w *Worker) loop(ctx context.Context) error {
 			continue
 		}
 		if w.planJob != a.Job {
-			p, err := jobconf.FromSpec(a.Job, a.Spec)
+			p, err := jobconf.FromSpec(a.Job, a.Spec, w.base)
 			if err != nil {
 				w.refuse(a.Job, err)
 				continue

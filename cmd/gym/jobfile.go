@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/orchestrator/jobspec"
 	"github.com/zooai/gym/orchestrator/state"
@@ -286,7 +287,11 @@ func parseJobFile(name string, data []byte, now time.Time) (*jobFile, error) {
 	if j.Model == jobconf.BuiltinModel {
 		// The built-in trainer has rules of its own (hanzod would accept
 		// the job and fail it once it runs).
-		if _, err := jobconf.FromSpec("job", jobspec.FromProto(j.spec())); err != nil {
+		base, err := basemodel.Load()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := jobconf.FromSpec("job", jobspec.FromProto(j.spec()), base); err != nil {
 			msg := err.Error()
 			for _, pre := range []string{jobconf.ErrJob.Error() + ": ", trainer.ErrConfig.Error() + ": "} {
 				msg = strings.TrimPrefix(msg, pre)

@@ -331,7 +331,11 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*upSumma
 		}
 	}
 	spec := r.spec()
-	if r.plan, err = jobconf.FromSpec("", spec); err != nil {
+	base, err := basemodel.Load()
+	if err != nil {
+		return nil, err
+	}
+	if r.plan, err = jobconf.FromSpec("", spec, base); err != nil {
 		return nil, err
 	}
 	if err := r.fund(ctx); err != nil {

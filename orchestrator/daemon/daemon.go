@@ -38,6 +38,7 @@ import (
 	"github.com/zooai/gym/artifact"
 	astore "github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
@@ -441,12 +442,16 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 		return fmt.Errorf("hanzod: artifact store: %w", err)
 	}
 	threads := max(cfg.Threads, 1)
-	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads,
-		EpochGrace: cfg.EpochGrace, Log: d.log.With("part", "judge")}, d.eng)
+	base, err := basemodel.Load()
 	if err != nil {
 		return err
 	}
-	srv.Judge = d.judge
+	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads,
+		EpochGrace: cfg.EpochGrace, Base: base, Log: d.log.With("part", "judge")}, d.eng)
+	if err != nil {
+		return err
+	}
+	srv.Judge = serverJudge{d.judge}
 	if cfg.Artifacts == "" {
 		return nil
 	}
@@ -533,3 +538,12 @@ func (d *Daemon) judgeLoop(ctx context.Context) {
 // Engine is the daemon's engine (for embedding hanzod in another process,
 // as gym up does).
 func (d *Daemon) Engine() *engine.Engine { return d.eng }
+
+// serverJudge is the judge as the server sees it: its verdicts in the
+// server's type (RingEvidence is the judge's own).
+type serverJudge struct{ *judge.Judge }
+
+func (j serverJudge) Submit(ctx context.Context, file []byte) (server.DeltaVerdict, error) {
+	v, err := j.Judge.Submit(ctx, file)
+	return server.DeltaVerdict(v), err
+}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
@@ -44,6 +43,19 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
+}
+
+// testBase is the base model, parsed once for the whole test binary (as
+// a daemon parses it once per process).
+var testBase = sync.OnceValues(basemodel.Load)
+
+func base(t testing.TB) *model.Weights {
+	t.Helper()
+	b, err := testBase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // nodeKey is test node i's key; fixed, so a node's training data (a
@@ -128,7 +140,7 @@ func newEnv(t testing.TB, n int, spec state.JobSpec) *env {
 	}
 	t.Cleanup(func() { arts.Close() })
 	j, err := judge.New(judge.Config{DataDir: filepath.Join(dir, "hanzod"), Key: judgeKey(), Store: arts, Threads: 2,
-		ShardSize: 8, EvalSize: 8, Now: clk.Now}, eng)
+		ShardSize: 8, EvalSize: 8, Base: base(t), Now: clk.Now}, eng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,14 +185,10 @@ func newEnv(t testing.TB, n int, spec state.JobSpec) *env {
 	if jb := e.jobState(); jb.State != state.Running || jb.Epoch != 1 {
 		t.Fatalf("job is %s in epoch %d, want running in epoch 1", jb.State, jb.Epoch)
 	}
-	if e.plan, err = jobconf.FromSpec(e.job, e.jobState().Spec); err != nil {
+	if e.plan, err = jobconf.FromSpec(e.job, e.jobState().Spec, base(t)); err != nil {
 		t.Fatal(err)
 	}
-	base, err := basemodel.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.tmpl, err = e.plan.InitialAdapter(base); err != nil {
+	if e.tmpl, err = e.plan.InitialAdapter(base(t)); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -302,7 +310,7 @@ func encodeWith(t testing.TB, key ed25519.PrivateKey, d jobconf.SyncDelta) []byt
 	return b
 }
 
-func (e *env) submit(file []byte) *pb.SubmitDeltaResponse {
+func (e *env) submit(file []byte) judge.Verdict {
 	e.t.Helper()
 	resp, err := e.j.Submit(e.ctx, file)
 	if err != nil {
@@ -346,10 +354,7 @@ type honest struct {
 func trainEpoch(t testing.TB, plan jobconf.Plan, ep int, start *model.Adapter, keys []ed25519.PrivateKey, order []int) *honest {
 	t.Helper()
 	ctx := context.Background()
-	base, err := basemodel.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := base(t)
 	K := plan.Syncs()
 	h := &honest{files: make([][][]byte, K+1), contrib: make([][]*model.Adapter, K+1), ring: order}
 	trs := make([]*trainer.Trainer, len(keys))

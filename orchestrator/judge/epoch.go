@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -19,17 +18,14 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	ostore "github.com/zooai/gym/orchestrator/store"
 	"github.com/zooai/gym/peft"
-	"github.com/zooai/gym/ring"
-	"github.com/zooai/gym/task"
-	"github.com/zooai/gym/trainer"
 )
 
 // Step does whatever the jobs' progress calls for: end an epoch whose
@@ -49,7 +45,7 @@ func (j *Judge) Step(ctx context.Context) error {
 			t := todo{job: jb}
 			switch {
 			case jb.State == state.Running && !jb.Paused:
-				plan, err := jobconf.FromSpec(jb.ID, jb.Spec)
+				plan, err := j.plan(jb.ID, jb.Spec)
 				if err != nil {
 					continue
 				}
@@ -122,42 +118,13 @@ func (j *Judge) Step(ctx context.Context) error {
 // before the job is failed.
 const maxMergeFailures = 20
 
-// DeltaScore is how one accepted delta fared in the merge.
-type DeltaScore struct {
-	Node    string  `json:"node"`
-	Sync    int     `json:"sync"`
-	Quality float64 `json:"quality"`
-	DeltaL  float64 `json:"delta_l"`
-	S       float64 `json:"s"`
-	C       float64 `json:"c"`
-	Norm    float64 `json:"norm"`
-	Weight  float64 `json:"weight,omitempty"`
-	Checked bool    `json:"spot_checked,omitempty"`
-}
+// EpochReport is what the merge of one epoch found (epoch.Report); it is
+// written next to the checkpoint (merge-NNNN.json) and summarised in the
+// publication record.
+type EpochReport = epoch.Report
 
-// EpochReport is what the merge of one epoch found; it is written next to
-// the checkpoint (merge.json) and summarised in the publication record.
-type EpochReport struct {
-	Job      string       `json:"job"`
-	Epoch    int          `json:"epoch"`
-	Rule     string       `json:"rule"`
-	Scores   []DeltaScore `json:"scores"`
-	Excluded []string     `json:"excluded,omitempty"` // slots dropped by a failed spot-check
-	// RingDisagreements lists nodes whose claimed base for a sync differs
-	// from what the ring should have produced from the submitted deltas.
-	RingDisagreements []string `json:"ring_disagreements,omitempty"`
-	// RingUnknown lists syncs whose ring result matched no configuration.
-	RingUnknown   []int   `json:"ring_unknown,omitempty"`
-	SpotChecks    int     `json:"spot_checks"`
-	LossBefore    float64 `json:"loss_before"`
-	LossAfter     float64 `json:"loss_after"`
-	Accuracy      float64 `json:"accuracy"`
-	Quality       float64 `json:"quality"` // mean over accepted deltas
-	CID           string  `json:"cid"`
-	WeightsCID    string  `json:"weights_cid"`
-	MergeSeconds  float64 `json:"merge_seconds"`
-	CheckpointDir string  `json:"checkpoint_dir"`
-}
+// DeltaScore is how one accepted delta fared in the merge (epoch.Score).
+type DeltaScore = epoch.Score
 
 // CheckpointDir is where the checkpoint of an epoch is written.
 func (j *Judge) CheckpointDir(job string, epoch int) string {
@@ -173,10 +140,12 @@ func (j *Judge) startAdapter(plan jobconf.Plan, job string, epoch int) (*model.A
 	return a, err
 }
 
-// aggregate merges the epoch being aggregated and publishes it.
+// aggregate merges the epoch being aggregated and publishes it: it loads
+// the evaluation's inputs, has package epoch decide, then acts on the
+// result — slashes, the checkpoint's files and publication, rewards.
 func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	t0 := j.cfg.Now()
-	plan, err := jobconf.FromSpec(jb.ID, jb.Spec)
+	plan, err := j.plan(jb.ID, jb.Spec)
 	if err != nil {
 		return j.fail(ctx, jb.ID, err.Error())
 	}
@@ -185,17 +154,29 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	if err != nil {
 		return fmt.Errorf("judge: checkpoint of epoch %d: %w", e-1, err)
 	}
-	rep, final, err := j.mergeEpoch(ctx, plan, jb, start)
+	in, err := j.epochInput(ctx, plan, jb, start)
 	if err != nil {
 		return err
 	}
+	res, err := epoch.Evaluate(ctx, in)
+	if err != nil {
+		return err
+	}
+	for _, sl := range res.Slashes {
+		j.log.Warn("spot-check failed", "job", jb.ID, "node", short(sl.Node), "sync", sl.Sync, "detail", sl.Detail)
+		ps, err := parseSlot(sl.Slot)
+		if err != nil {
+			return err
+		}
+		b, _ := os.ReadFile(j.deltaPath(jb.ID, ps))
+		j.punish(ctx, jb.ID, sl.Node, sl.Offence, "slot "+sl.Slot+": "+sl.Detail, []*submission{{file: b, digest: sl.Digest}})
+	}
+	for _, f := range res.Shortfalls {
+		j.log.Warn("fewer deltas than the declared f needs", "job", jb.ID, "sync", f.Sync, "deltas", f.Deltas, "err", f.Err)
+	}
+	rep, final := &res.Report, res.Merged
 	// Publish: PEFT layout, the weights' own CID in the card, the
 	// directory's CID from the store (kubo's, via boxo).
-	ev, err := heldout.Evaluate(j.base, final, plan.Trainer.Task, j.cfg.EvalSize, j.cfg.Threads)
-	if err != nil {
-		return err
-	}
-	rep.Accuracy = ev.Accuracy
 	wb, err := peft.WeightsBytes(final)
 	if err != nil {
 		return err
@@ -206,7 +187,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	}
 	rep.WeightsCID = wcid.String()
 	dir := j.CheckpointDir(jb.ID, e)
-	acc := ev.Accuracy
+	acc := rep.Accuracy
 	card := peft.Card{BaseModel: "zoo-gym/" + jobconf.BuiltinModel, BaseSHA3: basemodel.SHA3(), Job: jb.ID, Epoch: e,
 		Quality: rep.Quality, Accuracy: &acc, WeightsCID: rep.WeightsCID,
 		Extra: map[string]string{peft.ExtraTask: plan.Trainer.Task, "aggregation": rep.Rule}}
@@ -230,7 +211,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		"accuracy": rep.Accuracy, "rule": rep.Rule, "deltas": len(rep.Scores), "time": j.cfg.Now().UTC().Format(time.RFC3339Nano),
 		"hanzod": hex.EncodeToString(j.cfg.Key.Public().(ed25519.PublicKey)),
 	})
-	j.pay(ctx, jb, e, rep)
+	j.pay(ctx, jb.ID, e, res.Rewards)
 	if _, err := j.eng.Do(ctx, state.PublishCheckpoint{Job: jb.ID, Epoch: e, CID: rep.CID, Record: record, Signature: sig}); err != nil {
 		return err
 	}
@@ -238,6 +219,44 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	j.log.Info("checkpoint published", "job", jb.ID, "epoch", e, "cid", rep.CID, "accuracy", rep.Accuracy,
 		"quality", rep.Quality, "deltas", len(rep.Scores), "seconds", rep.MergeSeconds)
 	return nil
+}
+
+// epochInput loads what the evaluation of jb's current epoch depends on:
+// the epoch's accepted deltas (read back from disk and verified again),
+// the job's ring configurations from the log, the merge rule.
+func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job, start *model.Adapter) (epoch.Input, error) {
+	e := jb.Epoch
+	rule, err := merge.ParseRule(jb.Spec.Aggregation)
+	if err != nil {
+		return epoch.Input{}, err
+	}
+	in := epoch.Input{Job: jb.ID, Epoch: e, Plan: plan, Rule: rule, Byzantine: jb.Spec.Byzantine,
+		SpotCheckBP: jb.Spec.SpotCheckShare(), SpotKey: j.cfg.Key.Seed(), Start: start,
+		Base: j.base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights,
+		Replay: epoch.Retrain(j.base, plan, e, j.cfg.Threads)}
+	template := start.ZeroLike()
+	for key, dig := range jb.Slots {
+		sl, err := parseSlot(key)
+		if err != nil {
+			return epoch.Input{}, err
+		}
+		if sl.epoch != e {
+			continue
+		}
+		if _, _, ok := plan.SyncOf(sl.step); !ok {
+			continue
+		}
+		a, meta, err := j.loadDelta(ctx, jb.ID, sl, template)
+		if err != nil {
+			return epoch.Input{}, err
+		}
+		in.Deltas = append(in.Deltas, epoch.Delta{Slot: key, Node: sl.node, Step: sl.step, Digest: dig,
+			Base: meta.BaseCheckpoint, ClaimedLoss: meta.ClaimedLoss, Adapter: a})
+	}
+	if in.Rings, err = j.ringHistory(ctx, jb.ID); err != nil {
+		return epoch.Input{}, err
+	}
+	return in, nil
 }
 
 // sign returns the canonical JSON of a record and its signature by hanzod
@@ -262,265 +281,6 @@ func VerifyRecord(pub ed25519.PublicKey, kind, record, sigHex string) bool {
 func (j *Judge) fail(ctx context.Context, job, reason string) error {
 	_, err := j.eng.Do(ctx, state.FailJob{Job: job, Reason: trim("validator: "+reason, 1024)})
 	return err
-}
-
-type entry struct {
-	node string
-	slot string
-	a    *model.Adapter
-	meta struct {
-		base string
-		loss float64
-	}
-	digest  string
-	checked bool
-}
-
-// mergeEpoch reconstructs the ring, spot-checks, scores and merges every
-// sync of the epoch. It returns the report and the checkpoint of record.
-func (j *Judge) mergeEpoch(ctx context.Context, plan jobconf.Plan, jb state.Job, start *model.Adapter) (*EpochReport, *model.Adapter, error) {
-	e := jb.Epoch
-	rule, err := merge.ParseRule(jb.Spec.Aggregation)
-	if err != nil {
-		return nil, nil, err
-	}
-	rep := &EpochReport{Job: jb.ID, Epoch: e, Rule: string(rule)}
-	template := start.ZeroLike()
-	K := plan.Syncs()
-	syncs := make([][]*entry, K+1)
-	for slot, dig := range jb.Slots {
-		var ep int
-		var step uint64
-		var node string
-		if _, err := fmt.Sscanf(strings.ReplaceAll(slot, "/", " "), "%d %d %s", &ep, &step, &node); err != nil || ep != e {
-			continue
-		}
-		_, k, ok := plan.SyncOf(step)
-		if !ok {
-			continue
-		}
-		a, meta, err := j.loadDelta(ctx, jb.ID, slot, template)
-		if err != nil {
-			return nil, nil, err
-		}
-		en := &entry{node: node, slot: slot, a: a, digest: dig}
-		en.meta.base, en.meta.loss = meta.BaseCheckpoint, meta.ClaimedLoss
-		syncs[k] = append(syncs[k], en)
-	}
-	for k := range syncs {
-		sort.Slice(syncs[k], func(a, b int) bool { return syncs[k][a].node < syncs[k][b].node })
-	}
-
-	// What the ring should have produced: S[k] is the adapter every
-	// member held after sync k's all-reduce, rebuilt from the submitted
-	// deltas in the order of a ring configuration of the job; the right
-	// configuration is the one whose result the next sync's deltas name as
-	// their base. nil: unknown.
-	rings, err := j.ringHistory(ctx, jb.ID)
-	if err != nil {
-		return nil, nil, err
-	}
-	S := make([]*model.Adapter, K)
-	S[0] = start
-	if d := jobconf.Digest(start); true {
-		for _, en := range syncs[1] {
-			if en.meta.base != d {
-				rep.RingDisagreements = append(rep.RingDisagreements, fmt.Sprintf("%s sync 1 (did not start from the checkpoint of record)", short(en.node)))
-			}
-		}
-	}
-	for k := 1; k < K; k++ {
-		if S[k-1] == nil {
-			break
-		}
-		claims := map[string]int{}
-		for _, en := range syncs[k+1] {
-			claims[en.meta.base]++
-		}
-		var best *model.Adapter
-		bestVotes := 0
-		for _, order := range rings {
-			vecs, ok := ringInputs(order, syncs[k])
-			if !ok {
-				continue
-			}
-			mean, err := ring.Reference(vecs, ring.Mean)
-			if err != nil {
-				continue
-			}
-			c := S[k-1].Clone()
-			if err := jobconf.AddFlat(c, mean); err != nil {
-				return nil, nil, err
-			}
-			if v := claims[jobconf.Digest(c)]; v > bestVotes {
-				best, bestVotes = c, v
-			}
-		}
-		if best == nil {
-			rep.RingUnknown = append(rep.RingUnknown, k)
-			break
-		}
-		S[k] = best
-		d := jobconf.Digest(best)
-		for _, en := range syncs[k+1] {
-			if en.meta.base != d {
-				rep.RingDisagreements = append(rep.RingDisagreements, fmt.Sprintf("%s sync %d", short(en.node), k+1))
-			}
-		}
-	}
-
-	// A delta whose claimed start differs from what the ring produced (when
-	// that is known) is not comparable with the others, and could be
-	// dodging the spot-check by naming a false base: it is left out of the
-	// merge (not slashed: a corrupted ring would make honest nodes
-	// disagree too, and then no configuration matches at all).
-	for k := 1; k <= K; k++ {
-		if S[k-1] == nil {
-			continue
-		}
-		d := jobconf.Digest(S[k-1])
-		for _, en := range syncs[k] {
-			if en.meta.base != d {
-				en.a = nil
-				rep.Excluded = append(rep.Excluded, en.slot+" (base disagrees with the ring)")
-			}
-		}
-	}
-
-	// Spot-checks: re-execute the sampled deltas whose start is known.
-	bp := jb.Spec.SpotCheckShare()
-	for k := 1; k <= K; k++ {
-		for _, en := range syncs[k] {
-			if en.a == nil || !j.sampled(en.digest, bp) || S[k-1] == nil || en.meta.base != jobconf.Digest(S[k-1]) {
-				continue
-			}
-			rep.SpotChecks++
-			en.checked = true
-			ok, detail, err := j.replay(ctx, plan, e, k, en, S)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !ok {
-				rep.Excluded = append(rep.Excluded, en.slot)
-				j.log.Warn("spot-check failed", "job", jb.ID, "node", short(en.node), "sync", k, "detail", detail)
-				b, _ := os.ReadFile(j.deltaPath(jb.ID, en.slot))
-				j.punish(ctx, jb.ID, en.node, "spot_check", "slot "+en.slot+": "+detail, []*submission{{file: b, digest: en.digest}})
-				en.a = nil
-			}
-		}
-	}
-
-	// Score and merge sync by sync along the orchestrator's own
-	// trajectory T.
-	tk, err := task.Lookup(plan.Trainer.Task)
-	if err != nil {
-		return nil, nil, err
-	}
-	shard := task.NewSplit(tk, j.cfg.ShardSize).Eval
-	loss := func(a *model.Adapter) (float64, error) {
-		return heldout.Loss(&model.Model{W: j.base, A: a, Threads: j.cfg.Threads}, shard)
-	}
-	T := start.Clone()
-	if rep.LossBefore, err = loss(T); err != nil {
-		return nil, nil, err
-	}
-	var prevU []float32
-	var normSum float64
-	var normN int
-	var qSum float64
-	mcfg := merge.Config{Rule: rule, Byzantine: jb.Spec.Byzantine}
-	for k := 1; k <= K; k++ {
-		var live []*entry
-		for _, en := range syncs[k] {
-			if en.a != nil {
-				live = append(live, en)
-			}
-		}
-		if len(live) == 0 {
-			continue
-		}
-		before, err := loss(T)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, en := range live {
-			normSum += jobconf.Norm(en.a)
-			normN++
-		}
-		nbar := normSum / float64(normN)
-		var in []merge.Input
-		var scores []DeltaScore
-		w := merge.Weights{Alpha: j.cfg.Weights[0], Beta: j.cfg.Weights[1], Gamma: j.cfg.Weights[2]}
-		for _, en := range live {
-			v := jobconf.Flatten(en.a)
-			after := T.Clone()
-			_ = jobconf.AddFlat(after, v)
-			la, err := loss(after)
-			if err != nil {
-				return nil, nil, err
-			}
-			n := merge.Norm(v)
-			cos := 0.0
-			if prevU != nil {
-				cos = merge.Cosine(v, prevU)
-			}
-			sc := merge.Quality(w, before, la, n, nbar, cos)
-			in = append(in, merge.Input{Node: en.node, Vec: v, Quality: sc.Q})
-			scores = append(scores, DeltaScore{Node: en.node, Sync: k, Quality: sc.Q, DeltaL: sc.DeltaL, S: sc.S, C: sc.C, Norm: n, Checked: en.checked})
-			qSum += sc.Q
-		}
-		c := mcfg
-		if f := merge.CheckDefensible(rule, len(in), c.Byzantine); f != nil {
-			// Fewer contributors than the declared f needs: merge what the
-			// rule can still defend and say so.
-			j.log.Warn("fewer deltas than the declared f needs", "job", jb.ID, "sync", k, "deltas", len(in), "err", f)
-			c.Byzantine = max(0, (len(in)-1)/3)
-			if rule == merge.Mean {
-				c.Byzantine = 0
-			}
-		}
-		u, mr, err := merge.Merge(c, in)
-		if err != nil {
-			return nil, nil, fmt.Errorf("judge: merge of sync %d: %w", k, err)
-		}
-		for i := range scores {
-			for _, ct := range mr.Contributions {
-				if ct.Node == scores[i].Node {
-					scores[i].Weight = ct.Weight
-				}
-			}
-		}
-		rep.Scores = append(rep.Scores, scores...)
-		if err := jobconf.AddFlat(T, u); err != nil {
-			return nil, nil, err
-		}
-		prevU = u
-	}
-	if len(rep.Scores) > 0 {
-		rep.Quality = qSum / float64(len(rep.Scores))
-	}
-	if rep.LossAfter, err = loss(T); err != nil {
-		return nil, nil, err
-	}
-	return rep, T, nil
-}
-
-// ringInputs returns the members' deltas in ring order, if every member of
-// the configuration submitted one for the sync.
-func ringInputs(order []string, es []*entry) ([][]float32, bool) {
-	by := map[string]*entry{}
-	for _, en := range es {
-		by[en.node] = en
-	}
-	var out [][]float32
-	for _, id := range order {
-		en := by[id]
-		if en == nil || en.a == nil {
-			return nil, false
-		}
-		out = append(out, jobconf.Flatten(en.a))
-	}
-	return out, len(out) > 0
 }
 
 // ringHistory lists the distinct ring orders the job was configured with,
@@ -609,94 +369,20 @@ func scanEvents(ctx context.Context, eng logReader, from uint64, kinds []string,
 	}
 }
 
-// replay re-executes node's sync k from the start of the epoch, applying
-// the reconstructed ring results between syncs exactly as a worker does,
-// and compares the delta bit for bit.
-func (j *Judge) replay(ctx context.Context, plan jobconf.Plan, epoch, k int, en *entry, S []*model.Adapter) (bool, string, error) {
-	worker, err := jobconf.Worker(en.node)
-	if err != nil {
-		return false, err.Error(), nil
-	}
-	tr, err := trainer.Resume(j.base, plan.Trainer, worker, j.cfg.Threads, trainer.State{Step: plan.FirstStep(epoch), Adapter: S[0]})
-	if err != nil {
-		return false, "", err
-	}
-	var losses []float64
-	for s := 1; s <= k; s++ {
-		losses = losses[:0]
-		for i := 0; i < plan.Interval; i++ {
-			st, err := tr.Step(ctx)
-			if err != nil {
-				return false, "", err
-			}
-			losses = append(losses, st.Loss)
-		}
-		if s == k {
-			break
-		}
-		st := tr.State()
-		st.Adapter = S[s].Clone()
-		if tr, err = trainer.Resume(j.base, plan.Trainer, worker, j.cfg.Threads, st); err != nil {
-			return false, "", err
-		}
-	}
-	d := jobconf.Sub(tr.Adapter(), S[k-1])
-	jobconf.Clip(d, plan.ClipNorm(d.NumParams()))
-	want, got := jobconf.Flatten(d), jobconf.Flatten(en.a)
-	diff := 0
-	for i := range want {
-		if want[i] != got[i] {
-			diff++
-		}
-	}
-	if diff > 0 {
-		return false, fmt.Sprintf("replay differs in %d of %d values (claimed loss %.6g, replayed %.6g)", diff, len(want), en.meta.loss, jobconf.ClaimedLoss(losses)), nil
-	}
-	if cl := jobconf.ClaimedLoss(losses); absf(cl-en.meta.loss) > 0.05 {
-		return false, fmt.Sprintf("claimed loss %.6g, replay gives %.6g", en.meta.loss, cl), nil
-	}
-	return true, "", nil
-}
-
-func absf(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
-// pay distributes the epoch's reward: compute by accepted samples, quality
-// by summed quality, participation by syncs contributed.
-func (j *Judge) pay(ctx context.Context, jb state.Job, epoch int, rep *EpochReport) {
-	type acc struct{ samples, quality, syncs uint64 }
-	by := map[string]*acc{}
-	plan, _ := jobconf.FromSpec(jb.ID, jb.Spec)
-	for _, s := range rep.Scores {
-		a := by[s.Node]
-		if a == nil {
-			a = &acc{}
-			by[s.Node] = a
-		}
-		a.samples += plan.Samples()
-		a.quality += uint64(s.Quality * 1e6)
-		a.syncs++
-	}
-	var cs []ledger.Contribution
-	for node, a := range by {
-		cs = append(cs, ledger.Contribution{ID: node, Compute: a.samples, Quality: a.quality, Participation: a.syncs})
-	}
-	sort.Slice(cs, func(a, b int) bool { return cs[a].ID < cs[b].ID })
+// pay distributes the epoch's reward over the evaluation's contributions
+// when the treasury can fund it.
+func (j *Judge) pay(ctx context.Context, job string, epoch int, cs []ledger.Contribution) {
 	if len(cs) == 0 {
 		return
 	}
 	var enough bool
 	j.eng.View(func(m *state.Machine) { enough = m.Treasury() >= j.cfg.Reward })
 	if !enough {
-		j.log.Warn("treasury cannot fund the epoch's reward; none paid", "job", jb.ID, "epoch", epoch, "reward", j.cfg.Reward)
+		j.log.Warn("treasury cannot fund the epoch's reward; none paid", "job", job, "epoch", epoch, "reward", j.cfg.Reward)
 		return
 	}
-	if _, err := j.eng.Do(ctx, state.PayRewards{Job: jb.ID, Epoch: epoch, Total: j.cfg.Reward, Contributions: cs}); err != nil {
-		j.log.Warn("rewards not paid", "job", jb.ID, "epoch", epoch, "err", err)
+	if _, err := j.eng.Do(ctx, state.PayRewards{Job: job, Epoch: epoch, Total: j.cfg.Reward, Contributions: cs}); err != nil {
+		j.log.Warn("rewards not paid", "job", job, "epoch", epoch, "err", err)
 	}
 }
 

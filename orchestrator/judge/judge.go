@@ -17,6 +17,14 @@
 // into the content-addressed store with a signed publication record, pays
 // the epoch's rewards and, when the job ends, writes its signed settlement.
 //
+// The decisions are pure functions of their inputs (package epoch): the
+// admission of a delta (epoch.Admit) and the evaluation of an epoch — ring
+// reconstruction, spot-checks, scores, the merge and the slashes and
+// rewards that follow (epoch.Evaluate). The judge is the shell around them:
+// it verifies the file, loads the inputs (the state machine's view, the
+// accepted files, the ring history from the log), issues the resulting
+// commands and writes and publishes the checkpoint.
+//
 // The judge runs on the leader only; its files (accepted deltas,
 // evidence, checkpoints) live in the data directory. Every decision it
 // makes goes through the state machine as a command, so the log, not the
@@ -27,10 +35,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"crypto/sha3"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -40,17 +46,18 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	ostore "github.com/zooai/gym/orchestrator/store"
@@ -80,6 +87,12 @@ type Config struct {
 	// (default 100 GYM).
 	Reward  ledger.Amount
 	Weights [3]float64 // α, β, γ of the quality score; zero: 0.5, 0.3, 0.2
+	// Base is the base model (basemodel.Load, parsed once per process):
+	// jobs' plans are checked against it, deltas scored and replayed on it.
+	Base *model.Weights
+	// NewPlan derives a job's plan from its spec (nil: jobconf.FromSpec).
+	// The judge calls it once per job and spec, not on every step.
+	NewPlan func(id string, s state.JobSpec, base *model.Weights) (jobconf.Plan, error)
 	Log     *slog.Logger
 	Now     func() time.Time
 }
@@ -94,10 +107,13 @@ type Judge struct {
 	mu        sync.Mutex
 	templates map[string]*model.Adapter    // job → an adapter of its shape
 	failures  map[string]int               // job/epoch → merges failed in a row
-	seen      map[string]map[string]string // job → tensor digest → slot (replay detection)
+	seen      map[string]map[string]string // job → node/tensor digest → slot key (replay detection)
 	waiting   map[string]time.Time         // job/epoch → when its first member finished
 
 	history eventHistory // the log's ring configurations and money, read incrementally
+
+	pmu   sync.Mutex // a leaf lock: held only around the plans map
+	plans map[string]cachedPlan
 
 	cmu      sync.Mutex
 	verdicts map[[2]string]uint64 // (verdict, reason) → count
@@ -150,8 +166,8 @@ func (j *Judge) WriteMetrics(w io.Writer) {
 
 // New returns a judge.
 func New(cfg Config, eng Engine) (*Judge, error) {
-	if len(cfg.Key) != ed25519.PrivateKeySize || cfg.Store == nil || cfg.DataDir == "" {
-		return nil, errors.New("judge: needs a data directory, a key and an artifact store")
+	if len(cfg.Key) != ed25519.PrivateKeySize || cfg.Store == nil || cfg.DataDir == "" || cfg.Base == nil {
+		return nil, errors.New("judge: needs a data directory, a key, an artifact store and the base model")
 	}
 	if cfg.Threads < 1 {
 		cfg.Threads = 1
@@ -177,37 +193,73 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	base, err := basemodel.Load()
-	if err != nil {
-		return nil, err
+	if cfg.NewPlan == nil {
+		cfg.NewPlan = jobconf.FromSpec
 	}
-	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: base,
+	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
 		seen: map[string]map[string]string{}, waiting: map[string]time.Time{},
 		templates: map[string]*model.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
+		plans: map[string]cachedPlan{},
 	}
 	return j, nil
 }
 
-// Rejection reasons (SubmitDeltaResponse.reason).
+// cachedPlan is a job's plan and the spec it was derived from.
+type cachedPlan struct {
+	spec state.JobSpec
+	plan jobconf.Plan
+	err  error
+}
+
+// plan returns the plan of job id with spec s. It is derived once per job
+// and spec (a spec never changes once accepted, but the cache is keyed by
+// it all the same): deriving it checks the trainer settings against the
+// base model, and Step asks for every running job every second, under the
+// engine's lock.
+func (j *Judge) plan(id string, s state.JobSpec) (jobconf.Plan, error) {
+	j.pmu.Lock()
+	defer j.pmu.Unlock()
+	if c, ok := j.plans[id]; ok && c.spec == s {
+		return c.plan, c.err
+	}
+	p, err := j.cfg.NewPlan(id, s, j.base)
+	j.plans[id] = cachedPlan{spec: s, plan: p, err: err}
+	return p, err
+}
+
+// Rejection reasons (Verdict.Reason, SubmitDeltaResponse.reason).
 const (
-	ReasonSignature    = "signature"
-	ReasonFormat       = "format"
-	ReasonMetadata     = "metadata"
-	ReasonStale        = "stale"
-	ReasonLate         = "late"
-	ReasonNotMember    = "not_member"
-	ReasonEquivocation = "equivocation"
-	ReasonReplay       = "replay"
-	ReasonShape        = "shape"
-	ReasonNonFinite    = "non_finite"
-	ReasonNorm         = "norm"
-	ReasonSpotCheck    = "spot_check"
+	ReasonSignature    = epoch.ReasonSignature
+	ReasonFormat       = epoch.ReasonFormat
+	ReasonMetadata     = epoch.ReasonMetadata
+	ReasonStale        = epoch.ReasonStale
+	ReasonLate         = epoch.ReasonLate
+	ReasonNotMember    = epoch.ReasonNotMember
+	ReasonEquivocation = epoch.ReasonEquivocation
+	ReasonReplay       = epoch.ReasonReplay
+	ReasonShape        = epoch.ReasonShape
+	ReasonNonFinite    = epoch.ReasonNonFinite
+	ReasonNorm         = epoch.ReasonNorm
+	ReasonSpotCheck    = epoch.ReasonSpotCheck
 )
 
-func reject(reason, format string, a ...any) *pb.SubmitDeltaResponse {
-	return &pb.SubmitDeltaResponse{Reason: reason, Detail: fmt.Sprintf(format, a...)}
+// Verdict is the judge's answer to a submitted delta (the server sends it
+// as a SubmitDeltaResponse).
+type Verdict struct {
+	Accepted  bool
+	Duplicate bool   // accepted before: the same file, or the same tensors under new metadata
+	Reason    string // why it was rejected: one of the Reason constants
+	Detail    string
+	Digest    string // the file's signature digest
 }
+
+func reject(reason, format string, a ...any) Verdict {
+	return Verdict{Reason: reason, Detail: fmt.Sprintf(format, a...)}
+}
+
+var accepted = Verdict{Accepted: true}
+var duplicate = Verdict{Accepted: true, Duplicate: true}
 
 // fileDigest is the signature digest of a delta file: SHA3-256 over
 // header ‖ payload (everything but the 96-byte trailer).
@@ -224,17 +276,16 @@ type submission struct {
 	node   string
 	meta   delta.MetadataFields
 	sync   int
-	adapt  *model.Adapter
-	tdig   string // digest of the tensors alone (replay detection)
 }
 
-// Submit validates one delta file and records the verdict.
-func (j *Judge) Submit(ctx context.Context, file []byte) (*pb.SubmitDeltaResponse, error) {
+// Submit validates one delta file and records the verdict. An error is
+// the judge's own failure (the log, the disk), never the delta's.
+func (j *Judge) Submit(ctx context.Context, file []byte) (Verdict, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	resp, err := j.submit(ctx, file)
 	if err != nil {
-		return nil, err
+		return Verdict{}, err
 	}
 	resp.Digest = fileDigest(file)
 	switch {
@@ -248,7 +299,7 @@ func (j *Judge) Submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 	return resp, nil
 }
 
-func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaResponse, error) {
+func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 	lim := delta.DefaultLimits()
 	lim.MaxTotalBytes = 64 << 20
 	d, err := delta.Read(ctx, bytes.NewReader(file), lim)
@@ -263,9 +314,8 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 	// Signature against the registered key: the trailer key must be a
 	// registered node's.
 	var job state.Job
-	var known, member bool
-	var slotDigest string
-	var tally state.Tally
+	var known bool
+	var st epoch.Standing
 	var meta delta.MetadataFields
 	if d.Info.Metadata == nil {
 		return reject(ReasonMetadata, "the delta has no __metadata__ entry (job, epoch, step, node, sequence are required)"), nil
@@ -279,10 +329,10 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 		_, known = m.Node(s.node)
 		var ok bool
 		if job, ok = m.Job(meta.Job); ok {
-			member = contains(job.Ring, s.node)
-			slotDigest = job.Slots[state.Slot(int(meta.Epoch), meta.Step, s.node)]
+			st.Member = contains(job.Ring, s.node)
+			st.Held = job.Slots[state.Slot(int(meta.Epoch), meta.Step, s.node)]
 			if t := job.Tally[s.node]; t != nil {
-				tally = *t
+				st.LastSeq = t.LastSeq
 			}
 			// What follows reads only the job's id, spec, state and
 			// epoch: drop the shared maps rather than clone them on every
@@ -299,122 +349,69 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 	if job.ID == "" {
 		return reject(ReasonMetadata, "job %q does not exist", meta.Job), nil
 	}
-	plan, err := jobconf.FromSpec(job.ID, job.Spec)
-	if err != nil {
+	if st.Plan, err = j.plan(job.ID, job.Spec); err != nil {
 		return reject(ReasonMetadata, "%v", err), nil
 	}
-	epoch, k, ok := plan.SyncOf(meta.Step)
-	if !ok || epoch != int(meta.Epoch) {
-		return j.record(ctx, s, job.ID, ReasonMetadata, fmt.Sprintf("step %d of epoch %d ends no sync of the job (syncs every %d steps, %d per epoch)", meta.Step, meta.Epoch, plan.Interval, plan.StepsPerEpoch))
+	if st.Template, err = j.template(st.Plan); err != nil {
+		return Verdict{}, err
 	}
-	s.sync = k
-	if raw, ok := d.Info.Metadata.Get(jobconf.KeySync); !ok || string(raw) != fmt.Sprint(k) {
-		return j.record(ctx, s, job.ID, ReasonMetadata, fmt.Sprintf("metadata sync %s, step %d is sync %d", raw, meta.Step, k))
-	}
-	if meta.Samples != plan.Samples() {
-		return j.record(ctx, s, job.ID, ReasonMetadata, fmt.Sprintf("samples %d, a sync of this job trains on %d", meta.Samples, plan.Samples()))
-	}
-	if slotDigest != "" {
-		if slotDigest == s.digest {
-			return &pb.SubmitDeltaResponse{Accepted: true, Duplicate: true}, nil
+	st.Epoch, st.State, st.Open = job.Epoch, string(job.State), job.State == state.Running
+	here := slot{epoch: int(meta.Epoch), step: meta.Step, node: s.node}
+	if st.Held != "" && st.Held != s.digest {
+		if st.HeldAdapter, _, err = j.loadDelta(ctx, job.ID, here, st.Template); err != nil {
+			return Verdict{}, err
 		}
-		// The same tensors under new metadata are a worker that restarted
-		// and trained the sync again (deterministically): a duplicate.
-		// Different tensors for one slot are equivocation.
-		if same, err := j.sameTensors(ctx, job, s, d.Tensors); err != nil {
-			return nil, err
-		} else if same {
-			return &pb.SubmitDeltaResponse{Accepted: true, Duplicate: true}, nil
+	}
+	if st.Seen, err = j.seenFor(ctx, job.ID, st.Template); err != nil {
+		return Verdict{}, err
+	}
+	sub := epoch.Submission{Node: s.node, Digest: s.digest, Meta: meta, Tensors: d.Tensors}
+	sub.SyncKey, sub.HasSyncKey = d.Info.Metadata.Get(jobconf.KeySync)
+
+	a := epoch.Admit(sub, st)
+	s.sync = a.Sync
+	switch a.Outcome {
+	case epoch.Duplicate:
+		return duplicate, nil
+	case epoch.Rejected:
+		resp, err := j.record(ctx, s, job.ID, a.Reason, a.Detail)
+		if err != nil || a.Offence == nil {
+			return resp, err
 		}
-		return j.equivocation(ctx, s, job, slotDigest)
-	}
-	if meta.Sequence <= tally.LastSeq {
-		return j.record(ctx, s, job.ID, ReasonStale, fmt.Sprintf("sequence %d, the last accepted was %d (a replayed delta)", meta.Sequence, tally.LastSeq))
-	}
-	if int(meta.Epoch) != job.Epoch || job.State != state.Running {
-		return j.record(ctx, s, job.ID, ReasonLate, fmt.Sprintf("job is %s in epoch %d; this delta is for epoch %d", job.State, job.Epoch, meta.Epoch))
-	}
-	if !member {
-		return j.record(ctx, s, job.ID, ReasonNotMember, "the node is not in the job's ring")
-	}
-	template, err := j.template(plan)
-	if err != nil {
-		return nil, err
-	}
-	s.adapt, err = jobconf.Decode(template, d.Tensors)
-	switch {
-	case errors.Is(err, jobconf.ErrNonFinite):
-		return j.record(ctx, s, job.ID, ReasonNonFinite, err.Error())
-	case err != nil:
-		return j.record(ctx, s, job.ID, ReasonShape, err.Error())
-	}
-	bound := plan.ClipNorm(template.NumParams())
-	if n := jobconf.Norm(s.adapt); n > bound*(1+1e-6) {
-		resp, err := j.record(ctx, s, job.ID, ReasonNorm, fmt.Sprintf("norm %.6g above the bound %.6g every honest contribution is clipped to", n, bound))
-		if err == nil {
-			j.punish(ctx, job.ID, s.node, "norm", fmt.Sprintf("delta for slot %s has norm %.6g > bound %.6g", state.Slot(epoch, meta.Step, s.node), n, bound), []*submission{s})
+		files := []*submission{s}
+		if o := a.Offence; o.Earlier != "" {
+			earlier, err := parseSlot(o.Earlier)
+			if err != nil {
+				return Verdict{}, err
+			}
+			first, _ := os.ReadFile(j.deltaPath(job.ID, earlier))
+			dg := o.EarlierDigest
+			if dg == "" {
+				dg = fileDigest(first)
+			}
+			files = []*submission{{file: first, digest: dg}, s}
 		}
-		return resp, err
-	}
-	td := model.Digest(s.adapt.Tensors())
-	s.tdig = hex.EncodeToString(td[:])
-	seen, err := j.seenFor(ctx, job.ID, template)
-	if err != nil {
-		return nil, err
-	}
-	// A node's own earlier tensors under a new slot are a re-signed copy.
-	// An all-zero contribution (every group had equal rewards) can repeat
-	// honestly and proves nothing.
-	if prev, ok := seen[s.node+"/"+s.tdig]; ok && jobconf.Norm(s.adapt) > 0 {
-		resp, err := j.record(ctx, s, job.ID, ReasonReplay, "the tensors are a copy of the delta accepted for slot "+prev)
-		if err == nil {
-			first, _ := os.ReadFile(j.deltaPath(job.ID, prev))
-			j.punish(ctx, job.ID, s.node, "replay", "re-signed copy of the delta of slot "+prev+" submitted for slot "+state.Slot(epoch, meta.Step, s.node),
-				[]*submission{{file: first, digest: fileDigest(first)}, s})
-		}
-		return resp, err
+		j.punish(ctx, job.ID, s.node, a.Offence.Name, a.Offence.Detail, files)
+		return resp, nil
 	}
 	// Accepted: keep the file, then record the verdict.
-	slot := state.Slot(epoch, meta.Step, s.node)
-	if err := os.MkdirAll(filepath.Dir(j.deltaPath(job.ID, slot)), 0o755); err != nil {
-		return nil, err
+	if err := os.MkdirAll(filepath.Dir(j.deltaPath(job.ID, here)), 0o755); err != nil {
+		return Verdict{}, err
 	}
-	if err := writeFile(j.deltaPath(job.ID, slot), file); err != nil {
-		return nil, err
+	if err := writeFile(j.deltaPath(job.ID, here), file); err != nil {
+		return Verdict{}, err
 	}
-	v := state.DeltaJudged{Job: job.ID, Node: s.node, Epoch: epoch, Sync: k, Step: meta.Step, Sequence: meta.Sequence,
+	v := state.DeltaJudged{Job: job.ID, Node: s.node, Epoch: a.Epoch, Sync: a.Sync, Step: meta.Step, Sequence: meta.Sequence,
 		Samples: meta.Samples, Digest: s.digest, Accepted: true}
 	if _, err := j.eng.Do(ctx, state.JudgeDelta{Verdict: v}); err != nil {
 		if errors.Is(err, state.ErrPrecondition) {
 			return reject(ReasonLate, "%v", err), nil
 		}
-		return nil, err
+		return Verdict{}, err
 	}
-	seen[s.node+"/"+s.tdig] = slot
-	j.log.Debug("delta accepted", "job", job.ID, "node", short(s.node), "epoch", epoch, "sync", k)
-	return &pb.SubmitDeltaResponse{Accepted: true}, nil
-}
-
-// sameTensors reports whether the delta accepted for s's slot carries the
-// same tensors as ts.
-func (j *Judge) sameTensors(ctx context.Context, job state.Job, s *submission, ts []delta.Tensor) (bool, error) {
-	plan, err := jobconf.FromSpec(job.ID, job.Spec)
-	if err != nil {
-		return false, err
-	}
-	template, err := j.template(plan)
-	if err != nil {
-		return false, err
-	}
-	held, _, err := j.loadDelta(ctx, job.ID, state.Slot(int(s.meta.Epoch), s.meta.Step, s.node), template)
-	if err != nil {
-		return false, err
-	}
-	got, err := jobconf.Decode(template, ts)
-	if err != nil {
-		return false, nil
-	}
-	return model.Digest(held.Tensors()) == model.Digest(got.Tensors()), nil
+	st.Seen[s.node+"/"+a.TensorDigest] = here.String()
+	j.log.Debug("delta accepted", "job", job.ID, "node", short(s.node), "epoch", a.Epoch, "sync", a.Sync)
+	return accepted, nil
 }
 
 // template returns an adapter of the job's shape (cached: building one
@@ -432,25 +429,14 @@ func (j *Judge) template(plan jobconf.Plan) (*model.Adapter, error) {
 }
 
 // record logs a rejection attributable to a node of a job.
-func (j *Judge) record(ctx context.Context, s *submission, job, reason, detail string) (*pb.SubmitDeltaResponse, error) {
+func (j *Judge) record(ctx context.Context, s *submission, job, reason, detail string) (Verdict, error) {
 	v := state.DeltaJudged{Job: job, Node: s.node, Epoch: int(s.meta.Epoch), Sync: s.sync, Step: s.meta.Step,
 		Sequence: s.meta.Sequence, Digest: s.digest, Reason: reason, Detail: trim(detail, 1024)}
 	if _, err := j.eng.Do(ctx, state.JudgeDelta{Verdict: v}); err != nil {
-		return nil, err
+		return Verdict{}, err
 	}
 	j.log.Info("delta rejected", "job", job, "node", short(s.node), "reason", reason, "detail", detail)
 	return reject(reason, "%s", detail), nil
-}
-
-func (j *Judge) equivocation(ctx context.Context, s *submission, job state.Job, held string) (*pb.SubmitDeltaResponse, error) {
-	slot := state.Slot(int(s.meta.Epoch), s.meta.Step, s.node)
-	resp, err := j.record(ctx, s, job.ID, ReasonEquivocation, "a different delta ("+held[:16]+"…) is already accepted for slot "+slot)
-	if err != nil {
-		return nil, err
-	}
-	first, _ := os.ReadFile(j.deltaPath(job.ID, slot))
-	j.punish(ctx, job.ID, s.node, "equivocation", "two different signed deltas for slot "+slot, []*submission{{file: first, digest: held}, s})
-	return resp, nil
 }
 
 // Evidence is what a slash keeps: the offence and the signed files (their
@@ -522,16 +508,35 @@ func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, fil
 	}
 }
 
-func (j *Judge) deltaPath(job, slot string) string {
-	return filepath.Join(j.cfg.DataDir, "deltas", job, slotFile(slot))
+// slot is a delta's place in a job: the epoch, the global step its sync
+// ends at and the node. The log keys it as state.Slot writes it.
+type slot struct {
+	epoch int
+	step  uint64
+	node  string
 }
 
-// slotFile names a slot's file: epoch-step-node.delta, sortable.
-func slotFile(slot string) string {
-	var e, st int
-	var node string
-	fmt.Sscanf(slot, "%d/%d/%s", &e, &st, &node)
-	return fmt.Sprintf("e%04d-s%08d-%s.delta", e, st, node)
+// String is the slot's key in the log (state.Slot).
+func (s slot) String() string { return state.Slot(s.epoch, s.step, s.node) }
+
+// parseSlot parses a slot key of the log, strictly: the only place the
+// judge reads one back.
+func parseSlot(key string) (slot, error) {
+	parts := strings.SplitN(key, "/", 3)
+	if len(parts) != 3 {
+		return slot{}, fmt.Errorf("judge: slot %q is not epoch/step/node", key)
+	}
+	e, err1 := strconv.Atoi(parts[0])
+	st, err2 := strconv.ParseUint(parts[1], 10, 64)
+	s := slot{epoch: e, step: st, node: parts[2]}
+	if err1 != nil || err2 != nil || e < 1 || s.node == "" || s.String() != key {
+		return slot{}, fmt.Errorf("judge: slot %q is not epoch/step/node", key)
+	}
+	return s, nil
+}
+
+func (j *Judge) deltaPath(job string, s slot) string {
+	return filepath.Join(j.cfg.DataDir, "deltas", job, fmt.Sprintf("e%04d-s%08d-%s.delta", s.epoch, s.step, s.node)) // sortable
 }
 
 // seenFor returns job's tensor digests (node/digest → slot), loading them
@@ -541,47 +546,41 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter
 		return s, nil
 	}
 	s := map[string]string{}
-	var slots map[string]string
+	var keys []string
 	j.eng.View(func(m *state.Machine) {
 		if jb, ok := m.Job(job); ok {
-			slots = make(map[string]string, len(jb.Slots))
-			for k, v := range jb.Slots {
-				slots[k] = v
+			keys = make([]string, 0, len(jb.Slots))
+			for k := range jb.Slots {
+				keys = append(keys, k)
 			}
 		}
 	})
-	for slot := range slots {
-		a, _, err := j.loadDelta(ctx, job, slot, template)
+	for _, key := range keys {
+		sl, err := parseSlot(key)
+		if err != nil {
+			return nil, err
+		}
+		a, _, err := j.loadDelta(ctx, job, sl, template)
 		if err != nil {
 			return nil, err
 		}
 		d := model.Digest(a.Tensors())
-		node := slot[lastSlash(slot)+1:]
-		s[node+"/"+hex.EncodeToString(d[:])] = slot
+		s[sl.node+"/"+hex.EncodeToString(d[:])] = key
 	}
 	j.seen[job] = s
 	return s, nil
 }
 
-func lastSlash(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '/' {
-			return i
-		}
-	}
-	return -1
-}
-
 // loadDelta reads an accepted delta back (verifying it again: the disk is
 // not trusted more than the network).
-func (j *Judge) loadDelta(ctx context.Context, job, slot string, template *model.Adapter) (*model.Adapter, delta.MetadataFields, error) {
-	b, err := os.ReadFile(j.deltaPath(job, slot))
+func (j *Judge) loadDelta(ctx context.Context, job string, sl slot, template *model.Adapter) (*model.Adapter, delta.MetadataFields, error) {
+	b, err := os.ReadFile(j.deltaPath(job, sl))
 	if err != nil {
-		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s: %w", slot, err)
+		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s: %w", sl, err)
 	}
 	d, err := delta.Read(ctx, bytes.NewReader(b), delta.DefaultLimits())
 	if err != nil {
-		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s no longer verifies: %w", slot, err)
+		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s no longer verifies: %w", sl, err)
 	}
 	meta, err := d.Info.Metadata.Fields()
 	if err != nil {
@@ -589,16 +588,6 @@ func (j *Judge) loadDelta(ctx context.Context, job, slot string, template *model
 	}
 	a, err := jobconf.Decode(template, d.Tensors)
 	return a, meta, err
-}
-
-// sampled reports whether a delta is spot-checked: a keyed hash of its
-// digest below the job's share, so a worker cannot predict it.
-func (j *Judge) sampled(digest string, bp int) bool {
-	h := sha256.New()
-	h.Write([]byte("zoo-gym/spot-check/v1\x00"))
-	h.Write(j.cfg.Key.Seed())
-	h.Write([]byte(digest))
-	return int(binary.BigEndian.Uint64(h.Sum(nil))%10000) < bp
 }
 
 func contains(s []string, x string) bool {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/state"
@@ -68,7 +67,7 @@ func (j *Judge) RingEvidence(ctx context.Context, jobID, suspect string, evidenc
 	if !ok || !contains(job.Participants, suspect) {
 		return false, nil
 	}
-	plan, err := jobconf.FromSpec(job.ID, job.Spec)
+	plan, err := j.plan(job.ID, job.Spec)
 	if err == nil {
 		j.mu.Lock()
 		var template *model.Adapter

@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/model"
@@ -70,8 +68,8 @@ func (e *env) expectReject(file []byte, attributable bool, reasons ...string) st
 	if r.Detail == "" {
 		e.t.Errorf("rejection %q without a detail", r.Reason)
 	}
-	if _, err := proto.Marshal(r); err != nil {
-		e.t.Fatalf("verdict cannot be sent: %v", err)
+	if !utf8.ValidString(r.Reason) || !utf8.ValidString(r.Detail) {
+		e.t.Fatalf("verdict %+v cannot be sent: a protobuf string must be valid UTF-8", r)
 	}
 	if r.Digest != digestOf(file) {
 		e.t.Errorf("response digest %s, file digest %s", r.Digest, digestOf(file))
@@ -453,7 +451,7 @@ const ed25519PublicKeySize = 32
 // data directory, as a restarted hanzod has.
 func (e *env) restartJudge() {
 	e.t.Helper()
-	j, err := judge.New(judge.Config{DataDir: e.jdir(), Key: judgeKey(), Store: e.arts, Threads: 2, ShardSize: 8, EvalSize: 8, Now: e.clk.Now}, e.eng)
+	j, err := judge.New(judge.Config{DataDir: e.jdir(), Key: judgeKey(), Store: e.arts, Threads: 2, ShardSize: 8, EvalSize: 8, Base: base(e.t), Now: e.clk.Now}, e.eng)
 	if err != nil {
 		e.t.Fatal(err)
 	}

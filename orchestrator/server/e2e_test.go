@@ -24,11 +24,11 @@ import (
 type fakeJudge struct {
 	mu   sync.Mutex
 	got  [][]byte
-	resp *pb.SubmitDeltaResponse
+	resp DeltaVerdict
 	err  error
 }
 
-func (f *fakeJudge) Submit(ctx context.Context, file []byte) (*pb.SubmitDeltaResponse, error) {
+func (f *fakeJudge) Submit(ctx context.Context, file []byte) (DeltaVerdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = append(f.got, append([]byte(nil), file...))
@@ -64,8 +64,9 @@ func TestSubmitDelta(t *testing.T) {
 		t.Fatalf("an empty delta reached the judge: %q", j.got)
 	}
 	// A verdict, accepted or not, is an answer; the judge sees the bytes.
-	for _, want := range []*pb.SubmitDeltaResponse{
+	for _, want := range []DeltaVerdict{
 		{Accepted: true, Digest: "ab12"},
+		{Accepted: true, Duplicate: true, Digest: "ef56"},
 		{Accepted: false, Reason: "stale", Detail: "epoch 1 is over", Digest: "cd34"},
 	} {
 		j.resp = want
@@ -73,15 +74,15 @@ func TestSubmitDelta(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Accepted != want.Accepted || got.Reason != want.Reason || got.Detail != want.Detail || got.Digest != want.Digest {
-			t.Fatalf("verdict %v, want %v", got, want)
+		if g := (DeltaVerdict{got.Accepted, got.Duplicate, got.Reason, got.Detail, got.Digest}); g != want {
+			t.Fatalf("verdict %v, want %+v", got, want)
 		}
 		if last := j.got[len(j.got)-1]; string(last) != "file:"+want.Digest {
 			t.Fatalf("judge got %q", last)
 		}
 	}
 	// The judge's errors keep their code.
-	j.resp, j.err = nil, status.Error(codes.FailedPrecondition, "job is not running")
+	j.resp, j.err = DeltaVerdict{}, status.Error(codes.FailedPrecondition, "job is not running")
 	_, err = e.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: []byte("x")})
 	wantCode(t, err, codes.FailedPrecondition)
 }

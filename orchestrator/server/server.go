@@ -77,9 +77,20 @@ type Server struct {
 	Artifacts string
 }
 
-// Judge validates a delta file and records its verdict.
+// Judge validates a delta file and records its verdict. An error is the
+// judge's own failure, not the delta's: a rejection is a verdict.
 type Judge interface {
-	Submit(ctx context.Context, file []byte) (*pb.SubmitDeltaResponse, error)
+	Submit(ctx context.Context, file []byte) (DeltaVerdict, error)
+}
+
+// DeltaVerdict is a judge's answer to a submitted delta (judge.Verdict has
+// the same fields), sent as a SubmitDeltaResponse.
+type DeltaVerdict struct {
+	Accepted  bool
+	Duplicate bool
+	Reason    string
+	Detail    string
+	Digest    string
 }
 
 // RingJudge is a Judge that also checks the evidence of suspect reports
@@ -518,7 +529,11 @@ func (s *Server) SubmitDelta(ctx context.Context, r *pb.SubmitDeltaRequest) (*pb
 	if len(r.Delta) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "delta is empty: send the bytes of a delta file")
 	}
-	return s.Judge.Submit(ctx, r.Delta)
+	v, err := s.Judge.Submit(ctx, r.Delta)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SubmitDeltaResponse{Accepted: v.Accepted, Duplicate: v.Duplicate, Reason: v.Reason, Detail: v.Detail, Digest: v.Digest}, nil
 }
 
 // ReportSuspect implements NodeService.

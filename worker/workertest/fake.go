@@ -101,11 +101,11 @@ type pendingReport struct {
 // New returns a fake that provisions job with spec once need nodes
 // registered.
 func New(job string, spec state.JobSpec, need int) (*Fake, error) {
-	plan, err := jobconf.FromSpec(job, spec)
+	base, err := basemodel.Load()
 	if err != nil {
 		return nil, err
 	}
-	base, err := basemodel.Load()
+	plan, err := jobconf.FromSpec(job, spec, base)
 	if err != nil {
 		return nil, err
 	}

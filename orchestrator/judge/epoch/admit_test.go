@@ -1,0 +1,138 @@
+package epoch_test
+
+import (
+	"encoding/hex"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/zooai/gym/delta"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/judge/epoch"
+	"github.com/zooai/gym/orchestrator/state"
+)
+
+// tensors is a as delta tensors (fp32), as jobconf.Encode writes them.
+func tensors(a *model.Adapter) []delta.Tensor {
+	var ts []delta.Tensor
+	for _, t := range a.Tensors() {
+		var shape []uint64
+		for _, s := range t.Shape {
+			shape = append(shape, uint64(s))
+		}
+		ts = append(ts, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: model.Float32Bytes(t.Data)})
+	}
+	return ts
+}
+
+func tensorDigest(a *model.Adapter) string {
+	d := model.Digest(a.Tensors())
+	return hex.EncodeToString(d[:])
+}
+
+// TestAdmit runs the admission of one submitted delta against a job's
+// standing, for an honest delta and every kind of misbehaviour a delta
+// proves (or is refused for) on its own.
+func TestAdmit(t *testing.T) {
+	w := newWorld(t)
+	node := w.nodes[0]
+	honest := w.contribution(node, 1)
+	submission := func(a *model.Adapter) epoch.Submission {
+		return epoch.Submission{Node: node, Digest: "d-new", SyncKey: []byte("1"), HasSyncKey: true, Tensors: tensors(a),
+			Meta: delta.MetadataFields{Job: w.plan.Job, Epoch: 1, Step: 1, Node: node, Sequence: 5, Samples: w.plan.Samples()}}
+	}
+	standing := func() epoch.Standing {
+		return epoch.Standing{Plan: w.plan, Template: w.start, Epoch: 1, State: "running", Open: true, Member: true, LastSeq: 4,
+			Seen: map[string]string{}}
+	}
+	scaled := func(a *model.Adapter, f float64) *model.Adapter {
+		a = a.Clone()
+		for _, t := range a.Tensors() {
+			for j := range t.Data {
+				t.Data[j] *= float32(f)
+			}
+		}
+		return a
+	}
+	bound := w.plan.ClipNorm(w.start.NumParams())
+	slot := state.Slot(1, 1, node)
+	cases := []struct {
+		name    string
+		edit    func(s *epoch.Submission, st *epoch.Standing)
+		outcome epoch.Outcome
+		reason  string
+		detail  string // prefix
+		offence string
+		earlier string
+	}{
+		{"honest", func(*epoch.Submission, *epoch.Standing) {}, epoch.Accepted, "", "", "", ""},
+		{"at the norm bound", func(s *epoch.Submission, _ *epoch.Standing) {
+			s.Tensors = tensors(scaled(honest, bound/jobconf.Norm(honest)))
+		}, epoch.Accepted, "", "", "", ""},
+		{"norm-violating", func(s *epoch.Submission, _ *epoch.Standing) {
+			s.Tensors = tensors(scaled(honest, 1.01*bound/jobconf.Norm(honest)))
+		}, epoch.Rejected, epoch.ReasonNorm, "norm ", "norm", ""},
+		{"equivocating", func(_ *epoch.Submission, st *epoch.Standing) {
+			st.Held, st.HeldAdapter = "d-held-0123456789abcdef", w.contribution(node, 2)
+		}, epoch.Rejected, epoch.ReasonEquivocation, "a different delta (d-held-012345678…) is already accepted for slot " + slot, "equivocation", slot},
+		{"the same file again", func(_ *epoch.Submission, st *epoch.Standing) {
+			st.Held = "d-new"
+		}, epoch.Duplicate, "", "", "", ""},
+		{"the same tensors under new metadata", func(s *epoch.Submission, st *epoch.Standing) {
+			st.Held, st.HeldAdapter = "d-held", honest.Clone()
+			s.Meta.Sequence = 1 // a restarted worker: below the last accepted, still a duplicate
+		}, epoch.Duplicate, "", "", "", ""},
+		{"replayed tensors", func(s *epoch.Submission, st *epoch.Standing) {
+			st.Seen[node+"/"+tensorDigest(honest)] = "1/7/" + node
+		}, epoch.Rejected, epoch.ReasonReplay, "the tensors are a copy of the delta accepted for slot 1/7/", "replay", "1/7/" + node},
+		{"another node's tensors", func(s *epoch.Submission, st *epoch.Standing) {
+			st.Seen[w.nodes[1]+"/"+tensorDigest(honest)] = "1/1/" + w.nodes[1]
+		}, epoch.Accepted, "", "", "", ""},
+		{"stale sequence", func(s *epoch.Submission, _ *epoch.Standing) { s.Meta.Sequence = 4 },
+			epoch.Rejected, epoch.ReasonStale, "sequence 4, the last accepted was 4", "", ""},
+		{"late", func(_ *epoch.Submission, st *epoch.Standing) { st.Epoch, st.Open, st.State = 2, true, "running" },
+			epoch.Rejected, epoch.ReasonLate, "job is running in epoch 2; this delta is for epoch 1", "", ""},
+		{"aggregating", func(_ *epoch.Submission, st *epoch.Standing) { st.Open, st.State = false, "aggregating" },
+			epoch.Rejected, epoch.ReasonLate, "job is aggregating in epoch 1", "", ""},
+		{"not a member", func(_ *epoch.Submission, st *epoch.Standing) { st.Member = false },
+			epoch.Rejected, epoch.ReasonNotMember, "the node is not in the job's ring", "", ""},
+		{"wrong shape", func(s *epoch.Submission, _ *epoch.Standing) { s.Tensors = s.Tensors[1:] },
+			epoch.Rejected, epoch.ReasonShape, "", "", ""},
+		{"non-finite", func(s *epoch.Submission, _ *epoch.Standing) {
+			a := honest.Clone()
+			a.Tensors()[0].Data[1] = float32(math.NaN())
+			s.Tensors = tensors(a)
+		}, epoch.Rejected, epoch.ReasonNonFinite, "", "", ""},
+		{"step ends no sync", func(s *epoch.Submission, _ *epoch.Standing) { s.Meta.Step = 9 },
+			epoch.Rejected, epoch.ReasonMetadata, "step 9 of epoch 1 ends no sync", "", ""},
+		{"sync key", func(s *epoch.Submission, _ *epoch.Standing) { s.SyncKey = []byte(`"1"`) },
+			epoch.Rejected, epoch.ReasonMetadata, `metadata sync "1", step 1 is sync 1`, "", ""},
+		{"samples", func(s *epoch.Submission, _ *epoch.Standing) { s.Meta.Samples++ },
+			epoch.Rejected, epoch.ReasonMetadata, "samples ", "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, st := submission(honest), standing()
+			c.edit(&s, &st)
+			a := epoch.Admit(s, st)
+			if a.Outcome != c.outcome || a.Reason != c.reason || !strings.HasPrefix(a.Detail, c.detail) {
+				t.Fatalf("admission %v %q %q, want %v %q %q…", a.Outcome, a.Reason, a.Detail, c.outcome, c.reason, c.detail)
+			}
+			if c.outcome == epoch.Rejected && a.Detail == "" {
+				t.Error("a rejection without a detail")
+			}
+			switch {
+			case c.offence == "" && a.Offence != nil:
+				t.Errorf("offence %+v, want none", a.Offence)
+			case c.offence != "" && (a.Offence == nil || a.Offence.Name != c.offence || a.Offence.Earlier != c.earlier || a.Offence.Detail == ""):
+				t.Errorf("offence %+v, want %s with earlier slot %q", a.Offence, c.offence, c.earlier)
+			}
+			if a.Outcome == epoch.Accepted {
+				if a.Adapter == nil || a.TensorDigest != tensorDigest(a.Adapter) || a.Epoch != 1 || a.Sync != 1 {
+					t.Errorf("accepted admission %+v", a)
+				}
+			}
+		})
+	}
+}

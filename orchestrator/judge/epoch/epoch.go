@@ -1,0 +1,510 @@
+// Package epoch holds the judge's decisions about an epoch's deltas as
+// pure functions of their inputs.
+//
+// Admit judges one submitted delta against its job's standing (the sync
+// its step ends, its claims, the slot — a duplicate or equivocation —, its
+// sequence, the epoch and membership, shapes, finite values, the norm
+// bound, a re-signed copy of the node's earlier tensors) and names the
+// offence it proves, if any.
+//
+// Evaluate decides the end of an epoch. Given the deltas accepted for it
+// (decoded), the checkpoint it started from, the ring configurations the
+// job went through and the job's plan, it reconstructs what an honest ring
+// produced from the submitted deltas (ring.Reference, bit for bit) and
+// flags the nodes whose claimed base disagrees, re-executes a keyed share
+// of the deltas by deterministic replay (the re-execution is passed in),
+// scores every delta (q = α·ΔL + β·S + γ·C on a held-out shard), merges
+// each sync's deltas with the job's rule into the checkpoint of record and
+// says what follows: the slashes of failed spot-checks and the epoch's
+// reward contributions.
+//
+// Nothing here reads files, touches the engine, a clock or a logger: the
+// judge (package judge) loads the inputs, issues the commands, writes and
+// publishes the checkpoint. What it computes is deterministic, so a merge
+// repeated after a restart gives the same bytes.
+package epoch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/zooai/gym/heldout"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/trainer"
+)
+
+// OffenceSpotCheck is the offence of a delta that does not replay.
+const OffenceSpotCheck = "spot_check"
+
+// Delta is one delta accepted for the epoch, decoded.
+type Delta struct {
+	Slot        string // the slot key the log names it by: epoch/step/node
+	Node        string
+	Step        uint64 // global step its sync ends at
+	Digest      string // signature digest of its file
+	Base        string // the base_checkpoint it claims (jobconf.Digest of its sync's start)
+	ClaimedLoss float64
+	Adapter     *model.Adapter // the contribution
+}
+
+// Replayer re-executes node's training of syncs 1..k of the epoch exactly
+// as a worker does: from starts[0] at the epoch's first step, Interval
+// steps a sync, continuing after sync s < k from starts[s] with the
+// optimiser state kept. It returns the adapter at the end of sync k and the
+// losses of sync k's steps. len(starts) is k.
+type Replayer func(ctx context.Context, node string, k int, starts []*model.Adapter) (*model.Adapter, []float64, error)
+
+// Input is everything an epoch's evaluation depends on.
+type Input struct {
+	Job         string
+	Epoch       int
+	Plan        jobconf.Plan
+	Rule        merge.Rule
+	Byzantine   int    // the f the job declared
+	SpotCheckBP int    // share of deltas replayed, in basis points
+	SpotKey     []byte // secret keying which deltas are replayed (hanzod's key seed)
+
+	Start  *model.Adapter // the checkpoint of record the epoch started from
+	Deltas []Delta        // accepted for the epoch, in any order
+	Rings  [][]string     // the distinct ring orders the job was configured with, newest first
+
+	Base      *model.Weights // the base model scores and accuracy are measured with
+	ShardSize int            // held-out problems ΔL is measured on
+	EvalSize  int            // held-out problems the checkpoint's accuracy is measured on
+	Threads   int
+	Weights   [3]float64 // α, β, γ of the quality score
+	Replay    Replayer   // re-executes a spot-checked delta
+}
+
+// Score is how one accepted delta fared in the merge.
+type Score struct {
+	Node    string  `json:"node"`
+	Sync    int     `json:"sync"`
+	Quality float64 `json:"quality"`
+	DeltaL  float64 `json:"delta_l"`
+	S       float64 `json:"s"`
+	C       float64 `json:"c"`
+	Norm    float64 `json:"norm"`
+	Weight  float64 `json:"weight,omitempty"`
+	Checked bool    `json:"spot_checked,omitempty"`
+}
+
+// Report is what the merge of one epoch found; the judge writes it next to
+// the checkpoint (merge-NNNN.json) and summarises it in the publication
+// record. Evaluate fills everything up to Accuracy and Quality; the
+// publication fields are the judge's.
+type Report struct {
+	Job      string   `json:"job"`
+	Epoch    int      `json:"epoch"`
+	Rule     string   `json:"rule"`
+	Scores   []Score  `json:"scores"`
+	Excluded []string `json:"excluded,omitempty"` // slots dropped by a failed spot-check
+	// RingDisagreements lists nodes whose claimed base for a sync differs
+	// from what the ring should have produced from the submitted deltas.
+	RingDisagreements []string `json:"ring_disagreements,omitempty"`
+	// RingUnknown lists syncs whose ring result matched no configuration.
+	RingUnknown   []int   `json:"ring_unknown,omitempty"`
+	SpotChecks    int     `json:"spot_checks"`
+	LossBefore    float64 `json:"loss_before"`
+	LossAfter     float64 `json:"loss_after"`
+	Accuracy      float64 `json:"accuracy"`
+	Quality       float64 `json:"quality"` // mean over accepted deltas
+	CID           string  `json:"cid"`
+	WeightsCID    string  `json:"weights_cid"`
+	MergeSeconds  float64 `json:"merge_seconds"`
+	CheckpointDir string  `json:"checkpoint_dir"`
+}
+
+// Slash is a proven offence to punish: the node is slashed, with its
+// delta file as evidence, and ejected.
+type Slash struct {
+	Node    string
+	Slot    string
+	Sync    int
+	Digest  string // of the delta file the evidence keeps
+	Offence string
+	Detail  string // what the replay found
+}
+
+// Shortfall is a sync merged with fewer deltas than the declared f needs:
+// the rule defended what it still could (Byzantine lowered).
+type Shortfall struct {
+	Sync   int
+	Deltas int
+	Err    error
+}
+
+// Result is the evaluation of an epoch: the report, the checkpoint of
+// record and the commands that follow from it.
+type Result struct {
+	Report     Report
+	Merged     *model.Adapter
+	Slashes    []Slash               // in the order found
+	Rewards    []ledger.Contribution // the epoch's contributions by node, sorted; empty: none
+	Shortfalls []Shortfall
+}
+
+// Sampled reports whether the delta with file digest digest is
+// spot-checked at a share of bp basis points: a hash keyed by key below
+// the share, so a worker cannot predict it.
+func Sampled(key []byte, digest string, bp int) bool {
+	h := sha256.New()
+	h.Write([]byte("zoo-gym/spot-check/v1\x00"))
+	h.Write(key)
+	h.Write([]byte(digest))
+	return int(binary.BigEndian.Uint64(h.Sum(nil))%10000) < bp
+}
+
+type entry struct {
+	Delta
+	a       *model.Adapter // nil: left out of the merge
+	checked bool
+}
+
+// Evaluate reconstructs the ring, spot-checks, scores and merges every
+// sync of the epoch.
+func Evaluate(ctx context.Context, in Input) (*Result, error) {
+	if in.Start == nil || in.Base == nil || in.Replay == nil {
+		return nil, errors.New("epoch: Evaluate needs the start checkpoint, the base model and a replayer")
+	}
+	plan, e := in.Plan, in.Epoch
+	res := &Result{Report: Report{Job: in.Job, Epoch: e, Rule: string(in.Rule)}}
+	rep := &res.Report
+	K := plan.Syncs()
+	syncs := make([][]*entry, K+1)
+	for _, d := range in.Deltas {
+		_, k, ok := plan.SyncOf(d.Step)
+		if !ok {
+			continue
+		}
+		syncs[k] = append(syncs[k], &entry{Delta: d, a: d.Adapter})
+	}
+	for k := range syncs {
+		sort.Slice(syncs[k], func(a, b int) bool { return syncs[k][a].Node < syncs[k][b].Node })
+	}
+
+	// What the ring should have produced: S[k] is the adapter every
+	// member held after sync k's all-reduce, rebuilt from the submitted
+	// deltas in the order of a ring configuration of the job; the right
+	// configuration is the one whose result the next sync's deltas name as
+	// their base. nil: unknown.
+	S := make([]*model.Adapter, K)
+	S[0] = in.Start
+	if d := jobconf.Digest(in.Start); K >= 1 {
+		for _, en := range syncs[1] {
+			if en.Base != d {
+				rep.RingDisagreements = append(rep.RingDisagreements, fmt.Sprintf("%s sync 1 (did not start from the checkpoint of record)", short(en.Node)))
+			}
+		}
+	}
+	for k := 1; k < K; k++ {
+		if S[k-1] == nil {
+			break
+		}
+		claims := map[string]int{}
+		for _, en := range syncs[k+1] {
+			claims[en.Base]++
+		}
+		var best *model.Adapter
+		bestVotes := 0
+		for _, order := range in.Rings {
+			vecs, ok := ringInputs(order, syncs[k])
+			if !ok {
+				continue
+			}
+			mean, err := ring.Reference(vecs, ring.Mean)
+			if err != nil {
+				continue
+			}
+			c := S[k-1].Clone()
+			if err := jobconf.AddFlat(c, mean); err != nil {
+				return nil, err
+			}
+			if v := claims[jobconf.Digest(c)]; v > bestVotes {
+				best, bestVotes = c, v
+			}
+		}
+		if best == nil {
+			rep.RingUnknown = append(rep.RingUnknown, k)
+			break
+		}
+		S[k] = best
+		d := jobconf.Digest(best)
+		for _, en := range syncs[k+1] {
+			if en.Base != d {
+				rep.RingDisagreements = append(rep.RingDisagreements, fmt.Sprintf("%s sync %d", short(en.Node), k+1))
+			}
+		}
+	}
+
+	// A delta whose claimed start differs from what the ring produced (when
+	// that is known) is not comparable with the others, and could be
+	// dodging the spot-check by naming a false base: it is left out of the
+	// merge (not slashed: a corrupted ring would make honest nodes
+	// disagree too, and then no configuration matches at all).
+	for k := 1; k <= K; k++ {
+		if S[k-1] == nil {
+			continue
+		}
+		d := jobconf.Digest(S[k-1])
+		for _, en := range syncs[k] {
+			if en.Base != d {
+				en.a = nil
+				rep.Excluded = append(rep.Excluded, en.Slot+" (base disagrees with the ring)")
+			}
+		}
+	}
+
+	// Spot-checks: re-execute the sampled deltas whose start is known.
+	for k := 1; k <= K; k++ {
+		for _, en := range syncs[k] {
+			if en.a == nil || !Sampled(in.SpotKey, en.Digest, in.SpotCheckBP) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
+				continue
+			}
+			rep.SpotChecks++
+			en.checked = true
+			ok, detail, err := spotCheck(ctx, in, k, en, S)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				rep.Excluded = append(rep.Excluded, en.Slot)
+				res.Slashes = append(res.Slashes, Slash{Node: en.Node, Slot: en.Slot, Sync: k, Digest: en.Digest, Offence: OffenceSpotCheck, Detail: detail})
+				en.a = nil
+			}
+		}
+	}
+
+	// Score and merge sync by sync along the orchestrator's own
+	// trajectory T.
+	tk, err := task.Lookup(plan.Trainer.Task)
+	if err != nil {
+		return nil, err
+	}
+	shard := task.NewSplit(tk, in.ShardSize).Eval
+	loss := func(a *model.Adapter) (float64, error) {
+		return heldout.Loss(&model.Model{W: in.Base, A: a, Threads: in.Threads}, shard)
+	}
+	T := in.Start.Clone()
+	if rep.LossBefore, err = loss(T); err != nil {
+		return nil, err
+	}
+	var prevU []float32
+	var normSum float64
+	var normN int
+	var qSum float64
+	mcfg := merge.Config{Rule: in.Rule, Byzantine: in.Byzantine}
+	w := merge.Weights{Alpha: in.Weights[0], Beta: in.Weights[1], Gamma: in.Weights[2]}
+	for k := 1; k <= K; k++ {
+		var live []*entry
+		for _, en := range syncs[k] {
+			if en.a != nil {
+				live = append(live, en)
+			}
+		}
+		if len(live) == 0 {
+			continue
+		}
+		before, err := loss(T)
+		if err != nil {
+			return nil, err
+		}
+		for _, en := range live {
+			normSum += jobconf.Norm(en.a)
+			normN++
+		}
+		nbar := normSum / float64(normN)
+		var mi []merge.Input
+		var scores []Score
+		for _, en := range live {
+			v := jobconf.Flatten(en.a)
+			after := T.Clone()
+			_ = jobconf.AddFlat(after, v)
+			la, err := loss(after)
+			if err != nil {
+				return nil, err
+			}
+			n := merge.Norm(v)
+			cos := 0.0
+			if prevU != nil {
+				cos = merge.Cosine(v, prevU)
+			}
+			sc := merge.Quality(w, before, la, n, nbar, cos)
+			mi = append(mi, merge.Input{Node: en.Node, Vec: v, Quality: sc.Q})
+			scores = append(scores, Score{Node: en.Node, Sync: k, Quality: sc.Q, DeltaL: sc.DeltaL, S: sc.S, C: sc.C, Norm: n, Checked: en.checked})
+			qSum += sc.Q
+		}
+		c := mcfg
+		if f := merge.CheckDefensible(in.Rule, len(mi), c.Byzantine); f != nil {
+			// Fewer contributors than the declared f needs: merge what the
+			// rule can still defend and say so.
+			res.Shortfalls = append(res.Shortfalls, Shortfall{Sync: k, Deltas: len(mi), Err: f})
+			c.Byzantine = max(0, (len(mi)-1)/3)
+			if in.Rule == merge.Mean {
+				c.Byzantine = 0
+			}
+		}
+		u, mr, err := merge.Merge(c, mi)
+		if err != nil {
+			return nil, fmt.Errorf("judge: merge of sync %d: %w", k, err)
+		}
+		for i := range scores {
+			for _, ct := range mr.Contributions {
+				if ct.Node == scores[i].Node {
+					scores[i].Weight = ct.Weight
+				}
+			}
+		}
+		rep.Scores = append(rep.Scores, scores...)
+		if err := jobconf.AddFlat(T, u); err != nil {
+			return nil, err
+		}
+		prevU = u
+	}
+	if len(rep.Scores) > 0 {
+		rep.Quality = qSum / float64(len(rep.Scores))
+	}
+	if rep.LossAfter, err = loss(T); err != nil {
+		return nil, err
+	}
+	ev, err := heldout.Evaluate(in.Base, T, plan.Trainer.Task, in.EvalSize, in.Threads)
+	if err != nil {
+		return nil, err
+	}
+	rep.Accuracy = ev.Accuracy
+	res.Merged = T
+	res.Rewards = Rewards(plan, rep.Scores)
+	return res, nil
+}
+
+// Rewards are the epoch's contributions by node: compute by accepted
+// samples, quality by summed quality (in millionths), participation by
+// syncs contributed; sorted by node.
+func Rewards(plan jobconf.Plan, scores []Score) []ledger.Contribution {
+	type acc struct{ samples, quality, syncs uint64 }
+	by := map[string]*acc{}
+	for _, s := range scores {
+		a := by[s.Node]
+		if a == nil {
+			a = &acc{}
+			by[s.Node] = a
+		}
+		a.samples += plan.Samples()
+		a.quality += uint64(s.Quality * 1e6)
+		a.syncs++
+	}
+	var cs []ledger.Contribution
+	for node, a := range by {
+		cs = append(cs, ledger.Contribution{ID: node, Compute: a.samples, Quality: a.quality, Participation: a.syncs})
+	}
+	sort.Slice(cs, func(a, b int) bool { return cs[a].ID < cs[b].ID })
+	return cs
+}
+
+// ringInputs returns the members' deltas in ring order, if every member of
+// the configuration submitted one for the sync.
+func ringInputs(order []string, es []*entry) ([][]float32, bool) {
+	by := map[string]*entry{}
+	for _, en := range es {
+		by[en.Node] = en
+	}
+	var out [][]float32
+	for _, id := range order {
+		en := by[id]
+		if en == nil || en.a == nil {
+			return nil, false
+		}
+		out = append(out, jobconf.Flatten(en.a))
+	}
+	return out, len(out) > 0
+}
+
+// spotCheck replays en's sync k from the start of the epoch, the
+// reconstructed ring results applied between syncs, and compares the
+// delta bit for bit and the claimed loss within 0.05.
+func spotCheck(ctx context.Context, in Input, k int, en *entry, S []*model.Adapter) (bool, string, error) {
+	if _, err := jobconf.Worker(en.Node); err != nil {
+		return false, err.Error(), nil
+	}
+	got, losses, err := in.Replay(ctx, en.Node, k, S[:k])
+	if err != nil {
+		return false, "", err
+	}
+	d := jobconf.Sub(got, S[k-1])
+	jobconf.Clip(d, in.Plan.ClipNorm(d.NumParams()))
+	want, have := jobconf.Flatten(d), jobconf.Flatten(en.a)
+	if len(want) != len(have) {
+		return false, fmt.Sprintf("replay has %d values, the delta %d", len(want), len(have)), nil
+	}
+	diff := 0
+	for i := range want {
+		if want[i] != have[i] {
+			diff++
+		}
+	}
+	if diff > 0 {
+		return false, fmt.Sprintf("replay differs in %d of %d values (claimed loss %.6g, replayed %.6g)", diff, len(want), en.ClaimedLoss, jobconf.ClaimedLoss(losses)), nil
+	}
+	if cl := jobconf.ClaimedLoss(losses); abs(cl-en.ClaimedLoss) > 0.05 {
+		return false, fmt.Sprintf("claimed loss %.6g, replay gives %.6g", en.ClaimedLoss, cl), nil
+	}
+	return true, "", nil
+}
+
+// Retrain is the Replayer of the built-in trainer: it trains node's data
+// of the epoch on base with the job's plan, threads goroutines wide.
+func Retrain(base *model.Weights, plan jobconf.Plan, epoch, threads int) Replayer {
+	return func(ctx context.Context, node string, k int, starts []*model.Adapter) (*model.Adapter, []float64, error) {
+		worker, err := jobconf.Worker(node)
+		if err != nil {
+			return nil, nil, err
+		}
+		tr, err := trainer.Resume(base, plan.Trainer, worker, threads, trainer.State{Step: plan.FirstStep(epoch), Adapter: starts[0]})
+		if err != nil {
+			return nil, nil, err
+		}
+		var losses []float64
+		for s := 1; s <= k; s++ {
+			losses = losses[:0]
+			for range plan.Interval {
+				st, err := tr.Step(ctx)
+				if err != nil {
+					return nil, nil, err
+				}
+				losses = append(losses, st.Loss)
+			}
+			if s == k {
+				break
+			}
+			st := tr.State()
+			st.Adapter = starts[s].Clone()
+			if tr, err = trainer.Resume(base, plan.Trainer, worker, threads, st); err != nil {
+				return nil, nil, err
+			}
+		}
+		return tr.Adapter(), losses, nil
+	}
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

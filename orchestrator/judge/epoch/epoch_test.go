@@ -1,0 +1,343 @@
+package epoch_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/judge/epoch"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/ring"
+)
+
+var testBase = sync.OnceValues(basemodel.Load)
+
+// world is a job of one epoch of two syncs (the first all-reduced) over
+// three nodes, with a fake replayer: node i's "training" of sync k adds a
+// fixed seeded contribution to the sync's start. Everything honest is
+// derived from the replayer, so an honest delta replays bit for bit.
+type world struct {
+	base  *model.Weights
+	plan  jobconf.Plan
+	start *model.Adapter
+	nodes []string // ids, in node order
+	order []string // the ring order
+	loss  float64  // what the replayer's steps report
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	base, err := testBase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := state.DefaultGSPO()
+	g.AggregateInterval = 1
+	g.GroupSize = 4
+	g.LoRARank, g.LoRAAlpha = 2, 4
+	g.MaxSeqLen = 12
+	g.GradientAccumulationSteps = 1
+	g.LearningRate = 2e-3
+	g.WarmupSteps = 0
+	g.WeightDecay = 0
+	spec := state.JobSpec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, MaxNodes: 3,
+		StepsPerEpoch: 2, PromptsPerStep: 2, Seed: 11, GSPO: g}
+	plan, err := jobconf.FromSpec("job-00000001", spec, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := plan.InitialAdapter(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{base: base, plan: plan, start: start, loss: 0.5}
+	for i := range 3 {
+		s := sha256.Sum256(fmt.Appendf(nil, "epoch-test-node-%d", i))
+		w.nodes = append(w.nodes, hex.EncodeToString(s[:]))
+	}
+	w.order = []string{w.nodes[1], w.nodes[0], w.nodes[2]}
+	return w
+}
+
+// contribution is node's seeded contribution to sync k, well below the
+// clip bound.
+func (w *world) contribution(node string, k int) *model.Adapter {
+	seed := sha256.Sum256(fmt.Appendf(nil, "%s/%d", node, k))
+	r := rand.New(rand.NewPCG(uint64(seed[0])<<8|uint64(seed[1]), uint64(k)))
+	a := w.start.ZeroLike()
+	for _, t := range a.Tensors() {
+		for j := range t.Data {
+			t.Data[j] = float32(1e-4 * (2*r.Float64() - 1))
+		}
+	}
+	return a
+}
+
+// replay is the fake re-execution: the start of sync k plus node's
+// contribution. It counts its calls.
+func (w *world) replay(calls *int) epoch.Replayer {
+	return func(ctx context.Context, node string, k int, starts []*model.Adapter) (*model.Adapter, []float64, error) {
+		*calls++
+		if len(starts) != k {
+			return nil, nil, fmt.Errorf("replay of sync %d given %d starts", k, len(starts))
+		}
+		a := starts[k-1].Clone()
+		if err := jobconf.AddFlat(a, jobconf.Flatten(w.contribution(node, k))); err != nil {
+			return nil, nil, err
+		}
+		return a, []float64{w.loss}, nil
+	}
+}
+
+// honest returns the epoch's honest deltas: what the replayer makes of
+// each node's sync, the base of sync 2 being the ring's all-reduce of sync
+// 1 in w.order.
+func (w *world) honest(t *testing.T) []epoch.Delta {
+	t.Helper()
+	var calls int
+	rp := w.replay(&calls)
+	starts := []*model.Adapter{w.start}
+	var out []epoch.Delta
+	for k := 1; k <= w.plan.Syncs(); k++ {
+		by := map[string]*model.Adapter{}
+		for _, n := range w.nodes {
+			got, losses, err := rp(context.Background(), n, k, starts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := jobconf.Sub(got, starts[k-1])
+			if f := jobconf.Clip(d, w.plan.ClipNorm(d.NumParams())); f != 1 {
+				t.Fatalf("honest contribution clipped by %g", f)
+			}
+			by[n] = d
+			step := uint64(w.plan.SyncStep(1, k))
+			out = append(out, epoch.Delta{Slot: state.Slot(1, step, n), Node: n, Step: step, Digest: fmt.Sprintf("digest-%s-%d", n[:8], k),
+				Base: jobconf.Digest(starts[k-1]), ClaimedLoss: jobconf.ClaimedLoss(losses), Adapter: d})
+		}
+		var vecs [][]float32
+		for _, n := range w.order {
+			vecs = append(vecs, jobconf.Flatten(by[n]))
+		}
+		mean, err := ring.Reference(vecs, ring.Mean)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := starts[k-1].Clone()
+		if err := jobconf.AddFlat(s, mean); err != nil {
+			t.Fatal(err)
+		}
+		starts = append(starts, s)
+	}
+	return out
+}
+
+func (w *world) input(deltas []epoch.Delta, replay epoch.Replayer) epoch.Input {
+	return epoch.Input{Job: w.plan.Job, Epoch: 1, Plan: w.plan, Rule: merge.Mean, SpotCheckBP: 10000, SpotKey: []byte("key"),
+		Start: w.start, Deltas: deltas, Rings: [][]string{w.order}, Base: w.base, ShardSize: 8, EvalSize: 8, Threads: 2,
+		Weights: [3]float64{0.5, 0.3, 0.2}, Replay: replay}
+}
+
+// find returns the index of node n's delta of sync k.
+func find(ds []epoch.Delta, n string, k int) int {
+	for i, d := range ds {
+		if d.Node == n && d.Step == uint64(k) { // one step a sync, epoch 1
+			return i
+		}
+	}
+	panic("no such delta")
+}
+
+// TestEvaluate runs the evaluation on sets of deltas, each with one kind
+// of misbehaviour the end of an epoch can catch, and checks the verdicts:
+// what is excluded, slashed, flagged, scored and paid.
+func TestEvaluate(t *testing.T) {
+	w := newWorld(t)
+	a, b, c := w.nodes[0], w.nodes[1], w.nodes[2]
+	type want struct {
+		scores     int
+		checks     int
+		excluded   []string // slot prefixes
+		slashed    []string // node: detail prefix
+		disagree   []string // prefixes
+		unknown    []int
+		shortfalls int
+	}
+	cases := []struct {
+		name  string
+		edit  func(ds []epoch.Delta, in *epoch.Input)
+		want  want
+		extra func(t *testing.T, r *epoch.Result)
+	}{
+		{"honest", func([]epoch.Delta, *epoch.Input) {}, want{scores: 6, checks: 6}, func(t *testing.T, r *epoch.Result) {
+			if len(r.Rewards) != 3 {
+				t.Errorf("rewards %+v, want one contribution per node", r.Rewards)
+			}
+			for _, cn := range r.Rewards {
+				if cn.Compute != 2*w.plan.Samples() || cn.Participation != 2 {
+					t.Errorf("contribution %+v, want 2 syncs of %d samples", cn, w.plan.Samples())
+				}
+			}
+			if r.Report.Accuracy < 0 || r.Report.Accuracy > 1 || r.Report.LossBefore == 0 {
+				t.Errorf("report %+v", r.Report)
+			}
+		}},
+		{"spot-check mismatch", func(ds []epoch.Delta, in *epoch.Input) {
+			i := find(ds, b, 2)
+			d := ds[i].Adapter.Clone()
+			d.Tensors()[0].Data[0] += 1e-5
+			ds[i].Adapter = d
+		}, want{scores: 5, checks: 6, excluded: []string{state.Slot(1, 2, b)}, slashed: []string{b + ": replay differs in 1 of"}}, nil},
+		{"claimed loss", func(ds []epoch.Delta, in *epoch.Input) {
+			ds[find(ds, c, 1)].ClaimedLoss = w.loss + 0.1
+		}, want{scores: 5, checks: 6, excluded: []string{state.Slot(1, 1, c)}, slashed: []string{c + ": claimed loss 0.6, replay gives 0.5"}}, nil},
+		{"false base", func(ds []epoch.Delta, in *epoch.Input) {
+			ds[find(ds, a, 2)].Base = jobconf.Digest(w.contribution(a, 9))
+		}, want{scores: 5, checks: 5, excluded: []string{state.Slot(1, 2, a) + " (base disagrees with the ring)"}, disagree: []string{a[:12] + " sync 2"}}, nil},
+		{"false start", func(ds []epoch.Delta, in *epoch.Input) {
+			ds[find(ds, a, 1)].Base = "0000"
+		}, want{scores: 5, checks: 5, excluded: []string{state.Slot(1, 1, a) + " (base disagrees"},
+			disagree: []string{a[:12] + " sync 1 (did not start from the checkpoint of record)"}}, nil},
+		{"not sampled", func(ds []epoch.Delta, in *epoch.Input) {
+			i := find(ds, b, 2)
+			d := ds[i].Adapter.Clone()
+			d.Tensors()[0].Data[0] += 1e-5
+			ds[i].Adapter = d
+			in.SpotCheckBP = 0
+		}, want{scores: 6, checks: 0}, nil},
+		{"no ring configuration matches", func(ds []epoch.Delta, in *epoch.Input) {
+			in.Rings = [][]string{{a, b}}
+		}, want{scores: 6, checks: 3, unknown: []int{1}}, nil},
+		{"fewer deltas than f needs", func(ds []epoch.Delta, in *epoch.Input) {
+			in.Rule, in.Byzantine = merge.Median, 1
+		}, want{scores: 6, checks: 6, shortfalls: 2}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := w.honest(t)
+			var calls int
+			in := w.input(ds, w.replay(&calls))
+			tc.edit(ds, &in)
+			r, err := epoch.Evaluate(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := r.Report
+			if len(rep.Scores) != tc.want.scores || rep.SpotChecks != tc.want.checks || calls != tc.want.checks {
+				t.Errorf("%d scores, %d spot-checks (%d replays); want %d and %d", len(rep.Scores), rep.SpotChecks, calls, tc.want.scores, tc.want.checks)
+			}
+			if !prefixes(rep.Excluded, tc.want.excluded) {
+				t.Errorf("excluded %q, want %q", rep.Excluded, tc.want.excluded)
+			}
+			var slashed []string
+			for _, s := range r.Slashes {
+				if s.Offence != epoch.OffenceSpotCheck || s.Digest == "" || !strings.HasPrefix(s.Slot, "1/") {
+					t.Errorf("slash %+v", s)
+				}
+				slashed = append(slashed, s.Node+": "+s.Detail)
+			}
+			if !prefixes(slashed, tc.want.slashed) {
+				t.Errorf("slashed %q, want %q", slashed, tc.want.slashed)
+			}
+			if !prefixes(rep.RingDisagreements, tc.want.disagree) {
+				t.Errorf("ring disagreements %q, want %q", rep.RingDisagreements, tc.want.disagree)
+			}
+			if !slices.Equal(rep.RingUnknown, tc.want.unknown) {
+				t.Errorf("ring unknown %v, want %v", rep.RingUnknown, tc.want.unknown)
+			}
+			if len(r.Shortfalls) != tc.want.shortfalls {
+				t.Errorf("shortfalls %+v, want %d", r.Shortfalls, tc.want.shortfalls)
+			}
+			for _, s := range r.Slashes {
+				for _, sc := range rep.Scores {
+					if sc.Node == s.Node && sc.Sync == s.Sync {
+						t.Errorf("the slashed delta of %s sync %d was scored", s.Node[:8], s.Sync)
+					}
+				}
+			}
+			if r.Merged == nil || r.Merged.NumParams() != w.start.NumParams() {
+				t.Fatal("no merged adapter of the job's shape")
+			}
+			if tc.extra != nil {
+				tc.extra(t, r)
+			}
+		})
+	}
+}
+
+func prefixes(got, want []string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestEvaluateDeterministic: the same inputs in another order give the
+// same merged bytes and report.
+func TestEvaluateDeterministic(t *testing.T) {
+	w := newWorld(t)
+	var calls int
+	ds := w.honest(t)
+	r1, err := epoch.Evaluate(context.Background(), w.input(ds, w.replay(&calls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := slices.Clone(ds)
+	slices.Reverse(rev)
+	r2, err := epoch.Evaluate(context.Background(), w.input(rev, w.replay(&calls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jobconf.Digest(r1.Merged) != jobconf.Digest(r2.Merged) || fmt.Sprint(r1.Report) != fmt.Sprint(r2.Report) {
+		t.Fatalf("the order of the deltas changed the result:\n%+v\n%+v", r1.Report, r2.Report)
+	}
+	if jobconf.Digest(r1.Merged) == jobconf.Digest(w.start) {
+		t.Fatal("the merge did not move the adapter")
+	}
+}
+
+// TestEvaluateReplayError: a replay that fails (not a mismatch: the
+// judge's own failure) fails the evaluation rather than slashing.
+func TestEvaluateReplayError(t *testing.T) {
+	w := newWorld(t)
+	boom := errors.New("out of memory")
+	_, err := epoch.Evaluate(context.Background(), w.input(w.honest(t), func(context.Context, string, int, []*model.Adapter) (*model.Adapter, []float64, error) {
+		return nil, nil, boom
+	}))
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want %v", err, boom)
+	}
+}
+
+func TestSampled(t *testing.T) {
+	n := 0
+	for i := range 10000 {
+		if epoch.Sampled([]byte("k"), fmt.Sprint(i), 1000) {
+			n++
+		}
+	}
+	if n < 850 || n > 1150 {
+		t.Fatalf("%d of 10000 sampled at 10%%", n)
+	}
+	for i := range 100 {
+		d := fmt.Sprint(i)
+		if epoch.Sampled([]byte("k"), d, 0) || !epoch.Sampled([]byte("k"), d, 10000) {
+			t.Fatal("0 and 10000 basis points are none and all")
+		}
+	}
+}

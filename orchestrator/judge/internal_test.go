@@ -1,0 +1,67 @@
+package judge
+
+import (
+	"testing"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/orchestrator/state"
+)
+
+func TestParseSlot(t *testing.T) {
+	node := "0558cbaa964d80f219545548eab7349a333c32e951466701e80f34c3626e651e"
+	for _, s := range []slot{{1, 1, node}, {12, 99999999999, node}, {3, 0, "x"}} {
+		got, err := parseSlot(s.String())
+		if err != nil || got != s {
+			t.Errorf("parseSlot(%q) = %+v, %v; want %+v", s.String(), got, err, s)
+		}
+	}
+	for _, bad := range []string{"", "1", "1/2", "1/2/", "0/2/n", "-1/2/n", "x/2/n", "1/x/n", "1/-2/n", "01/2/n", "1/02/n", "+1/2/n",
+		" 1/2/n", "1/2 /n", "1/18446744073709551616/n"} {
+		if s, err := parseSlot(bad); err == nil {
+			t.Errorf("parseSlot(%q) = %+v, want an error", bad, s)
+		}
+	}
+}
+
+// TestPlanCache: the plan is derived once per job and spec, again when
+// the spec differs.
+func TestPlanCache(t *testing.T) {
+	base, err := basemodel.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{NewPlan: func(id string, s state.JobSpec, b *model.Weights) (jobconf.Plan, error) {
+		calls++
+		if b != base {
+			t.Error("the plan was not derived from the judge's base model")
+		}
+		return jobconf.FromSpec(id, s, b)
+	}}}
+	g := state.DefaultGSPO()
+	g.AggregateInterval = 1
+	s1 := state.JobSpec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 2, MinNodes: 1, StepsPerEpoch: 4, GSPO: g}
+	s2 := s1
+	s2.Epochs = 3
+	bad := s1
+	bad.Model = "llama"
+	for _, c := range []struct {
+		job   string
+		spec  state.JobSpec
+		calls int
+		err   bool
+	}{
+		{"a", s1, 1, false}, {"a", s1, 1, false}, {"b", s1, 2, false}, {"a", s1, 2, false},
+		{"a", s2, 3, false}, {"a", s2, 3, false}, {"c", bad, 4, true}, {"c", bad, 4, true},
+	} {
+		p, err := j.plan(c.job, c.spec)
+		if (err != nil) != c.err || calls != c.calls {
+			t.Fatalf("plan(%s, epochs %d, model %s): err %v after %d derivations; want error %v after %d", c.job, c.spec.Epochs, c.spec.Model, err, calls, c.err, c.calls)
+		}
+		if err == nil && (p.Job != c.job || p.Epochs != c.spec.Epochs) {
+			t.Fatalf("plan %+v for job %s epochs %d", p, c.job, c.spec.Epochs)
+		}
+	}
+}
