@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/zooai/gym/delta"
@@ -56,46 +54,68 @@ func Encode(ctx context.Context, key ed25519.PrivateKey, d SyncDelta) ([]byte, e
 }
 
 // ErrShape reports tensors that do not match the job's adapter.
-var ErrShape = fmt.Errorf("jobconf: tensors do not match the job's adapter")
+var ErrShape = model.ErrShape
 
 // ErrNonFinite reports a NaN or infinite value.
-var ErrNonFinite = fmt.Errorf("jobconf: non-finite value")
+var ErrNonFinite = model.ErrNonFinite
 
 // Decode fills a copy of template (an adapter of the job's shape) from
 // verified tensors: the same names in the same order, fp32, the same
 // shapes, finite values — or ErrShape / ErrNonFinite saying what differs.
 func Decode(template *model.Adapter, ts []delta.Tensor) (*model.Adapter, error) {
 	out := template.ZeroLike()
-	want := out.Tensors()
-	if len(ts) != len(want) {
-		return nil, fmt.Errorf("%w: %d tensors, the job's adapter has %d", ErrShape, len(ts), len(want))
-	}
-	for i, w := range want {
-		t := ts[i]
-		if t.Name != w.Name {
-			return nil, fmt.Errorf("%w: tensor %d is %q, want %q", ErrShape, i, t.Name, w.Name)
-		}
-		if t.DType != delta.FP32 {
-			return nil, fmt.Errorf("%w: %s is %s, want fp32", ErrShape, t.Name, t.DType)
-		}
-		if len(t.Shape) != len(w.Shape) {
-			return nil, fmt.Errorf("%w: %s has rank %d, want %d", ErrShape, t.Name, len(t.Shape), len(w.Shape))
-		}
-		for k := range w.Shape {
-			if t.Shape[k] != uint64(w.Shape[k]) {
-				return nil, fmt.Errorf("%w: %s has shape %v, want %v", ErrShape, t.Name, t.Shape, w.Shape)
-			}
-		}
-		if len(t.Data) != 4*len(w.Data) {
-			return nil, fmt.Errorf("%w: %s has %d bytes, want %d", ErrShape, t.Name, len(t.Data), 4*len(w.Data))
-		}
-		for k := range w.Data {
-			v := math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*k:]))
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("%w: %s[%d] = %v", ErrNonFinite, t.Name, k, v)
-			}
-			w.Data[k] = v
-		}
+	if err := model.Fill(out.Tensors(), DeltaSource(ts, true)); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// DecodeAny builds an adapter for a model of shape mc from a delta's
+// tensors named as model.Adapter.Tensors names them, in any order: the
+// rank and targets come from the names and shapes (model.InferLoRA), alpha
+// from the caller; every tensor the adapter needs must be there, F32, with
+// its shape, finite, and nothing else.
+func DecodeAny(ts []delta.Tensor, mc model.Config, alpha float64) (*model.Adapter, error) {
+	names := make([]string, len(ts))
+	shapes := make([][]uint64, len(ts))
+	for i, t := range ts {
+		names[i], shapes[i] = t.Name, t.Shape
+	}
+	lc, err := model.InferLoRA(names, shapes, alpha)
+	if err != nil {
+		return nil, err
+	}
+	a, err := model.NewAdapter(mc, lc)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.Fill(a.Tensors(), DeltaSource(ts, false)); err != nil {
+		return nil, fmt.Errorf("%w (is the delta for this base model, rank %d on %v?)", err, lc.Rank, lc.Targets)
+	}
+	return a, nil
+}
+
+// DeltaSource is a delta file's tensors as a model.Source (see
+// model.SliceSource for ordered).
+func DeltaSource(ts []delta.Tensor, ordered bool) model.Source {
+	st := make([]model.Stored, len(ts))
+	for i, t := range ts {
+		st[i] = model.Stored{Name: t.Name, DType: safetensorsDType(t.DType), Shape: t.Shape, Read: model.Bytes(t.Data)}
+	}
+	return model.SliceSource(st, ordered)
+}
+
+// safetensorsDType names a delta dtype as safetensors does.
+func safetensorsDType(d delta.DType) string {
+	switch d {
+	case delta.FP32:
+		return "F32"
+	case delta.FP16:
+		return "F16"
+	case delta.BF16:
+		return "BF16"
+	case delta.Int8:
+		return "I8"
+	}
+	return d.String()
 }

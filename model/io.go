@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 
 	"github.com/zooai/gym/safetensors"
 )
@@ -88,8 +87,8 @@ func ReadWeights(b []byte) (*Weights, map[string]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := fill(f, bytes.NewReader(b), w.Tensors()); err != nil {
-		return nil, nil, err
+	if err := Fill(w.Tensors(), FileSource(f, bytes.NewReader(b), nil)); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	return w, f.Metadata, nil
 }
@@ -121,8 +120,8 @@ func ReadAdapter(b []byte) (*Adapter, map[string]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := fill(f, bytes.NewReader(b), a.Tensors()); err != nil {
-		return nil, nil, err
+	if err := Fill(a.Tensors(), FileSource(f, bytes.NewReader(b), nil)); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	return a, f.Metadata, nil
 }
@@ -155,33 +154,6 @@ func checkSize(f *safetensors.File, params float64) error {
 	}
 	if params*4 != have {
 		return fmt.Errorf("%w: config implies %.0f parameters, the file holds %.0f bytes of tensors", ErrFormat, params, have)
-	}
-	return nil
-}
-
-func fill(f *safetensors.File, r io.ReaderAt, ts []Tensor) error {
-	if len(f.Tensors) != len(ts) {
-		return fmt.Errorf("%w: %d tensors, want %d", ErrFormat, len(f.Tensors), len(ts))
-	}
-	for _, t := range ts {
-		info, ok := f.Lookup(t.Name)
-		if !ok {
-			return fmt.Errorf("%w: tensor %q missing", ErrFormat, t.Name)
-		}
-		shape := make([]uint64, len(t.Shape))
-		for j, d := range t.Shape {
-			shape[j] = uint64(d)
-		}
-		if info.DType != "F32" || !slices.Equal(info.Shape, shape) {
-			return fmt.Errorf("%w: tensor %q is %s%v, want F32%v", ErrFormat, t.Name, info.DType, info.Shape, shape)
-		}
-		raw, err := f.ReadTensor(r, info)
-		if err != nil {
-			return err
-		}
-		for i := range t.Data {
-			t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
 	}
 	return nil
 }

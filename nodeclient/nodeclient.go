@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
 	"os"
@@ -30,6 +31,7 @@ import (
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/jobspec"
 	"github.com/zooai/gym/orchestrator/state"
@@ -231,12 +233,8 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapt
 	}
 	dir := filepath.Join(c.cfg.Dir, "checkpoints", root)
 	if _, err := os.Stat(filepath.Join(dir, peft.WeightsFile)); err != nil {
-		tmp := dir + ".tmp"
-		os.RemoveAll(tmp)
-		if err := c.store.Export(ctx, rc, tmp, ""); err != nil {
-			return nil, err
-		}
-		if err := os.Rename(tmp, dir); err != nil {
+		err := atomicfile.Dir(dir, 0o755, func(tmp string) error { return c.store.Export(ctx, rc, tmp, "") })
+		if err != nil && !errors.Is(err, fs.ErrExist) { // ErrExist: another fetch of the same root won
 			return nil, err
 		}
 	}

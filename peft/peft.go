@@ -31,11 +31,9 @@ package peft
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -316,11 +314,7 @@ func Write(dir string, a *model.Adapter, card Card) error {
 	}
 	for _, i := range todo {
 		f := files[i]
-		err := atomicfile.Write(filepath.Join(dir, f.name), 0o644, false, func(w io.Writer) error {
-			_, err := w.Write(f.data)
-			return err
-		})
-		if err != nil {
+		if err := atomicfile.WriteBytes(filepath.Join(dir, f.name), 0o644, false, f.data); err != nil {
 			return err
 		}
 	}
@@ -439,31 +433,8 @@ func Read(dir string) (*model.Adapter, Config, error) {
 	if err != nil {
 		return nil, Config{}, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
-	ts := a.Tensors()
-	if len(sf.Tensors) != len(ts) {
-		return nil, Config{}, fmt.Errorf("%w: %s holds %d tensors, the config implies %d", ErrFormat, WeightsFile, len(sf.Tensors), len(ts))
-	}
-	for _, t := range ts {
-		name := tensorName(t.Name)
-		info, ok := sf.Lookup(name)
-		if !ok {
-			return nil, Config{}, fmt.Errorf("%w: %s lacks tensor %s", ErrFormat, WeightsFile, name)
-		}
-		want := []uint64{uint64(t.Shape[0]), uint64(t.Shape[1])}
-		if info.DType != "F32" || !slices.Equal(info.Shape, want) {
-			return nil, Config{}, fmt.Errorf("%w: tensor %s is %s%v, want F32%v", ErrFormat, name, info.DType, info.Shape, want)
-		}
-		data, err := sf.ReadTensor(f, info)
-		if err != nil {
-			return nil, Config{}, fmt.Errorf("peft: %s: %w", WeightsFile, err)
-		}
-		for i := range t.Data {
-			v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, Config{}, fmt.Errorf("%w: tensor %s[%d] is %v", ErrFormat, name, i, v)
-			}
-			t.Data[i] = v
-		}
+	if err := model.Fill(a.Tensors(), model.FileSource(sf, f, tensorName)); err != nil {
+		return nil, Config{}, fmt.Errorf("%w: %s: %w", ErrFormat, WeightsFile, err)
 	}
 	return a, cfg, nil
 }

@@ -283,13 +283,13 @@ func TestReadRefuses(t *testing.T) {
 		{"missing tensor, same size", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			ts[0].Name = "base_model.model.blocks.9.attn.q.lora_A.weight"
 			return c, ts
-		}, "lacks tensor"},
+		}, "missing"},
 		{"extra tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			return c, append(ts, stTensor{Name: "x", DType: "F32", Shape: []uint64{1}, Data: make([]byte, 4)})
 		}, "implies"},
 		{"extra empty tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			return c, append(ts, stTensor{Name: "x", DType: "F32", Shape: []uint64{0}})
-		}, "tensors, the config implies"},
+		}, "13 tensors, want 12"},
 		{"transposed", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			ts[0].Shape = []uint64{ts[0].Shape[1], ts[0].Shape[0]}
 			return c, ts
@@ -310,7 +310,7 @@ func TestReadRefuses(t *testing.T) {
 		{"target differs", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			c["target_modules"] = []string{"v", "k", "fc2"}
 			return c, ts
-		}, "lacks tensor"},
+		}, "missing"},
 		{"bad target", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			c["target_modules"] = []string{"q_proj"}
 			return c, ts

@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/zooai/gym/internal/atomicfile"
 )
 
 // maxNonceLog bounds what OpenNonceLog reads.
@@ -99,23 +100,7 @@ func (l *NonceLog) compact() error {
 	for n, exp := range live {
 		fmt.Fprintf(&buf, "%s %d\n", n, exp)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(l.path), ".nonces-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), l.path); err != nil {
+	if err := atomicfile.WriteBytes(l.path, 0o600, true, buf.Bytes()); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|noFollowFlag, 0o600)

@@ -3,24 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/heldout"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/task"
@@ -249,69 +246,10 @@ func evalFromDelta(ctx context.Context, path string, raw []byte, mc model.Config
 		}
 	}
 	ck.baseSHA3, _ = md.BaseCheckpoint()
-	a, err := adapterFromTensors(d.Tensors, mc, alpha)
+	a, err := jobconf.DecodeAny(d.Tensors, mc, alpha)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	ck.adapter = a
 	return ck, nil
-}
-
-// adapterFromTensors builds an adapter for a model of shape mc from tensors
-// named as model.Adapter.Tensors names them. The targets and the rank come
-// from the names and shapes; every tensor the adapter needs must be there,
-// F32, with its shape, finite, and nothing else.
-func adapterFromTensors(ts []delta.Tensor, mc model.Config, alpha float64) (*model.Adapter, error) {
-	targets := map[string]bool{}
-	rank := 0
-	for _, t := range ts {
-		parts := strings.Split(t.Name, ".")
-		if len(parts) != 7 || parts[0] != "lora" || parts[1] != "blocks" || parts[6] != "weight" || (parts[5] != "A" && parts[5] != "B") {
-			return nil, fmt.Errorf("tensor %q is not a LoRA matrix (lora.blocks.<layer>.<attn|mlp>.<module>.<A|B>.weight)", t.Name)
-		}
-		targets[parts[4]] = true
-		if parts[5] == "A" && len(t.Shape) == 2 {
-			rank = int(min(t.Shape[0], 1<<20))
-		}
-	}
-	var lc model.LoRAConfig
-	lc.Rank, lc.Alpha = rank, alpha
-	for _, m := range []string{"q", "k", "v", "o", "fc1", "fc2"} {
-		if targets[m] {
-			lc.Targets = append(lc.Targets, m)
-		}
-	}
-	if len(lc.Targets) != len(targets) {
-		return nil, fmt.Errorf("unknown LoRA target modules in %v", slices.Sorted(maps.Keys(targets)))
-	}
-	a, err := model.NewAdapter(mc, lc)
-	if err != nil {
-		return nil, err
-	}
-	want := a.Tensors()
-	if len(ts) != len(want) {
-		return nil, fmt.Errorf("%d tensors, an adapter of rank %d on %v for this base model has %d", len(ts), rank, lc.Targets, len(want))
-	}
-	byName := map[string]delta.Tensor{}
-	for _, t := range ts {
-		byName[t.Name] = t
-	}
-	for _, w := range want {
-		t, ok := byName[w.Name]
-		shape := []uint64{uint64(w.Shape[0]), uint64(w.Shape[1])}
-		if !ok {
-			return nil, fmt.Errorf("tensor %s missing", w.Name)
-		}
-		if t.DType != delta.FP32 || !slices.Equal(t.Shape, shape) || len(t.Data) != 4*len(w.Data) {
-			return nil, fmt.Errorf("tensor %s is %v%v, want FP32%v (is the delta for this base model?)", w.Name, t.DType, t.Shape, shape)
-		}
-		for i := range w.Data {
-			v := math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("tensor %s[%d] is %v", w.Name, i, v)
-			}
-			w.Data[i] = v
-		}
-	}
-	return a, nil
 }

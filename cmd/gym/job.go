@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +26,8 @@ import (
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/internal/atomicfile"
+	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/peft"
 )
@@ -578,27 +580,22 @@ func (c *checkpointFetch) run(ctx context.Context, j jobJSON) (string, error) {
 
 	// Write next to DIR, then move into place: DIR appears whole or not
 	// at all.
-	parent := filepath.Dir(filepath.Clean(c.out))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", err
+	var a *model.Adapter
+	var pc peft.Config
+	err = atomicfile.Dir(c.out, 0o755, func(tmp string) error {
+		if err := st.Export(ctx, root, tmp, ""); err != nil {
+			return err
+		}
+		if a, pc, err = peft.Read(tmp); err != nil {
+			return fmt.Errorf("checkpoint %s is not a PEFT adapter: %w", ck.CID, err)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("--out %s exists: give a new directory", c.out)
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(c.out))+".partial-")
 	if err != nil {
 		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	if err := st.Export(ctx, root, tmp, ""); err != nil {
-		return "", err
-	}
-	a, pc, err := peft.Read(tmp)
-	if err != nil {
-		return "", fmt.Errorf("checkpoint %s is not a PEFT adapter: %w", ck.CID, err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, c.out); err != nil {
-		return "", fmt.Errorf("--out %s: %w", c.out, err)
 	}
 	m := rec.Manifest.Manifest
 	fmt.Fprintf(c.stderr, "verified: %d files, %d bytes, signed by the artifact server %s; LoRA rank %d on %s\n",
