@@ -18,6 +18,7 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
@@ -204,7 +205,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	rep.CID, rep.CheckpointDir = root, dir
 	rep.MergeSeconds = j.cfg.Now().Sub(t0).Seconds()
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
-		_ = writeFile(filepath.Join(j.cfg.DataDir, "checkpoints", jb.ID, fmt.Sprintf("merge-%04d.json", e)), append(b, '\n'))
+		_ = atomicfile.WriteBytes(filepath.Join(j.cfg.DataDir, "checkpoints", jb.ID, fmt.Sprintf("merge-%04d.json", e)), 0o644, true, append(b, '\n'))
 	}
 	record, sig := j.sign("publication", map[string]any{
 		"job": jb.ID, "epoch": e, "cid": rep.CID, "weights_cid": rep.WeightsCID, "quality": rep.Quality,

@@ -398,7 +398,7 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 	if err := os.MkdirAll(filepath.Dir(j.deltaPath(job.ID, here)), 0o755); err != nil {
 		return Verdict{}, err
 	}
-	if err := writeFile(j.deltaPath(job.ID, here), file); err != nil {
+	if err := atomicfile.WriteBytes(j.deltaPath(job.ID, here), 0o644, true, file); err != nil {
 		return Verdict{}, err
 	}
 	v := state.DeltaJudged{Job: job.ID, Node: s.node, Epoch: a.Epoch, Sync: a.Sync, Step: meta.Step, Sequence: meta.Sequence,
@@ -477,7 +477,7 @@ func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, fil
 		}
 		p := filepath.Join(j.cfg.DataDir, "evidence", job, f.digest+".delta")
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-			_ = writeFile(p, f.file)
+			_ = atomicfile.WriteBytes(p, 0o644, true, f.file)
 		}
 		ef := EvidenceFile{Digest: f.digest, Path: p}
 		if len(f.file) <= maxInlineEvidence {
@@ -617,8 +617,4 @@ func trim(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-func writeFile(path string, b []byte) error {
-	return atomicfile.Write(path, 0o644, true, func(w io.Writer) error { _, err := w.Write(b); return err })
 }
