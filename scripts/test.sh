@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
 # python3-*: the delta format's reference writer and verifier (compatibility
-# tests); openssl: key interoperability; redis-server: the Valkey store's tests.
-packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy openssl redis-server)
+# tests), and torch for loading checkpoints as PEFT does (peft's Python
+# test); openssl: key interoperability; redis-server: the Valkey store's tests.
+packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy python3-torch openssl redis-server)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
