@@ -21,6 +21,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -56,7 +57,7 @@ func (j *Judge) Step(ctx context.Context) error {
 				last := uint64(plan.SyncStep(jb.Epoch, plan.Syncs()))
 				t.finish = true
 				for _, n := range jb.Ring {
-					if _, ok := jb.Slots[state.Slot(jb.Epoch, last, n)]; ok {
+					if _, ok := jb.Slots[jobspec.Slot{Epoch: jb.Epoch, Step: last, Node: n}]; ok {
 						t.some = true
 					} else {
 						t.finish = false
@@ -288,7 +289,8 @@ func (j *Judge) mergeEpoch(ctx context.Context, plan jobconf.Plan, jb state.Job,
 	template := start.ZeroLike()
 	K := plan.Syncs()
 	syncs := make([][]*entry, K+1)
-	for slot, dig := range jb.Slots {
+	for key, dig := range jb.Slots {
+		slot := key.String()
 		var ep int
 		var step uint64
 		var node string

@@ -50,6 +50,7 @@ import (
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
@@ -280,7 +281,7 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 		var ok bool
 		if job, ok = m.Job(meta.Job); ok {
 			member = contains(job.Ring, s.node)
-			slotDigest = job.Slots[state.Slot(int(meta.Epoch), meta.Step, s.node)]
+			slotDigest = job.Slots[jobspec.Slot{Epoch: int(meta.Epoch), Step: meta.Step, Node: s.node}]
 			if t := job.Tally[s.node]; t != nil {
 				tally = *t
 			}
@@ -352,7 +353,7 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 	if n := jobconf.Norm(s.adapt); n > bound*(1+1e-6) {
 		resp, err := j.record(ctx, s, job.ID, ReasonNorm, fmt.Sprintf("norm %.6g above the bound %.6g every honest contribution is clipped to", n, bound))
 		if err == nil {
-			j.punish(ctx, job.ID, s.node, "norm", fmt.Sprintf("delta for slot %s has norm %.6g > bound %.6g", state.Slot(epoch, meta.Step, s.node), n, bound), []*submission{s})
+			j.punish(ctx, job.ID, s.node, "norm", fmt.Sprintf("delta for slot %s has norm %.6g > bound %.6g", jobspec.Slot{Epoch: epoch, Step: meta.Step, Node: s.node}.String(), n, bound), []*submission{s})
 		}
 		return resp, err
 	}
@@ -369,13 +370,13 @@ func (j *Judge) submit(ctx context.Context, file []byte) (*pb.SubmitDeltaRespons
 		resp, err := j.record(ctx, s, job.ID, ReasonReplay, "the tensors are a copy of the delta accepted for slot "+prev)
 		if err == nil {
 			first, _ := os.ReadFile(j.deltaPath(job.ID, prev))
-			j.punish(ctx, job.ID, s.node, "replay", "re-signed copy of the delta of slot "+prev+" submitted for slot "+state.Slot(epoch, meta.Step, s.node),
+			j.punish(ctx, job.ID, s.node, "replay", "re-signed copy of the delta of slot "+prev+" submitted for slot "+jobspec.Slot{Epoch: epoch, Step: meta.Step, Node: s.node}.String(),
 				[]*submission{{file: first, digest: fileDigest(first)}, s})
 		}
 		return resp, err
 	}
 	// Accepted: keep the file, then record the verdict.
-	slot := state.Slot(epoch, meta.Step, s.node)
+	slot := jobspec.Slot{Epoch: epoch, Step: meta.Step, Node: s.node}.String()
 	if err := os.MkdirAll(filepath.Dir(j.deltaPath(job.ID, slot)), 0o755); err != nil {
 		return nil, err
 	}
@@ -406,7 +407,7 @@ func (j *Judge) sameTensors(ctx context.Context, job state.Job, s *submission, t
 	if err != nil {
 		return false, err
 	}
-	held, _, err := j.loadDelta(ctx, job.ID, state.Slot(int(s.meta.Epoch), s.meta.Step, s.node), template)
+	held, _, err := j.loadDelta(ctx, job.ID, jobspec.Slot{Epoch: int(s.meta.Epoch), Step: s.meta.Step, Node: s.node}.String(), template)
 	if err != nil {
 		return false, err
 	}
@@ -443,7 +444,7 @@ func (j *Judge) record(ctx context.Context, s *submission, job, reason, detail s
 }
 
 func (j *Judge) equivocation(ctx context.Context, s *submission, job state.Job, held string) (*pb.SubmitDeltaResponse, error) {
-	slot := state.Slot(int(s.meta.Epoch), s.meta.Step, s.node)
+	slot := jobspec.Slot{Epoch: int(s.meta.Epoch), Step: s.meta.Step, Node: s.node}.String()
 	resp, err := j.record(ctx, s, job.ID, ReasonEquivocation, "a different delta ("+held[:16]+"…) is already accepted for slot "+slot)
 	if err != nil {
 		return nil, err
@@ -546,7 +547,7 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter
 		if jb, ok := m.Job(job); ok {
 			slots = make(map[string]string, len(jb.Slots))
 			for k, v := range jb.Slots {
-				slots[k] = v
+				slots[k.String()] = v
 			}
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ringplan"
 )
 
@@ -113,11 +114,6 @@ type Tally struct {
 	Rejected int    `json:"rejected"`
 	Samples  uint64 `json:"samples"`  // of accepted deltas
 	LastSeq  uint64 `json:"last_seq"` // highest accepted sequence
-}
-
-// Slot names a delta's place: epoch, global step and node.
-func Slot(epoch int, step uint64, node string) string {
-	return fmt.Sprintf("%d/%d/%s", epoch, step, node)
 }
 
 const maxEvidence = 256 << 10
@@ -232,8 +228,9 @@ func (m *Machine) judge(now int64, c JudgeDelta) error {
 		if m.nodes[v.Node] == nil {
 			return fmt.Errorf("%w: node %s", ErrNotFound, v.Node)
 		}
-		if d, ok := j.Slots[Slot(v.Epoch, v.Step, v.Node)]; ok {
-			return fmt.Errorf("%w: slot %s already holds delta %s", ErrPrecondition, Slot(v.Epoch, v.Step, v.Node), d)
+		slot := jobspec.Slot{Epoch: v.Epoch, Step: v.Step, Node: v.Node}
+		if d, ok := j.Slots[slot]; ok {
+			return fmt.Errorf("%w: slot %s already holds delta %s", ErrPrecondition, slot, d)
 		}
 		if t := j.Tally[v.Node]; t != nil && v.Sequence <= t.LastSeq {
 			return fmt.Errorf("%w: sequence %d not above %d", ErrPrecondition, v.Sequence, t.LastSeq)
@@ -264,9 +261,9 @@ func (m *Machine) applyJudged(e DeltaJudged) error {
 		return nil
 	}
 	if j.Slots == nil {
-		j.Slots = map[string]string{}
+		j.Slots = map[jobspec.Slot]string{}
 	}
-	j.Slots[Slot(e.Epoch, e.Step, e.Node)] = e.Digest
+	j.Slots[jobspec.Slot{Epoch: e.Epoch, Step: e.Step, Node: e.Node}] = e.Digest
 	t.Accepted++
 	t.Samples += e.Samples
 	t.LastSeq = max(t.LastSeq, e.Sequence)

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"sort"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/ringplan"
 )
@@ -215,14 +216,14 @@ type Job struct {
 	PaidEpochs     []int                        `json:"paid_epochs,omitempty"`
 	Reason         string                       `json:"reason,omitempty"`
 	// End-to-end bookkeeping: ring failure reports against the current
-	// configuration (suspect → reporters), accepted delta slots (Slot →
+	// configuration (suspect → reporters), accepted delta slots (slot →
 	// digest), per-node tallies, every node that was ever in the ring (its
 	// stake is locked until the job settles), and whether it settled.
-	Suspects     map[string][]string `json:"suspects,omitempty"`
-	Slots        map[string]string   `json:"slots,omitempty"`
-	Tally        map[string]*Tally   `json:"tally,omitempty"`
-	Participants []string            `json:"participants,omitempty"`
-	Settled      bool                `json:"settled,omitempty"`
+	Suspects     map[string][]string     `json:"suspects,omitempty"`
+	Slots        map[jobspec.Slot]string `json:"slots,omitempty"`
+	Tally        map[string]*Tally       `json:"tally,omitempty"`
+	Participants []string                `json:"participants,omitempty"`
+	Settled      bool                    `json:"settled,omitempty"`
 	// Resyncs counts this epoch's fresh configurations of an unchanged
 	// ring (contradicting failure reports).
 	Resyncs int `json:"resyncs,omitempty"`

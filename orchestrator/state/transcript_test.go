@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -441,7 +442,7 @@ func (h *harness) run(line string) string {
 		if s, ok := kv["samples"]; ok {
 			v.Samples = mustU(s)
 		}
-		d := sha256.Sum256([]byte(pos[0] + Slot(v.Epoch, v.Step, v.Node) + pos[4]))
+		d := sha256.Sum256([]byte(pos[0] + jobspec.Slot{Epoch: v.Epoch, Step: v.Step, Node: v.Node}.String() + pos[4]))
 		v.Digest = hex.EncodeToString(d[:])
 		if s, ok := kv["digest"]; ok {
 			v.Digest = s
@@ -456,12 +457,12 @@ func (h *harness) run(line string) string {
 			return "no job " + pos[0]
 		}
 		b, _ := json.Marshal(struct {
-			EpochSize    int                 `json:"epoch_size"`
-			Suspects     map[string][]string `json:"suspects,omitempty"`
-			Slots        map[string]string   `json:"slots,omitempty"`
-			Tally        map[string]*Tally   `json:"tally,omitempty"`
-			Participants []string            `json:"participants,omitempty"`
-			Settled      bool                `json:"settled"`
+			EpochSize    int                     `json:"epoch_size"`
+			Suspects     map[string][]string     `json:"suspects,omitempty"`
+			Slots        map[jobspec.Slot]string `json:"slots,omitempty"`
+			Tally        map[string]*Tally       `json:"tally,omitempty"`
+			Participants []string                `json:"participants,omitempty"`
+			Settled      bool                    `json:"settled"`
 		}{j.EpochSize, j.Suspects, j.Slots, j.Tally, j.Participants, j.Settled})
 		return h.names2(string(b))
 	case "node":
