@@ -19,8 +19,8 @@ import (
 	"strconv"
 
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
-	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -40,7 +40,7 @@ type Plan struct {
 }
 
 // FromSpec returns the plan of job id with spec s (as accepted by hanzod).
-func FromSpec(id string, s state.JobSpec) (Plan, error) {
+func FromSpec(id string, s jobspec.Spec) (Plan, error) {
 	if s.Model != BuiltinModel {
 		return Plan{}, fmt.Errorf("%w: model %q (this build trains only %q, the embedded base model)", ErrJob, s.Model, BuiltinModel)
 	}

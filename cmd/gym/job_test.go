@@ -44,6 +44,7 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/promdoc"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
@@ -334,7 +335,7 @@ func TestJobGSPO(t *testing.T) {
 	wantPartial := defaultGSPO()
 	wantPartial.GroupSize = 16
 	// hanzod's defaults are gym's.
-	if d := state.DefaultGSPO(); d.ImportanceSamplingLevel != "sequence" || fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", state.GSPOConfig(defaultGSPO())) {
+	if d := jobspec.DefaultGSPO(); d.ImportanceSamplingLevel != "sequence" || fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", jobspec.GSPO(defaultGSPO())) {
 		t.Fatalf("hanzod's default GSPO config %+v, gym's %+v", d, defaultGSPO())
 	}
 	want := map[string]gspoConfig{}

@@ -18,8 +18,7 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/orchestrator/jobspec"
-	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -78,9 +77,9 @@ type jobFile struct {
 // gspoConfig is the training configuration: the keys are SPEC.md's (the
 // seed's GSPOConfig) and hanzod's job spec holds the same type, so the file,
 // the wire and the event log cannot drift apart.
-type gspoConfig = state.GSPOConfig
+type gspoConfig = jobspec.GSPO
 
-func defaultGSPO() gspoConfig { return state.DefaultGSPO() }
+func defaultGSPO() gspoConfig { return jobspec.DefaultGSPO() }
 
 // spec is what hanzod's SubmitJob takes.
 func (j *jobFile) spec() *pb.JobSpec {

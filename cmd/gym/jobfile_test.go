@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -400,7 +400,7 @@ func TestJobBuiltinExample(t *testing.T) {
 	case j.Model != jobconf.BuiltinModel || j.Dataset != task || j.Epochs != flag("epochs") || j.MinNodes != flag("workers") || j.MaxNodes != flag("workers"):
 		t.Errorf("job: %+v", j)
 	case j.StepsPerEpoch != flag("steps-per-epoch") || j.PromptsPerStep != flag("prompts") || j.Byzantine != 0 || j.Aggregation != "mean" ||
-		j.SpotCheckBP != (state.JobSpec{SpotCheckBP: flag("spot-check-bp")}).SpotCheckShare():
+		j.SpotCheckBP != (jobspec.Spec{SpotCheckBP: flag("spot-check-bp")}).SpotCheckShare():
 		t.Errorf("run: %+v", j)
 	case !j.HasGSPO || j.GSPO != want:
 		t.Errorf("gspo: %+v, want %+v", j.GSPO, want)

@@ -9,6 +9,7 @@ import (
 
 	"filippo.io/edwards25519"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -61,7 +62,7 @@ type (
 	// Tick advances time: failures, timeouts, deadlines and scheduling.
 	Tick struct{}
 	// SubmitJob adds a job.
-	SubmitJob struct{ Spec JobSpec }
+	SubmitJob struct{ Spec jobspec.Spec }
 	// EndEpoch moves a Running job to Aggregating.
 	EndEpoch struct {
 		Job   string

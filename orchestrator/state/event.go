@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -80,8 +81,8 @@ type (
 	}
 	// JobSubmitted adds a Pending job.
 	JobSubmitted struct {
-		Job  string  `json:"job"`
-		Spec JobSpec `json:"spec"`
+		Job  string       `json:"job"`
+		Spec jobspec.Spec `json:"spec"`
 	}
 	// JobTransitioned moves a job between states; the only way a job's
 	// state changes.

@@ -273,7 +273,7 @@ func mustDur(s string) int64 {
 //	jump DUR                     move the wall clock without ticking (may be negative)
 //	submit key=value...          model dataset epochs min max vram utility submitter deadline=DUR
 //	                             aggregation steps prompts seed byzantine spotcheck
-//	                             gspo.KEY=VALUE (any GSPOConfig json key; the others keep their defaults)
+//	                             gspo.KEY=VALUE (any jobspec.GSPO json key; the others keep their defaults)
 //	spec JOB                     the job's spec as JSON
 //	end-epoch JOB EPOCH / fail JOB REASON
 //	publish JOB EPOCH CID [record=TEXT [sig=short]]   with a signed publication record
@@ -363,11 +363,11 @@ func (h *harness) run(line string) string {
 		h.now += mustDur(pos[0])
 		return ""
 	case "submit":
-		s := JobSpec{Model: "zoo/eco-1b", Dataset: "gsm8k", Epochs: 1, MinNodes: 3}
+		s := jobspec.Spec{Model: "zoo/eco-1b", Dataset: "gsm8k", Epochs: 1, MinNodes: 3}
 		for k, v := range kv {
 			if key, ok := strings.CutPrefix(k, "gspo."); ok {
-				if s.GSPO == (GSPOConfig{}) {
-					s.GSPO = DefaultGSPO()
+				if s.GSPO == (jobspec.GSPO{}) {
+					s.GSPO = jobspec.DefaultGSPO()
 				}
 				setGSPO(h.t, &s.GSPO, key, v)
 				continue
@@ -538,9 +538,9 @@ func (h *harness) run(line string) string {
 	return ""
 }
 
-// setGSPO sets the GSPOConfig field whose json key is key, through the
+// setGSPO sets the jobspec.GSPO field whose json key is key, through the
 // JSON encoding, so every key of the encoding can be given.
-func setGSPO(t *testing.T, g *GSPOConfig, key, value string) {
+func setGSPO(t *testing.T, g *jobspec.GSPO, key, value string) {
 	var m map[string]any
 	b, _ := json.Marshal(g)
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -562,7 +562,7 @@ func setGSPO(t *testing.T, g *GSPOConfig, key, value string) {
 		m[key] = f
 	}
 	b, _ = json.Marshal(m)
-	*g = GSPOConfig{}
+	*g = jobspec.GSPO{}
 	if err := json.Unmarshal(b, g); err != nil {
 		t.Fatalf("gspo.%s=%s: %v", key, value, err)
 	}
@@ -611,7 +611,7 @@ func (h *harness) checkReplay() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	submitted := map[string]JobSpec{}
+	submitted := map[string]jobspec.Spec{}
 	for _, e := range h.log {
 		if s, ok := e.Body.(JobSubmitted); ok {
 			submitted[s.Job] = s.Spec
@@ -622,7 +622,7 @@ func (h *harness) checkReplay() {
 		if live.Spec != submitted[id] {
 			t.Fatalf("job %s: spec %+v, the job_submitted event says %+v", id, live.Spec, submitted[id])
 		}
-		if live.Spec.GSPO == (GSPOConfig{}) {
+		if live.Spec.GSPO == (jobspec.GSPO{}) {
 			t.Fatalf("job %s was accepted without a GSPO config", id)
 		}
 		for name, m := range map[string]*Machine{"replay": whole, "restore": final} {
