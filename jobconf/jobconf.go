@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobspec"
@@ -37,6 +38,24 @@ type Plan struct {
 	Epochs        int
 	StepsPerEpoch int
 	Interval      int // aggregate_interval
+}
+
+// Check applies the built-in trainer's own rules to a job file's spec
+// (jobspec.ParseFile's check): hanzod would accept a job that breaks them
+// and fail it once it ran. Any other model passes (hanzod records it; no
+// worker of this build trains it).
+func Check(s jobspec.Spec) error {
+	if s.Model != BuiltinModel {
+		return nil
+	}
+	if _, err := FromSpec("job", s); err != nil {
+		msg := err.Error()
+		for _, pre := range []string{ErrJob.Error() + ": ", trainer.ErrConfig.Error() + ": "} {
+			msg = strings.TrimPrefix(msg, pre)
+		}
+		return fmt.Errorf("the built-in trainer cannot run these settings: %s", msg)
+	}
+	return nil
 }
 
 // FromSpec returns the plan of job id with spec s (as accepted by hanzod).
