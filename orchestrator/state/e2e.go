@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ringplan"
 )
 
@@ -15,15 +16,8 @@ import (
 // checkpoints published with a signed record, jobs settled).
 type (
 	// ReportSuspect is a ring member's signed report that a neighbour
-	// failed an all-reduce of configuration ConfigID.
-	ReportSuspect struct {
-		Auth
-		Job      string
-		ConfigID string
-		Suspect  string
-		Kind     string // timeout, broken, misbehaved, norm
-		Evidence []byte
-	}
+	// failed an all-reduce of configuration ConfigID (nodeauth's).
+	ReportSuspect nodeauth.ReportSuspect
 	// JudgeDelta records the validator's verdict on a submitted delta.
 	JudgeDelta struct{ Verdict DeltaJudged }
 	// Eject removes a member from a running job's ring on proven
@@ -44,20 +38,11 @@ func (Eject) command()         {}
 func (Settle) command()        {}
 
 // SignedBytes is what a node signs.
-func (r ReportSuspect) SignedBytes() []byte {
-	e := header("suspect", r.Auth)
-	e.str(r.Job)
-	e.str(r.ConfigID)
-	e.str(r.Suspect)
-	e.str(r.Kind)
-	e.str(string(r.Evidence))
-	return e.Bytes()
-}
+func (r ReportSuspect) SignedBytes() []byte { return nodeauth.ReportSuspect(r).SignedBytes() }
 
 // SignSuspect signs r in place (and sets Auth.Node to the key's public key).
 func SignSuspect(key ed25519.PrivateKey, r *ReportSuspect) {
-	r.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
-	r.Sign(key, r.SignedBytes())
+	nodeauth.SignSuspect(key, (*nodeauth.ReportSuspect)(r))
 }
 
 // Events of the end-to-end run.

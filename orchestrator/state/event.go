@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -32,10 +33,7 @@ type Params struct {
 }
 
 // Link is one measured bandwidth from the reporting node to Peer.
-type Link struct {
-	Peer string `json:"peer"`
-	Kbps uint64 `json:"kbps"`
-}
+type Link = nodeauth.Link
 
 // The event bodies. Each is a fact that happened; Apply never refuses a
 // well-formed log.
