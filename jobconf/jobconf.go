@@ -40,6 +40,30 @@ type Plan struct {
 	Interval      int // aggregate_interval
 }
 
+// BuiltinGSPO is the built-in model's training profile written as a job's
+// GSPO settings, with aggregate_interval interval: the GSPO keys of
+// trainer.DefaultConfig, the settings the embedded toy model was tuned with
+// (LoRA rank 8, alpha 16, learning rate 2e-3, 12-token sequences, no
+// warm-up, decay or accumulation). gym up submits it and
+// examples/builtin-job.yaml spells it out.
+//
+// It is deliberately not jobspec.DefaultGSPO, the seed's defaults for a
+// real language model (rank 16, learning rate 2e-5, 8192 tokens, ...) that
+// a job file without a gspo section gets: the built-in model does not learn
+// its tasks with those. trainer.DefaultConfig is the one source of the
+// built-in profile (gym train trains with it directly), jobspec.Fields the
+// one source of a job's defaults; FromSpec maps this profile back onto
+// exactly trainer.DefaultConfig.
+func BuiltinGSPO(interval int) jobspec.GSPO {
+	c := trainer.DefaultConfig()
+	return jobspec.GSPO{
+		ImportanceSamplingLevel: c.ImportanceSamplingLevel, Beta: c.Beta, GroupSize: c.GroupSize, AggregateInterval: interval,
+		Use4Bit: c.Use4Bit, LoRARank: c.LoRARank, LoRAAlpha: c.LoRAAlpha, MaxSeqLen: c.MaxSeqLen,
+		GradientAccumulationSteps: c.GradientAccumulationSteps, LearningRate: c.LearningRate, WarmupSteps: c.WarmupSteps,
+		WeightDecay: c.WeightDecay,
+	}
+}
+
 // Check applies the built-in trainer's own rules to a job file's spec
 // (jobspec.ParseFile's check): hanzod would accept a job that breaks them
 // and fail it once it ran. Any other model passes (hanzod records it; no
@@ -79,8 +103,9 @@ func FromSpec(id string, s jobspec.Spec) (Plan, error) {
 	c.LearningRate = g.LearningRate
 	c.WarmupSteps = g.WarmupSteps
 	c.WeightDecay = g.WeightDecay
-	if s.PromptsPerStep > 0 {
-		c.PromptsPerStep = s.PromptsPerStep
+	c.PromptsPerStep = s.PromptsPerStep
+	if c.PromptsPerStep == 0 {
+		c.PromptsPerStep = int(jobspec.Fields.PromptsPerStep.Default) // a job's default, as hanzod documents it
 	}
 	spe := s.StepsPerEpoch
 	if spe == 0 {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/trainer"
 )
 
 var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -126,10 +125,7 @@ func TestJobBuiltinExample(t *testing.T) {
 		return v
 	}
 	task, _ := up.GetString("task")
-	c := trainer.DefaultConfig()
-	want := jobspec.GSPO{ImportanceSamplingLevel: c.ImportanceSamplingLevel, Beta: c.Beta, GroupSize: c.GroupSize, AggregateInterval: flag("interval"),
-		LoRARank: c.LoRARank, LoRAAlpha: c.LoRAAlpha, MaxSeqLen: c.MaxSeqLen, GradientAccumulationSteps: c.GradientAccumulationSteps,
-		LearningRate: c.LearningRate, WarmupSteps: c.WarmupSteps, WeightDecay: c.WeightDecay}
+	want := jobconf.BuiltinGSPO(flag("interval"))
 	switch {
 	case j.Model != jobconf.BuiltinModel || j.Dataset != task || j.Epochs != flag("epochs") || j.MinNodes != flag("workers") || j.MaxNodes != flag("workers"):
 		t.Errorf("job: %+v", j)
