@@ -17,9 +17,10 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
-	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -38,11 +39,58 @@ type Plan struct {
 	Interval      int // aggregate_interval
 }
 
+// BuiltinGSPO is the built-in model's training profile written as a job's
+// GSPO settings, with aggregate_interval interval: the GSPO keys of
+// trainer.DefaultConfig, the settings the embedded toy model was tuned with
+// (LoRA rank 8, alpha 16, learning rate 2e-3, 12-token sequences, no
+// warm-up, decay or accumulation). gym up submits it and
+// examples/builtin-job.yaml spells it out.
+//
+// It is deliberately not jobspec.DefaultGSPO, the seed's defaults for a
+// real language model (rank 16, learning rate 2e-5, 8192 tokens, ...) that
+// a job file without a gspo section gets: the built-in model does not learn
+// its tasks with those. trainer.DefaultConfig is the one source of the
+// built-in profile (gym train trains with it directly), jobspec.Fields the
+// one source of a job's defaults; FromSpec maps this profile back onto
+// exactly trainer.DefaultConfig.
+func BuiltinGSPO(interval int) jobspec.GSPO {
+	c := trainer.DefaultConfig()
+	return jobspec.GSPO{
+		ImportanceSamplingLevel: c.ImportanceSamplingLevel, Beta: c.Beta, GroupSize: c.GroupSize, AggregateInterval: interval,
+		Use4Bit: c.Use4Bit, LoRARank: c.LoRARank, LoRAAlpha: c.LoRAAlpha, MaxSeqLen: c.MaxSeqLen,
+		GradientAccumulationSteps: c.GradientAccumulationSteps, LearningRate: c.LearningRate, WarmupSteps: c.WarmupSteps,
+		WeightDecay: c.WeightDecay,
+	}
+}
+
+// Check applies the built-in trainer's own rules to a job file's spec
+// (jobspec.ParseFile's check): hanzod would accept a job that breaks them
+// and fail it once it ran. Any other model passes (hanzod records it; no
+// worker of this build trains it). base loads the built-in base model
+// (basemodel.Load); it is called only for a job on it.
+func Check(s jobspec.Spec, base func() (*model.Weights, error)) error {
+	if s.Model != BuiltinModel {
+		return nil
+	}
+	w, err := base()
+	if err != nil {
+		return err
+	}
+	if _, err := FromSpec("job", s, w); err != nil {
+		msg := err.Error()
+		for _, pre := range []string{ErrJob.Error() + ": ", trainer.ErrConfig.Error() + ": "} {
+			msg = strings.TrimPrefix(msg, pre)
+		}
+		return fmt.Errorf("the built-in trainer cannot run these settings: %s", msg)
+	}
+	return nil
+}
+
 // FromSpec returns the plan of job id with spec s (as accepted by hanzod)
 // for the base model base (the embedded one: basemodel.Load, parsed once
 // by the caller), whose configuration the trainer settings are checked
 // against.
-func FromSpec(id string, s state.JobSpec, base *model.Weights) (Plan, error) {
+func FromSpec(id string, s jobspec.Spec, base *model.Weights) (Plan, error) {
 	if s.Model != BuiltinModel {
 		return Plan{}, fmt.Errorf("%w: model %q (this build trains only %q, the embedded base model)", ErrJob, s.Model, BuiltinModel)
 	}
@@ -62,8 +110,9 @@ func FromSpec(id string, s state.JobSpec, base *model.Weights) (Plan, error) {
 	c.LearningRate = g.LearningRate
 	c.WarmupSteps = g.WarmupSteps
 	c.WeightDecay = g.WeightDecay
-	if s.PromptsPerStep > 0 {
-		c.PromptsPerStep = s.PromptsPerStep
+	c.PromptsPerStep = s.PromptsPerStep
+	if c.PromptsPerStep == 0 {
+		c.PromptsPerStep = int(jobspec.Fields.PromptsPerStep.Default) // a job's default, as hanzod documents it
 	}
 	spe := s.StepsPerEpoch
 	if spe == 0 {

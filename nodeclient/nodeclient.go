@@ -32,9 +32,9 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/atomicfile"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
-	"github.com/zooai/gym/orchestrator/jobspec"
-	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/worker"
 )
@@ -117,13 +117,13 @@ func (c *Client) ID() string { return c.id }
 // auth returns a fresh envelope; call with c.mu held. Sequence numbers
 // follow the clock in nanoseconds, so a restarted node continues above
 // the numbers it used before.
-func (c *Client) auth() state.Auth {
+func (c *Client) auth() nodeauth.Auth {
 	now := c.cfg.Now()
 	c.seq = max(c.seq+1, uint64(now.UnixNano()))
-	return state.Auth{Node: c.id, Seq: c.seq, Timestamp: now.UnixMilli()}
+	return nodeauth.Auth{Node: c.id, Seq: c.seq, Timestamp: now.UnixMilli()}
 }
 
-func pbAuth(a state.Auth) *pb.Auth {
+func pbAuth(a nodeauth.Auth) *pb.Auth {
 	return &pb.Auth{Node: a.Node, Seq: a.Seq, TimestampMs: a.Timestamp, Signature: a.Sig}
 }
 
@@ -131,7 +131,7 @@ func pbAuth(a state.Auth) *pb.Auth {
 func (c *Client) Register(ctx context.Context, ringAddr, probeAddr string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := state.Register{Auth: c.auth(), Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr}
+	r := nodeauth.Register{Auth: c.auth(), Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr}
 	r.Sign(c.cfg.Key, r.SignedBytes())
 	_, err := c.node.Register(ctx, &pb.RegisterRequest{Auth: pbAuth(r.Auth), Address: r.Address, Region: r.Region,
 		GpuModel: r.GPUModel, VramMib: r.VRAMMiB, ProbeAddress: probeAddr})
@@ -142,7 +142,7 @@ func (c *Client) Register(ctx context.Context, ringAddr, probeAddr string) error
 func (c *Client) Heartbeat(ctx context.Context) (worker.Assignment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := state.Heartbeat{Auth: c.auth()}
+	h := nodeauth.Heartbeat{Auth: c.auth()}
 	h.Sign(c.cfg.Key, h.SignedBytes())
 	r, err := c.node.Heartbeat(ctx, &pb.HeartbeatRequest{Auth: pbAuth(h.Auth)})
 	if status.Code(err) == codes.NotFound {
@@ -158,10 +158,10 @@ func (c *Client) Heartbeat(ctx context.Context) (worker.Assignment, error) {
 func (c *Client) ReportBandwidth(ctx context.Context, job string, kbps map[string]uint64) (worker.Assignment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := state.ReportBandwidth{Auth: c.auth(), Job: job}
+	b := nodeauth.ReportBandwidth{Auth: c.auth(), Job: job}
 	var links []*pb.Link
 	for _, p := range sortedKeys(kbps) {
-		b.Links = append(b.Links, state.Link{Peer: p, Kbps: kbps[p]})
+		b.Links = append(b.Links, nodeauth.Link{Peer: p, Kbps: kbps[p]})
 		links = append(links, &pb.Link{Peer: p, Kbps: kbps[p]})
 	}
 	b.Sign(c.cfg.Key, b.SignedBytes())
@@ -185,7 +185,7 @@ func (c *Client) SubmitDelta(ctx context.Context, file []byte) (worker.Verdict, 
 func (c *Client) ReportSuspect(ctx context.Context, s worker.Suspect) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := state.ReportSuspect{Auth: c.auth(), Job: s.Job, ConfigID: s.ConfigID, Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence}
+	r := nodeauth.ReportSuspect{Auth: c.auth(), Job: s.Job, ConfigID: s.ConfigID, Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence}
 	r.Sign(c.cfg.Key, r.SignedBytes())
 	_, err := c.node.ReportSuspect(ctx, &pb.ReportSuspectRequest{Auth: pbAuth(r.Auth), Job: s.Job, ConfigId: s.ConfigID,
 		Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence})

@@ -56,7 +56,11 @@ type Config struct {
 }
 
 // DefaultConfig is the embedded default: GSPO on 2-digit addition with the
-// paper's clipping and the seed's β, LoRA rank 8 on q and v.
+// paper's clipping and the seed's β, LoRA rank 8 on q and v. It is the
+// built-in model's training profile, the one source of it: gym train runs
+// it, and gym up's jobs carry it as their GSPO settings
+// (jobconf.BuiltinGSPO). A job's own defaults, for real models, are
+// jobspec's (jobspec.DefaultGSPO).
 func DefaultConfig() Config {
 	return Config{
 		Task: "addition", Seed: 0, Steps: 100,

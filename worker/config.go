@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/ring"
 )
 
@@ -43,7 +43,7 @@ type Constraints struct {
 }
 
 // Check reports why spec does not match c, or nil.
-func (c Constraints) Check(spec state.JobSpec) error {
+func (c Constraints) Check(spec jobspec.Spec) error {
 	switch {
 	case c.Model != "" && spec.Model != c.Model:
 		return fmt.Errorf("model %q, this worker runs only %q", spec.Model, c.Model)

@@ -3,8 +3,8 @@ package worker
 import (
 	"context"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
-	"github.com/zooai/gym/orchestrator/state"
 )
 
 // Peer is another node as the orchestrator describes it.
@@ -26,7 +26,7 @@ type Assignment struct {
 	State      string // pending, provisioning, running, aggregating, published, failed
 	Epoch      int    // 1-based
 	Paused     bool
-	Spec       state.JobSpec
+	Spec       jobspec.Spec
 	ProbePeers []Peer // provisioning: measure bandwidth to these
 	Ring       *Ring  // running: the current ring (nil when this node is not in it)
 	// Checkpoint is the CID of the checkpoint of record Epoch starts from;

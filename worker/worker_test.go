@@ -20,15 +20,15 @@ import (
 
 	"github.com/zooai/gym/internal/promdoc"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/worker"
 	"github.com/zooai/gym/worker/workertest"
 )
 
 // tinySpec is a job that trains in well under a second per epoch.
-func tinySpec(epochs, stepsPerEpoch int) state.JobSpec {
-	g := state.DefaultGSPO()
+func tinySpec(epochs, stepsPerEpoch int) jobspec.Spec {
+	g := jobspec.DefaultGSPO()
 	g.AggregateInterval = 2
 	g.GroupSize = 4
 	g.LoRARank, g.LoRAAlpha = 4, 8
@@ -36,7 +36,7 @@ func tinySpec(epochs, stepsPerEpoch int) state.JobSpec {
 	g.GradientAccumulationSteps = 1
 	g.LearningRate = 2e-3
 	g.WarmupSteps = 0
-	return state.JobSpec{Model: "builtin", Dataset: "addition", Epochs: epochs, MinNodes: 3, StepsPerEpoch: stepsPerEpoch,
+	return jobspec.Spec{Model: "builtin", Dataset: "addition", Epochs: epochs, MinNodes: 3, StepsPerEpoch: stepsPerEpoch,
 		PromptsPerStep: 2, Seed: 7, GSPO: g}
 }
 

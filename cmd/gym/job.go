@@ -27,6 +27,7 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/atomicfile"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/peft"
@@ -79,7 +80,7 @@ what hanzod recorded.`,
 				return enc.Encode(j)
 			}
 			resp, err := call(cmd, o, *timeout, "submit "+args[0], func(ctx context.Context, c *client) (*pb.SubmitJobResponse, error) {
-				return c.api.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: j.spec()})
+				return c.api.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: jobspec.ToProto(j.Spec())})
 			})
 			if err != nil {
 				return err
@@ -239,7 +240,7 @@ type specJSON struct {
 	Byzantine      int32  `json:"byzantine"`
 	SpotCheckBP    int    `json:"spot_check_bp"`
 	// GSPO uses the job file's keys; nil for a job without settings.
-	GSPO *gspoConfig `json:"gspo"`
+	GSPO *jobspec.GSPO `json:"gspo"`
 }
 
 func nonNil(s []string) []string {
@@ -264,13 +265,17 @@ func jobOut(j *pb.Job) jobJSON {
 	}
 	if s := j.Spec; s != nil {
 		out.Spec = specJSON{Model: s.Model, Dataset: s.Dataset, Epochs: s.Epochs, MinNodes: s.MinNodes, MaxNodes: s.MaxNodes,
-			MinVRAMMiB: s.MinVramMib, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, GSPO: gspoFrom(s.Gspo),
-			StepsPerEpoch: s.StepsPerEpoch, PromptsPerStep: s.PromptsPerStep, Seed: s.Seed, Byzantine: s.Byzantine, SpotCheckBP: spotCheckFrom(s.SpotCheckBp)}
+			MinVRAMMiB: s.MinVramMib, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter,
+			StepsPerEpoch: s.StepsPerEpoch, PromptsPerStep: s.PromptsPerStep, Seed: s.Seed, Byzantine: s.Byzantine, SpotCheckBP: jobspec.Spec{SpotCheckBP: int(s.SpotCheckBp)}.SpotCheckShare()}
+		if s.Gspo != nil {
+			g := jobspec.GSPOFromProto(s.Gspo)
+			out.Spec.GSPO = &g
+		}
 		if out.Spec.StepsPerEpoch == 0 && s.Gspo != nil {
 			out.Spec.StepsPerEpoch = s.Gspo.GetAggregateInterval() // one sync per epoch
 		}
 		if out.Spec.PromptsPerStep == 0 {
-			out.Spec.PromptsPerStep = defaultPromptsPerStep
+			out.Spec.PromptsPerStep = int32(jobspec.Fields.PromptsPerStep.Default)
 		}
 		if s.DeadlineUnixMs != 0 {
 			d := rfc3339ms(s.DeadlineUnixMs)

@@ -44,6 +44,7 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/promdoc"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
@@ -329,15 +330,11 @@ func TestJobGSPO(t *testing.T) {
 	os.WriteFile(partial, []byte(base+"gspo:\n  group_size: 16\n"), 0o644)
 	none := filepath.Join(dir, "none.yaml")
 	os.WriteFile(none, []byte(base), 0o644)
-	wantCustom := gspoConfig{ImportanceSamplingLevel: "token", Beta: 0, GroupSize: 3, AggregateInterval: 7, Use4Bit: false, LoRARank: 5,
+	wantCustom := jobspec.GSPO{ImportanceSamplingLevel: "token", Beta: 0, GroupSize: 3, AggregateInterval: 7, Use4Bit: false, LoRARank: 5,
 		LoRAAlpha: 0.30000000000000004, MaxSeqLen: 1000, GradientAccumulationSteps: 2, LearningRate: 1.25e-7, WarmupSteps: 0, WeightDecay: 0.3}
-	wantPartial := defaultGSPO()
+	wantPartial := jobspec.DefaultGSPO()
 	wantPartial.GroupSize = 16
-	// hanzod's defaults are gym's.
-	if d := state.DefaultGSPO(); d.ImportanceSamplingLevel != "sequence" || fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", state.GSPOConfig(defaultGSPO())) {
-		t.Fatalf("hanzod's default GSPO config %+v, gym's %+v", d, defaultGSPO())
-	}
-	want := map[string]gspoConfig{}
+	want := map[string]jobspec.GSPO{}
 	check := func(t *testing.T, addr string) {
 		for id, w := range want {
 			j := decodeJSON[jobJSON](t, mustGym(t, "--orchestrator", addr, "job", "status", "--json", id))
@@ -362,8 +359,8 @@ func TestJobGSPO(t *testing.T) {
 		// In this order: job-00000001 is the custom file, checked below.
 		for _, c := range []struct {
 			file string
-			w    gspoConfig
-		}{{custom, wantCustom}, {partial, wantPartial}, {none, defaultGSPO()}} {
+			w    jobspec.GSPO
+		}{{custom, wantCustom}, {partial, wantPartial}, {none, jobspec.DefaultGSPO()}} {
 			file, w := c.file, c.w
 			r := gym(t, "--orchestrator", d.addr, "job", "submit", file)
 			if r.code != 0 || !jobID.MatchString(r.stdout) || r.stderr != "" {
@@ -871,7 +868,7 @@ gspo:
 	}
 	ex := strings.TrimSpace(r.stdout)
 	j = decodeJSON[jobJSON](t, mustGym(t, "job", "status", "--json", ex))
-	want := decodeJSON[jobFile](t, mustGym(t, "job", "submit", "--dry-run", builtinJob))
+	want := decodeJSON[jobspec.File](t, mustGym(t, "job", "submit", "--dry-run", builtinJob))
 	if s := j.Spec; j.State != "pending" || s.Model != "builtin" || s.Dataset != "addition" || s.Epochs != 3 || s.MinNodes != 4 || s.MaxNodes != 4 ||
 		int(s.StepsPerEpoch) != want.StepsPerEpoch || int(s.PromptsPerStep) != want.PromptsPerStep || s.Seed != want.Seed ||
 		int(s.Byzantine) != want.Byzantine || s.SpotCheckBP != want.SpotCheckBP || s.GSPO == nil || *s.GSPO != want.GSPO ||

@@ -25,6 +25,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/nodekey"
 	hanzod "github.com/zooai/gym/orchestrator/daemon"
@@ -35,7 +36,6 @@ import (
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/plot"
 	"github.com/zooai/gym/task"
-	"github.com/zooai/gym/trainer"
 )
 
 // upOptions are gym up's flags.
@@ -411,19 +411,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// spec is the job gym up submits: the built-in trainer's defaults, split
-// over the workers.
-func (r *upRun) spec() state.JobSpec {
+// spec is the job gym up submits: the built-in model's training profile
+// (jobconf.BuiltinGSPO, trainer.DefaultConfig's settings), split over the
+// workers.
+func (r *upRun) spec() jobspec.Spec {
 	o := r.o
-	c := trainer.DefaultConfig()
-	return state.JobSpec{
+	return jobspec.Spec{
 		Model: jobconf.BuiltinModel, Dataset: o.task, Epochs: o.epochs, MinNodes: o.workers, MaxNodes: o.workers,
 		Aggregation: o.aggregation, Byzantine: o.byzantine, SpotCheckBP: o.spotCheckBP,
 		StepsPerEpoch: o.stepsPerEpoch, PromptsPerStep: o.prompts, Seed: o.seed,
-		GSPO: state.GSPOConfig{ImportanceSamplingLevel: c.ImportanceSamplingLevel, Beta: c.Beta, GroupSize: c.GroupSize,
-			AggregateInterval: o.interval, LoRARank: c.LoRARank, LoRAAlpha: c.LoRAAlpha, MaxSeqLen: c.MaxSeqLen,
-			GradientAccumulationSteps: c.GradientAccumulationSteps, LearningRate: c.LearningRate, WarmupSteps: c.WarmupSteps,
-			WeightDecay: c.WeightDecay},
+		GSPO: jobconf.BuiltinGSPO(o.interval),
 	}
 }
 

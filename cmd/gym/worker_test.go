@@ -19,17 +19,17 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeclient"
-	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/worker"
 	"github.com/zooai/gym/worker/workertest"
 )
 
-func workerTestSpec() state.JobSpec {
-	g := state.DefaultGSPO()
+func workerTestSpec() jobspec.Spec {
+	g := jobspec.DefaultGSPO()
 	g.AggregateInterval, g.GroupSize, g.LoRARank, g.LoRAAlpha = 2, 4, 4, 8
 	g.MaxSeqLen, g.GradientAccumulationSteps, g.LearningRate, g.WarmupSteps = 12, 1, 2e-3, 0
-	return state.JobSpec{Model: "builtin", Dataset: "addition", Epochs: 1, MinNodes: 1, StepsPerEpoch: 4, PromptsPerStep: 2, GSPO: g}
+	return jobspec.Spec{Model: "builtin", Dataset: "addition", Epochs: 1, MinNodes: 1, StepsPerEpoch: 4, PromptsPerStep: 2, GSPO: g}
 }
 
 // workerRoot is gym with only the worker command, built on dial.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store"
@@ -73,7 +74,7 @@ func (w *workload) next() state.Command {
 	case w.step%10 == 0:
 		return state.Tick{}
 	case w.step%97 == 0:
-		return state.SubmitJob{Spec: state.JobSpec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3}}
+		return state.SubmitJob{Spec: jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3}}
 	case w.step%31 == 0:
 		r := state.Register{}
 		state.SignRegister(key(i), &r) // only for the id

@@ -15,6 +15,7 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
@@ -78,8 +79,8 @@ func nodeID(k ed25519.PrivateKey) string {
 // (two syncs per epoch, the first all-reduced), 2 prompts of 4
 // completions a step and rank-2 LoRA: a few hundred milliseconds of
 // training per node and epoch.
-func tinySpec() state.JobSpec {
-	g := state.DefaultGSPO()
+func tinySpec() jobspec.Spec {
+	g := jobspec.DefaultGSPO()
 	g.AggregateInterval = 1
 	g.GroupSize = 4
 	g.LoRARank, g.LoRAAlpha = 2, 4
@@ -88,7 +89,7 @@ func tinySpec() state.JobSpec {
 	g.LearningRate = 2e-3
 	g.WarmupSteps = 0
 	g.WeightDecay = 0
-	return state.JobSpec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 2, MinNodes: 3, MaxNodes: 3,
+	return jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 2, MinNodes: 3, MaxNodes: 3,
 		StepsPerEpoch: 2, PromptsPerStep: 2, Seed: 11, SpotCheckBP: -1, GSPO: g}
 }
 
@@ -105,7 +106,7 @@ type env struct {
 	keys  []ed25519.PrivateKey // nodes 0..n-1 are registered; n is not
 	ids   []string
 	job   string
-	spec  state.JobSpec
+	spec  jobspec.Spec
 	plan  jobconf.Plan
 	tmpl  *model.Adapter // the job's adapter shape (its initial adapter)
 	auth  map[string]uint64
@@ -115,7 +116,7 @@ type env struct {
 
 // newEnv registers n nodes (and keeps key n unregistered), stakes them,
 // funds the treasury, submits spec and brings the job to Running.
-func newEnv(t testing.TB, n int, spec state.JobSpec) *env {
+func newEnv(t testing.TB, n int, spec jobspec.Spec) *env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()

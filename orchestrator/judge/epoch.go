@@ -20,6 +20,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
@@ -53,7 +54,7 @@ func (j *Judge) Step(ctx context.Context) error {
 				last := uint64(plan.SyncStep(jb.Epoch, plan.Syncs()))
 				t.finish = true
 				for _, n := range jb.Ring {
-					if _, ok := jb.Slots[state.Slot(jb.Epoch, last, n)]; ok {
+					if _, ok := jb.Slots[jobspec.Slot{Epoch: jb.Epoch, Step: last, Node: n}]; ok {
 						t.some = true
 					} else {
 						t.finish = false
@@ -165,12 +166,8 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	}
 	for _, sl := range res.Slashes {
 		j.log.Warn("spot-check failed", "job", jb.ID, "node", short(sl.Node), "sync", sl.Sync, "detail", sl.Detail)
-		ps, err := parseSlot(sl.Slot)
-		if err != nil {
-			return err
-		}
-		b, _ := os.ReadFile(j.deltaPath(jb.ID, ps))
-		j.punish(ctx, jb.ID, sl.Node, sl.Offence, "slot "+sl.Slot+": "+sl.Detail, []*submission{{file: b, digest: sl.Digest}})
+		b, _ := os.ReadFile(j.deltaPath(jb.ID, sl.Slot))
+		j.punish(ctx, jb.ID, sl.Node, sl.Offence, "slot "+sl.Slot.String()+": "+sl.Detail, []*submission{{file: b, digest: sl.Digest}})
 	}
 	for _, f := range res.Shortfalls {
 		j.log.Warn("fewer deltas than the declared f needs", "job", jb.ID, "sync", f.Sync, "deltas", f.Deltas, "err", f.Err)
@@ -236,22 +233,18 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 		Base: j.base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights,
 		Replay: epoch.Retrain(j.base, plan, e, j.cfg.Threads)}
 	template := start.ZeroLike()
-	for key, dig := range jb.Slots {
-		sl, err := parseSlot(key)
-		if err != nil {
-			return epoch.Input{}, err
-		}
-		if sl.epoch != e {
+	for sl, dig := range jb.Slots {
+		if sl.Epoch != e {
 			continue
 		}
-		if _, _, ok := plan.SyncOf(sl.step); !ok {
+		if _, _, ok := plan.SyncOf(sl.Step); !ok {
 			continue
 		}
 		a, meta, err := j.loadDelta(ctx, jb.ID, sl, template)
 		if err != nil {
 			return epoch.Input{}, err
 		}
-		in.Deltas = append(in.Deltas, epoch.Delta{Slot: key, Node: sl.node, Step: sl.step, Digest: dig,
+		in.Deltas = append(in.Deltas, epoch.Delta{Slot: sl, Node: sl.Node, Step: sl.Step, Digest: dig,
 			Base: meta.BaseCheckpoint, ClaimedLoss: meta.ClaimedLoss, Adapter: a})
 	}
 	if in.Rings, err = j.ringHistory(ctx, jb.ID); err != nil {

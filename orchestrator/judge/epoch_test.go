@@ -20,6 +20,7 @@ import (
 
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/state"
@@ -212,7 +213,7 @@ func TestEpochs(t *testing.T) {
 	e.stepUntil("epoch 2 merged", func(jb state.Job) bool { return jb.State == state.Published })
 	e.checkPublished(2)
 	r2 := e.report(2)
-	slot := state.Slot(2, uint64(e.plan.SyncStep(2, K)), e.ids[cheat])
+	slot := jobspec.Slot{Epoch: 2, Step: uint64(e.plan.SyncStep(2, K)), Node: e.ids[cheat]}.String()
 	if !slices.Equal(r2.Excluded, []string{slot}) {
 		t.Fatalf("epoch 2 excluded %v, want only the tampered slot %s", r2.Excluded, slot)
 	}
@@ -359,7 +360,7 @@ func TestRingDisagreement(t *testing.T) {
 	}
 	// The liar's delta is left out of the merge (it could be dodging the
 	// spot-check by naming a false base); nobody else's is.
-	if len(r.RingUnknown) > 0 || len(r.Excluded) != 1 || !strings.HasPrefix(r.Excluded[0], state.Slot(1, m.Step, e.ids[liar])) {
+	if len(r.RingUnknown) > 0 || len(r.Excluded) != 1 || !strings.HasPrefix(r.Excluded[0], jobspec.Slot{Epoch: 1, Step: m.Step, Node: e.ids[liar]}.String()) {
 		t.Fatalf("ring unknown %v, excluded %v", r.RingUnknown, r.Excluded)
 	}
 	for _, s := range r.Scores {

@@ -5,25 +5,9 @@ import (
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
-	"github.com/zooai/gym/orchestrator/state"
 )
-
-func TestParseSlot(t *testing.T) {
-	node := "0558cbaa964d80f219545548eab7349a333c32e951466701e80f34c3626e651e"
-	for _, s := range []slot{{1, 1, node}, {12, 99999999999, node}, {3, 0, "x"}} {
-		got, err := parseSlot(s.String())
-		if err != nil || got != s {
-			t.Errorf("parseSlot(%q) = %+v, %v; want %+v", s.String(), got, err, s)
-		}
-	}
-	for _, bad := range []string{"", "1", "1/2", "1/2/", "0/2/n", "-1/2/n", "x/2/n", "1/x/n", "1/-2/n", "01/2/n", "1/02/n", "+1/2/n",
-		" 1/2/n", "1/2 /n", "1/18446744073709551616/n"} {
-		if s, err := parseSlot(bad); err == nil {
-			t.Errorf("parseSlot(%q) = %+v, want an error", bad, s)
-		}
-	}
-}
 
 // TestPlanCache: the plan is derived once per job and spec, again when
 // the spec differs.
@@ -33,23 +17,23 @@ func TestPlanCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{NewPlan: func(id string, s state.JobSpec, b *model.Weights) (jobconf.Plan, error) {
+	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{NewPlan: func(id string, s jobspec.Spec, b *model.Weights) (jobconf.Plan, error) {
 		calls++
 		if b != base {
 			t.Error("the plan was not derived from the judge's base model")
 		}
 		return jobconf.FromSpec(id, s, b)
 	}}}
-	g := state.DefaultGSPO()
+	g := jobspec.DefaultGSPO()
 	g.AggregateInterval = 1
-	s1 := state.JobSpec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 2, MinNodes: 1, StepsPerEpoch: 4, GSPO: g}
+	s1 := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 2, MinNodes: 1, StepsPerEpoch: 4, GSPO: g}
 	s2 := s1
 	s2.Epochs = 3
 	bad := s1
 	bad.Model = "llama"
 	for _, c := range []struct {
 		job   string
-		spec  state.JobSpec
+		spec  jobspec.Spec
 		calls int
 		err   bool
 	}{

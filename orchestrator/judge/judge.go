@@ -46,8 +46,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -56,6 +54,7 @@ import (
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -92,7 +91,7 @@ type Config struct {
 	Base *model.Weights
 	// NewPlan derives a job's plan from its spec (nil: jobconf.FromSpec).
 	// The judge calls it once per job and spec, not on every step.
-	NewPlan func(id string, s state.JobSpec, base *model.Weights) (jobconf.Plan, error)
+	NewPlan func(id string, s jobspec.Spec, base *model.Weights) (jobconf.Plan, error)
 	Log     *slog.Logger
 	Now     func() time.Time
 }
@@ -105,10 +104,10 @@ type Judge struct {
 	base *model.Weights
 
 	mu        sync.Mutex
-	templates map[string]*model.Adapter    // job → an adapter of its shape
-	failures  map[string]int               // job/epoch → merges failed in a row
-	seen      map[string]map[string]string // job → node/tensor digest → slot key (replay detection)
-	waiting   map[string]time.Time         // job/epoch → when its first member finished
+	templates map[string]*model.Adapter          // job → an adapter of its shape
+	failures  map[string]int                     // job/epoch → merges failed in a row
+	seen      map[string]map[string]jobspec.Slot // job → node/tensor digest → slot (replay detection)
+	waiting   map[string]time.Time               // job/epoch → when its first member finished
 
 	history eventHistory // the log's ring configurations and money, read incrementally
 
@@ -197,7 +196,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 		cfg.NewPlan = jobconf.FromSpec
 	}
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
-		seen: map[string]map[string]string{}, waiting: map[string]time.Time{},
+		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{},
 		templates: map[string]*model.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
 		plans: map[string]cachedPlan{},
@@ -207,7 +206,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 
 // cachedPlan is a job's plan and the spec it was derived from.
 type cachedPlan struct {
-	spec state.JobSpec
+	spec jobspec.Spec
 	plan jobconf.Plan
 	err  error
 }
@@ -217,7 +216,7 @@ type cachedPlan struct {
 // it all the same): deriving it checks the trainer settings against the
 // base model, and Step asks for every running job every second, under the
 // engine's lock.
-func (j *Judge) plan(id string, s state.JobSpec) (jobconf.Plan, error) {
+func (j *Judge) plan(id string, s jobspec.Spec) (jobconf.Plan, error) {
 	j.pmu.Lock()
 	defer j.pmu.Unlock()
 	if c, ok := j.plans[id]; ok && c.spec == s {
@@ -330,7 +329,7 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 		var ok bool
 		if job, ok = m.Job(meta.Job); ok {
 			st.Member = contains(job.Ring, s.node)
-			st.Held = job.Slots[state.Slot(int(meta.Epoch), meta.Step, s.node)]
+			st.Held = job.Slots[jobspec.Slot{Epoch: int(meta.Epoch), Step: meta.Step, Node: s.node}]
 			if t := job.Tally[s.node]; t != nil {
 				st.LastSeq = t.LastSeq
 			}
@@ -356,7 +355,7 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 		return Verdict{}, err
 	}
 	st.Epoch, st.State, st.Open = job.Epoch, string(job.State), job.State == state.Running
-	here := slot{epoch: int(meta.Epoch), step: meta.Step, node: s.node}
+	here := jobspec.Slot{Epoch: int(meta.Epoch), Step: meta.Step, Node: s.node}
 	if st.Held != "" && st.Held != s.digest {
 		if st.HeldAdapter, _, err = j.loadDelta(ctx, job.ID, here, st.Template); err != nil {
 			return Verdict{}, err
@@ -379,12 +378,8 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 			return resp, err
 		}
 		files := []*submission{s}
-		if o := a.Offence; o.Earlier != "" {
-			earlier, err := parseSlot(o.Earlier)
-			if err != nil {
-				return Verdict{}, err
-			}
-			first, _ := os.ReadFile(j.deltaPath(job.ID, earlier))
+		if o := a.Offence; o.Earlier != nil {
+			first, _ := os.ReadFile(j.deltaPath(job.ID, *o.Earlier))
 			dg := o.EarlierDigest
 			if dg == "" {
 				dg = fileDigest(first)
@@ -409,7 +404,7 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 		}
 		return Verdict{}, err
 	}
-	st.Seen[s.node+"/"+a.TensorDigest] = here.String()
+	st.Seen[s.node+"/"+a.TensorDigest] = here
 	j.log.Debug("delta accepted", "job", job.ID, "node", short(s.node), "epoch", a.Epoch, "sync", a.Sync)
 	return accepted, nil
 }
@@ -508,64 +503,33 @@ func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, fil
 	}
 }
 
-// slot is a delta's place in a job: the epoch, the global step its sync
-// ends at and the node. The log keys it as state.Slot writes it.
-type slot struct {
-	epoch int
-	step  uint64
-	node  string
-}
-
-// String is the slot's key in the log (state.Slot).
-func (s slot) String() string { return state.Slot(s.epoch, s.step, s.node) }
-
-// parseSlot parses a slot key of the log, strictly: the only place the
-// judge reads one back.
-func parseSlot(key string) (slot, error) {
-	parts := strings.SplitN(key, "/", 3)
-	if len(parts) != 3 {
-		return slot{}, fmt.Errorf("judge: slot %q is not epoch/step/node", key)
-	}
-	e, err1 := strconv.Atoi(parts[0])
-	st, err2 := strconv.ParseUint(parts[1], 10, 64)
-	s := slot{epoch: e, step: st, node: parts[2]}
-	if err1 != nil || err2 != nil || e < 1 || s.node == "" || s.String() != key {
-		return slot{}, fmt.Errorf("judge: slot %q is not epoch/step/node", key)
-	}
-	return s, nil
-}
-
-func (j *Judge) deltaPath(job string, s slot) string {
-	return filepath.Join(j.cfg.DataDir, "deltas", job, fmt.Sprintf("e%04d-s%08d-%s.delta", s.epoch, s.step, s.node)) // sortable
+func (j *Judge) deltaPath(job string, s jobspec.Slot) string {
+	return filepath.Join(j.cfg.DataDir, "deltas", job, fmt.Sprintf("e%04d-s%08d-%s.delta", s.Epoch, s.Step, s.Node)) // sortable
 }
 
 // seenFor returns job's tensor digests (node/digest → slot), loading them
 // from the accepted files on first use after a start.
-func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter) (map[string]string, error) {
+func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter) (map[string]jobspec.Slot, error) {
 	if s, ok := j.seen[job]; ok {
 		return s, nil
 	}
-	s := map[string]string{}
-	var keys []string
+	s := map[string]jobspec.Slot{}
+	var keys []jobspec.Slot
 	j.eng.View(func(m *state.Machine) {
 		if jb, ok := m.Job(job); ok {
-			keys = make([]string, 0, len(jb.Slots))
+			keys = make([]jobspec.Slot, 0, len(jb.Slots))
 			for k := range jb.Slots {
 				keys = append(keys, k)
 			}
 		}
 	})
-	for _, key := range keys {
-		sl, err := parseSlot(key)
-		if err != nil {
-			return nil, err
-		}
+	for _, sl := range keys {
 		a, _, err := j.loadDelta(ctx, job, sl, template)
 		if err != nil {
 			return nil, err
 		}
 		d := model.Digest(a.Tensors())
-		s[sl.node+"/"+hex.EncodeToString(d[:])] = key
+		s[sl.Node+"/"+hex.EncodeToString(d[:])] = sl
 	}
 	j.seen[job] = s
 	return s, nil
@@ -573,7 +537,7 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter
 
 // loadDelta reads an accepted delta back (verifying it again: the disk is
 // not trusted more than the network).
-func (j *Judge) loadDelta(ctx context.Context, job string, sl slot, template *model.Adapter) (*model.Adapter, delta.MetadataFields, error) {
+func (j *Judge) loadDelta(ctx context.Context, job string, sl jobspec.Slot, template *model.Adapter) (*model.Adapter, delta.MetadataFields, error) {
 	b, err := os.ReadFile(j.deltaPath(job, sl))
 	if err != nil {
 		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s: %w", sl, err)

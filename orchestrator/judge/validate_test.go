@@ -12,6 +12,7 @@ import (
 
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/state"
@@ -366,7 +367,7 @@ func TestValidation(t *testing.T) {
 			if r := e.submit(a); !r.Duplicate {
 				t.Fatalf("the accepted delta again: %+v", r)
 			}
-			if got := e.jobState().Slots[state.Slot(1, 1, e.ids[0])]; got != digestOf(a) {
+			if got := e.jobState().Slots[jobspec.Slot{Epoch: 1, Step: 1, Node: e.ids[0]}]; got != digestOf(a) {
 				t.Fatalf("slot holds %s, want the first delta", got)
 			}
 			e.expectNotSlashed(1)
@@ -378,7 +379,7 @@ func TestValidation(t *testing.T) {
 			e.expectAccept(e.good(1, 1, 5)) // another node is not affected
 			r := e.encode(0, e.sd(0, 1, 2, x.Clone()))
 			d := e.expectReject(r, true, judge.ReasonReplay)
-			if !strings.Contains(d, state.Slot(1, 1, e.ids[0])) {
+			if !strings.Contains(d, jobspec.Slot{Epoch: 1, Step: 1, Node: e.ids[0]}.String()) {
 				t.Errorf("detail %q does not name the original slot", d)
 			}
 			e.expectSlashed(0, "replay", a, r)

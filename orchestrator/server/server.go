@@ -24,8 +24,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/engine"
-	"github.com/zooai/gym/orchestrator/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store"
@@ -315,9 +315,9 @@ func (s *Server) assignment(node string) *pb.Assignment {
 	return out
 }
 
-func specFrom(p *pb.JobSpec) (state.JobSpec, error) {
+func specFrom(p *pb.JobSpec) (jobspec.Spec, error) {
 	if p == nil {
-		return state.JobSpec{}, status.Error(codes.InvalidArgument, "spec is missing")
+		return jobspec.Spec{}, status.Error(codes.InvalidArgument, "spec is missing")
 	}
 	return jobspec.FromProto(p), nil
 }

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/engine"
-	"github.com/zooai/gym/orchestrator/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store/bolt"
@@ -340,7 +340,7 @@ func TestJobGSPO(t *testing.T) {
 	spec := func(g *pb.GSPOConfig) *pb.SubmitJobRequest {
 		return &pb.SubmitJobRequest{Spec: &pb.JobSpec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, Gspo: g}}
 	}
-	def := state.DefaultGSPO()
+	def := jobspec.DefaultGSPO()
 	want := jobspec.GSPOToProto(def)
 	plain, err := e.orch.SubmitJob(ctx, spec(nil))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -71,7 +72,7 @@ func (c *cluster) beatAll(tb testing.TB, d int64, skip map[int]bool) {
 
 // running puts a job of size nodes into Running with measured bandwidth.
 func (c *cluster) running(tb testing.TB, size int) Job {
-	c.must(tb, SubmitJob{Spec: JobSpec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: size}})
+	c.must(tb, SubmitJob{Spec: jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: size}})
 	id := c.m.Jobs()[len(c.m.Jobs())-1]
 	j, _ := c.m.Job(id)
 	idx := map[string]int{}
@@ -127,7 +128,7 @@ func BenchmarkRegister1000(b *testing.B) {
 func BenchmarkSubmitSchedule1000(b *testing.B) {
 	c := newCluster(b, 1000)
 	for b.Loop() {
-		evs := c.must(b, SubmitJob{Spec: JobSpec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 64}})
+		evs := c.must(b, SubmitJob{Spec: jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 64}})
 		if len(evs) != 2 {
 			b.Fatalf("job not scheduled: %d events", len(evs))
 		}

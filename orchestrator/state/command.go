@@ -3,56 +3,33 @@ package state
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 
 	"filippo.io/edwards25519"
 
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
 // Command is a request to change the state. Step validates it into events.
 type Command interface{ command() }
 
-// Auth is the signed envelope of a node's request. Node is the node's
-// Ed25519 public key in hex; Seq must grow with every request the node
-// makes; Timestamp is the node's clock (unix milliseconds) and must be
-// within Config.MaxSkew of the orchestrator's; Sig signs SignedBytes.
-type Auth struct {
-	Node      string
-	Seq       uint64
-	Timestamp int64
-	Sig       []byte
-}
+// Auth is the signed envelope of a node's request (nodeauth.Auth); its
+// Timestamp must be within Config.MaxSkew of the orchestrator's clock.
+type Auth = nodeauth.Auth
 
-// Node requests (signed).
+// Node requests (signed). Their fields and the bytes a node signs are
+// nodeauth's (the node client builds them there); here they are commands.
 type (
 	// Register announces a node and its hardware as the node reports it.
-	Register struct {
-		Auth
-		Address  string
-		Region   string
-		GPUModel string
-		VRAMMiB  uint64
-		// Report is an optional hardware attestation document, passed to the
-		// Verifier.
-		Report []byte
-		// ProbeAddress (optional) is where the node answers bandwidth
-		// probes; signed only when set, so older signatures still verify.
-		ProbeAddress string
-	}
+	Register nodeauth.Register
 	// Heartbeat says the node is alive (every 10 s).
-	Heartbeat struct {
-		Auth
-	}
+	Heartbeat nodeauth.Heartbeat
 	// ReportBandwidth carries a member's measurements to the other members
 	// of a Provisioning job.
-	ReportBandwidth struct {
-		Auth
-		Job   string
-		Links []Link
-	}
+	ReportBandwidth nodeauth.ReportBandwidth
 )
 
 // Operator and internal commands. The API authenticates their callers;
@@ -61,7 +38,7 @@ type (
 	// Tick advances time: failures, timeouts, deadlines and scheduling.
 	Tick struct{}
 	// SubmitJob adds a job.
-	SubmitJob struct{ Spec JobSpec }
+	SubmitJob struct{ Spec jobspec.Spec }
 	// EndEpoch moves a Running job to Aggregating.
 	EndEpoch struct {
 		Job   string
@@ -129,80 +106,32 @@ func (Withdraw) command()          {}
 func (Slash) command()             {}
 func (PayRewards) command()        {}
 
-// Domain is the signature domain tag of node requests; the request kind and
-// a NUL follow it, so a signature for one kind never verifies as another.
-const Domain = "zoo-gym/hanzod/v1/"
+// Domain is the signature domain tag of node requests (nodeauth.Domain).
+const Domain = nodeauth.Domain
 
-type enc struct{ bytes.Buffer }
-
-func (e *enc) str(s string) {
-	_ = binary.Write(&e.Buffer, binary.BigEndian, uint32(len(s)))
-	e.WriteString(s)
-}
-func (e *enc) u64(v uint64) { _ = binary.Write(&e.Buffer, binary.BigEndian, v) }
-
-func header(kind string, a Auth) *enc {
-	e := &enc{}
-	e.WriteString(Domain)
-	e.WriteString(kind)
-	e.WriteByte(0)
-	e.str(a.Node)
-	e.u64(a.Seq)
-	e.u64(uint64(a.Timestamp))
-	return e
-}
-
-// SignedBytes is what a node signs: the domain tag, the kind, then every
-// field (strings as a 4-byte big-endian length and the bytes, integers as
-// 8 bytes big-endian) in declaration order.
-func (r Register) SignedBytes() []byte {
-	e := header("register", r.Auth)
-	e.str(r.Address)
-	e.str(r.Region)
-	e.str(r.GPUModel)
-	e.u64(r.VRAMMiB)
-	e.str(string(r.Report))
-	if r.ProbeAddress != "" {
-		e.str(r.ProbeAddress)
-	}
-	return e.Bytes()
-}
+// SignedBytes is what a node signs (nodeauth.Register.SignedBytes).
+func (r Register) SignedBytes() []byte { return nodeauth.Register(r).SignedBytes() }
 
 // SignedBytes is what a node signs.
-func (h Heartbeat) SignedBytes() []byte { return header("heartbeat", h.Auth).Bytes() }
+func (h Heartbeat) SignedBytes() []byte { return nodeauth.Heartbeat(h).SignedBytes() }
 
 // SignedBytes is what a node signs.
-func (b ReportBandwidth) SignedBytes() []byte {
-	e := header("bandwidth", b.Auth)
-	e.str(b.Job)
-	e.u64(uint64(len(b.Links)))
-	for _, l := range b.Links {
-		e.str(l.Peer)
-		e.u64(l.Kbps)
-	}
-	return e.Bytes()
-}
-
-// Sign fills a.Sig for the request whose SignedBytes are msg.
-func (a *Auth) Sign(key ed25519.PrivateKey, msg []byte) { a.Sig = ed25519.Sign(key, msg) }
+func (b ReportBandwidth) SignedBytes() []byte { return nodeauth.ReportBandwidth(b).SignedBytes() }
 
 // SignRegister, SignHeartbeat and SignBandwidth sign a request in place
 // with the node's key (and set Auth.Node to its public key).
 func SignRegister(key ed25519.PrivateKey, r *Register) {
-	r.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
-	r.Sign(key, r.SignedBytes())
+	nodeauth.SignRegister(key, (*nodeauth.Register)(r))
 }
 
 // SignHeartbeat signs h in place.
 func SignHeartbeat(key ed25519.PrivateKey, h *Heartbeat) {
-	h.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
-	h.Sign(key, h.SignedBytes())
+	nodeauth.SignHeartbeat(key, (*nodeauth.Heartbeat)(h))
 }
 
 // SignBandwidth signs b in place.
 func SignBandwidth(key ed25519.PrivateKey, b *ReportBandwidth) {
-	b.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
-	b.Sign(key, b.SignedBytes())
+	nodeauth.SignBandwidth(key, (*nodeauth.ReportBandwidth)(b))
 }
 
 // ParsePublicKey decodes a node id (64 lowercase hex characters) and

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ringplan"
 )
 
@@ -14,15 +16,8 @@ import (
 // checkpoints published with a signed record, jobs settled).
 type (
 	// ReportSuspect is a ring member's signed report that a neighbour
-	// failed an all-reduce of configuration ConfigID.
-	ReportSuspect struct {
-		Auth
-		Job      string
-		ConfigID string
-		Suspect  string
-		Kind     string // timeout, broken, misbehaved, norm
-		Evidence []byte
-	}
+	// failed an all-reduce of configuration ConfigID (nodeauth's).
+	ReportSuspect nodeauth.ReportSuspect
 	// JudgeDelta records the validator's verdict on a submitted delta.
 	JudgeDelta struct{ Verdict DeltaJudged }
 	// Eject removes a member from a running job's ring on proven
@@ -43,20 +38,11 @@ func (Eject) command()         {}
 func (Settle) command()        {}
 
 // SignedBytes is what a node signs.
-func (r ReportSuspect) SignedBytes() []byte {
-	e := header("suspect", r.Auth)
-	e.str(r.Job)
-	e.str(r.ConfigID)
-	e.str(r.Suspect)
-	e.str(r.Kind)
-	e.str(string(r.Evidence))
-	return e.Bytes()
-}
+func (r ReportSuspect) SignedBytes() []byte { return nodeauth.ReportSuspect(r).SignedBytes() }
 
 // SignSuspect signs r in place (and sets Auth.Node to the key's public key).
 func SignSuspect(key ed25519.PrivateKey, r *ReportSuspect) {
-	r.Node = hex.EncodeToString(key.Public().(ed25519.PublicKey))
-	r.Sign(key, r.SignedBytes())
+	nodeauth.SignSuspect(key, (*nodeauth.ReportSuspect)(r))
 }
 
 // Events of the end-to-end run.
@@ -113,11 +99,6 @@ type Tally struct {
 	Rejected int    `json:"rejected"`
 	Samples  uint64 `json:"samples"`  // of accepted deltas
 	LastSeq  uint64 `json:"last_seq"` // highest accepted sequence
-}
-
-// Slot names a delta's place: epoch, global step and node.
-func Slot(epoch int, step uint64, node string) string {
-	return fmt.Sprintf("%d/%d/%s", epoch, step, node)
 }
 
 const maxEvidence = 256 << 10
@@ -232,8 +213,9 @@ func (m *Machine) judge(now int64, c JudgeDelta) error {
 		if m.nodes[v.Node] == nil {
 			return fmt.Errorf("%w: node %s", ErrNotFound, v.Node)
 		}
-		if d, ok := j.Slots[Slot(v.Epoch, v.Step, v.Node)]; ok {
-			return fmt.Errorf("%w: slot %s already holds delta %s", ErrPrecondition, Slot(v.Epoch, v.Step, v.Node), d)
+		slot := jobspec.Slot{Epoch: v.Epoch, Step: v.Step, Node: v.Node}
+		if d, ok := j.Slots[slot]; ok {
+			return fmt.Errorf("%w: slot %s already holds delta %s", ErrPrecondition, slot, d)
 		}
 		if t := j.Tally[v.Node]; t != nil && v.Sequence <= t.LastSeq {
 			return fmt.Errorf("%w: sequence %d not above %d", ErrPrecondition, v.Sequence, t.LastSeq)
@@ -264,9 +246,9 @@ func (m *Machine) applyJudged(e DeltaJudged) error {
 		return nil
 	}
 	if j.Slots == nil {
-		j.Slots = map[string]string{}
+		j.Slots = map[jobspec.Slot]string{}
 	}
-	j.Slots[Slot(e.Epoch, e.Step, e.Node)] = e.Digest
+	j.Slots[jobspec.Slot{Epoch: e.Epoch, Step: e.Step, Node: e.Node}] = e.Digest
 	t.Accepted++
 	t.Samples += e.Samples
 	t.LastSeq = max(t.LastSeq, e.Sequence)

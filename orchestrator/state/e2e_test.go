@@ -3,6 +3,8 @@ package state
 import (
 	"os"
 	"testing"
+
+	"github.com/zooai/gym/jobspec"
 )
 
 // TestApplyRefusesE2EOutOfPlace: replay refuses end-to-end events that
@@ -72,15 +74,59 @@ func TestApplyRefusesE2EOutOfPlace(t *testing.T) {
 
 // TestJobClone: a cloned job shares nothing with the machine's.
 func TestJobClone(t *testing.T) {
+	slot := jobspec.Slot{Epoch: 1, Step: 5, Node: "a"}
 	j := Job{ID: "j", Ring: []string{"a", "b"}, CIDs: []string{"c1"}, Participants: []string{"a"},
 		Bandwidth: map[string]map[string]uint64{"a": {"b": 1}}, Suspects: map[string][]string{"b": {"a"}},
-		Slots: map[string]string{"1/5/a": "d"}, Tally: map[string]*Tally{"a": {Accepted: 1}}}
+		Slots: map[jobspec.Slot]string{slot: "d"}, Tally: map[string]*Tally{"a": {Accepted: 1}}}
 	c := j.Clone()
 	c.Ring[0], c.CIDs[0], c.Participants[0] = "x", "x", "x"
-	c.Bandwidth["a"]["b"], c.Suspects["b"][0], c.Slots["1/5/a"] = 9, "x", "x"
+	c.Bandwidth["a"]["b"], c.Suspects["b"][0], c.Slots[slot] = 9, "x", "x"
 	c.Tally["a"].Accepted = 9
 	if j.Ring[0] != "a" || j.CIDs[0] != "c1" || j.Participants[0] != "a" || j.Bandwidth["a"]["b"] != 1 ||
-		j.Suspects["b"][0] != "a" || j.Slots["1/5/a"] != "d" || j.Tally["a"].Accepted != 1 {
+		j.Suspects["b"][0] != "a" || j.Slots[slot] != "d" || j.Tally["a"].Accepted != 1 {
 		t.Fatalf("the clone shares state with the original: %+v", j)
+	}
+}
+
+// TestRecordedSnapshot: a snapshot written before slots were typed
+// (testdata/snapshot-e2e.json, the state at the end of e2e.txt) restores
+// with its slots read as jobspec.Slot and re-encodes byte for byte, and the
+// replayed transcript still encodes to the same bytes.
+func TestRecordedSnapshot(t *testing.T) {
+	want, err := os.ReadFile("testdata/snapshot-e2e.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Restore(testConfig(), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Marshal(); string(got) != string(want) {
+		t.Fatalf("re-encoded snapshot differs:\n got %s\nwant %s", got, want)
+	}
+	slots := 0
+	for _, id := range m.Jobs() {
+		j, _ := m.Job(id)
+		for s, d := range j.Slots {
+			if s.Epoch != 1 || (s.Step != 50 && s.Step != 100) || len(s.Node) != 64 || len(d) != 64 {
+				t.Errorf("job %s: slot %+v → %s", id, s, d)
+			}
+			slots++
+		}
+	}
+	if slots != 2 {
+		t.Fatalf("%d slots, want 2", slots)
+	}
+	data, err := os.ReadFile("testdata/e2e.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, _ := parseTranscript(t, string(data))
+	h := newHarness(t)
+	for _, b := range blocks {
+		h.run(b.cmd)
+	}
+	if got := h.m.Marshal(); string(got) != string(want) {
+		t.Fatalf("the transcript's final state encodes differently:\n got %s\nwant %s", got, want)
 	}
 }

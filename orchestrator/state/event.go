@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -31,10 +33,7 @@ type Params struct {
 }
 
 // Link is one measured bandwidth from the reporting node to Peer.
-type Link struct {
-	Peer string `json:"peer"`
-	Kbps uint64 `json:"kbps"`
-}
+type Link = nodeauth.Link
 
 // The event bodies. Each is a fact that happened; Apply never refuses a
 // well-formed log.
@@ -80,8 +79,8 @@ type (
 	}
 	// JobSubmitted adds a Pending job.
 	JobSubmitted struct {
-		Job  string  `json:"job"`
-		Spec JobSpec `json:"spec"`
+		Job  string       `json:"job"`
+		Spec jobspec.Spec `json:"spec"`
 	}
 	// JobTransitioned moves a job between states; the only way a job's
 	// state changes.

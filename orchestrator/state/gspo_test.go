@@ -6,23 +6,25 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/zooai/gym/jobspec"
 )
 
 // TestGSPORefusesNonFinite checks that NaN and infinities are refused for
 // every real-valued setting before anything is logged (JSON cannot encode
 // them, so one in the state would make it unserialisable).
 func TestGSPORefusesNonFinite(t *testing.T) {
-	fields := map[string]func(*GSPOConfig) *float64{
-		"beta":          func(g *GSPOConfig) *float64 { return &g.Beta },
-		"lora_alpha":    func(g *GSPOConfig) *float64 { return &g.LoRAAlpha },
-		"learning_rate": func(g *GSPOConfig) *float64 { return &g.LearningRate },
-		"weight_decay":  func(g *GSPOConfig) *float64 { return &g.WeightDecay },
+	fields := map[string]func(*jobspec.GSPO) *float64{
+		"beta":          func(g *jobspec.GSPO) *float64 { return &g.Beta },
+		"lora_alpha":    func(g *jobspec.GSPO) *float64 { return &g.LoRAAlpha },
+		"learning_rate": func(g *jobspec.GSPO) *float64 { return &g.LearningRate },
+		"weight_decay":  func(g *jobspec.GSPO) *float64 { return &g.WeightDecay },
 	}
 	for name, field := range fields {
 		for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 			h := newHarness(t)
 			before := h.m.Marshal()
-			spec := JobSpec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, GSPO: DefaultGSPO()}
+			spec := jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, GSPO: jobspec.DefaultGSPO()}
 			*field(&spec.GSPO) = v
 			evs, err := h.m.Step(h.now, SubmitJob{Spec: spec})
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "gspo."+name) || len(evs) != 0 {
@@ -56,7 +58,7 @@ func TestGSPOAbsentInOldLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, ok := m.Job("job-00000001")
-	if !ok || j.Spec.GSPO != (GSPOConfig{}) {
+	if !ok || j.Spec.GSPO != (jobspec.GSPO{}) {
 		t.Fatalf("job %+v", j)
 	}
 	snap := m.Marshal()

@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"math/big"
 	"sort"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/ringplan"
 )
@@ -49,156 +49,10 @@ func CanTransition(from, to JobState) bool {
 	return false
 }
 
-// JobSpec is what a submitter asks for.
-type JobSpec struct {
-	Model       string `json:"model"`
-	Dataset     string `json:"dataset"`
-	Epochs      int    `json:"epochs"`
-	MinNodes    int    `json:"min_nodes"`
-	MaxNodes    int    `json:"max_nodes"` // 0: MinNodes
-	MinVRAMMiB  uint64 `json:"min_vram_mib"`
-	Aggregation string `json:"aggregation"` // mean, median or trimmed-mean
-	// Utility u ≥ 1 weights the job's priority (1 when 0).
-	Utility uint64 `json:"utility"`
-	// Submitter is the ledger account whose bonded stake s weights the
-	// priority (optional).
-	Submitter string `json:"submitter,omitempty"`
-	// Deadline is a wall time in unix milliseconds (0: none); a job not
-	// Published by then fails.
-	Deadline int64 `json:"deadline,omitempty"`
-	// GSPO is the training configuration. In a SubmitJob command the zero
-	// value means "not given" and becomes DefaultGSPO(); an accepted job
-	// always holds a validated, non-zero one. It is omitted from the
-	// encoding only when zero (jobs logged before the field existed), so
-	// older logs and snapshots still decode and re-encode byte for byte.
-	GSPO GSPOConfig `json:"gspo,omitzero"`
-
-	// Settings of the end-to-end run (all optional; zero means the default
-	// given). They are omitted from the encoding when zero, so logs written
-	// before they existed decode and re-encode unchanged.
-
-	// StepsPerEpoch is the number of training steps in an epoch, a
-	// multiple of gspo.aggregate_interval (0: one sync per epoch).
-	StepsPerEpoch int `json:"steps_per_epoch,omitempty"`
-	// PromptsPerStep is the number of prompts a worker samples per step
-	// (0: the trainer's default, 16).
-	PromptsPerStep int `json:"prompts_per_step,omitempty"`
-	// Seed fixes data order, sampling and adapter initialisation.
-	Seed uint64 `json:"seed,omitempty"`
-	// Byzantine is the number f of Byzantine workers the job must
-	// tolerate; f > 0 needs aggregation median or trimmed-mean and
-	// 3f < min_nodes.
-	Byzantine int `json:"byzantine,omitempty"`
-	// SpotCheckBP is the share of deltas re-executed by deterministic
-	// replay, in basis points (0: 1000, that is 10%; -1: none).
-	SpotCheckBP int `json:"spot_check_bp,omitempty"`
-}
-
-// SpotCheckShare is the share of deltas a job spot-checks, in basis points.
-func (s JobSpec) SpotCheckShare() int {
-	switch {
-	case s.SpotCheckBP == 0:
-		return 1000
-	case s.SpotCheckBP < 0:
-		return 0
-	}
-	return s.SpotCheckBP
-}
-
-// GSPOConfig is a job's training configuration: the keys of the seed's
-// GSPOConfig (SPEC.md, "Training: GSPO"). The real-valued settings are
-// float64s that the state only stores and compares with constants;
-// encoding/json writes the shortest decimal that reads back to the same
-// bits, so they survive the event log and snapshots exactly, and NaN and
-// infinities are refused before anything is logged.
-type GSPOConfig struct {
-	// ImportanceSamplingLevel is "sequence" (GSPO) or "token" (GRPO).
-	ImportanceSamplingLevel string `json:"importance_sampling_level"`
-	// Beta weights the KL penalty against the reference policy (0: none).
-	Beta float64 `json:"beta"`
-	// GroupSize is the number of completions sampled per prompt.
-	GroupSize int `json:"group_size"`
-	// AggregateInterval is the number of local steps between ring syncs.
-	AggregateInterval int     `json:"aggregate_interval"`
-	Use4Bit           bool    `json:"use_4bit"`
-	LoRARank          int     `json:"lora_rank"`
-	LoRAAlpha         float64 `json:"lora_alpha"`
-	// MaxSeqLen counts prompt plus completion tokens.
-	MaxSeqLen                 int     `json:"max_seq_len"`
-	GradientAccumulationSteps int     `json:"gradient_accumulation_steps"`
-	LearningRate              float64 `json:"learning_rate"`
-	WarmupSteps               int     `json:"warmup_steps"`
-	WeightDecay               float64 `json:"weight_decay"`
-}
-
-// DefaultGSPO is the seed's GSPOConfig defaults (docs/job-file.md).
-func DefaultGSPO() GSPOConfig {
-	return GSPOConfig{
-		ImportanceSamplingLevel: "sequence", Beta: 0.1, GroupSize: 8, AggregateInterval: 50, Use4Bit: true,
-		LoRARank: 16, LoRAAlpha: 32, MaxSeqLen: 8192, GradientAccumulationSteps: 4,
-		LearningRate: 2e-5, WarmupSteps: 100, WeightDecay: 0.01,
-	}
-}
-
-// Limits of the GSPO settings (docs/job-file.md lists the same).
-const (
-	maxGroupSize         = 1024
-	maxAggregateInterval = 1_000_000
-	maxLoRARank          = 4096
-	maxSeqLen            = 1 << 20
-	maxGradAccumulation  = 65536
-	maxWarmupSteps       = 1_000_000_000
-)
-
-// validate checks g; a refusal names the setting and its allowed range.
-func (g *GSPOConfig) validate() error {
-	// -0 and 0 are the same setting; keep one encoding of it.
-	for _, v := range []*float64{&g.Beta, &g.LoRAAlpha, &g.LearningRate, &g.WeightDecay} {
-		if *v == 0 {
-			*v = 0
-		}
-	}
-	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	intRange := func(name string, v, lo, hi int, hint string) error {
-		if v < lo || v > hi {
-			return fmt.Errorf("%w: gspo.%s %d outside %d..%d (%s)", ErrInvalid, name, v, lo, hi, hint)
-		}
-		return nil
-	}
-	switch g.ImportanceSamplingLevel {
-	case "sequence", "token":
-	default:
-		return fmt.Errorf("%w: gspo.importance_sampling_level %q (want sequence for GSPO or token for GRPO)", ErrInvalid, g.ImportanceSamplingLevel)
-	}
-	switch {
-	case !finite(g.Beta) || g.Beta < 0:
-		return fmt.Errorf("%w: gspo.beta %v must be a finite number >= 0 (the KL weight; 0 for none, 0.1 by default)", ErrInvalid, g.Beta)
-	case !finite(g.LoRAAlpha) || g.LoRAAlpha <= 0:
-		return fmt.Errorf("%w: gspo.lora_alpha %v must be a finite number > 0 (LoRA scaling, often twice lora_rank)", ErrInvalid, g.LoRAAlpha)
-	case !finite(g.LearningRate) || g.LearningRate <= 0 || g.LearningRate > 1:
-		return fmt.Errorf("%w: gspo.learning_rate %v must lie in (0, 1] (LoRA rates are small, e.g. 2e-5)", ErrInvalid, g.LearningRate)
-	case !finite(g.WeightDecay) || g.WeightDecay < 0 || g.WeightDecay > 1:
-		return fmt.Errorf("%w: gspo.weight_decay %v must lie in [0, 1] (AdamW decay, e.g. 0.01)", ErrInvalid, g.WeightDecay)
-	}
-	for _, err := range []error{
-		intRange("group_size", g.GroupSize, 2, maxGroupSize, "advantages need a group of at least 2 completions per prompt"),
-		intRange("aggregate_interval", g.AggregateInterval, 1, maxAggregateInterval, "local steps between ring syncs"),
-		intRange("lora_rank", g.LoRARank, 1, maxLoRARank, "the LoRA adapter rank, e.g. 16"),
-		intRange("max_seq_len", g.MaxSeqLen, 1, maxSeqLen, "tokens per prompt plus completion"),
-		intRange("gradient_accumulation_steps", g.GradientAccumulationSteps, 1, maxGradAccumulation, "micro-batches per optimiser step"),
-		intRange("warmup_steps", g.WarmupSteps, 0, maxWarmupSteps, "steps of linear learning-rate warm-up"),
-	} {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Job is a job and its progress. Times are observed milliseconds.
 type Job struct {
 	ID             string                       `json:"id"`
-	Spec           JobSpec                      `json:"spec"`
+	Spec           jobspec.Spec                 `json:"spec"`
 	State          JobState                     `json:"state"`
 	SubmittedAt    int64                        `json:"submitted_at"`
 	Members        []string                     `json:"members,omitempty"` // while Provisioning
@@ -215,90 +69,26 @@ type Job struct {
 	PaidEpochs     []int                        `json:"paid_epochs,omitempty"`
 	Reason         string                       `json:"reason,omitempty"`
 	// End-to-end bookkeeping: ring failure reports against the current
-	// configuration (suspect → reporters), accepted delta slots (Slot →
+	// configuration (suspect → reporters), accepted delta slots (slot →
 	// digest), per-node tallies, every node that was ever in the ring (its
 	// stake is locked until the job settles), and whether it settled.
-	Suspects     map[string][]string `json:"suspects,omitempty"`
-	Slots        map[string]string   `json:"slots,omitempty"`
-	Tally        map[string]*Tally   `json:"tally,omitempty"`
-	Participants []string            `json:"participants,omitempty"`
-	Settled      bool                `json:"settled,omitempty"`
+	Suspects     map[string][]string     `json:"suspects,omitempty"`
+	Slots        map[jobspec.Slot]string `json:"slots,omitempty"`
+	Tally        map[string]*Tally       `json:"tally,omitempty"`
+	Participants []string                `json:"participants,omitempty"`
+	Settled      bool                    `json:"settled,omitempty"`
 	// Resyncs counts this epoch's fresh configurations of an unchanged
 	// ring (contradicting failure reports).
 	Resyncs int `json:"resyncs,omitempty"`
 }
 
-const (
-	maxName     = 256
-	maxEpochs   = 100_000
-	maxJobNodes = 4096
-)
-
-func (s *JobSpec) normalise() error {
-	if s.MaxNodes == 0 {
-		s.MaxNodes = s.MinNodes
-	}
-	if s.Utility == 0 {
-		s.Utility = 1
-	}
-	if s.Aggregation == "" {
-		s.Aggregation = "mean"
-	}
-	if s.GSPO == (GSPOConfig{}) {
-		s.GSPO = DefaultGSPO()
-	}
-	switch {
-	case s.Model == "" || len(s.Model) > maxName:
-		return fmt.Errorf("%w: model must be 1..%d bytes", ErrInvalid, maxName)
-	case s.Dataset == "" || len(s.Dataset) > maxName:
-		return fmt.Errorf("%w: dataset must be 1..%d bytes", ErrInvalid, maxName)
-	case s.Epochs < 1 || s.Epochs > maxEpochs:
-		return fmt.Errorf("%w: epochs %d outside 1..%d", ErrInvalid, s.Epochs, maxEpochs)
-	case s.MinNodes < 3 || s.MinNodes > maxJobNodes:
-		return fmt.Errorf("%w: min_nodes %d outside 3..%d (a ring continues only with at least 3)", ErrInvalid, s.MinNodes, maxJobNodes)
-	case s.MaxNodes < s.MinNodes || s.MaxNodes > maxJobNodes:
-		return fmt.Errorf("%w: max_nodes %d outside min_nodes..%d", ErrInvalid, s.MaxNodes, maxJobNodes)
-	case s.MinVRAMMiB > maxVRAMMiB:
-		return fmt.Errorf("%w: min_vram_mib %d above %d", ErrInvalid, s.MinVRAMMiB, maxVRAMMiB)
-	case s.Utility > 1_000_000:
-		return fmt.Errorf("%w: utility %d above 1000000", ErrInvalid, s.Utility)
-	case len(s.Submitter) > 128:
-		return fmt.Errorf("%w: submitter longer than 128 bytes", ErrInvalid)
-	case s.Deadline < 0:
-		return fmt.Errorf("%w: negative deadline", ErrInvalid)
-	}
-	switch s.Aggregation {
-	case "mean", "median", "trimmed-mean":
-	default:
-		return fmt.Errorf("%w: aggregation %q (want mean, median or trimmed-mean)", ErrInvalid, s.Aggregation)
-	}
-	switch {
-	case s.StepsPerEpoch < 0 || s.StepsPerEpoch > maxAggregateInterval:
-		return fmt.Errorf("%w: steps_per_epoch %d outside 0..%d", ErrInvalid, s.StepsPerEpoch, maxAggregateInterval)
-	case s.PromptsPerStep < 0 || s.PromptsPerStep > 1<<16:
-		return fmt.Errorf("%w: prompts_per_step %d outside 0..65536", ErrInvalid, s.PromptsPerStep)
-	case s.SpotCheckBP < -1 || s.SpotCheckBP > 10_000:
-		return fmt.Errorf("%w: spot_check_bp %d outside -1..10000 (basis points; 0 means 10%%, -1 none)", ErrInvalid, s.SpotCheckBP)
-	case s.Byzantine < 0:
-		return fmt.Errorf("%w: byzantine %d is negative", ErrInvalid, s.Byzantine)
-	case s.Byzantine > 0 && s.Aggregation == "mean":
-		return fmt.Errorf("%w: byzantine %d declared with aggregation mean: a mean cannot defend against any Byzantine worker; use median or trimmed-mean", ErrInvalid, s.Byzantine)
-	case 3*s.Byzantine >= s.MinNodes:
-		return fmt.Errorf("%w: byzantine %d with min_nodes %d: %s cannot defend f >= n/3; raise min_nodes above %d or declare fewer", ErrInvalid, s.Byzantine, s.MinNodes, s.Aggregation, 3*s.Byzantine)
-	}
-	if err := s.GSPO.validate(); err != nil {
-		return err
-	}
-	if s.StepsPerEpoch != 0 && s.StepsPerEpoch%s.GSPO.AggregateInterval != 0 {
-		return fmt.Errorf("%w: steps_per_epoch %d is not a multiple of gspo.aggregate_interval %d", ErrInvalid, s.StepsPerEpoch, s.GSPO.AggregateInterval)
-	}
-	return nil
-}
+// maxName bounds names the state keeps (content ids, nodes in verdicts).
+const maxName = 256
 
 func (m *Machine) submit(now int64, c SubmitJob) error {
 	spec := c.Spec
-	if err := spec.normalise(); err != nil {
-		return err
+	if err := spec.Normalise(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if spec.Deadline != 0 && spec.Deadline <= now {
 		return fmt.Errorf("%w: deadline %d is already past", ErrInvalid, spec.Deadline)

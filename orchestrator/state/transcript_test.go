@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -272,7 +273,7 @@ func mustDur(s string) int64 {
 //	jump DUR                     move the wall clock without ticking (may be negative)
 //	submit key=value...          model dataset epochs min max vram utility submitter deadline=DUR
 //	                             aggregation steps prompts seed byzantine spotcheck
-//	                             gspo.KEY=VALUE (any GSPOConfig json key; the others keep their defaults)
+//	                             gspo.KEY=VALUE (any jobspec.GSPO json key; the others keep their defaults)
 //	spec JOB                     the job's spec as JSON
 //	end-epoch JOB EPOCH / fail JOB REASON
 //	publish JOB EPOCH CID [record=TEXT [sig=short]]   with a signed publication record
@@ -362,11 +363,11 @@ func (h *harness) run(line string) string {
 		h.now += mustDur(pos[0])
 		return ""
 	case "submit":
-		s := JobSpec{Model: "zoo/eco-1b", Dataset: "gsm8k", Epochs: 1, MinNodes: 3}
+		s := jobspec.Spec{Model: "zoo/eco-1b", Dataset: "gsm8k", Epochs: 1, MinNodes: 3}
 		for k, v := range kv {
 			if key, ok := strings.CutPrefix(k, "gspo."); ok {
-				if s.GSPO == (GSPOConfig{}) {
-					s.GSPO = DefaultGSPO()
+				if s.GSPO == (jobspec.GSPO{}) {
+					s.GSPO = jobspec.DefaultGSPO()
 				}
 				setGSPO(h.t, &s.GSPO, key, v)
 				continue
@@ -441,7 +442,7 @@ func (h *harness) run(line string) string {
 		if s, ok := kv["samples"]; ok {
 			v.Samples = mustU(s)
 		}
-		d := sha256.Sum256([]byte(pos[0] + Slot(v.Epoch, v.Step, v.Node) + pos[4]))
+		d := sha256.Sum256([]byte(pos[0] + jobspec.Slot{Epoch: v.Epoch, Step: v.Step, Node: v.Node}.String() + pos[4]))
 		v.Digest = hex.EncodeToString(d[:])
 		if s, ok := kv["digest"]; ok {
 			v.Digest = s
@@ -456,12 +457,12 @@ func (h *harness) run(line string) string {
 			return "no job " + pos[0]
 		}
 		b, _ := json.Marshal(struct {
-			EpochSize    int                 `json:"epoch_size"`
-			Suspects     map[string][]string `json:"suspects,omitempty"`
-			Slots        map[string]string   `json:"slots,omitempty"`
-			Tally        map[string]*Tally   `json:"tally,omitempty"`
-			Participants []string            `json:"participants,omitempty"`
-			Settled      bool                `json:"settled"`
+			EpochSize    int                     `json:"epoch_size"`
+			Suspects     map[string][]string     `json:"suspects,omitempty"`
+			Slots        map[jobspec.Slot]string `json:"slots,omitempty"`
+			Tally        map[string]*Tally       `json:"tally,omitempty"`
+			Participants []string                `json:"participants,omitempty"`
+			Settled      bool                    `json:"settled"`
 		}{j.EpochSize, j.Suspects, j.Slots, j.Tally, j.Participants, j.Settled})
 		return h.names2(string(b))
 	case "node":
@@ -537,9 +538,9 @@ func (h *harness) run(line string) string {
 	return ""
 }
 
-// setGSPO sets the GSPOConfig field whose json key is key, through the
+// setGSPO sets the jobspec.GSPO field whose json key is key, through the
 // JSON encoding, so every key of the encoding can be given.
-func setGSPO(t *testing.T, g *GSPOConfig, key, value string) {
+func setGSPO(t *testing.T, g *jobspec.GSPO, key, value string) {
 	var m map[string]any
 	b, _ := json.Marshal(g)
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -561,7 +562,7 @@ func setGSPO(t *testing.T, g *GSPOConfig, key, value string) {
 		m[key] = f
 	}
 	b, _ = json.Marshal(m)
-	*g = GSPOConfig{}
+	*g = jobspec.GSPO{}
 	if err := json.Unmarshal(b, g); err != nil {
 		t.Fatalf("gspo.%s=%s: %v", key, value, err)
 	}
@@ -610,7 +611,7 @@ func (h *harness) checkReplay() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	submitted := map[string]JobSpec{}
+	submitted := map[string]jobspec.Spec{}
 	for _, e := range h.log {
 		if s, ok := e.Body.(JobSubmitted); ok {
 			submitted[s.Job] = s.Spec
@@ -621,7 +622,7 @@ func (h *harness) checkReplay() {
 		if live.Spec != submitted[id] {
 			t.Fatalf("job %s: spec %+v, the job_submitted event says %+v", id, live.Spec, submitted[id])
 		}
-		if live.Spec.GSPO == (GSPOConfig{}) {
+		if live.Spec.GSPO == (jobspec.GSPO{}) {
 			t.Fatalf("job %s was accepted without a GSPO config", id)
 		}
 		for name, m := range map[string]*Machine{"replay": whole, "restore": final} {

@@ -25,8 +25,8 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
-	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/worker"
 )
 
@@ -65,7 +65,7 @@ type Fake struct {
 
 	mu       sync.Mutex
 	job      string
-	spec     state.JobSpec
+	spec     jobspec.Spec
 	plan     jobconf.Plan
 	template *model.Adapter
 	need     int
@@ -100,7 +100,7 @@ type pendingReport struct {
 
 // New returns a fake that provisions job with spec once need nodes
 // registered.
-func New(job string, spec state.JobSpec, need int) (*Fake, error) {
+func New(job string, spec jobspec.Spec, need int) (*Fake, error) {
 	base, err := basemodel.Load()
 	if err != nil {
 		return nil, err

@@ -7,8 +7,8 @@ import (
 
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
-	"github.com/zooai/gym/orchestrator/state"
 )
 
 // Rejection reasons of a submitted delta (SubmitDeltaResponse.reason). The
@@ -57,7 +57,7 @@ type Standing struct {
 	HeldAdapter *model.Adapter
 	// Seen maps node + "/" + tensor digest to the slot of each of the
 	// job's accepted deltas (replay detection).
-	Seen map[string]string
+	Seen map[string]jobspec.Slot
 }
 
 // Outcome is what becomes of a submitted delta.
@@ -89,14 +89,16 @@ type Offence struct {
 	Name   string // equivocation, replay or norm
 	Detail string
 	// Earlier is the slot of an earlier accepted delta the evidence keeps
-	// besides the submitted one ("" none); EarlierDigest its file digest
+	// besides the submitted one (nil: none); EarlierDigest its file digest
 	// when known.
-	Earlier       string
+	Earlier       *jobspec.Slot
 	EarlierDigest string
 }
 
 // Slot is the key of the slot the submission is for.
-func (s Submission) Slot() string { return state.Slot(int(s.Meta.Epoch), s.Meta.Step, s.Node) }
+func (s Submission) Slot() jobspec.Slot {
+	return jobspec.Slot{Epoch: int(s.Meta.Epoch), Step: s.Meta.Step, Node: s.Node}
+}
 
 func rejected(reason, detail string) Admission {
 	return Admission{Outcome: Rejected, Reason: reason, Detail: detail}
@@ -141,8 +143,8 @@ func Admit(s Submission, st Standing) Admission {
 			model.Digest(st.HeldAdapter.Tensors()) == model.Digest(got.Tensors()) {
 			return verdict(Admission{Outcome: Duplicate})
 		}
-		a := rejected(ReasonEquivocation, "a different delta ("+st.Held[:min(16, len(st.Held))]+"…) is already accepted for slot "+slot)
-		a.Offence = &Offence{Name: "equivocation", Detail: "two different signed deltas for slot " + slot, Earlier: slot, EarlierDigest: st.Held}
+		a := rejected(ReasonEquivocation, "a different delta ("+st.Held[:min(16, len(st.Held))]+"…) is already accepted for slot "+slot.String())
+		a.Offence = &Offence{Name: "equivocation", Detail: "two different signed deltas for slot " + slot.String(), Earlier: &slot, EarlierDigest: st.Held}
 		return verdict(a)
 	}
 	if meta.Sequence <= st.LastSeq {
@@ -173,8 +175,8 @@ func Admit(s Submission, st Standing) Admission {
 	// An all-zero contribution (every group had equal rewards) can repeat
 	// honestly and proves nothing.
 	if prev, ok := st.Seen[s.Node+"/"+tdig]; ok && jobconf.Norm(adapt) > 0 {
-		a := rejected(ReasonReplay, "the tensors are a copy of the delta accepted for slot "+prev)
-		a.Offence = &Offence{Name: "replay", Detail: "re-signed copy of the delta of slot " + prev + " submitted for slot " + slot, Earlier: prev}
+		a := rejected(ReasonReplay, "the tensors are a copy of the delta accepted for slot "+prev.String())
+		a.Offence = &Offence{Name: "replay", Detail: "re-signed copy of the delta of slot " + prev.String() + " submitted for slot " + slot.String(), Earlier: &prev}
 		return verdict(a)
 	}
 	return verdict(Admission{Outcome: Accepted, Adapter: adapt, TensorDigest: tdig})

@@ -8,9 +8,9 @@ import (
 
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
-	"github.com/zooai/gym/orchestrator/state"
 )
 
 // tensors is a as delta tensors (fp32), as jobconf.Encode writes them.
@@ -44,7 +44,7 @@ func TestAdmit(t *testing.T) {
 	}
 	standing := func() epoch.Standing {
 		return epoch.Standing{Plan: w.plan, Template: w.start, Epoch: 1, State: "running", Open: true, Member: true, LastSeq: 4,
-			Seen: map[string]string{}}
+			Seen: map[string]jobspec.Slot{}}
 	}
 	scaled := func(a *model.Adapter, f float64) *model.Adapter {
 		a = a.Clone()
@@ -56,7 +56,7 @@ func TestAdmit(t *testing.T) {
 		return a
 	}
 	bound := w.plan.ClipNorm(w.start.NumParams())
-	slot := state.Slot(1, 1, node)
+	slot := jobspec.Slot{Epoch: 1, Step: 1, Node: node}
 	cases := []struct {
 		name    string
 		edit    func(s *epoch.Submission, st *epoch.Standing)
@@ -75,7 +75,7 @@ func TestAdmit(t *testing.T) {
 		}, epoch.Rejected, epoch.ReasonNorm, "norm ", "norm", ""},
 		{"equivocating", func(_ *epoch.Submission, st *epoch.Standing) {
 			st.Held, st.HeldAdapter = "d-held-0123456789abcdef", w.contribution(node, 2)
-		}, epoch.Rejected, epoch.ReasonEquivocation, "a different delta (d-held-012345678…) is already accepted for slot " + slot, "equivocation", slot},
+		}, epoch.Rejected, epoch.ReasonEquivocation, "a different delta (d-held-012345678…) is already accepted for slot " + slot.String(), "equivocation", slot.String()},
 		{"the same file again", func(_ *epoch.Submission, st *epoch.Standing) {
 			st.Held = "d-new"
 		}, epoch.Duplicate, "", "", "", ""},
@@ -84,10 +84,10 @@ func TestAdmit(t *testing.T) {
 			s.Meta.Sequence = 1 // a restarted worker: below the last accepted, still a duplicate
 		}, epoch.Duplicate, "", "", "", ""},
 		{"replayed tensors", func(s *epoch.Submission, st *epoch.Standing) {
-			st.Seen[node+"/"+tensorDigest(honest)] = "1/7/" + node
+			st.Seen[node+"/"+tensorDigest(honest)] = jobspec.Slot{Epoch: 1, Step: 7, Node: node}
 		}, epoch.Rejected, epoch.ReasonReplay, "the tensors are a copy of the delta accepted for slot 1/7/", "replay", "1/7/" + node},
 		{"another node's tensors", func(s *epoch.Submission, st *epoch.Standing) {
-			st.Seen[w.nodes[1]+"/"+tensorDigest(honest)] = "1/1/" + w.nodes[1]
+			st.Seen[w.nodes[1]+"/"+tensorDigest(honest)] = jobspec.Slot{Epoch: 1, Step: 1, Node: w.nodes[1]}
 		}, epoch.Accepted, "", "", "", ""},
 		{"stale sequence", func(s *epoch.Submission, _ *epoch.Standing) { s.Meta.Sequence = 4 },
 			epoch.Rejected, epoch.ReasonStale, "sequence 4, the last accepted was 4", "", ""},
@@ -125,7 +125,7 @@ func TestAdmit(t *testing.T) {
 			switch {
 			case c.offence == "" && a.Offence != nil:
 				t.Errorf("offence %+v, want none", a.Offence)
-			case c.offence != "" && (a.Offence == nil || a.Offence.Name != c.offence || a.Offence.Earlier != c.earlier || a.Offence.Detail == ""):
+			case c.offence != "" && (a.Offence == nil || a.Offence.Name != c.offence || earlierKey(a.Offence) != c.earlier || a.Offence.Detail == ""):
 				t.Errorf("offence %+v, want %s with earlier slot %q", a.Offence, c.offence, c.earlier)
 			}
 			if a.Outcome == epoch.Accepted {
@@ -135,4 +135,11 @@ func TestAdmit(t *testing.T) {
 			}
 		})
 	}
+}
+
+func earlierKey(o *epoch.Offence) string {
+	if o == nil || o.Earlier == nil {
+		return ""
+	}
+	return o.Earlier.String()
 }

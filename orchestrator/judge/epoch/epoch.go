@@ -34,6 +34,7 @@ import (
 
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -47,7 +48,7 @@ const OffenceSpotCheck = "spot_check"
 
 // Delta is one delta accepted for the epoch, decoded.
 type Delta struct {
-	Slot        string // the slot key the log names it by: epoch/step/node
+	Slot        jobspec.Slot
 	Node        string
 	Step        uint64 // global step its sync ends at
 	Digest      string // signature digest of its file
@@ -128,7 +129,7 @@ type Report struct {
 // delta file as evidence, and ejected.
 type Slash struct {
 	Node    string
-	Slot    string
+	Slot    jobspec.Slot
 	Sync    int
 	Digest  string // of the delta file the evidence keeps
 	Offence string
@@ -259,7 +260,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		for _, en := range syncs[k] {
 			if en.Base != d {
 				en.a = nil
-				rep.Excluded = append(rep.Excluded, en.Slot+" (base disagrees with the ring)")
+				rep.Excluded = append(rep.Excluded, en.Slot.String()+" (base disagrees with the ring)")
 			}
 		}
 	}
@@ -277,7 +278,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				return nil, err
 			}
 			if !ok {
-				rep.Excluded = append(rep.Excluded, en.Slot)
+				rep.Excluded = append(rep.Excluded, en.Slot.String())
 				res.Slashes = append(res.Slashes, Slash{Node: en.Node, Slot: en.Slot, Sync: k, Digest: en.Digest, Offence: OffenceSpotCheck, Detail: detail})
 				en.a = nil
 			}

@@ -14,10 +14,10 @@ import (
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
-	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/ring"
 )
 
@@ -42,7 +42,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := state.DefaultGSPO()
+	g := jobspec.DefaultGSPO()
 	g.AggregateInterval = 1
 	g.GroupSize = 4
 	g.LoRARank, g.LoRAAlpha = 2, 4
@@ -51,7 +51,7 @@ func newWorld(t *testing.T) *world {
 	g.LearningRate = 2e-3
 	g.WarmupSteps = 0
 	g.WeightDecay = 0
-	spec := state.JobSpec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, MaxNodes: 3,
+	spec := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, MaxNodes: 3,
 		StepsPerEpoch: 2, PromptsPerStep: 2, Seed: 11, GSPO: g}
 	plan, err := jobconf.FromSpec("job-00000001", spec, base)
 	if err != nil {
@@ -122,7 +122,7 @@ func (w *world) honest(t *testing.T) []epoch.Delta {
 			}
 			by[n] = d
 			step := uint64(w.plan.SyncStep(1, k))
-			out = append(out, epoch.Delta{Slot: state.Slot(1, step, n), Node: n, Step: step, Digest: fmt.Sprintf("digest-%s-%d", n[:8], k),
+			out = append(out, epoch.Delta{Slot: jobspec.Slot{Epoch: 1, Step: step, Node: n}, Node: n, Step: step, Digest: fmt.Sprintf("digest-%s-%d", n[:8], k),
 				Base: jobconf.Digest(starts[k-1]), ClaimedLoss: jobconf.ClaimedLoss(losses), Adapter: d})
 		}
 		var vecs [][]float32
@@ -197,16 +197,16 @@ func TestEvaluate(t *testing.T) {
 			d := ds[i].Adapter.Clone()
 			d.Tensors()[0].Data[0] += 1e-5
 			ds[i].Adapter = d
-		}, want{scores: 5, checks: 6, excluded: []string{state.Slot(1, 2, b)}, slashed: []string{b + ": replay differs in 1 of"}}, nil},
+		}, want{scores: 5, checks: 6, excluded: []string{slotKey(1, 2, b)}, slashed: []string{b + ": replay differs in 1 of"}}, nil},
 		{"claimed loss", func(ds []epoch.Delta, in *epoch.Input) {
 			ds[find(ds, c, 1)].ClaimedLoss = w.loss + 0.1
-		}, want{scores: 5, checks: 6, excluded: []string{state.Slot(1, 1, c)}, slashed: []string{c + ": claimed loss 0.6, replay gives 0.5"}}, nil},
+		}, want{scores: 5, checks: 6, excluded: []string{slotKey(1, 1, c)}, slashed: []string{c + ": claimed loss 0.6, replay gives 0.5"}}, nil},
 		{"false base", func(ds []epoch.Delta, in *epoch.Input) {
 			ds[find(ds, a, 2)].Base = jobconf.Digest(w.contribution(a, 9))
-		}, want{scores: 5, checks: 5, excluded: []string{state.Slot(1, 2, a) + " (base disagrees with the ring)"}, disagree: []string{a[:12] + " sync 2"}}, nil},
+		}, want{scores: 5, checks: 5, excluded: []string{slotKey(1, 2, a) + " (base disagrees with the ring)"}, disagree: []string{a[:12] + " sync 2"}}, nil},
 		{"false start", func(ds []epoch.Delta, in *epoch.Input) {
 			ds[find(ds, a, 1)].Base = "0000"
-		}, want{scores: 5, checks: 5, excluded: []string{state.Slot(1, 1, a) + " (base disagrees"},
+		}, want{scores: 5, checks: 5, excluded: []string{slotKey(1, 1, a) + " (base disagrees"},
 			disagree: []string{a[:12] + " sync 1 (did not start from the checkpoint of record)"}}, nil},
 		{"not sampled", func(ds []epoch.Delta, in *epoch.Input) {
 			i := find(ds, b, 2)
@@ -241,7 +241,7 @@ func TestEvaluate(t *testing.T) {
 			}
 			var slashed []string
 			for _, s := range r.Slashes {
-				if s.Offence != epoch.OffenceSpotCheck || s.Digest == "" || !strings.HasPrefix(s.Slot, "1/") {
+				if s.Offence != epoch.OffenceSpotCheck || s.Digest == "" || s.Slot.Epoch != 1 {
 					t.Errorf("slash %+v", s)
 				}
 				slashed = append(slashed, s.Node+": "+s.Detail)
@@ -340,4 +340,8 @@ func TestSampled(t *testing.T) {
 			t.Fatal("0 and 10000 basis points are none and all")
 		}
 	}
+}
+
+func slotKey(epoch int, step uint64, node string) string {
+	return jobspec.Slot{Epoch: epoch, Step: step, Node: node}.String()
 }

@@ -1,22 +1,19 @@
-// Package jobspec converts job specifications between the API (protobuf)
-// and the orchestrator's state: one mapping for hanzod's server, the node
-// client and the command line.
 package jobspec
 
 import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/orchestrator/state"
 )
 
-// FromProto maps an API job spec onto the state's. p must not be nil.
+// FromProto maps an API job spec (api/hanzod/v1) onto a Spec: the one
+// mapping for hanzod's server, the node client and the command line. p must not be nil.
 // GSPO settings: absent, the zero config (the state fills in every
 // default); otherwise each unset field takes its default and each set one
 // is taken as it is, for the state to validate. A spec as hanzod reports
 // it (ToProto: every GSPO field set) maps back exactly.
-func FromProto(p *pb.JobSpec) state.JobSpec {
-	return state.JobSpec{
+func FromProto(p *pb.JobSpec) Spec {
+	return Spec{
 		Model: p.Model, Dataset: p.Dataset, Epochs: int(p.Epochs), MinNodes: int(p.MinNodes), MaxNodes: int(p.MaxNodes),
 		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
 		GSPO: GSPOFromProto(p.Gspo), StepsPerEpoch: int(p.StepsPerEpoch), PromptsPerStep: int(p.PromptsPerStep), Seed: p.Seed,
@@ -25,11 +22,11 @@ func FromProto(p *pb.JobSpec) state.JobSpec {
 }
 
 // GSPOFromProto maps the API's GSPO settings (see FromProto).
-func GSPOFromProto(p *pb.GSPOConfig) state.GSPOConfig {
+func GSPOFromProto(p *pb.GSPOConfig) GSPO {
 	if p == nil {
-		return state.GSPOConfig{}
+		return GSPO{}
 	}
-	g := state.DefaultGSPO()
+	g := DefaultGSPO()
 	if p.ImportanceSamplingLevel != nil {
 		g.ImportanceSamplingLevel = *p.ImportanceSamplingLevel
 	}
@@ -70,7 +67,7 @@ func GSPOFromProto(p *pb.GSPOConfig) state.GSPOConfig {
 }
 
 // ToProto reports a job's spec, every GSPO field set.
-func ToProto(s state.JobSpec) *pb.JobSpec {
+func ToProto(s Spec) *pb.JobSpec {
 	return &pb.JobSpec{
 		Model: s.Model, Dataset: s.Dataset, Epochs: int32(s.Epochs), MinNodes: int32(s.MinNodes), MaxNodes: int32(s.MaxNodes),
 		MinVramMib: s.MinVRAMMiB, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, DeadlineUnixMs: s.Deadline,
@@ -81,8 +78,8 @@ func ToProto(s state.JobSpec) *pb.JobSpec {
 
 // GSPOToProto reports GSPO settings, every field set; nil for the zero
 // config (a job logged before jobs carried them).
-func GSPOToProto(g state.GSPOConfig) *pb.GSPOConfig {
-	if g == (state.GSPOConfig{}) {
+func GSPOToProto(g GSPO) *pb.GSPOConfig {
+	if g == (GSPO{}) {
 		return nil
 	}
 	return &pb.GSPOConfig{

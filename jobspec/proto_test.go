@@ -5,8 +5,7 @@ import (
 	"testing"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/orchestrator/jobspec"
-	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/jobspec"
 )
 
 // Every spec survives ToProto then FromProto exactly (hanzod reports a
@@ -14,11 +13,11 @@ import (
 func TestRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 1000 {
-		s := state.JobSpec{Model: "m", Dataset: "d", Epochs: r.IntN(9), MinNodes: r.IntN(9), MaxNodes: r.IntN(9),
+		s := jobspec.Spec{Model: "m", Dataset: "d", Epochs: r.IntN(9), MinNodes: r.IntN(9), MaxNodes: r.IntN(9),
 			MinVRAMMiB: r.Uint64(), Aggregation: "median", Utility: r.Uint64(), Submitter: "s", Deadline: r.Int64(),
 			StepsPerEpoch: r.IntN(99), PromptsPerStep: r.IntN(99), Seed: r.Uint64(), Byzantine: r.IntN(3), SpotCheckBP: r.IntN(10000) - 1}
 		if r.IntN(4) > 0 {
-			s.GSPO = state.GSPOConfig{ImportanceSamplingLevel: "token", Beta: r.Float64(), GroupSize: r.IntN(16), AggregateInterval: r.IntN(16),
+			s.GSPO = jobspec.GSPO{ImportanceSamplingLevel: "token", Beta: r.Float64(), GroupSize: r.IntN(16), AggregateInterval: r.IntN(16),
 				Use4Bit: r.IntN(2) == 1, LoRARank: r.IntN(64), LoRAAlpha: r.Float64(), MaxSeqLen: r.IntN(512),
 				GradientAccumulationSteps: r.IntN(8), LearningRate: r.Float64(), WarmupSteps: r.IntN(9), WeightDecay: r.Float64()}
 		}
@@ -30,12 +29,12 @@ func TestRoundTrip(t *testing.T) {
 
 // Unset GSPO fields take the defaults; absent GSPO stays zero.
 func TestDefaults(t *testing.T) {
-	if g := jobspec.FromProto(&pb.JobSpec{}).GSPO; g != (state.GSPOConfig{}) {
+	if g := jobspec.FromProto(&pb.JobSpec{}).GSPO; g != (jobspec.GSPO{}) {
 		t.Fatalf("absent GSPO: %+v", g)
 	}
 	rank := int32(3)
 	g := jobspec.FromProto(&pb.JobSpec{Gspo: &pb.GSPOConfig{LoraRank: &rank}}).GSPO
-	want := state.DefaultGSPO()
+	want := jobspec.DefaultGSPO()
 	want.LoRARank = 3
 	if g != want {
 		t.Fatalf("one field set: %+v, want %+v", g, want)

@@ -1,0 +1,69 @@
+package jobconf_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/trainer"
+)
+
+// A job with the built-in profile trains with exactly trainer.DefaultConfig
+// (what gym train runs), its task, seed and step count aside; a job's
+// default prompts_per_step is the trainer's.
+func TestBuiltinProfile(t *testing.T) {
+	c := trainer.DefaultConfig()
+	s := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: c.Task, Epochs: 3, MinNodes: 3, GSPO: jobconf.BuiltinGSPO(c.AggregateInterval)}
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := jobconf.FromSpec("j", s, mustBase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.Steps = 3 * c.AggregateInterval
+	if !reflect.DeepEqual(p.Trainer, want) {
+		t.Fatalf("trainer config\n got %+v\nwant %+v", p.Trainer, want)
+	}
+	if d := jobspec.Fields.PromptsPerStep.Default; int(d) != c.PromptsPerStep {
+		t.Fatalf("a job's default prompts_per_step %d, the trainer's %d", d, c.PromptsPerStep)
+	}
+	// The seed's defaults are another profile: a real model's.
+	if jobconf.BuiltinGSPO(jobspec.DefaultGSPO().AggregateInterval) == jobspec.DefaultGSPO() {
+		t.Fatal("the built-in profile is the seed's defaults")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	c := trainer.DefaultConfig()
+	s := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: c.Task, Epochs: 1, MinNodes: 3, GSPO: jobconf.BuiltinGSPO(5)}
+	if err := jobconf.Check(s, basemodel.Load); err != nil {
+		t.Fatal(err)
+	}
+	s.Dataset = "gsm8k"
+	if err := jobconf.Check(s, basemodel.Load); err == nil || !strings.HasPrefix(err.Error(), `the built-in trainer cannot run these settings: task: unknown task "gsm8k"`) {
+		t.Fatalf("%v", err)
+	}
+	s.Model = "Qwen/Qwen3-0.6B"
+	if err := jobconf.Check(s, basemodel.Load); err != nil {
+		t.Fatalf("another model: %v", err)
+	}
+	s.Model, s.Dataset, s.GSPO.MaxSeqLen = jobconf.BuiltinModel, c.Task, 3
+	if err := jobconf.Check(s, basemodel.Load); err == nil || !strings.Contains(err.Error(), "max_seq_len 3 <") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func mustBase(t *testing.T) *model.Weights {
+	t.Helper()
+	w, err := basemodel.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}

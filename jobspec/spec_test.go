@@ -1,0 +1,72 @@
+package jobspec_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/zooai/gym/jobspec"
+)
+
+func TestNormalise(t *testing.T) {
+	base := jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3}
+	s := base
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	if s.MaxNodes != 3 || s.Utility != 1 || s.Aggregation != "mean" || s.GSPO != jobspec.DefaultGSPO() ||
+		s.StepsPerEpoch != 0 || s.PromptsPerStep != 0 || s.SpotCheckBP != 0 || s.SpotCheckShare() != 1000 {
+		t.Fatalf("defaults: %+v", s)
+	}
+	for _, tc := range []struct {
+		change func(*jobspec.Spec)
+		want   string
+	}{
+		{func(s *jobspec.Spec) { s.Model = "" }, "model must be 1..256 bytes"},
+		{func(s *jobspec.Spec) { s.Epochs = 100_001 }, "epochs 100001 outside 1..100000"},
+		{func(s *jobspec.Spec) { s.MaxNodes = 4097 }, "max_nodes 4097 outside min_nodes..4096"},
+		{func(s *jobspec.Spec) { s.MinVRAMMiB = 1<<24 + 1 }, "min_vram_mib 16777217 above 16777216"},
+		{func(s *jobspec.Spec) { s.SpotCheckBP = -2 }, "spot_check_bp -2 outside -1..10000 (basis points; 0 means 10%, -1 none)"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.Beta = math.NaN() }, "gspo.beta NaN must be a finite number >= 0"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.LoRAAlpha = 0 }, "gspo.lora_alpha 0 must be a finite number > 0"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.LearningRate = 2 }, "gspo.learning_rate 2 must lie in (0, 1]"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.WeightDecay = -1 }, "gspo.weight_decay -1 must lie in [0, 1]"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.LoRARank = 4097 }, "gspo.lora_rank 4097 outside 1..4096 (the LoRA adapter rank, e.g. 16)"},
+	} {
+		s := base
+		tc.change(&s)
+		err := s.Normalise()
+		if !errors.Is(err, jobspec.ErrInvalid) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", s, err, tc.want)
+		}
+	}
+	// -0 is written as 0.
+	s = base
+	s.GSPO = jobspec.DefaultGSPO()
+	s.GSPO.Beta = math.Copysign(0, -1)
+	if err := s.Normalise(); err != nil || math.Signbit(s.GSPO.Beta) {
+		t.Fatalf("-0: %v %v", s.GSPO.Beta, err)
+	}
+}
+
+// The table's defaults are DefaultGSPO's and every default lies in its
+// field's range.
+func TestFieldDefaults(t *testing.T) {
+	f := jobspec.Fields
+	for _, w := range []jobspec.Whole{f.GroupSize, f.AggregateInterval, f.LoRARank, f.MaxSeqLen, f.GradientAccumulationSteps, f.WarmupSteps,
+		f.Utility, f.PromptsPerStep, f.SpotCheckBP} {
+		if !w.Contains(w.Default) {
+			t.Errorf("%s: default %d outside %d..%d", w.Key, w.Default, w.Min, w.Max)
+		}
+	}
+	for _, r := range []jobspec.Real{f.Beta, f.LoRAAlpha, f.LearningRate, f.WeightDecay} {
+		if !r.Contains(r.Default) {
+			t.Errorf("%s: default %v outside %s", r.Key, r.Default, r.Range())
+		}
+	}
+	s := jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, GSPO: jobspec.DefaultGSPO()}
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,167 @@
+// Package nodeauth defines the requests a node signs for hanzod (register,
+// heartbeat, bandwidth report, ring failure report) and the exact bytes it
+// signs for each: the wire's signature format, shared by the node client
+// that signs and the orchestrator state that verifies.
+package nodeauth
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// Domain is the signature domain tag of node requests; the request kind and
+// a NUL follow it, so a signature for one kind never verifies as another.
+const Domain = "zoo-gym/hanzod/v1/"
+
+// Auth is the signed envelope of a node's request. Node is the node's
+// Ed25519 public key in hex; Seq must grow with every request the node
+// makes; Timestamp is the node's clock (unix milliseconds) and must be
+// within the orchestrator's allowed skew of its own; Sig signs the
+// request's SignedBytes.
+type Auth struct {
+	Node      string
+	Seq       uint64
+	Timestamp int64
+	Sig       []byte
+}
+
+// Sign fills a.Sig for the request whose SignedBytes are msg.
+func (a *Auth) Sign(key ed25519.PrivateKey, msg []byte) { a.Sig = ed25519.Sign(key, msg) }
+
+// Node requests.
+type (
+	// Register announces a node and its hardware as the node reports it.
+	Register struct {
+		Auth
+		Address  string
+		Region   string
+		GPUModel string
+		VRAMMiB  uint64
+		// Report is an optional hardware attestation document, passed to the
+		// orchestrator's verifier.
+		Report []byte
+		// ProbeAddress (optional) is where the node answers bandwidth
+		// probes; signed only when set, so older signatures still verify.
+		ProbeAddress string
+	}
+	// Heartbeat says the node is alive (every 10 s).
+	Heartbeat struct {
+		Auth
+	}
+	// ReportBandwidth carries a member's measurements to the other members
+	// of a Provisioning job.
+	ReportBandwidth struct {
+		Auth
+		Job   string
+		Links []Link
+	}
+	// ReportSuspect is a ring member's report that a neighbour failed an
+	// all-reduce of configuration ConfigID.
+	ReportSuspect struct {
+		Auth
+		Job      string
+		ConfigID string
+		Suspect  string
+		Kind     string // timeout, broken, misbehaved, norm
+		Evidence []byte
+	}
+)
+
+// Link is one measured bandwidth from the reporting node to Peer (the
+// JSON form is the orchestrator's event log's).
+type Link struct {
+	Peer string `json:"peer"`
+	Kbps uint64 `json:"kbps"`
+}
+
+type enc struct{ bytes.Buffer }
+
+func (e *enc) str(s string) {
+	_ = binary.Write(&e.Buffer, binary.BigEndian, uint32(len(s)))
+	e.WriteString(s)
+}
+func (e *enc) u64(v uint64) { _ = binary.Write(&e.Buffer, binary.BigEndian, v) }
+
+func header(kind string, a Auth) *enc {
+	e := &enc{}
+	e.WriteString(Domain)
+	e.WriteString(kind)
+	e.WriteByte(0)
+	e.str(a.Node)
+	e.u64(a.Seq)
+	e.u64(uint64(a.Timestamp))
+	return e
+}
+
+// SignedBytes is what a node signs: the domain tag, the kind, then every
+// field (strings as a 4-byte big-endian length and the bytes, integers as
+// 8 bytes big-endian) in declaration order.
+func (r Register) SignedBytes() []byte {
+	e := header("register", r.Auth)
+	e.str(r.Address)
+	e.str(r.Region)
+	e.str(r.GPUModel)
+	e.u64(r.VRAMMiB)
+	e.str(string(r.Report))
+	if r.ProbeAddress != "" {
+		e.str(r.ProbeAddress)
+	}
+	return e.Bytes()
+}
+
+// SignedBytes is what a node signs.
+func (h Heartbeat) SignedBytes() []byte { return header("heartbeat", h.Auth).Bytes() }
+
+// SignedBytes is what a node signs.
+func (b ReportBandwidth) SignedBytes() []byte {
+	e := header("bandwidth", b.Auth)
+	e.str(b.Job)
+	e.u64(uint64(len(b.Links)))
+	for _, l := range b.Links {
+		e.str(l.Peer)
+		e.u64(l.Kbps)
+	}
+	return e.Bytes()
+}
+
+// SignedBytes is what a node signs.
+func (r ReportSuspect) SignedBytes() []byte {
+	e := header("suspect", r.Auth)
+	e.str(r.Job)
+	e.str(r.ConfigID)
+	e.str(r.Suspect)
+	e.str(r.Kind)
+	e.str(string(r.Evidence))
+	return e.Bytes()
+}
+
+func nodeID(key ed25519.PrivateKey) string {
+	return hex.EncodeToString(key.Public().(ed25519.PublicKey))
+}
+
+// SignRegister signs r in place with the node's key (and sets Auth.Node to
+// its public key).
+func SignRegister(key ed25519.PrivateKey, r *Register) {
+	r.Node = nodeID(key)
+	r.Sign(key, r.SignedBytes())
+}
+
+// SignHeartbeat signs h in place.
+func SignHeartbeat(key ed25519.PrivateKey, h *Heartbeat) {
+	h.Node = nodeID(key)
+	h.Sign(key, h.SignedBytes())
+}
+
+// SignBandwidth signs b in place.
+func SignBandwidth(key ed25519.PrivateKey, b *ReportBandwidth) {
+	b.Node = nodeID(key)
+	b.Sign(key, b.SignedBytes())
+}
+
+// SignSuspect signs r in place.
+func SignSuspect(key ed25519.PrivateKey, r *ReportSuspect) {
+	r.Node = nodeID(key)
+	r.Sign(key, r.SignedBytes())
+}
