@@ -11,7 +11,7 @@ command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 # python3-*: the delta format's reference writer and verifier (compatibility
 # tests), and torch for loading checkpoints as PEFT does (peft's Python
 # test); openssl: key interoperability; redis-server: the Valkey store's tests.
-packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy python3-torch openssl redis-server)
+packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy python3-torch python3-venv openssl redis-server)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,6 +23,21 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The Python environment of the reference implementations (transformers,
+# PEFT, tokenizers, torch from PyPI): .venv, refilled when
+# python/requirements-test.txt changes. The first run downloads about 3 GB.
+venv=.venv
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum python/requirements-test.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "filling $venv from python/requirements-test.txt (once; a few minutes)" >&2
+  python=$(command -v python3.11 || command -v python3)
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r python/requirements-test.txt
+  echo "$want" > "$stamp"
+fi
+export GYM_PYTHON="$PWD/$venv/bin/python"
 
 # Tests that need Python or redis-server fail instead of skipping when it is
 # missing here.
