@@ -1,0 +1,169 @@
+package llama
+
+import "fmt"
+
+// Module names a linear projection of a decoder layer.
+type Module int
+
+// The seven projections LoRA may target, in transformers' order.
+const (
+	QProj Module = iota
+	KProj
+	VProj
+	OProj
+	GateProj
+	UpProj
+	DownProj
+	NumModules
+)
+
+var moduleNames = [NumModules]string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+func (m Module) String() string { return moduleNames[m] }
+
+// ParseModule returns the module with the given transformers name (q_proj, …).
+func ParseModule(s string) (Module, bool) {
+	for i, n := range moduleNames {
+		if n == s {
+			return Module(i), true
+		}
+	}
+	return 0, false
+}
+
+// Path is the module's path inside layer l, as transformers names it:
+// model.layers.<l>.self_attn.q_proj, model.layers.<l>.mlp.gate_proj, ….
+func (m Module) Path(l int) string {
+	if m >= GateProj {
+		return fmt.Sprintf("model.layers.%d.mlp.%s", l, moduleNames[m])
+	}
+	return fmt.Sprintf("model.layers.%d.self_attn.%s", l, moduleNames[m])
+}
+
+// Dims returns module m's input and output sizes.
+func (c Config) Dims(m Module) (in, out int) {
+	switch m {
+	case QProj:
+		return c.Hidden, c.Heads * c.HeadDim
+	case KProj, VProj:
+		return c.Hidden, c.KVHeads * c.HeadDim
+	case OProj:
+		return c.Heads * c.HeadDim, c.Hidden
+	case GateProj, UpProj:
+		return c.Hidden, c.Intermediate
+	}
+	return c.Intermediate, c.Hidden
+}
+
+// hasBias reports whether module m carries a bias under c.
+func (c Config) hasBias(m Module) bool {
+	switch m {
+	case QProj, KProj, VProj:
+		return c.QKVBias
+	case OProj:
+		return c.OBias
+	}
+	return c.MLPBias
+}
+
+// Layer holds one decoder layer's parameters. W[m] is module m's weight,
+// row-major [out, in] as in PyTorch; Bias[m] is [out] or nil.
+type Layer struct {
+	InputNorm, PostNorm []float32 // input_layernorm, post_attention_layernorm [Hidden]
+	QNorm, KNorm        []float32 // Qwen3 q_norm, k_norm [HeadDim]; nil otherwise
+	W, Bias             [NumModules][]float32
+}
+
+// Weights are the base parameters of a model.
+type Weights struct {
+	Cfg    Config
+	Embed  []float32 // model.embed_tokens.weight [Vocab, Hidden]
+	Layers []Layer
+	Norm   []float32 // model.norm.weight [Hidden]
+	Head   []float32 // lm_head.weight [Vocab, Hidden]; the same slice as Embed when tied
+}
+
+// tensorSpec is one tensor a checkpoint of a config holds.
+type tensorSpec struct {
+	name  string
+	shape []int
+	dst   *[]float32 // nil when listing a config's tensors without weights
+}
+
+func (t tensorSpec) numel() int {
+	n := 1
+	for _, d := range t.shape {
+		n *= d
+	}
+	return n
+}
+
+// tensors lists the tensors of a checkpoint of c in a fixed order.
+func (c Config) tensors() []tensorSpec { return c.specs(nil) }
+
+// specs lists c's tensors, bound to w's slices when w is not nil.
+func (c Config) specs(w *Weights) []tensorSpec {
+	var ts []tensorSpec
+	add := func(name string, dst *[]float32, shape ...int) {
+		ts = append(ts, tensorSpec{name, shape, dst})
+	}
+	ptr := func(p *[]float32) *[]float32 {
+		if w == nil {
+			return nil
+		}
+		return p
+	}
+	var scratch Layer
+	layer := func(l int) *Layer {
+		if w == nil {
+			return &scratch
+		}
+		return &w.Layers[l]
+	}
+	top := func(f func(*Weights) *[]float32) *[]float32 {
+		if w == nil {
+			return nil
+		}
+		return f(w)
+	}
+	add("model.embed_tokens.weight", top(func(w *Weights) *[]float32 { return &w.Embed }), c.Vocab, c.Hidden)
+	for l := range c.Layers {
+		L := layer(l)
+		p := fmt.Sprintf("model.layers.%d.", l)
+		add(p+"input_layernorm.weight", ptr(&L.InputNorm), c.Hidden)
+		for m := range NumModules {
+			if m == GateProj {
+				add(p+"post_attention_layernorm.weight", ptr(&L.PostNorm), c.Hidden)
+			}
+			in, out := c.Dims(m)
+			add(m.Path(l)+".weight", ptr(&L.W[m]), out, in)
+			if c.hasBias(m) {
+				add(m.Path(l)+".bias", ptr(&L.Bias[m]), out)
+			}
+			if m == VProj && c.QKNorm {
+				add(p+"self_attn.q_norm.weight", ptr(&L.QNorm), c.HeadDim)
+				add(p+"self_attn.k_norm.weight", ptr(&L.KNorm), c.HeadDim)
+			}
+		}
+	}
+	add("model.norm.weight", top(func(w *Weights) *[]float32 { return &w.Norm }), c.Hidden)
+	if !c.Tied {
+		add("lm_head.weight", top(func(w *Weights) *[]float32 { return &w.Head }), c.Vocab, c.Hidden)
+	}
+	return ts
+}
+
+// NewWeights returns zero weights of shape c.
+func NewWeights(c Config) (*Weights, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	w := &Weights{Cfg: c, Layers: make([]Layer, c.Layers)}
+	for _, t := range c.specs(w) {
+		*t.dst = make([]float32, t.numel())
+	}
+	if c.Tied {
+		w.Head = w.Embed
+	}
+	return w, nil
+}
