@@ -571,8 +571,8 @@ func (r *rawConfig) parseDType(c *Config) error {
 
 func (r *rawConfig) parseTokens(c *Config) error {
 	var err error
-	bosDef := -1
-	if c.Arch == Llama || c.Arch == Mistral {
+	bosDef := -1 // an explicit null is none; an absent key is the class default
+	if _, present := r.m["bos_token_id"]; !present && (c.Arch == Llama || c.Arch == Mistral) {
 		bosDef = 1
 	}
 	if c.BOS, err = r.intField("bos_token_id", false, bosDef, 0, c.Vocab-1); err != nil {

@@ -1,0 +1,175 @@
+package llama
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/zooai/gym/internal/pyenv"
+	"github.com/zooai/gym/safetensors"
+)
+
+// refCase is one entry of the manifest testdata/make_models.py writes.
+type refCase struct {
+	Name    string `json:"name"`
+	Dir     string `json:"dir"`
+	Adapter string `json:"adapter"`
+	Batch   int    `json:"batch"`
+	Seq     int    `json:"seq"`
+	IDs     []int  `json:"ids"`
+	Logits  string `json:"logits"`
+}
+
+var (
+	refOnce  sync.Once
+	refDir   string
+	refCases []refCase
+	refErr   error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if refDir != "" {
+		os.RemoveAll(refDir)
+	}
+	os.Exit(code)
+}
+
+// references builds the reference models with transformers and PEFT (once
+// per test binary) and returns the cases.
+func references(t *testing.T) []refCase {
+	t.Helper()
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors")
+	refOnce.Do(func() {
+		if refDir, refErr = os.MkdirTemp("", "llama-ref-"); refErr != nil {
+			return
+		}
+		script, _ := filepath.Abs(filepath.Join("testdata", "make_models.py"))
+		cmd := exec.Command(py, script, refDir)
+		cmd.Dir = refDir // keep ./safetensors (a Go package) off Python's path
+		if out, err := cmd.CombinedOutput(); err != nil {
+			refErr = &exec.Error{Name: string(out), Err: err}
+			return
+		}
+		b, err := os.ReadFile(filepath.Join(refDir, "manifest.json"))
+		if err != nil {
+			refErr = err
+			return
+		}
+		var m struct {
+			Cases []refCase `json:"cases"`
+		}
+		refErr = json.Unmarshal(b, &m)
+		refCases = m.Cases
+	})
+	if refErr != nil {
+		t.Fatalf("making reference models: %v", refErr)
+	}
+	return refCases
+}
+
+// readLogits reads the float32 tensor "logits" of a safetensors file.
+func readLogits(t *testing.T, path string) []float32 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	sf, err := safetensors.Parse(f, st.Size(), safetensors.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, ok := sf.Lookup("logits")
+	if !ok || info.DType != "F32" {
+		t.Fatalf("%s: no F32 logits", path)
+	}
+	raw, err := sf.ReadTensor(f, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(raw)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = max(m, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return m
+}
+
+func loadCase(t *testing.T, rc refCase, threads int) *Model {
+	t.Helper()
+	w, err := Load(rc.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *Adapter
+	if rc.Adapter != "" {
+		if a, _, err = ReadAdapter(rc.Adapter, w.Cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md, err := New(w, a, threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
+// TestLogitsMatchTransformers: every architecture, dtype, layout and
+// adapter gives transformers' (and PeftModel's) logits within 1e-4.
+func TestLogitsMatchTransformers(t *testing.T) {
+	for _, rc := range references(t) {
+		t.Run(rc.Name, func(t *testing.T) {
+			md := loadCase(t, rc, 2)
+			got, err := md.Logits(rc.IDs, rc.Batch, rc.Seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := readLogits(t, rc.Logits)
+			if len(got) != len(want) {
+				t.Fatalf("%d logits, want %d", len(got), len(want))
+			}
+			var scale float64
+			for _, v := range want {
+				scale = max(scale, math.Abs(float64(v)))
+			}
+			d := maxAbsDiff(got, want)
+			t.Logf("%s: max |Δlogit| = %.3g (max |logit| %.3g)", md.W.Cfg.Arch, d, scale)
+			if d > 1e-4 {
+				t.Fatalf("max |Δlogit| = %g > 1e-4", d)
+			}
+			if rc.Adapter != "" {
+				// The adapter must matter, or the comparison proves nothing.
+				base, _ := New(md.W, nil, 1)
+				bl, _ := base.Logits(rc.IDs, rc.Batch, rc.Seq)
+				if maxAbsDiff(bl, want) < 1e-2 {
+					t.Fatal("adapter does not change the logits")
+				}
+			}
+		})
+	}
+}
+
+// TestReferenceCacheAndThreads: on the reference models, KV-cached decoding
+// and every thread count give the full forward's logits bit for bit.
+func TestReferenceCacheAndThreads(t *testing.T) {
+	for _, rc := range references(t) {
+		t.Run(rc.Name, func(t *testing.T) {
+			md := loadCase(t, rc, 1)
+			checkCacheAndThreads(t, md, rc.IDs, rc.Batch, rc.Seq)
+		})
+	}
+}

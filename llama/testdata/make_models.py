@@ -1,0 +1,124 @@
+"""Reference models for package llama's tests.
+
+Usage: make_models.py OUTDIR
+
+Builds random tiny checkpoints of every supported architecture with
+transformers, saves them (float32, bfloat16, float16, one sharded), runs each
+on fixed token ids and writes the logits; builds random LoRA adapters with
+PEFT, saves them with save_pretrained and writes PeftModel's logits after
+loading them back. OUTDIR/manifest.json lists the cases:
+
+  {"cases": [{"name", "dir", "adapter" (or null), "batch", "seq", "ids",
+              "logits": file of a safetensors tensor "logits" [B, T, V]}]}
+"""
+
+import json
+import math
+import os
+import sys
+
+import torch
+from safetensors.torch import save_file
+from transformers import (AutoModelForCausalLM, LlamaConfig, MistralConfig,
+                          Qwen2Config, Qwen3Config)
+from peft import LoraConfig, PeftModel, get_peft_model
+
+torch.manual_seed(1234)
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+
+SEVEN = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+common = dict(vocab_size=120, hidden_size=64, intermediate_size=96,
+              num_hidden_layers=2, max_position_embeddings=64,
+              rms_norm_eps=1e-5, attn_implementation="eager")
+
+models = [
+    # name, config, save dtype, save kwargs
+    ("llama_gqa_llama3", LlamaConfig(**common, num_attention_heads=4, num_key_value_heads=2,
+                                     rope_theta=10000.0,
+                                     rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                   "original_max_position_embeddings": 16}),
+     torch.float32, {}),
+    ("llama_tied_bias_bf16", LlamaConfig(**common, num_attention_heads=4, num_key_value_heads=4,
+                                         tie_word_embeddings=True, attention_bias=True,
+                                         mlp_bias=True, rope_theta=500000.0),
+     torch.bfloat16, {}),
+    ("qwen2_sharded", Qwen2Config(**common, num_attention_heads=4, num_key_value_heads=2,
+                                  rope_theta=1000000.0, use_sliding_window=False),
+     torch.float32, {"max_shard_size": "40KB"}),
+    ("qwen3_headdim", Qwen3Config(**common, num_attention_heads=4, num_key_value_heads=2,
+                                  head_dim=24, tie_word_embeddings=True, rope_theta=1000000.0),
+     torch.float32, {}),
+    ("mistral_f16", MistralConfig(**common, num_attention_heads=8, num_key_value_heads=2,
+                                  sliding_window=None),
+     torch.float16, {}),
+]
+
+adapters = {
+    # base name → (adapter name, LoraConfig)
+    "llama_gqa_llama3": ("lora_llama", LoraConfig(r=4, lora_alpha=8, target_modules=SEVEN)),
+    "qwen2_sharded": ("lora_qwen2", LoraConfig(r=4, lora_alpha=8, target_modules=SEVEN)),
+    "qwen3_headdim": ("lora_qwen3_rslora", LoraConfig(r=4, lora_alpha=16, use_rslora=True,
+                                                      target_modules=["q_proj", "v_proj", "down_proj"])),
+}
+
+
+def randomize(model):
+    """Weights large enough that every part of the network shows in the logits."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.3 * torch.randn_like(p))
+            elif "embed_tokens" in name:
+                p.copy_(0.25 * torch.randn_like(p))
+            else:
+                p.copy_(torch.randn_like(p) / math.sqrt(p.shape[1]))
+
+
+B, T = 3, 9
+ids = torch.randint(0, 120, (B, T))
+ids[0, 0], ids[1, 1] = 0, 119
+cases = []
+
+
+def run(model):
+    with torch.no_grad():
+        return model(input_ids=ids).logits.float().contiguous()
+
+
+for name, cfg, dtype, kw in models:
+    cfg.architectures = [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                          "qwen3": "Qwen3ForCausalLM", "mistral": "MistralForCausalLM"}[cfg.model_type]]
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+    randomize(model)
+    d = os.path.join(out, name)
+    model.to(dtype).save_pretrained(d, **kw)
+    # The reference is what transformers computes after loading the saved
+    # directory in float32, as the Go engine does.
+    ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    logits = os.path.join(out, name + ".logits.safetensors")
+    save_file({"logits": run(ref)}, logits)
+    cases.append({"name": name, "dir": d, "adapter": None, "batch": B, "seq": T,
+                  "ids": ids.flatten().tolist(), "logits": logits})
+    if name in adapters:
+        aname, lcfg = adapters[name]
+        pm = get_peft_model(ref, lcfg)
+        with torch.no_grad():
+            for n, p in pm.named_parameters():
+                if "lora_" in n:
+                    p.copy_(0.2 * torch.randn_like(p))
+        ad = os.path.join(out, aname)
+        pm.save_pretrained(ad)
+        base = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+        loaded = PeftModel.from_pretrained(base, ad).eval()
+        logits = os.path.join(out, aname + ".logits.safetensors")
+        save_file({"logits": run(loaded)}, logits)
+        cases.append({"name": aname, "dir": d, "adapter": ad, "batch": B, "seq": T,
+                      "ids": ids.flatten().tolist(), "logits": logits})
+
+with open(os.path.join(out, "manifest.json"), "w") as f:
+    json.dump({"cases": cases}, f, indent=1)
