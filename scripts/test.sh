@@ -65,6 +65,8 @@ fuzz=(
   "./jobspec FuzzParseJobFile 20000"
   "./jobspec FuzzParseSlot 20000"
   "./model FuzzReadAdapter 5000"
+  "./llama FuzzParseConfig 20000"
+  "./llama FuzzParseAdapterConfig 20000"
   "./peft FuzzParseConfig 20000"
   "./orchestrator/judge FuzzSubmit 3000"
 )
