@@ -104,14 +104,18 @@ func dot4x2(x0, x1, x2, x3, a, b []float32) (s [8]float32) {
 	var s0, s1, s2, s3, s4, s5, s6, s7 float32
 	for i := range n {
 		av, bv := a[i], b[i]
-		s0 += float32(x0[i] * av)
-		s1 += float32(x0[i] * bv)
-		s2 += float32(x1[i] * av)
-		s3 += float32(x1[i] * bv)
-		s4 += float32(x2[i] * av)
-		s5 += float32(x2[i] * bv)
-		s6 += float32(x3[i] * av)
-		s7 += float32(x3[i] * bv)
+		v := x0[i]
+		s0 += float32(v * av)
+		s1 += float32(v * bv)
+		v = x1[i]
+		s2 += float32(v * av)
+		s3 += float32(v * bv)
+		v = x2[i]
+		s4 += float32(v * av)
+		s5 += float32(v * bv)
+		v = x3[i]
+		s6 += float32(v * av)
+		s7 += float32(v * bv)
 	}
 	return [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
 }

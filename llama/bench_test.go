@@ -1,0 +1,71 @@
+package llama
+
+import (
+	"fmt"
+	"testing"
+)
+
+// smolShape is a model shaped like SmolLM2-135M (4 layers instead of 30
+// with -short).
+func smolShape() Config {
+	if testing.Short() {
+		return Config{Arch: Llama, Vocab: 49152, Hidden: 576, Intermediate: 1536, Layers: 4, Heads: 9, KVHeads: 3,
+			HeadDim: 64, MaxPositions: 8192, NormEps: 1e-5, RopeTheta: 100000, Tied: true, BOS: -1, PAD: -1}
+	}
+	return Config{Arch: Llama, Vocab: 49152, Hidden: 576, Intermediate: 1536, Layers: 30, Heads: 9, KVHeads: 3,
+		HeadDim: 64, MaxPositions: 8192, NormEps: 1e-5, RopeTheta: 100000, Tied: true, BOS: -1, PAD: -1}
+}
+
+func BenchmarkMatMulT(b *testing.B) {
+	for _, s := range []struct{ N, in, out int }{{128, 576, 1536}, {8, 576, 1536}, {128, 1536, 576}} {
+		b.Run(fmt.Sprintf("%dx%dx%d", s.N, s.in, s.out), func(b *testing.B) {
+			x, w, y := make([]float32, s.N*s.in), make([]float32, s.out*s.in), make([]float32, s.N*s.out)
+			for i := range x {
+				x[i] = float32(i%7) * 0.1
+			}
+			for i := range w {
+				w[i] = float32(i%5) * 0.1
+			}
+			for b.Loop() {
+				matMulT(1, y, x, w, nil, s.N, s.in, s.out)
+			}
+			b.ReportMetric(float64(2*s.N*s.in*s.out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkSmolLM measures prefill and KV-cached decode (a group of 8) on
+// a random model shaped like SmolLM2-135M.
+func BenchmarkSmolLM(b *testing.B) {
+	c := smolShape()
+	w := randomWeights(b, c, 1)
+	for _, threads := range []int{1, 2} {
+		md, _ := New(w, nil, threads)
+		b.Run(fmt.Sprintf("prefill-1x128/threads=%d", threads), func(b *testing.B) {
+			ids := randomTokens(1, 128, c.Vocab)
+			for b.Loop() {
+				if _, err := md.Logits(ids, 1, 128); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(128*b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+		b.Run(fmt.Sprintf("decode-8x32/threads=%d", threads), func(b *testing.B) {
+			ids := randomTokens(2, 8*16, c.Vocab)
+			for b.Loop() {
+				b.StopTimer()
+				ch, _ := md.NewCache(8, 48)
+				if _, err := md.Prefill(ch, ids, 16); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				for range 32 {
+					if _, err := md.Step(ch, ids[:8]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(8*32*b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
