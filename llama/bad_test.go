@@ -433,7 +433,9 @@ func TestShardedIndex(t *testing.T) {
 	}{
 		{"escape", func(wm map[string]string) { wm["model.norm.weight"] = "../model-00001-of-00002.safetensors" }, []string{IndexFile, "model.norm.weight", ".."}},
 		{"absolute", func(wm map[string]string) { wm["model.norm.weight"] = "/etc/passwd.safetensors" }, []string{IndexFile, "model.norm.weight"}},
-		{"listed, absent", func(wm map[string]string) { wm["model.layers.9.mlp.up_proj.weight"] = "model-00001-of-00002.safetensors" }, []string{"model.layers.9.mlp.up_proj.weight", "missing"}},
+		{"listed, absent", func(wm map[string]string) {
+			wm["model.layers.9.mlp.up_proj.weight"] = "model-00001-of-00002.safetensors"
+		}, []string{"model.layers.9.mlp.up_proj.weight", "missing"}},
 		{"wrong shard", func(wm map[string]string) { wm["model.norm.weight"] = "model-00001-of-00002.safetensors" }, []string{"model.norm.weight", "listed"}},
 		{"unlisted", func(wm map[string]string) { delete(wm, "model.norm.weight") }, []string{"model.norm.weight", "not in"}},
 		{"missing shard", func(wm map[string]string) { wm["model.norm.weight"] = "model-00003-of-00003.safetensors" }, []string{"model-00003-of-00003.safetensors"}},
@@ -482,8 +484,12 @@ func TestReadAdapterRefuses(t *testing.T) {
 		edit func(ts map[string][]uint64)
 		part string
 	}{
-		{"shape", func(ts map[string][]uint64) { ts["base_model.model.model.layers.1.mlp.up_proj.lora_B.weight"] = []uint64{80, 5} }, "model.layers.1.mlp.up_proj.lora_B.weight"},
-		{"missing", func(ts map[string][]uint64) { delete(ts, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight") }, "adapter_model.safetensors"},
+		{"shape", func(ts map[string][]uint64) {
+			ts["base_model.model.model.layers.1.mlp.up_proj.lora_B.weight"] = []uint64{80, 5}
+		}, "model.layers.1.mlp.up_proj.lora_B.weight"},
+		{"missing", func(ts map[string][]uint64) {
+			delete(ts, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight")
+		}, "adapter_model.safetensors"},
 		{"renamed", func(ts map[string][]uint64) {
 			delete(ts, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight")
 			ts["base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight"] = []uint64{4, 48}
@@ -498,4 +504,3 @@ func TestReadAdapterRefuses(t *testing.T) {
 		})
 	}
 }
-
