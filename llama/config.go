@@ -472,9 +472,17 @@ func (r *rawConfig) parseRope(c *Config) error {
 		if !(s.HighFreqFactor > s.LowFreqFactor) {
 			return cfgErr(name+".high_freq_factor", "%v must exceed low_freq_factor %v", s.HighFreqFactor, s.LowFreqFactor)
 		}
-		var err error
-		if s.OriginalMaxPositions, err = sub.intField("original_max_position_embeddings", false, c.MaxPositions, 1, maxPositions); err != nil {
-			return cfgErr(name+".original_max_position_embeddings", "%v", err)
+		s.OriginalMaxPositions = c.MaxPositions
+		if v := sub.take("original_max_position_embeddings"); v != nil {
+			k := name + ".original_max_position_embeddings"
+			n, err := parseInt(k, v)
+			if err != nil {
+				return err
+			}
+			if n < 1 || n > maxPositions {
+				return cfgErr(k, "%d is outside [1, %d]", n, maxPositions)
+			}
+			s.OriginalMaxPositions = n
 		}
 		c.RopeScaling = s
 	default:

@@ -81,6 +81,27 @@ func (md *Model) NewCache(B, capacity int) (*Cache, error) {
 	return ch, nil
 }
 
+// Repeat returns a cache of ch.B·n sequences in which sequence b of ch
+// becomes sequences b·n … b·n+n-1: a prompt prefilled once, then sampled n
+// ways. Decoding from it gives the same logits as prefilling the copies.
+func (ch *Cache) Repeat(n int) (*Cache, error) {
+	if n < 1 || ch.B*n > 1<<20 {
+		return nil, fmt.Errorf("llama: cannot repeat %d sequences %d times", ch.B, n)
+	}
+	out := &Cache{B: ch.B * n, Cap: ch.Cap, Len: ch.Len, k: make([][]float32, len(ch.k)), v: make([][]float32, len(ch.v))}
+	for l := range ch.k {
+		per := len(ch.k[l]) / ch.B
+		out.k[l] = make([]float32, out.B*per)
+		out.v[l] = make([]float32, out.B*per)
+		for b := range out.B {
+			src := b / n
+			copy(out.k[l][b*per:(b+1)*per], ch.k[l][src*per:(src+1)*per])
+			copy(out.v[l][b*per:(b+1)*per], ch.v[l][src*per:(src+1)*per])
+		}
+	}
+	return out, nil
+}
+
 func (md *Model) checkTokens(tokens []int, B, T, p0 int) error {
 	c := md.W.Cfg
 	if B < 1 || T < 1 || len(tokens) != B*T || p0+T > c.MaxPositions {

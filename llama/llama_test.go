@@ -240,3 +240,44 @@ func TestHalfToFloat(t *testing.T) {
 		t.Errorf("0x8000 = %v", v)
 	}
 }
+
+// TestCacheRepeat: a prompt prefilled once and repeated decodes exactly as
+// the prompt prefilled for every copy.
+func TestCacheRepeat(t *testing.T) {
+	c := testConfig(Qwen3)
+	md, err := New(randomWeights(t, c, 4), randomAdapter(t, c, 5), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := randomTokens(6, 2*5, c.Vocab) // 2 prompts of 5 tokens
+	one, _ := md.NewCache(2, 12)
+	if _, err := md.Prefill(one, prompt, 5); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := one.Repeat(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies := make([]int, 0, 6*5)
+	for b := range 6 {
+		copies = append(copies, prompt[(b/3)*5:(b/3+1)*5]...)
+	}
+	full, _ := md.NewCache(6, 12)
+	if _, err := md.Prefill(full, copies, 5); err != nil {
+		t.Fatal(err)
+	}
+	next := randomTokens(7, 6, c.Vocab)
+	for range 3 {
+		a, err := md.Step(rep, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := md.Step(full, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameBits(a, b) {
+			t.Fatal("repeated cache decodes differently")
+		}
+	}
+}
