@@ -151,6 +151,16 @@ func TestLogitsMatchTransformers(t *testing.T) {
 			if d > 1e-4 {
 				t.Fatalf("max |Δlogit| = %g > 1e-4", d)
 			}
+			if s := md.W.Cfg.RopeScaling; s != nil {
+				// The Llama-3 frequency scaling must matter at these positions.
+				plain := md.W.Cfg
+				plain.RopeScaling = nil
+				md.inv = invFreq(plain)
+				pl, _ := md.Logits(rc.IDs, rc.Batch, rc.Seq)
+				if maxAbsDiff(pl, want) < 1e-2 {
+					t.Fatal("rope_scaling does not change the logits")
+				}
+			}
 			if rc.Adapter != "" {
 				// The adapter must matter, or the comparison proves nothing.
 				base, _ := New(md.W, nil, 1)
