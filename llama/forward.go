@@ -122,7 +122,7 @@ func (md *Model) Forward(tokens []int, B, T int) (*Activations, error) {
 	if err := md.checkTokens(tokens, B, T, 0); err != nil {
 		return nil, err
 	}
-	return md.run(tokens, B, T, nil, true), nil
+	return md.run(tokens, B, T, nil, true, false), nil
 }
 
 // Logits is Forward without keeping activations: [B·T, Vocab].
@@ -130,7 +130,7 @@ func (md *Model) Logits(tokens []int, B, T int) ([]float32, error) {
 	if err := md.checkTokens(tokens, B, T, 0); err != nil {
 		return nil, err
 	}
-	return md.run(tokens, B, T, nil, false).Logits, nil
+	return md.run(tokens, B, T, nil, false, false).Logits, nil
 }
 
 // Prefill feeds T tokens per sequence (ch.B·T, row by row) at positions
@@ -138,6 +138,17 @@ func (md *Model) Logits(tokens []int, B, T int) ([]float32, error) {
 // returns their logits [ch.B·T, Vocab]. Step is Prefill with T = 1. The
 // logits equal those of Forward over the whole prefix, bit for bit.
 func (md *Model) Prefill(ch *Cache, tokens []int, T int) ([]float32, error) {
+	return md.prefill(ch, tokens, T, false)
+}
+
+// PrefillLast is Prefill returning only the logits of each sequence's last
+// new position, [ch.B, Vocab] (what sampling needs), which saves the output
+// head on the other positions.
+func (md *Model) PrefillLast(ch *Cache, tokens []int, T int) ([]float32, error) {
+	return md.prefill(ch, tokens, T, true)
+}
+
+func (md *Model) prefill(ch *Cache, tokens []int, T int, lastOnly bool) ([]float32, error) {
 	if err := md.checkTokens(tokens, ch.B, T, ch.Len); err != nil {
 		return nil, err
 	}
@@ -147,7 +158,7 @@ func (md *Model) Prefill(ch *Cache, tokens []int, T int) ([]float32, error) {
 	if len(ch.k) != md.W.Cfg.Layers {
 		return nil, fmt.Errorf("llama: cache is for another model")
 	}
-	a := md.run(tokens, ch.B, T, ch, false)
+	a := md.run(tokens, ch.B, T, ch, false, lastOnly)
 	ch.Len += T
 	return a.Logits, nil
 }
@@ -198,7 +209,10 @@ func (md *Model) headNorm(x, g []float32, rows int, keep bool) (pre, r []float32
 // p0 … p0+T-1, p0 = ch.Len (0 without a cache). With a cache the new keys
 // and values are written into it and attention reads the whole prefix from
 // it; without one it reads the batch's own keys and values.
-func (md *Model) run(tokens []int, B, T int, ch *Cache, keep bool) *Activations {
+//
+// With lastOnly the logits are only those of each sequence's last
+// position, [B, Vocab].
+func (md *Model) run(tokens []int, B, T int, ch *Cache, keep, lastOnly bool) *Activations {
 	c := md.W.Cfg
 	D, N := c.Hidden, B*T
 	H, KV, hd := c.Heads, c.KVHeads, c.HeadDim
@@ -273,8 +287,17 @@ func (md *Model) run(tokens []int, B, T int, ch *Cache, keep bool) *Activations 
 	}
 	a.xf, a.rf, a.hf = x, make([]float32, N), make([]float32, N*D)
 	rmsNorm(a.hf, a.rf, x, md.W.Norm, N, D, c.NormEps)
-	a.Logits = make([]float32, N*c.Vocab)
-	matMulT(md.Threads, a.Logits, a.hf, md.W.Head, nil, N, D, c.Vocab)
+	if lastOnly {
+		h := make([]float32, B*D)
+		for b := range B {
+			copy(h[b*D:(b+1)*D], a.hf[(b*T+T-1)*D:(b*T+T)*D])
+		}
+		a.Logits = make([]float32, B*c.Vocab)
+		matMulT(md.Threads, a.Logits, h, md.W.Head, nil, B, D, c.Vocab)
+	} else {
+		a.Logits = make([]float32, N*c.Vocab)
+		matMulT(md.Threads, a.Logits, a.hf, md.W.Head, nil, N, D, c.Vocab)
+	}
 	if !keep {
 		a.xf, a.rf, a.hf = nil, nil, nil
 	}

@@ -132,6 +132,16 @@ func checkCacheAndThreads(t *testing.T, md *Model, ids []int, B, T int) {
 				}
 			}
 		}
+		last, _ := md.NewCache(B, T)
+		ll, err := md.PrefillLast(last, prompt, split)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := range B {
+			if !sameBits(ll[b*V:(b+1)*V], ref.Logits[(b*T+split-1)*V:(b*T+split)*V]) {
+				t.Fatalf("threads %d: PrefillLast logits of sequence %d differ", th, b)
+			}
+		}
 		for p := split; p < T; p++ {
 			step := make([]int, B)
 			for b := range B {
