@@ -101,54 +101,46 @@ func (t tensorSpec) numel() int {
 // tensors lists the tensors of a checkpoint of c in a fixed order.
 func (c Config) tensors() []tensorSpec { return c.specs(nil) }
 
-// specs lists c's tensors, bound to w's slices when w is not nil.
+// specs lists c's tensors, bound to w's slices when w is not nil. A config
+// with an out-of-range layer count has no tensors.
 func (c Config) specs(w *Weights) []tensorSpec {
+	if c.Layers < 0 || c.Layers > maxLayers {
+		return nil
+	}
+	bind := w != nil
+	if !bind {
+		w = &Weights{Layers: make([]Layer, c.Layers)}
+	}
 	var ts []tensorSpec
 	add := func(name string, dst *[]float32, shape ...int) {
+		if !bind {
+			dst = nil
+		}
 		ts = append(ts, tensorSpec{name, shape, dst})
 	}
-	ptr := func(p *[]float32) *[]float32 {
-		if w == nil {
-			return nil
-		}
-		return p
-	}
-	var scratch Layer
-	layer := func(l int) *Layer {
-		if w == nil {
-			return &scratch
-		}
-		return &w.Layers[l]
-	}
-	top := func(f func(*Weights) *[]float32) *[]float32 {
-		if w == nil {
-			return nil
-		}
-		return f(w)
-	}
-	add("model.embed_tokens.weight", top(func(w *Weights) *[]float32 { return &w.Embed }), c.Vocab, c.Hidden)
+	add("model.embed_tokens.weight", &w.Embed, c.Vocab, c.Hidden)
 	for l := range c.Layers {
-		L := layer(l)
+		L := &w.Layers[l]
 		p := fmt.Sprintf("model.layers.%d.", l)
-		add(p+"input_layernorm.weight", ptr(&L.InputNorm), c.Hidden)
+		add(p+"input_layernorm.weight", &L.InputNorm, c.Hidden)
 		for m := range NumModules {
 			if m == GateProj {
-				add(p+"post_attention_layernorm.weight", ptr(&L.PostNorm), c.Hidden)
+				add(p+"post_attention_layernorm.weight", &L.PostNorm, c.Hidden)
 			}
 			in, out := c.Dims(m)
-			add(m.Path(l)+".weight", ptr(&L.W[m]), out, in)
+			add(m.Path(l)+".weight", &L.W[m], out, in)
 			if c.hasBias(m) {
-				add(m.Path(l)+".bias", ptr(&L.Bias[m]), out)
+				add(m.Path(l)+".bias", &L.Bias[m], out)
 			}
 			if m == VProj && c.QKNorm {
-				add(p+"self_attn.q_norm.weight", ptr(&L.QNorm), c.HeadDim)
-				add(p+"self_attn.k_norm.weight", ptr(&L.KNorm), c.HeadDim)
+				add(p+"self_attn.q_norm.weight", &L.QNorm, c.HeadDim)
+				add(p+"self_attn.k_norm.weight", &L.KNorm, c.HeadDim)
 			}
 		}
 	}
-	add("model.norm.weight", top(func(w *Weights) *[]float32 { return &w.Norm }), c.Hidden)
+	add("model.norm.weight", &w.Norm, c.Hidden)
 	if !c.Tied {
-		add("lm_head.weight", top(func(w *Weights) *[]float32 { return &w.Head }), c.Vocab, c.Hidden)
+		add("lm_head.weight", &w.Head, c.Vocab, c.Hidden)
 	}
 	return ts
 }
