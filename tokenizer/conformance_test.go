@@ -1,0 +1,187 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zooai/gym/internal/pyenv"
+)
+
+// families are the tokenizers testdata/reference.py trains.
+var families = []string{"llama3", "qwen2", "gpt2", "smollm", "llama2", "mistral", "metaspace_split"}
+
+// fixedTexts are the hand-picked cases; randomTexts adds generated ones.
+var fixedTexts = []string{
+	"", " ", "  ", "   ", "\n", "\n\n", "\n\n\n", "\t", "\t\t", "\r\n", " \n ", "\n \n", " \t\n\r ",
+	"Hello world", "hello   world", "Hello, world!", "  leading", "trailing  ", "a  b   c    d",
+	"tab\tseparated\tvalues", "line one\nline two\n\nline four", "mixed \t \n whitespace\n\t end",
+	"don't", "I'M", "they'll", "we'VE", "she'd", "it's", "'s", "'", "x'y", "''", "O'Neil's",
+	"0", "12", "123", "1234", "12345678", "3.14159", "1,000,000", "2026-12-01", "v1.2.3", "x1y22z333",
+	"café", "naïve", "Straße", "e\u0301", "ﬁnance", "ｆｕｌｌ　ｗｉｄｔｈ", "①②③", "Ⅻ", "²³", "ſ", "'ſ",
+	"日本語のテキスト", "中文字符和标点。", "한국어 문장", "नमस्ते दुनिया", "مرحبا بالعالم", "שלום", "Привет, мир!",
+	"😀", "😀😀😀", "👍🏽", "👨‍👩‍👧", "🚀 to the moon 🌕", "\u00a0x", "x\u3000y", "a\u2028b", "a\u0085b",
+	"\u200b", "\ufeffBOM", "\u0000", "\x7f", "\U0010FFFF", "\uFFFD",
+	"<|begin_of_text|>", "<|begin_of_text|>Hello", "a<|eot_id|>b", " <|eot_id|> ", "<|eot_id|><|eot_id|>",
+	"<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>", "<|endoftext|>", "x<|im_start|>y<|im_end|>",
+	"x <lstrip> y", "x    <lstrip>y", "<lstrip>", "x <rstrip>   y", "<rstrip> \n z", "<tool_call>{}</tool_call>",
+	"a word b", "awordb", "word", "words", " word ", "(word)", "<think>ok</think>",
+	"<s>", "</s>", "<unk>", "<s>Hello</s>", "Hello <s> world", " <s>", "[INST] hi [/INST]", "<tool>", "a <tool> b",
+	"<0x41>", "<0x0A>", "▁", "▁▁x", "x▁y", "Ġ", "Ċ",
+	"def f(x):\n    return x ** 2\n", "if (a && b) { c(); }", "https://example.com/a?b=c&d=e", "#!/bin/sh",
+}
+
+var pools = [][]rune{
+	[]rune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+	[]rune("0123456789"),
+	[]rune(" \t\n\r  "),
+	[]rune(".,;:!?'\"`()[]{}<>/\\|-_=+*&^%$#@~"),
+	[]rune("éèêëàâäôöûüçñßøåæœÉÀÇ"),
+	[]rune("日本語中文字符漢字のテキストです한국어"),
+	[]rune("😀😂🚀🌕👍🏽👨\u200d👩\u200d👧❤️"),
+	[]rune("\u00a0\u3000\u2028\u0085\u200b\u0301\u0308ﬁ①Ⅻ²ſ"),
+	[]rune("абвгдежзийклмнопрстуфхцчшщыэюяαβγδεζηθικλμνξοπρστυφχψω"),
+	[]rune("नमस्तेमरحباשלום"),
+}
+
+var words = []string{"the", "hello", "world", "model", "token", "don't", "it's", "<|eot_id|>", "<s>", "</s>",
+	"<|endoftext|>", "[INST]", "<tool>", "word", "<lstrip>", "<rstrip>", "<think>", "<0x41>", "123456", " ", "  ", "\n"}
+
+func randomTexts(r *rand.Rand, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		var b strings.Builder
+		for k := r.IntN(30); k >= 0; k-- {
+			if r.IntN(4) == 0 {
+				b.WriteString(words[r.IntN(len(words))])
+				continue
+			}
+			p := pools[r.IntN(len(pools))]
+			for m := 1 + r.IntN(5); m > 0; m-- {
+				b.WriteRune(p[r.IntN(len(p))])
+			}
+		}
+		out[i] = b.String()
+	}
+	return out
+}
+
+type refText struct {
+	With       []int  `json:"with"`
+	Without    []int  `json:"without"`
+	Decode     string `json:"decode"`
+	DecodeSkip string `json:"decode_skip"`
+}
+
+type refIDs struct {
+	Decode     string `json:"decode"`
+	DecodeSkip string `json:"decode_skip"`
+}
+
+// trainReference trains the reference tokenizers once per test binary.
+func trainReference(t *testing.T) (py, dir string) {
+	t.Helper()
+	py = pyenv.Require(t, "tokenizers")
+	dir = t.TempDir()
+	cmd := exec.Command(py, "testdata/reference.py", "train", dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("reference.py train: %v\n%s", err, out)
+	}
+	return py, dir
+}
+
+// TestConformance checks ids and decoded text against `tokenizers` for every
+// family, on the fixed cases, hundreds of random strings, and random id
+// sequences (decode only).
+func TestConformance(t *testing.T) {
+	py, dir := trainReference(t)
+	for _, fam := range families {
+		t.Run(fam, func(t *testing.T) {
+			path := filepath.Join(dir, fam+".json")
+			tok, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(7, uint64(len(fam))))
+			texts := append(slices.Clone(fixedTexts), randomTexts(r, 400)...)
+			var idLists [][]int
+			for range 200 {
+				ids := make([]int, r.IntN(20))
+				for i := range ids {
+					if r.IntN(3) == 0 {
+						ids[i] = 3 + r.IntN(256) // byte tokens in the Metaspace families
+					} else {
+						ids[i] = r.IntN(tok.VocabSize() + 2)
+					}
+				}
+				idLists = append(idLists, ids)
+			}
+			in, _ := json.Marshal(map[string]any{"texts": texts, "ids": idLists})
+			cmd := exec.Command(py, "testdata/reference.py", "encode", path)
+			cmd.Stdin = bytes.NewReader(in)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("reference.py encode: %v", err)
+			}
+			var ref struct {
+				Texts []refText `json:"texts"`
+				IDs   []refIDs  `json:"ids"`
+			}
+			if err := json.Unmarshal(out, &ref); err != nil {
+				t.Fatal(err)
+			}
+			if len(ref.Texts) != len(texts) || len(ref.IDs) != len(idLists) {
+				t.Fatalf("reference answered %d/%d cases", len(ref.Texts), len(ref.IDs))
+			}
+			bad := 0
+			fail := func(format string, a ...any) {
+				bad++
+				if bad <= 15 {
+					t.Errorf(format, a...)
+				}
+			}
+			for i, text := range texts {
+				want := ref.Texts[i]
+				with, err := tok.Encode(text, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				without, err := tok.Encode(text, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(with, want.With) {
+					fail("Encode(%q, true)\n got %v\nwant %v", text, with, want.With)
+				}
+				if !slices.Equal(without, want.Without) {
+					fail("Encode(%q, false)\n got %v\nwant %v", text, without, want.Without)
+				}
+				if d, _ := tok.Decode(want.With, false); d != want.Decode {
+					fail("Decode(%v, false) of %q\n got %q\nwant %q", want.With, text, d, want.Decode)
+				}
+				if d, _ := tok.Decode(want.With, true); d != want.DecodeSkip {
+					fail("Decode(%v, true) of %q\n got %q\nwant %q", want.With, text, d, want.DecodeSkip)
+				}
+			}
+			for i, ids := range idLists {
+				if d, _ := tok.Decode(ids, false); d != ref.IDs[i].Decode {
+					fail("Decode(%v, false)\n got %q\nwant %q", ids, d, ref.IDs[i].Decode)
+				}
+				if d, _ := tok.Decode(ids, true); d != ref.IDs[i].DecodeSkip {
+					fail("Decode(%v, true)\n got %q\nwant %q", ids, d, ref.IDs[i].DecodeSkip)
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d mismatches in %d texts and %d id lists", bad, len(texts), len(idLists))
+			}
+			t.Logf("%d texts and %d id lists identical to tokenizers", len(texts), len(idLists))
+		})
+	}
+}
