@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,6 +73,34 @@ func randomTexts(r *rand.Rand, n int) []string {
 	return out
 }
 
+// codePointTexts puts code points drawn from all of Unicode (assigned or
+// not, surrogates excepted) between letters, digits and spaces, where the
+// pre-tokenizer's character classes (\s, \p{L}, \p{N}) and the
+// normalizers decide the split.
+func codePointTexts(r *rand.Rand, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		var b strings.Builder
+		for k := 0; k < 6; k++ {
+			c := rune(r.IntN(0x110000))
+			switch r.IntN(3) {
+			case 0:
+				c = rune(r.IntN(0x3000)) // denser where the scripts and spaces are
+			case 1:
+				c = rune(r.IntN(0x10000))
+			}
+			if c >= 0xD800 && c <= 0xDFFF {
+				c = 'x'
+			}
+			b.WriteString([]string{"a", " ", "1", "  ", "'", "\n"}[r.IntN(6)])
+			b.WriteRune(c)
+			b.WriteRune(c)
+		}
+		out[i] = b.String()
+	}
+	return out
+}
+
 type refText struct {
 	With       []int  `json:"with"`
 	Without    []int  `json:"without"`
@@ -110,6 +139,7 @@ func TestConformance(t *testing.T) {
 			}
 			r := rand.New(rand.NewPCG(7, uint64(len(fam))))
 			texts := append(slices.Clone(fixedTexts), randomTexts(r, 400)...)
+			texts = append(texts, codePointTexts(r, 300)...)
 			var idLists [][]int
 			for range 200 {
 				ids := make([]int, r.IntN(20))
@@ -183,5 +213,62 @@ func TestConformance(t *testing.T) {
 			}
 			t.Logf("%d texts and %d id lists identical to tokenizers", len(texts), len(idLists))
 		})
+	}
+}
+
+// TestNormalizersConform compares the Unicode normalizers with tokenizers'
+// on every code point and on composing sequences.
+func TestNormalizersConform(t *testing.T) {
+	py := pyenv.Require(t, "tokenizers")
+	extra := []string{"e\u0301", "a\u0308\u0301", "\u1100\u1161\u11a8", "\U00011935\U00011930",
+		"a\u0301\u0316", "ﬁ\u0301", "Å", "\u2126", "①", "ｶﾞ", "x\U0001E038\u0301y", "\u0958"}
+	in, _ := json.Marshal(extra)
+	cmd := exec.Command(py, "testdata/reference.py", "normalize")
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reference.py normalize: %v", err)
+	}
+	var ref map[string]struct {
+		Changed map[string]string `json:"changed"`
+		Extra   []string          `json:"extra"`
+	}
+	if err := json.Unmarshal(out, &ref); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"NFC", "NFKC", "NFD", "NFKD"} {
+		n, err := parseNormalizer(json.RawMessage(`{"type":"`+name+`"}`), "normalizer", &Limits{MaxDepth: 1, MaxTokenBytes: 16, MaxPatternLen: 16}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := ref[name]
+		if len(r.Changed) < 1000 || len(r.Extra) != len(extra) {
+			t.Fatalf("%s: reference answered %d code points, %d strings", name, len(r.Changed), len(r.Extra))
+		}
+		bad := 0
+		for c := rune(0); c < 0x110000; c++ {
+			if c >= 0xD800 && c <= 0xDFFF {
+				continue
+			}
+			s := string(c)
+			want, ok := r.Changed[strconv.Itoa(int(c))]
+			if !ok {
+				want = s
+			}
+			if got, _ := n.normalize(s); got != want {
+				if bad++; bad <= 10 {
+					t.Errorf("%s(U+%04X) = %q, tokenizers %q", name, c, got, want)
+				}
+			}
+		}
+		for i, s := range extra {
+			if got, _ := n.normalize(s); got != r.Extra[i] {
+				t.Errorf("%s(%q) = %q, tokenizers %q", name, s, got, r.Extra[i])
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d code points differ", name, bad)
+		}
 	}
 }

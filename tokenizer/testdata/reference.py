@@ -4,6 +4,8 @@
       trains, with the Hugging Face `tokenizers` library, one tokenizer of each
       family the Go package supports on a generated corpus and writes
       DIR/<name>.json.
+  python reference.py normalize < strings.json > out.json
+      NFC, NFKC, NFD and NFKD of every code point, and of the given strings.
   python reference.py encode TOKENIZER.json < cases.json > out.json
       cases.json: {"texts": [...], "ids": [[...], ...]}. For each text, the
       ids with and without special tokens and their decodings; for each id
@@ -220,6 +222,23 @@ def main():
         for ids in cases["ids"]:
             res["ids"].append({"decode": tok.decode(ids, skip_special_tokens=False),
                                "decode_skip": tok.decode(ids, skip_special_tokens=True)})
+        json.dump(res, sys.stdout, ensure_ascii=True)
+    elif sys.argv[1] == "normalize":
+        # Every code point (surrogates excepted) that a normalizer changes,
+        # then the given extra strings.
+        extra = json.load(sys.stdin)
+        res = {}
+        for name, n in (("NFC", normalizers.NFC()), ("NFKC", normalizers.NFKC()),
+                        ("NFD", normalizers.NFD()), ("NFKD", normalizers.NFKD())):
+            changed = {}
+            for c in range(0x110000):
+                if 0xD800 <= c <= 0xDFFF:
+                    continue
+                s = chr(c)
+                r = n.normalize_str(s)
+                if r != s:
+                    changed[str(c)] = r
+            res[name] = {"changed": changed, "extra": [n.normalize_str(s) for s in extra]}
         json.dump(res, sys.stdout, ensure_ascii=True)
     else:
         raise SystemExit("usage: reference.py train DIR | encode TOKENIZER.json")
