@@ -272,3 +272,78 @@ func TestNormalizersConform(t *testing.T) {
 		}
 	}
 }
+
+// TestRegexClassesConform checks that regexp2 gives the character classes
+// and case folding of the split patterns (\s, \p{L}, \p{N}, (?i:'s...)) the
+// meaning Oniguruma gives them in tokenizers, over every code point.
+func TestRegexClassesConform(t *testing.T) {
+	py := pyenv.Require(t, "tokenizers")
+	var all, quoted strings.Builder
+	for c := rune(0); c < 0x110000; c++ {
+		if c >= 0xD800 && c <= 0xDFFF {
+			continue
+		}
+		all.WriteRune(c)
+		quoted.WriteString("'")
+		quoted.WriteRune(c)
+	}
+	type tcase struct {
+		Pattern  string `json:"pattern"`
+		Text     string `json:"text"`
+		Behavior string `json:"behavior"`
+		Invert   bool   `json:"invert"`
+	}
+	cases := []tcase{
+		{`[^\p{L}]+`, all.String(), "removed", false},
+		{`[^\p{N}]+`, all.String(), "removed", false},
+		{`\S+`, all.String(), "removed", false},
+		{`[^\s\p{L}\p{N}]+`, all.String(), "removed", true},
+		{`[^\r\n\p{L}\p{N}]?\p{L}+`, all.String(), "removed", true},
+		{`(?i:'s|'t|'re|'ve|'m|'ll|'d)`, quoted.String(), "removed", true},
+	}
+	in, _ := json.Marshal(cases)
+	cmd := exec.Command(py, "testdata/reference.py", "classes")
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reference.py classes: %v", err)
+	}
+	var ref [][]string
+	if err := json.Unmarshal(out, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if len(ref) != len(cases) {
+		t.Fatalf("reference answered %d cases", len(ref))
+	}
+	lim := DefaultLimits()
+	for i, c := range cases {
+		raw, _ := json.Marshal(map[string]any{"type": "Split", "pattern": map[string]string{"Regex": c.Pattern},
+			"behavior": map[string]string{"removed": "Removed"}[c.Behavior], "invert": c.Invert})
+		p, err := parsePreTokenizer(raw, "pre_tokenizer", &lim, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := p.preTokenize([]piece{{s: c.Text, atStart: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(ps))
+		for j := range ps {
+			got[j] = ps[j].s
+		}
+		if len(ref[i]) < 5 {
+			t.Fatalf("%s: reference made only %d pieces", c.Pattern, len(ref[i]))
+		}
+		if !slices.Equal(got, ref[i]) {
+			n := 0
+			for j := 0; j < min(len(got), len(ref[i])) && n < 5; j++ {
+				if got[j] != ref[i][j] {
+					t.Errorf("%s: piece %d = %+q, tokenizers %+q", c.Pattern, j, got[j], ref[i][j])
+					n++
+				}
+			}
+			t.Errorf("%s: %d pieces, tokenizers %d", c.Pattern, len(got), len(ref[i]))
+		}
+	}
+}

@@ -112,7 +112,9 @@ func sub(path, key string) string {
 	return path + "." + key
 }
 
-func isNull(raw json.RawMessage) bool { return raw == nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+func isNull(raw json.RawMessage) bool {
+	return raw == nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
 
 // parseObject decodes raw as a JSON object whose keys are all in allowed.
 func parseObject(raw json.RawMessage, path string, lim *Limits, allowed ...string) (*object, error) {

@@ -15,8 +15,9 @@ const matchTimeout = 5 * time.Second
 
 // pattern is the {"String": s} or {"Regex": r} of Split and Replace.
 // tokenizers runs regexes with Oniguruma; here they run on regexp2, a
-// backtracking engine with the lookahead, possessive quantifiers, inline
-// flags and Unicode classes (\p{L}, \p{N}, \s) those patterns use.
+// backtracking engine with the lookahead, possessive quantifiers and
+// inline flags those patterns use, after translateOnig has replaced their
+// Unicode classes (\p{L}, \p{N}, \s) with Oniguruma's own ranges.
 type pattern struct {
 	lit string
 	re  *regexp2.Regexp
@@ -47,12 +48,25 @@ func parsePattern(raw json.RawMessage, path string, lim *Limits) (*pattern, erro
 	if len(r) > lim.MaxPatternLen {
 		return nil, tooLarge(sub(path, "Regex"), "is %d bytes long", len(r))
 	}
-	re, err := regexp2.Compile(r)
+	re, err := compileOnig(r)
 	if err != nil {
 		return nil, unsupported(sub(path, "Regex"), "%q (%v)", r, err)
 	}
-	re.MatchTimeout = matchTimeout
 	return &pattern{re: re}, nil
+}
+
+// compileOnig compiles an Oniguruma pattern of tokenizer.json with regexp2.
+func compileOnig(p string) (*regexp2.Regexp, error) {
+	t, err := translateOnig(p)
+	if err != nil {
+		return nil, err
+	}
+	re, err := regexp2.Compile(t)
+	if err != nil {
+		return nil, err
+	}
+	re.MatchTimeout = matchTimeout
+	return re, nil
 }
 
 // span is a byte range of a string and whether it is a match.

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/dlclark/regexp2/v2"
 )
 
 // piece is a piece of normalized text on its way to the model. atStart
@@ -70,8 +68,10 @@ var bytesChar, charBytes = func() ([256]string, map[rune]byte) {
 
 // gpt2Pattern is the split ByteLevel applies when use_regex is true.
 var gpt2Pattern = sync.OnceValue(func() *pattern {
-	re := regexp2.MustCompile(`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`)
-	re.MatchTimeout = matchTimeout
+	re, err := compileOnig(`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`)
+	if err != nil {
+		panic(err)
+	}
 	return &pattern{re: re}
 })
 

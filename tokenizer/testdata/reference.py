@@ -4,6 +4,10 @@
       trains, with the Hugging Face `tokenizers` library, one tokenizer of each
       family the Go package supports on a generated corpus and writes
       DIR/<name>.json.
+  python reference.py classes < cases.json > out.json
+      the pieces a Split pre-tokenizer makes of each case's text.
+  python reference.py tables < classes.json > out.json
+      the code point ranges of each named regex class.
   python reference.py normalize < strings.json > out.json
       NFC, NFKC, NFD and NFKD of every code point, and of the given strings.
   python reference.py encode TOKENIZER.json < cases.json > out.json
@@ -223,6 +227,30 @@ def main():
             res["ids"].append({"decode": tok.decode(ids, skip_special_tokens=False),
                                "decode_skip": tok.decode(ids, skip_special_tokens=True)})
         json.dump(res, sys.stdout, ensure_ascii=True)
+    elif sys.argv[1] == "classes":
+        # [{"pattern": P, "text": T, "behavior": B, "invert": I}]: the pieces
+        # of a Split pre-tokenizer over T.
+        res = []
+        for c in json.load(sys.stdin):
+            pre = pre_tokenizers.Split(Regex(c["pattern"]), behavior=c["behavior"], invert=c["invert"])
+            res.append([p for p, _ in pre.pre_tokenize_str(c["text"])])
+        json.dump(res, sys.stdout, ensure_ascii=True)
+    elif sys.argv[1] == "tables":
+        # The code point ranges Oniguruma (as tokenizers runs it) puts in
+        # each class that pre-tokenizer patterns use.
+        text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+        res = {}
+        for name, cls in json.load(sys.stdin).items():
+            pre = pre_tokenizers.Split(Regex("[^%s]+" % cls), behavior="removed", invert=False)
+            ranges = []
+            for _, (a, b) in pre.pre_tokenize_str(text):
+                lo, hi = ord(text[a]), ord(text[b - 1])
+                if ranges and ranges[-1][1] + 1 == lo:
+                    ranges[-1][1] = hi
+                else:
+                    ranges.append([lo, hi])
+            res[name] = ranges
+        json.dump(res, sys.stdout)
     elif sys.argv[1] == "normalize":
         # Every code point (surrogates excepted) that a normalizer changes,
         # then the given extra strings.
