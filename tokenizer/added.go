@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"encoding/json"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -134,13 +133,6 @@ func (t *Tokenizer) findAdded(m *matcher, s string) []addedSplit {
 	return out
 }
 
-// isWordRune is \w of the Rust regex crate: Alphabetic, Mark,
-// Decimal_Number, Connector_Punctuation and Join_Control.
-func isWordRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Other_Alphabetic, r) ||
-		unicode.IsMark(r) || unicode.Is(unicode.Nd, r) || unicode.Is(unicode.Pc, r) || r == 0x200C || r == 0x200D
-}
-
 func endsWithWord(s string) bool {
 	r, n := utf8.DecodeLastRuneInString(s)
 	return n > 0 && isWordRune(r)
@@ -156,7 +148,7 @@ func spaceLeftmostAtEnd(s string) int {
 	i := len(s)
 	for i > 0 {
 		r, n := utf8.DecodeLastRuneInString(s[:i])
-		if !unicode.IsSpace(r) {
+		if !isSpace(r) {
 			break
 		}
 		i -= n
@@ -169,7 +161,7 @@ func spaceRightmostAtStart(s string) int {
 	i := 0
 	for i < len(s) {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if !unicode.IsSpace(r) {
+		if !isSpace(r) {
 			break
 		}
 		i += n

@@ -32,7 +32,7 @@ var fixedTexts = []string{
 	"<|begin_of_text|>", "<|begin_of_text|>Hello", "a<|eot_id|>b", " <|eot_id|> ", "<|eot_id|><|eot_id|>",
 	"<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>", "<|endoftext|>", "x<|im_start|>y<|im_end|>",
 	"x <lstrip> y", "x    <lstrip>y", "<lstrip>", "x <rstrip>   y", "<rstrip> \n z", "<tool_call>{}</tool_call>",
-	"a word b", "awordb", "word", "words", " word ", "(word)", "<think>ok</think>",
+	"a word b", "awordb", "Ⓐword", "Ⅻword", "word\u200d", "é word_", "word1", "١word", "_word", "-word-", "word", "words", " word ", "(word)", "<think>ok</think>",
 	"<s>", "</s>", "<unk>", "<s>Hello</s>", "Hello <s> world", " <s>", "[INST] hi [/INST]", "<tool>", "a <tool> b",
 	"<0x41>", "<0x0A>", "▁", "▁▁x", "x▁y", "Ġ", "Ċ",
 	"def f(x):\n    return x ** 2\n", "if (a && b) { c(); }", "https://example.com/a?b=c&d=e", "#!/bin/sh",

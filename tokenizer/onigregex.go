@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -129,3 +130,40 @@ func writeClassRune(b *strings.Builder, r rune) {
 	}
 	b.WriteRune(r) // regexp2 works on runes; astral characters stand for themselves
 }
+
+// classTable builds a unicode.RangeTable from the ranges of onigClasses.
+func classTable(name string) *unicode.RangeTable {
+	t := &unicode.RangeTable{}
+	for _, r := range onigClasses[name] {
+		if r[1] < 0x10000 {
+			t.R16 = append(t.R16, unicode.Range16{Lo: uint16(r[0]), Hi: uint16(r[1]), Stride: 1})
+		} else if r[0] >= 0x10000 {
+			t.R32 = append(t.R32, unicode.Range32{Lo: uint32(r[0]), Hi: uint32(r[1]), Stride: 1})
+		} else {
+			t.R16 = append(t.R16, unicode.Range16{Lo: uint16(r[0]), Hi: 0xFFFF, Stride: 1})
+			t.R32 = append(t.R32, unicode.Range32{Lo: 0x10000, Hi: uint32(r[1]), Stride: 1})
+		}
+	}
+	return t
+}
+
+// Unicode 16 character properties, as tokenizers' Rust code sees them:
+// numeric (char::is_numeric, the Digits pre-tokenizer), word (\w of the
+// added-token single_word rule) and white space (\s of lstrip/rstrip).
+var (
+	numericTable      = classTable("N")
+	wordTable         = classTable("w")
+	letterNumberTable = classTable("Nl")
+	spaceTable        = classTable("s")
+)
+
+func isNumeric(r rune) bool { return unicode.Is(numericTable, r) }
+
+// isWordRune is \w of the Rust regex crate: Alphabetic (letters, letter
+// numbers, Other_Alphabetic such as Ⓐ), marks, decimal digits, connector
+// punctuation and the joiners.
+func isWordRune(r rune) bool {
+	return unicode.Is(wordTable, r) || unicode.Is(letterNumberTable, r) ||
+		unicode.Is(unicode.Other_Alphabetic, r) || r == 0x200C || r == 0x200D
+}
+func isSpace(r rune) bool { return unicode.Is(spaceTable, r) }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -168,7 +167,7 @@ func (d digitsPre) preTokenize(ps []piece) ([]piece, error) {
 		b = isolated
 	}
 	return splitEach(ps, func(p piece) ([]string, error) {
-		return cut(p.s, splitSpans(runeSpans(p.s, unicode.IsNumber), b)), nil
+		return cut(p.s, splitSpans(runeSpans(p.s, isNumeric), b)), nil
 	})
 }
 
