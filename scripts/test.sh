@@ -66,6 +66,8 @@ fuzz=(
   "./jobspec FuzzParseSlot 20000"
   "./model FuzzReadAdapter 5000"
   "./peft FuzzParseConfig 20000"
+  "./tokenizer FuzzParse 5000"
+  "./tokenizer FuzzEncode 10000"
   "./orchestrator/judge FuzzSubmit 3000"
 )
 for f in "${fuzz[@]}"; do

@@ -141,21 +141,30 @@ func TestLossyUTF8(t *testing.T) {
 	}
 }
 
-// TestLongWordIsNotQuadratic encodes one 200,000-byte word: a quadratic
-// merge loop would take minutes.
-func TestLongWordIsNotQuadratic(t *testing.T) {
+// TestLongInputsAreNotQuadratic encodes 200,000-byte words, whitespace
+// runs and digit strings: a quadratic merge loop or split would take
+// minutes.
+func TestLongInputsAreNotQuadratic(t *testing.T) {
 	tok := byteLevelTokenizer(t)
-	text := strings.Repeat("thand", 40000)
-	start := time.Now()
-	ids, err := tok.Encode(text, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("took %v", d)
-	}
-	if s, _ := tok.Decode(ids, false); s != text {
-		t.Error("round trip")
+	for _, text := range []string{
+		strings.Repeat("thand", 40000),
+		strings.Repeat(" ", 200000) + "x",
+		strings.Repeat(" \n\t", 60000),
+		strings.Repeat("1234567890", 20000),
+		strings.Repeat("é", 100000),
+	} {
+		start := time.Now()
+		ids, err := tok.Encode(text, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("%q...: took %v", text[:10], d)
+		}
+		if s, _ := tok.Decode(ids, false); s != text {
+			t.Errorf("%q...: round trip", text[:10])
+		}
+		t.Logf("%q... (%d bytes): %d tokens in %v", text[:6], len(text), len(ids), time.Since(start))
 	}
 }
 
