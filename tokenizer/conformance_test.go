@@ -273,9 +273,10 @@ func TestNormalizersConform(t *testing.T) {
 	}
 }
 
-// TestRegexClassesConform checks that regexp2 gives the character classes
-// and case folding of the split patterns (\s, \p{L}, \p{N}, (?i:'s...)) the
-// meaning Oniguruma gives them in tokenizers, over every code point.
+// TestRegexClassesConform checks that the translated patterns give the
+// character classes and case folding of the split patterns (\s, \p{L},
+// \p{N}, (?i:'s...)) the meaning Oniguruma gives them in tokenizers, over
+// every code point (the tables alone: TestOnigClassTables).
 func TestRegexClassesConform(t *testing.T) {
 	py := pyenv.Require(t, "tokenizers")
 	var all, quoted strings.Builder
@@ -294,9 +295,6 @@ func TestRegexClassesConform(t *testing.T) {
 		Invert   bool   `json:"invert"`
 	}
 	cases := []tcase{
-		{`[^\p{L}]+`, all.String(), "removed", false},
-		{`[^\p{N}]+`, all.String(), "removed", false},
-		{`\S+`, all.String(), "removed", false},
 		{`[^\s\p{L}\p{N}]+`, all.String(), "removed", true},
 		{`[^\r\n\p{L}\p{N}]?\p{L}+`, all.String(), "removed", true},
 		{`(?i:'s|'t|'re|'ve|'m|'ll|'d)`, quoted.String(), "removed", true},

@@ -50,8 +50,16 @@ func translateOnig(p string) (string, error) {
 				name = strings.ToLower(string(e))
 				neg = e >= 'A' && e <= 'Z'
 			case 'r', 'n', 't', 'f', 'v', 'e', 'a':
-			case 'x', 'u':
-				return "", fmt.Errorf("escape \\%c (write the character itself)", e)
+			case 'u': // \uHHHH means the same code point in both engines
+				if !isHex(p, i+2, 4) {
+					return "", fmt.Errorf("escape \\u not followed by four hex digits")
+				}
+				n = 6
+			case 'x': // \xHH: the same only below 0x80 (a raw byte in Oniguruma)
+				if !isHex(p, i+2, 2) || p[i+2] > '7' {
+					return "", fmt.Errorf("escape \\x other than \\x00-\\x7F")
+				}
+				n = 4
 			default:
 				if e >= 'a' && e <= 'z' || e >= 'A' && e <= 'Z' || e >= '0' && e <= '9' {
 					return "", fmt.Errorf("escape \\%c", e)
@@ -110,6 +118,18 @@ func translateOnig(p string) (string, error) {
 		return "", fmt.Errorf("unterminated character class")
 	}
 	return b.String(), nil
+}
+
+func isHex(p string, at, n int) bool {
+	if at+n > len(p) {
+		return false
+	}
+	for _, c := range []byte(p[at : at+n]) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 // writeRanges writes ranges as the inside of a character class.

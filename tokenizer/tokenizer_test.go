@@ -334,3 +334,43 @@ func TestByteFallbackDecoder(t *testing.T) {
 		}
 	}
 }
+
+func TestTranslateOnig(t *testing.T) {
+	for _, c := range []struct {
+		in, err string
+		match   map[string]bool
+	}{
+		{in: `[一-龥\u3040-ゟ]+`, match: map[string]bool{"ぁ": true, "中": true, "a": false}},
+		{in: `\x41+`, match: map[string]bool{"AA": true, "B": false}},
+		{in: `\p{L}+`, match: map[string]bool{"\u1C89": true, "1": false}},
+		{in: `[^\s\p{L}]`, match: map[string]bool{"!": true, " ": false, "a": false}},
+		{in: `\P{N}`, match: map[string]bool{"a": true, "7": false}},
+		{in: `\xFF`, err: `\x other than`},
+		{in: `\u12`, err: `four hex digits`},
+		{in: `[\P{L}]`, err: `negated class`},
+		{in: `[a[b]]`, err: `nested character class`},
+		{in: `[a&&b]`, err: `intersection`},
+		{in: `a$`, err: `anchor $`},
+		{in: `(?<n>a)`, err: `group (?<`},
+		{in: `\bword`, err: `escape \b`},
+		{in: `\p{Greek}`, err: `class \p{Greek}`},
+		{in: `[abc`, err: `unterminated character class`},
+	} {
+		re, err := compileOnig(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		for s, want := range c.match {
+			if got, _ := re.MatchString(s); got != want {
+				t.Errorf("%s matches %q: %v, want %v", c.in, s, got, want)
+			}
+		}
+	}
+}
