@@ -1,10 +1,10 @@
 package tokenizer
 
 import (
-	"bytes"
 	"container/heap"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -49,7 +49,7 @@ func parseBPE(raw json.RawMessage, path string, lim *Limits) (*bpe, error) {
 	if typ != "BPE" {
 		return nil, unsupported(sub(path, "type"), "%q", typ)
 	}
-	if _, err := parseObject(raw, path, lim, "type", "dropout", "unk_token", "continuing_subword_prefix",
+	if err := o.allow("type", "dropout", "unk_token", "continuing_subword_prefix",
 		"end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"); err != nil {
 		return nil, err
 	}
@@ -111,45 +111,47 @@ func parseBPE(raw json.RawMessage, path string, lim *Limits) (*bpe, error) {
 	return m, nil
 }
 
-// parseVocab streams the vocab object, checking its size and every id
+// parseVocab reads the vocab object, checking its size and every id
 // before the maps grow.
 func (m *bpe) parseVocab(raw json.RawMessage, path string, lim *Limits) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	sc := &scanner{b: raw}
+	if sc.expect('{') != nil {
 		return invalid(path, "is not a JSON object")
 	}
 	m.vocab = map[string]int{}
 	maxID := -1
-	for dec.More() {
+	for first := true; ; first = false {
+		more, err := sc.next(first, '}')
+		if err != nil {
+			return invalid(path, "%v", err)
+		}
+		if !more {
+			break
+		}
 		if len(m.vocab) >= lim.MaxVocab {
 			return tooLarge(path, "has more than %d entries", lim.MaxVocab)
 		}
-		kt, err := dec.Token()
-		if err != nil {
-			return invalid(path, "%v", err)
+		tok, err := sc.str()
+		if err != nil || sc.expect(':') != nil {
+			return invalid(path, "%v", errSyntax)
 		}
-		tok, _ := kt.(string)
-		vt, err := dec.Token()
-		if err != nil {
-			return invalid(path, "%v", err)
-		}
-		num, ok := vt.(json.Number)
+		p := func() string { return fmt.Sprintf("%s[%q]", path, tok) }
+		n, ok := sc.uintValue()
 		if !ok {
-			return invalid(fmt.Sprintf("%s[%q]", path, tok), "is not an integer")
+			return invalid(p(), "is not a non-negative integer")
 		}
-		id, err := parseUint(json.RawMessage(num), fmt.Sprintf("%s[%q]", path, tok), lim.MaxVocab-1)
-		if err != nil {
-			return err
+		if n >= uint64(lim.MaxVocab) {
+			return tooLarge(p(), "is %d, over the limit of %d", n, lim.MaxVocab-1)
 		}
+		id := int(n)
 		if len(tok) > lim.MaxTokenBytes {
-			return tooLarge(fmt.Sprintf("%s[%d]", path, id), "token is %d bytes long", len(tok))
+			return tooLarge(p(), "is %d bytes long", len(tok))
 		}
 		if tok == "" {
 			return invalid(path, "has an empty token")
 		}
 		if _, dup := m.vocab[tok]; dup {
-			return invalid(fmt.Sprintf("%s[%q]", path, tok), "is repeated")
+			return invalid(p(), "is repeated")
 		}
 		m.vocab[tok] = id
 		maxID = max(maxID, id)
@@ -158,55 +160,67 @@ func (m *bpe) parseVocab(raw json.RawMessage, path string, lim *Limits) error {
 	m.hasID = make([]bool, maxID+1)
 	for tok, id := range m.vocab {
 		if m.hasID[id] {
-			return invalid(path, "gives id %d to both %q and %q", id, m.idToToken[id], tok)
+			a, b := m.idToToken[id], tok
+			if a > b {
+				a, b = b, a
+			}
+			return invalid(path, "gives id %d to both %q and %q", id, a, b)
 		}
 		m.idToToken[id], m.hasID[id] = tok, true
 	}
 	return nil
 }
 
-// parseMerges streams the merges array, in either form: "a b" strings
+// parseMerges reads the merges array, in either form: "a b" strings
 // (split on the single space) or ["a", "b"] pairs.
 func (m *bpe) parseMerges(raw json.RawMessage, path string, lim *Limits) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+	sc := &scanner{b: raw}
+	if sc.expect('[') != nil {
 		return invalid(path, "is not a JSON array")
 	}
 	m.merges = map[uint64]mergeRule{}
-	for rank := 0; dec.More(); rank++ {
+	for rank := 0; ; rank++ {
+		more, err := sc.next(rank == 0, ']')
+		if err != nil {
+			return invalid(path, "%v", err)
+		}
+		if !more {
+			return nil
+		}
 		if rank >= lim.MaxMerges {
 			return tooLarge(path, "has more than %d entries", lim.MaxMerges)
 		}
-		p := index(path, rank)
-		t, err := dec.Token()
-		if err != nil {
-			return invalid(p, "%v", err)
-		}
+		p := path + "[" + strconv.Itoa(rank) + "]"
 		var a, b string
-		switch v := t.(type) {
-		case string:
+		switch sc.peek() {
+		case '"':
+			v, err := sc.str()
+			if err != nil {
+				return invalid(p, "%v", err)
+			}
 			parts := strings.Split(v, " ")
 			if len(parts) != 2 {
 				return invalid(p, "%q is not two tokens separated by one space", v)
 			}
 			a, b = parts[0], parts[1]
-		case json.Delim:
-			if v != '[' {
-				return invalid(p, "is neither a string nor a pair")
-			}
+		case '[':
+			sc.i++
 			var pair []string
-			for dec.More() {
-				t, err := dec.Token()
+			for first := true; ; first = false {
+				more, err := sc.next(first, ']')
 				if err != nil {
-					return invalid(p, "%v", err)
+					return invalid(p, "is not a pair of strings")
 				}
-				s, ok := t.(string)
-				if !ok || len(pair) == 2 {
+				if !more {
+					break
+				}
+				s, err := sc.str()
+				if err != nil || len(pair) == 2 {
 					return invalid(p, "is not a pair of strings")
 				}
 				pair = append(pair, s)
 			}
-			if _, err := dec.Token(); err != nil || len(pair) != 2 {
+			if len(pair) != 2 {
 				return invalid(p, "is not a pair of strings")
 			}
 			a, b = pair[0], pair[1]
@@ -228,7 +242,6 @@ func (m *bpe) parseMerges(raw json.RawMessage, path string, lim *Limits) error {
 		// A repeated pair keeps its last rank, as in tokenizers.
 		m.merges[pairKey(ida, idb)] = mergeRule{rank: rank, newID: idn}
 	}
-	return nil
 }
 
 func (m *bpe) initCache() { m.cache = make(map[string][]int) }

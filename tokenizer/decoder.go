@@ -246,7 +246,7 @@ func parseDecoder(raw json.RawMessage, path string, lim *Limits, depth int) (dec
 	}
 	switch typ {
 	case "ByteLevel":
-		if o, err = parseObject(raw, path, lim, "type", "add_prefix_space", "trim_offsets", "use_regex"); err != nil {
+		if err = o.allow("type", "add_prefix_space", "trim_offsets", "use_regex"); err != nil {
 			return nil, err
 		}
 		for _, k := range []string{"add_prefix_space", "trim_offsets", "use_regex"} {
@@ -259,7 +259,7 @@ func parseDecoder(raw json.RawMessage, path string, lim *Limits, depth int) (dec
 		m, err := parseMetaspace(raw, path, lim)
 		return metaspaceDec{m}, err
 	case "Replace":
-		if o, err = parseObject(raw, path, lim, "type", "pattern", "content"); err != nil {
+		if err = o.allow("type", "pattern", "content"); err != nil {
 			return nil, err
 		}
 		p, err := parsePattern(o.raw("pattern"), sub(path, "pattern"), lim)
@@ -272,7 +272,7 @@ func parseDecoder(raw json.RawMessage, path string, lim *Limits, depth int) (dec
 		}
 		return replaceDec{p, c}, nil
 	case "ByteFallback", "Fuse":
-		if _, err = parseObject(raw, path, lim, "type"); err != nil {
+		if err = o.allow("type"); err != nil {
 			return nil, err
 		}
 		if typ == "Fuse" {
@@ -280,7 +280,7 @@ func parseDecoder(raw json.RawMessage, path string, lim *Limits, depth int) (dec
 		}
 		return byteFallbackDec{}, nil
 	case "Strip":
-		if o, err = parseObject(raw, path, lim, "type", "content", "start", "stop"); err != nil {
+		if err = o.allow("type", "content", "start", "stop"); err != nil {
 			return nil, err
 		}
 		var d stripDec
@@ -295,7 +295,7 @@ func parseDecoder(raw json.RawMessage, path string, lim *Limits, depth int) (dec
 		}
 		return d, nil
 	case "Sequence":
-		if o, err = parseObject(raw, path, lim, "type", "decoders"); err != nil {
+		if err = o.allow("type", "decoders"); err != nil {
 			return nil, err
 		}
 		if depth >= lim.MaxDepth {

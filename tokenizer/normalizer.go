@@ -105,12 +105,12 @@ func parseNormalizer(raw json.RawMessage, path string, lim *Limits, depth int) (
 	}
 	switch typ {
 	case "NFC", "NFKC", "NFD", "NFKD":
-		if _, err := parseObject(raw, path, lim, "type"); err != nil {
+		if err := o.allow("type"); err != nil {
 			return nil, err
 		}
 		return unicodeNorm{map[string]norm.Form{"NFC": norm.NFC, "NFKC": norm.NFKC, "NFD": norm.NFD, "NFKD": norm.NFKD}[typ]}, nil
 	case "Prepend":
-		if _, err := parseObject(raw, path, lim, "type", "prepend"); err != nil {
+		if err := o.allow("type", "prepend"); err != nil {
 			return nil, err
 		}
 		s, err := o.str("prepend", true, "")
@@ -119,7 +119,7 @@ func parseNormalizer(raw json.RawMessage, path string, lim *Limits, depth int) (
 		}
 		return prependNorm{s}, nil
 	case "Replace":
-		if _, err := parseObject(raw, path, lim, "type", "pattern", "content"); err != nil {
+		if err := o.allow("type", "pattern", "content"); err != nil {
 			return nil, err
 		}
 		p, err := parsePattern(o.raw("pattern"), sub(path, "pattern"), lim)
@@ -132,7 +132,7 @@ func parseNormalizer(raw json.RawMessage, path string, lim *Limits, depth int) (
 		}
 		return replaceNorm{p, c}, nil
 	case "Sequence":
-		if _, err := parseObject(raw, path, lim, "type", "normalizers"); err != nil {
+		if err := o.allow("type", "normalizers"); err != nil {
 			return nil, err
 		}
 		if depth >= lim.MaxDepth {

@@ -116,60 +116,58 @@ func isNull(raw json.RawMessage) bool {
 	return raw == nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
 }
 
-// parseObject decodes raw as a JSON object whose keys are all in allowed.
+// parseObject reads raw as a JSON object (duplicate keys refused) whose
+// keys are all in allowed (when allowed is given).
 func parseObject(raw json.RawMessage, path string, lim *Limits, allowed ...string) (*object, error) {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
+	sc := &scanner{b: raw}
+	if sc.expect('{') != nil {
 		return nil, invalid(path, "is not a JSON object")
 	}
-	if err := checkNoDuplicateKeys(trimmed); err != nil {
-		return nil, invalid(path, "%v", err)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &m); err != nil {
-		return nil, invalid(path, "is not a JSON object: %v", err)
+	m := map[string]json.RawMessage{}
+	for first := true; ; first = false {
+		more, err := sc.next(first, '}')
+		if err != nil {
+			return nil, invalid(path, "%v", err)
+		}
+		if !more {
+			break
+		}
+		k, err := sc.str()
+		if err != nil || sc.expect(':') != nil {
+			return nil, invalid(path, "%v", errSyntax)
+		}
+		v, err := sc.value()
+		if err != nil {
+			return nil, invalid(sub(path, k), "%v", err)
+		}
+		if _, dup := m[k]; dup {
+			return nil, invalid(path, "has the key %q twice", k)
+		}
+		m[k] = v
 	}
 	o := &object{path: path, m: m, lim: lim}
 	if allowed != nil {
-		ok := map[string]bool{}
-		for _, k := range allowed {
-			ok[k] = true
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if !ok[k] {
-				return nil, unsupported(sub(path, k), "(unknown field)")
-			}
+		if err := o.allow(allowed...); err != nil {
+			return nil, err
 		}
 	}
 	return o, nil
 }
 
-// checkNoDuplicateKeys reports a key repeated in the top level of a JSON
-// object (encoding/json would silently keep the last one).
-func checkNoDuplicateKeys(obj []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if _, err := dec.Token(); err != nil {
-		return err
+// allow refuses a key of o that is not in allowed, naming it.
+func (o *object) allow(allowed ...string) error {
+	ok := map[string]bool{}
+	for _, k := range allowed {
+		ok[k] = true
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		k, _ := t.(string)
-		if seen[k] {
-			return fmt.Errorf("duplicate key %q", k)
-		}
-		seen[k] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return err
+	keys := make([]string, 0, len(o.m))
+	for k := range o.m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !ok[k] {
+			return unsupported(sub(o.path, k), "(unknown field)")
 		}
 	}
 	return nil
@@ -244,28 +242,30 @@ func (o *object) char(key string, def rune) (rune, error) {
 	return r, nil
 }
 
-// array decodes raw as a JSON array of raw elements, at most max long.
+// parseArray reads raw as a JSON array of at most max elements.
 func parseArray(raw json.RawMessage, path string, max int) ([]json.RawMessage, error) {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || trimmed[0] != '[' {
+	sc := &scanner{b: raw}
+	if sc.expect('[') != nil {
 		return nil, invalid(path, "is not a JSON array")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	if _, err := dec.Token(); err != nil {
-		return nil, invalid(path, "%v", err)
-	}
 	var out []json.RawMessage
-	for dec.More() {
+	for first := true; ; first = false {
+		more, err := sc.next(first, ']')
+		if err != nil {
+			return nil, invalid(path, "%v", err)
+		}
+		if !more {
+			return out, nil
+		}
 		if len(out) >= max {
 			return nil, tooLarge(path, "has more than %d entries", max)
 		}
-		var e json.RawMessage
-		if err := dec.Decode(&e); err != nil {
-			return nil, invalid(path, "%v", err)
+		v, err := sc.value()
+		if err != nil {
+			return nil, invalid(index(path, len(out)), "%v", err)
 		}
-		out = append(out, e)
+		out = append(out, v)
 	}
-	return out, nil
 }
 
 func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }

@@ -59,7 +59,7 @@ func (t *Tokenizer) parsePostProcessor(raw json.RawMessage, path string, lim *Li
 	}
 	switch typ {
 	case "ByteLevel":
-		if o, err = parseObject(raw, path, lim, "type", "add_prefix_space", "trim_offsets", "use_regex"); err != nil {
+		if err = o.allow("type", "add_prefix_space", "trim_offsets", "use_regex"); err != nil {
 			return nil, err
 		}
 		for _, k := range []string{"add_prefix_space", "trim_offsets", "use_regex"} {
@@ -71,7 +71,7 @@ func (t *Tokenizer) parsePostProcessor(raw json.RawMessage, path string, lim *Li
 	case "TemplateProcessing":
 		return t.parseTemplate(raw, path, lim)
 	case "Sequence":
-		if o, err = parseObject(raw, path, lim, "type", "processors"); err != nil {
+		if err = o.allow("type", "processors"); err != nil {
 			return nil, err
 		}
 		if depth >= lim.MaxDepth {

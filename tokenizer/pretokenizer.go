@@ -270,7 +270,7 @@ func parsePreTokenizer(raw json.RawMessage, path string, lim *Limits, depth int)
 	}
 	switch typ {
 	case "ByteLevel":
-		if o, err = parseObject(raw, path, lim, "type", "add_prefix_space", "trim_offsets", "use_regex"); err != nil {
+		if err = o.allow("type", "add_prefix_space", "trim_offsets", "use_regex"); err != nil {
 			return nil, err
 		}
 		var b byteLevelPre
@@ -285,7 +285,7 @@ func parsePreTokenizer(raw json.RawMessage, path string, lim *Limits, depth int)
 		}
 		return b, nil
 	case "Split":
-		if o, err = parseObject(raw, path, lim, "type", "pattern", "behavior", "invert"); err != nil {
+		if err = o.allow("type", "pattern", "behavior", "invert"); err != nil {
 			return nil, err
 		}
 		var s splitPre
@@ -304,7 +304,7 @@ func parsePreTokenizer(raw json.RawMessage, path string, lim *Limits, depth int)
 		}
 		return s, nil
 	case "Digits":
-		if o, err = parseObject(raw, path, lim, "type", "individual_digits"); err != nil {
+		if err = o.allow("type", "individual_digits"); err != nil {
 			return nil, err
 		}
 		ind, err := o.boolean("individual_digits", false)
@@ -312,7 +312,7 @@ func parsePreTokenizer(raw json.RawMessage, path string, lim *Limits, depth int)
 	case "Metaspace":
 		return parseMetaspace(raw, path, lim)
 	case "Sequence":
-		if o, err = parseObject(raw, path, lim, "type", "pretokenizers"); err != nil {
+		if err = o.allow("type", "pretokenizers"); err != nil {
 			return nil, err
 		}
 		if depth >= lim.MaxDepth {

@@ -300,7 +300,7 @@ func TestRefusesMalformedAndOversized(t *testing.T) {
 		{"not json", []byte(`{"model":`), nil, ErrInvalid, "not valid JSON"},
 		{"array", []byte(`[]`), nil, ErrInvalid, "is not a JSON object"},
 		{"not utf-8", []byte("{\"model\": \"\xff\"}"), nil, ErrInvalid, "not valid UTF-8"},
-		{"duplicate key", []byte(`{"model": null, "model": null}`), nil, ErrInvalid, `duplicate key "model"`},
+		{"duplicate key", []byte(`{"model": null, "model": null}`), nil, ErrInvalid, `has the key "model" twice`},
 		{"file", base, func(l *Limits) { l.MaxFileBytes = 1000 }, ErrTooLarge, "over the limit of 1000"},
 		{"vocab", base, func(l *Limits) { l.MaxVocab = 100 }, ErrTooLarge, "model.vocab"},
 		{"merges", base, func(l *Limits) { l.MaxMerges = 3 }, ErrTooLarge, "model.merges has more than 3 entries"},
