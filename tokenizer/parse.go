@@ -185,8 +185,9 @@ func (o *object) str(key string, required bool, def string) (string, error) {
 		}
 		return def, nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	sc := &scanner{b: raw}
+	s, err := sc.str()
+	if err != nil || sc.peek() != 0 {
 		return "", invalid(sub(o.path, key), "is not a string")
 	}
 	if len(s) > o.lim.MaxTokenBytes && len(s) > o.lim.MaxPatternLen {
