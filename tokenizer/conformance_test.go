@@ -16,7 +16,8 @@ import (
 )
 
 // families are the tokenizers testdata/reference.py trains.
-var families = []string{"llama3", "qwen2", "gpt2", "smollm", "llama2", "mistral", "metaspace_split"}
+var families = []string{"llama3", "qwen2", "gpt2", "smollm", "llama2", "mistral", "metaspace_split",
+	"misc_bytelevel", "misc_metaspace"}
 
 // fixedTexts are the hand-picked cases; randomTexts adds generated ones.
 var fixedTexts = []string{
@@ -31,6 +32,8 @@ var fixedTexts = []string{
 	"\u200b", "\ufeffBOM", "\u0000", "\x7f", "\U0010FFFF", "\uFFFD",
 	"<|begin_of_text|>", "<|begin_of_text|>Hello", "a<|eot_id|>b", " <|eot_id|> ", "<|eot_id|><|eot_id|>",
 	"<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>", "<|endoftext|>", "x<|im_start|>y<|im_end|>",
+	"<|start", "<|startx", "<|start_header_id|>x", "<|start<|start_header_id|>", "Élan", "Elan élan", "E\u0301lan",
+	"a-b--c, d;e", "HelloWorldFOO", "x,,y;;z", "xx", "ax xa", "xxx yyy xxx",
 	"x <lstrip> y", "x    <lstrip>y", "<lstrip>", "x <rstrip>   y", "<rstrip> \n z", "<tool_call>{}</tool_call>",
 	"a word b", "awordb", "Ⓐword", "Ⅻword", "word\u200d", "é word_", "word1", "١word", "_word", "-word-", "word", "words", " word ", "(word)", "<think>ok</think>",
 	"<s>", "</s>", "<unk>", "<s>Hello</s>", "Hello <s> world", " <s>", "[INST] hi [/INST]", "<tool>", "a <tool> b",

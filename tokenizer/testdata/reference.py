@@ -98,6 +98,7 @@ def llama3():
     tok.add_special_tokens(["<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"])
     # Added tokens that are not special, with the options the families use.
     tok.add_tokens([AddedToken("<tool_call>", special=False, normalized=False),
+                    AddedToken("<|start", special=False, normalized=False),
                     AddedToken("<lstrip>", special=False, normalized=False, lstrip=True),
                     AddedToken("<rstrip>", special=False, normalized=False, rstrip=True),
                     AddedToken("word", special=False, normalized=False, single_word=True)])
@@ -203,8 +204,45 @@ def metaspace_split():
     return Tokenizer.from_str(json.dumps(d))
 
 
+def misc_bytelevel():
+    """Not a published family: the remaining normalizer and split options."""
+    norm = normalizers.Sequence([
+        normalizers.NFD(), normalizers.Replace(Regex(r"\p{Mn}"), ""), normalizers.Replace("\t", "  "),
+        normalizers.NFC()])
+    pre = pre_tokenizers.Sequence([
+        pre_tokenizers.Split("-", behavior="merged_with_previous"),
+        pre_tokenizers.Split(Regex(r"[,;]"), behavior="removed"),
+        pre_tokenizers.Split(Regex(r"\p{Lu}\p{Ll}*"), behavior="merged_with_next"),
+        pre_tokenizers.Split(Regex(r"\s+"), behavior="contiguous", invert=True),
+        pre_tokenizers.Digits(individual_digits=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False),
+    ])
+    tok = train_bytelevel("misc", pre, normalizer=norm, specials=("<bos>",))
+    tok.add_tokens([AddedToken("Élan", special=False, normalized=True)])
+    return tok
+
+
+def misc_metaspace():
+    d = metaspace_model("never")
+    d["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\p{P}"}, "behavior": "Isolated", "invert": True},
+        {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True}]}
+    # Strip panics in tokenizers on an empty token when stop > 0 and when
+    # start and stop overlap, so the one with stop runs first (model tokens
+    # are never empty) and each strips one side only.
+    d["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "ByteFallback"},
+        {"type": "Strip", "content": "e", "start": 0, "stop": 1},
+        {"type": "Strip", "content": "x", "start": 2, "stop": 0},
+        {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True}]}
+    d["model"]["fuse_unk"] = False
+    d["model"]["byte_fallback"] = False
+    return Tokenizer.from_str(json.dumps(d))
+
+
 FAMILIES = {"llama3": llama3, "qwen2": qwen2, "gpt2": gpt2, "smollm": smollm,
-            "llama2": llama2, "mistral": mistral, "metaspace_split": metaspace_split}
+            "llama2": llama2, "mistral": mistral, "metaspace_split": metaspace_split,
+            "misc_bytelevel": misc_bytelevel, "misc_metaspace": misc_metaspace}
 
 
 def main():
