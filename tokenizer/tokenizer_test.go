@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -371,6 +372,39 @@ func TestTranslateOnig(t *testing.T) {
 			if got, _ := re.MatchString(s); got != want {
 				t.Errorf("%s matches %q: %v, want %v", c.in, s, got, want)
 			}
+		}
+	}
+}
+
+// TestConcurrentEncode: one Tokenizer serves several goroutines (the word
+// cache is shared) with the results of serial use.
+func TestConcurrentEncode(t *testing.T) {
+	tok := byteLevelTokenizer(t)
+	want := make([][]int, len(fixedTexts))
+	for i, s := range fixedTexts {
+		want[i], _ = tok.Encode(s, true)
+	}
+	tok.model.initCache()
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for k := range len(fixedTexts) {
+				i := (k + g*7) % len(fixedTexts)
+				got, err := tok.Encode(fixedTexts[i], true)
+				if err == nil && !slices.Equal(got, want[i]) {
+					err = fmt.Errorf("Encode(%q) = %v, want %v", fixedTexts[i], got, want[i])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }
