@@ -68,6 +68,8 @@ fuzz=(
   "./llama FuzzParseConfig 20000"
   "./llama FuzzParseAdapterConfig 20000"
   "./peft FuzzParseConfig 20000"
+  "./tokenizer FuzzParse 5000"
+  "./tokenizer FuzzEncode 10000"
   "./orchestrator/judge FuzzSubmit 3000"
 )
 for f in "${fuzz[@]}"; do
