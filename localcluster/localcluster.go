@@ -340,6 +340,10 @@ func (c *Cluster) Stake(ctx context.Context, account string) error {
 // Addr is hanzod's gRPC address (plaintext, loopback).
 func (c *Cluster) Addr() string { return c.d.Addr() }
 
+// Dir is the cluster's directory (Config.Dir); hanzod's data is in
+// Dir/hanzod.
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
 // Daemon is the in-process hanzod.
 func (c *Cluster) Daemon() *daemon.Daemon { return c.d }
 
