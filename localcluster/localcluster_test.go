@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -143,5 +144,57 @@ func TestPrepareDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(run, "old")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an earlier run's file survived: %v", err)
+	}
+}
+
+// TestRunProcesses runs a small job with `gym worker` processes (the gym
+// binary built once into a temporary directory), the code path of gym up.
+func TestRunProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds gym and runs worker processes")
+	}
+	gym := filepath.Join(t.TempDir(), "gym")
+	if out, err := exec.Command("go", "build", "-o", gym, "../cmd/gym").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	cfg := localcluster.DefaultConfig()
+	// Four: hanzod takes the equivocator out of the ring, and a ring
+	// continues only with three.
+	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = dir, 4, gym, 1
+	cfg.Attacks = []string{"", "", "", worker.AttackEquivocate}
+	var mu sync.Mutex
+	var events []localcluster.Event
+	cfg.OnEvent = func(ev localcluster.Event) {
+		mu.Lock()
+		events = append(events, ev)
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, tinySpec(1, 4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" || len(sum.Nodes) != 4 {
+		t.Fatalf("summary %+v", sum)
+	}
+	if bad := sum.Nodes[3]; bad.Attack != worker.AttackEquivocate || !bad.Slashed || bad.Rejected == 0 {
+		t.Errorf("equivocating worker %+v: want slashed, a rejected delta", bad)
+	}
+	// The worker's events came over its stdout, and were kept.
+	mu.Lock()
+	defer mu.Unlock()
+	steps := 0
+	for _, ev := range events {
+		if ev.Kind == localcluster.EventWorker && ev.Work.Kind == worker.EventStep && ev.Worker.Index == 0 {
+			steps++
+		}
+	}
+	if steps != 4 {
+		t.Errorf("%d step events of w0, want 4", steps)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "workers", "w0", "events.jsonl")); err != nil || len(b) == 0 {
+		t.Errorf("w0's events.jsonl: %v", err)
 	}
 }
