@@ -205,13 +205,12 @@ type Worker struct {
 
 // Cluster is a running hanzod and its workers.
 type Cluster struct {
-	cfg   Config
-	log   *slog.Logger
-	logf  *os.File
-	d     *daemon.Daemon
-	eng   *engine.Engine
-	conn  *grpc.ClientConn
-	start time.Time
+	cfg  Config
+	log  *slog.Logger
+	logf *os.File
+	d    *daemon.Daemon
+	eng  *engine.Engine
+	conn *grpc.ClientConn
 
 	ctx    context.Context // workers run under it until Close
 	cancel context.CancelFunc
@@ -223,7 +222,6 @@ type Cluster struct {
 	stopping bool
 	plan     *jobconf.Plan // of the submitted job (Kill counts steps in it)
 	hooks    []func(Event)
-	killedAt time.Time
 	restarts sync.WaitGroup
 }
 
@@ -233,7 +231,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Log, start: time.Now()}
+	c := &Cluster{cfg: cfg, log: cfg.Log}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -356,9 +354,6 @@ func (c *Cluster) Workers() []*Worker {
 	defer c.mu.Unlock()
 	return append([]*Worker(nil), c.workers...)
 }
-
-// Elapsed is the time since Start.
-func (c *Cluster) Elapsed() time.Duration { return time.Since(c.start) }
 
 // Dial returns hanzod as the node with key sees it over gRPC (the client
 // `gym worker` uses), keeping fetched checkpoints under dir.
@@ -661,9 +656,6 @@ func (c *Cluster) workerEvent(w *Worker, ev worker.Event) {
 		return
 	}
 	w.Kill()
-	c.mu.Lock()
-	c.killedAt = time.Now()
-	c.mu.Unlock()
 	c.emit(Event{Kind: EventKilled, Worker: w, Epoch: ev.Epoch, Step: ev.Step - plan.FirstStep(k.Epoch)})
 	if k.Restart {
 		c.restarts.Add(1)
@@ -748,6 +740,9 @@ func (c *Cluster) Close() error {
 	if c.cancel != nil {
 		c.cancel()
 	}
+	// A restart under way finishes (or gives up) first, so that the
+	// worker it starts is stopped below.
+	c.restarts.Wait()
 	for _, w := range c.Workers() {
 		c.mu.Lock()
 		cmd, done := w.cmd, w.done
@@ -764,7 +759,6 @@ func (c *Cluster) Close() error {
 		}
 		<-done
 	}
-	c.restarts.Wait()
 	var err error
 	if c.conn != nil {
 		err = c.conn.Close()
