@@ -125,12 +125,17 @@ func DefaultConfig() Config {
 }
 
 // TestConfig is a profile for in-process tests: workers heartbeat every
-// 50 ms, hanzod ticks every 100 ms and fails a node silent for 1 s.
+// 50 ms and learn of a new ring as fast, hanzod ticks every 100 ms. The
+// timeouts stay generous (a node silent for 5 s is failed, a ring
+// neighbour for 15 s is reported, an epoch waits a minute for its last
+// member) so that a slow machine (a loaded one, the race detector) does
+// not fail healthy nodes; a killed worker is found at once anyway, by the
+// broken links of its neighbours.
 func TestConfig(dir string, workers int) Config {
 	c := DefaultConfig()
 	c.Dir, c.Workers = dir, workers
-	c.Heartbeat, c.MinGap, c.MinHeartbeatGap, c.FailAfter = 50*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, time.Second
-	c.RingTimeout, c.EpochGrace, c.TickInterval, c.NodeRate = 2*time.Second, 10*time.Second, 100*time.Millisecond, 1000
+	c.Heartbeat, c.MinGap, c.MinHeartbeatGap, c.FailAfter = 50*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, 5*time.Second
+	c.RingTimeout, c.EpochGrace, c.TickInterval, c.NodeRate = 15*time.Second, time.Minute, 100*time.Millisecond, 1000
 	return c
 }
 

@@ -546,23 +546,57 @@ func TestNodeLostMidEpoch(t *testing.T) {
 	}
 }
 
-// TestSignFlipDetected: a worker sends its contribution ×(−1000) into the
-// ring; its neighbours report it with its signed frames as evidence, and
-// hanzod ejects it (four workers: a ring continues only with three).
-func TestSignFlipDetected(t *testing.T) {
+// attackRun runs a one-epoch job on four workers (a ring continues only
+// with three) of which worker 0 mounts attack.
+func attackRun(t *testing.T, attack string) (*cluster, []*node) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	spec := tinySpec(1, 4)
 	spec.PromptsPerStep = 4 // so that the attacker's change is not zero
 	spec.MinNodes = 4
-	const attacker = 0
 	cl, nodes := startNodes(t, ctx, spec, 4, func(i int, c *worker.Config, nd *node) {
-		if i == attacker {
-			c.Attack = worker.AttackSignFlip
+		if i == 0 {
+			c.Attack = attack
 		}
 	})
-	waitDone(t, ctx, nodes...)
-	bad := nodes[attacker].id
+	waitDone(t, ctx, nodes[1:]...)
+	bad := nodes[0].id
+	if j := cl.state(t); slices.Contains(j.Ring, bad) || len(j.Ring) != 3 || j.State != state.Published {
+		t.Errorf("after the attack: ring %v, job %s; want the three others, published", j.Ring, j.State)
+	}
+	slashed := false
+	for _, ev := range cl.log(t) {
+		if b, ok := ev.Body.(state.Slashed); ok && b.Account == bad && strings.HasPrefix(b.Reason, "norm") {
+			slashed = true
+		}
+	}
+	if !slashed {
+		t.Error("hanzod did not slash the attacker for its norm")
+	}
+	checkReduced(t, nodes[1:]...)
+	return cl, nodes
+}
+
+// TestSignFlipDetected: a worker sends its contribution ×(−1000) in its
+// delta and into the ring. Whichever sees it first, hanzod's norm check of
+// the delta or the ring's of the frames, the attacker is slashed and
+// ejected and the others finish.
+func TestSignFlipDetected(t *testing.T) {
+	_, nodes := attackRun(t, worker.AttackSignFlip)
+	for _, e := range append(nodes[0].Events(worker.EventDeltaSubmitted), nodes[0].Events(worker.EventDeltaRejected)...) {
+		if e.Attack != worker.AttackSignFlip {
+			t.Errorf("attacker's delta event %+v does not name the attack", e)
+		}
+	}
+}
+
+// TestRingAttackDetected: a worker submits honest deltas but sends its
+// contribution ×(−1000) into the ring; its neighbours' ring calls fail
+// with the norm violation, they report it with its signed frames as
+// evidence, and hanzod slashes and ejects it.
+func TestRingAttackDetected(t *testing.T) {
+	_, nodes := attackRun(t, worker.AttackRing)
+	bad := nodes[0].id
 	var found bool
 	for i, nd := range nodes {
 		nd.orch.mu.Lock()
@@ -573,7 +607,7 @@ func TestSignFlipDetected(t *testing.T) {
 				continue
 			}
 			found = true
-			if i == attacker {
+			if i == 0 {
 				t.Errorf("the attacker reported itself")
 			}
 			var rep worker.SuspectReport
@@ -589,12 +623,8 @@ func TestSignFlipDetected(t *testing.T) {
 	if !found {
 		t.Fatal("no norm report against the attacker")
 	}
-	if j := cl.state(t); slices.Contains(j.Ring, bad) || len(j.Ring) != 3 {
-		t.Errorf("ring after the attack: %v", j.Ring)
-	}
-	honest := nodes[1:]
 	blamed := false
-	for _, nd := range honest {
+	for _, nd := range nodes[1:] {
 		for _, e := range nd.Events(worker.EventRingFailed) {
 			if e.Suspect == bad && e.Reason == "norm" {
 				blamed = true
@@ -604,23 +634,8 @@ func TestSignFlipDetected(t *testing.T) {
 	if !blamed {
 		t.Error("no honest worker's ring call failed with norm evidence against the attacker")
 	}
-	checkReduced(t, honest...)
-	if st := cl.state(t).State; st != state.Published {
-		t.Errorf("job is %s, want published", st)
-	}
-	for _, e := range nodes[attacker].Events(worker.EventDeltaSubmitted) {
-		if e.Attack != worker.AttackSignFlip {
-			t.Errorf("attacker's delta event %+v does not name the attack", e)
-		}
-	}
-	slashed := false
-	for _, ev := range cl.log(t) {
-		if b, ok := ev.Body.(state.Slashed); ok && b.Account == bad {
-			slashed = true
-		}
-	}
-	if !slashed {
-		t.Error("hanzod did not slash the attacker")
+	if rej := nodes[0].Events(worker.EventDeltaRejected); len(rej) > 0 && rej[0].Reason != "not_member" {
+		t.Errorf("the ring attacker's honest delta was rejected: %+v", rej[0])
 	}
 }
 
@@ -803,11 +818,21 @@ func TestRingSuperseded(t *testing.T) {
 	if err := cl.WaitJob(ctx, cl.job, func(j state.Job) bool { return j.Generation > 1 && !slices.Contains(j.Ring, victimID) }); err != nil {
 		t.Fatalf("hanzod never removed the silent member: %v", err)
 	}
-	t0 := time.Now()
+	removed := time.Now()
 	survivors := nodes[:victim]
 	waitDone(t, ctx, survivors...)
-	if took := time.Since(t0); took > 10*time.Second {
-		t.Errorf("survivors finished %v after the removal: they waited for the ring timeout", took)
+	// Each survivor's ring call of the first sync ended soon after the
+	// removal (not after the 40 s ring timeout).
+	for i, nd := range survivors {
+		var ended time.Time
+		for _, e := range nd.Events("") {
+			if (e.Kind == worker.EventRingFailed || e.Kind == worker.EventRingReduced) && e.Epoch == 1 && e.Sync == 1 && ended.IsZero() {
+				ended = e.Time
+			}
+		}
+		if took := ended.Sub(removed); ended.IsZero() || took > 10*time.Second {
+			t.Errorf("worker %d: its first ring call ended %v after the removal: it waited for the ring timeout", i, took)
+		}
 	}
 	if st := cl.state(t).State; st != state.Published {
 		t.Fatalf("job is %s, want published", st)
