@@ -81,6 +81,10 @@ type Config struct {
 	EpochGrace time.Duration
 	// TickInterval is how often hanzod ticks its state machine.
 	TickInterval time.Duration
+	// EvalSize and ShardSize are the held-out problems hanzod's validator
+	// measures a checkpoint's accuracy and a delta's score on (0: its
+	// defaults, 500 and 128).
+	EvalSize, ShardSize int
 	// NodeRate bounds each node's requests per second at hanzod.
 	NodeRate float64
 	// Stake is deposited and bonded for every worker (the eligibility
@@ -130,12 +134,14 @@ func DefaultConfig() Config {
 // neighbour for 15 s is reported, an epoch waits a minute for its last
 // member) so that a slow machine (a loaded one, the race detector) does
 // not fail healthy nodes; a killed worker is found at once anyway, by the
-// broken links of its neighbours.
+// broken links of its neighbours. The validator scores deltas on 32
+// held-out problems and checkpoints on 64.
 func TestConfig(dir string, workers int) Config {
 	c := DefaultConfig()
 	c.Dir, c.Workers = dir, workers
 	c.Heartbeat, c.MinGap, c.MinHeartbeatGap, c.FailAfter = 50*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, 5*time.Second
 	c.RingTimeout, c.EpochGrace, c.TickInterval, c.NodeRate = 15*time.Second, time.Minute, 100*time.Millisecond, 1000
+	c.EvalSize, c.ShardSize = 64, 32
 	return c
 }
 
@@ -156,6 +162,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: gym worker heartbeats at least every 1 s", ErrConfig)
 	case c.RingTimeout <= 0 || c.EpochGrace <= 0 || c.TickInterval <= 0 || c.NodeRate <= 0:
 		return fmt.Errorf("%w: ring timeout, epoch grace, tick interval and node rate must be positive", ErrConfig)
+	case c.EvalSize < 0 || c.ShardSize < 0:
+		return fmt.Errorf("%w: negative evaluation sizes", ErrConfig)
 	case c.Kill != nil && (c.Kill.Worker < 0 || c.Kill.Worker >= c.Workers || c.Kill.Epoch < 1 || c.Kill.Step < 1):
 		return fmt.Errorf("%w: kill %+v", ErrConfig, *c.Kill)
 	}
@@ -251,6 +259,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	dc.DataDir, dc.Listen, dc.Metrics, dc.Artifacts = filepath.Join(cfg.Dir, "hanzod"), "127.0.0.1:0", "", "127.0.0.1:0"
 	dc.Threads, dc.EpochGrace, dc.TickInterval = cfg.Threads, cfg.EpochGrace, cfg.TickInterval
 	dc.LeaseTTL = max(dc.LeaseTTL, 2*cfg.TickInterval)
+	dc.EvalSize, dc.ShardSize = cfg.EvalSize, cfg.ShardSize
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)

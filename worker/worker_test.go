@@ -357,7 +357,7 @@ func (c *cluster) check(t *testing.T, nodes ...*node) {
 // (as after hanzod lost its state) and registers again; one serves its
 // metrics.
 func TestRingOfThree(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(2, 4) // 2 syncs per epoch: one ring sync, one merge
 	var forgot atomic.Bool
@@ -482,7 +482,7 @@ func TestRingOfThree(t *testing.T) {
 // its neighbours report it, hanzod repairs the ring and the three others
 // finish the job.
 func TestNodeLostMidEpoch(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(2, 6) // 3 syncs per epoch: two ring syncs
 	spec.MinNodes = 4
@@ -549,7 +549,7 @@ func TestNodeLostMidEpoch(t *testing.T) {
 // attackRun runs a one-epoch job on four workers (a ring continues only
 // with three) of which worker 0 mounts attack.
 func attackRun(t *testing.T, attack string) (*cluster, []*node) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(1, 4)
 	spec.PromptsPerStep = 4 // so that the attacker's change is not zero
@@ -644,7 +644,7 @@ func TestRingAttackDetected(t *testing.T) {
 // it and takes it out of the ring (four workers: a ring continues only with
 // three), and the others finish the job.
 func TestEquivocationRejected(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(1, 4)
 	spec.MinNodes = 4
@@ -681,7 +681,7 @@ func TestEquivocationRejected(t *testing.T) {
 // TestRefusesMismatchedJob: a worker whose operator allows only LoRA rank
 // 16 refuses a rank-4 job and measures nothing for it.
 func TestRefusesMismatchedJob(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(1, 2)
 	refused := make(chan worker.Event, 1)
@@ -789,7 +789,7 @@ func TestEventJSON(t *testing.T) {
 // once and finish on the new configuration, not wait for the ring timeout
 // (set far above the test's bound here).
 func TestRingSuperseded(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(1, 4) // 2 syncs: one ring sync
 	spec.MinNodes = 4

@@ -80,6 +80,11 @@ type Config struct {
 	EpochGrace time.Duration
 	Server     server.Config
 	Engine     engine.Config
+
+	// EvalSize and ShardSize are the validator's held-out problems per
+	// checkpoint accuracy and per delta score (0: judge.Config's
+	// defaults, 500 and 128); tests make them small.
+	EvalSize, ShardSize int
 }
 
 // DefaultConfig returns the seed's ports and the embedded store.
@@ -442,7 +447,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 	}
 	threads := max(cfg.Threads, 1)
 	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads,
-		EpochGrace: cfg.EpochGrace, Log: d.log.With("part", "judge")}, d.eng)
+		EpochGrace: cfg.EpochGrace, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err
 	}
