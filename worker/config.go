@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/ring"
 )
 
@@ -88,6 +89,9 @@ type Config struct {
 	// accepted delta file (DataDir/deltas/).
 	DataDir string
 	Threads int // trainer threads (default 1); only changes the speed
+	// Base is the built-in base model, parsed once by the process and
+	// shared read-only (nil: New parses it with basemodel.Load).
+	Base *model.Weights
 
 	// Heartbeat is the interval of the background heartbeat; MinGap the
 	// least time between two orchestrator heartbeat calls (hanzod refuses

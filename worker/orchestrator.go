@@ -51,9 +51,10 @@ type Suspect struct {
 	Evidence []byte // JSON of the ring evidence when there is some
 }
 
-// Orchestrator is the worker's view of hanzod. The gRPC client in cmd/gym
-// implements it; tests use an in-process fake. Every call is signed with
-// the node key by the implementation.
+// Orchestrator is the worker's view of hanzod. The gRPC client
+// (nodeclient) implements it; the tests run workers against the real
+// hanzod in process (localcluster). Every call is signed with the node key
+// by the implementation.
 type Orchestrator interface {
 	Register(ctx context.Context, ringAddr, probeAddr string) error
 	Heartbeat(ctx context.Context) (Assignment, error)

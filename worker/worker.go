@@ -91,9 +91,11 @@ func New(c Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, err := basemodel.Load()
-	if err != nil {
-		return nil, err
+	base := c.Base
+	if base == nil {
+		if base, err = basemodel.Load(); err != nil {
+			return nil, err
+		}
 	}
 	seq, err := openSequencer(c.DataDir)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/ring/ringbench"
+	gymworker "github.com/zooai/gym/worker"
 )
 
 // TestNetnsEndToEnd runs the system across hosts: hanzod in one network
@@ -98,7 +99,7 @@ func TestNetnsEndToEnd(t *testing.T) {
 			defer close(w.done)
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
-				var ev workerEvent
+				var ev gymworker.Event
 				if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Kind == "delta_submitted" {
 					w.mu.Lock()
 					w.deltas++

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/state"
@@ -18,12 +19,12 @@ import (
 )
 
 // upRunJSON runs gym up with a small job and returns the summary.
-func upRunJSON(t *testing.T, extra ...string) (upSummary, string, result) {
+func upRunJSON(t *testing.T, extra ...string) (localcluster.Summary, string, result) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "up")
 	args := append([]string{"up", "--out", out, "--json", "--epochs", "2", "--steps-per-epoch", "10", "--interval", "5", "--spot-check-bp", "5000", "--timeout", "4m"}, extra...)
 	r := gym(t, args...)
-	var s upSummary
+	var s localcluster.Summary
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
 		t.Fatalf("gym %v: exit %d, stdout is not one JSON object: %v\n%s\nstderr:\n%s", args, r.code, err, r.stdout, r.stderr)
 	}

@@ -16,20 +16,21 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/nodeclient"
+	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/worker"
-	"github.com/zooai/gym/worker/workertest"
 )
 
 func workerTestSpec() jobspec.Spec {
 	g := jobspec.DefaultGSPO()
 	g.AggregateInterval, g.GroupSize, g.LoRARank, g.LoRAAlpha = 2, 4, 4, 8
 	g.MaxSeqLen, g.GradientAccumulationSteps, g.LearningRate, g.WarmupSteps = 12, 1, 2e-3, 0
-	return jobspec.Spec{Model: "builtin", Dataset: "addition", Epochs: 1, MinNodes: 1, StepsPerEpoch: 4, PromptsPerStep: 2, GSPO: g}
+	return jobspec.Spec{Model: "builtin", Dataset: "addition", Epochs: 1, MinNodes: 3, StepsPerEpoch: 4, PromptsPerStep: 2, GSPO: g}
 }
 
 // workerRoot is gym with only the worker command, built on dial.
@@ -42,21 +43,75 @@ func workerRoot(dial DialFunc) *cobra.Command {
 	return root
 }
 
-// runWorkerCmd runs gym worker against f and returns its stdout and error.
-func runWorkerCmd(t *testing.T, f *workertest.Fake, args ...string) (string, error) {
+// workerCluster is the real hanzod in process with two in-process workers
+// and a staked key for the gym worker under test: the job (spec) runs once
+// that third node registers.
+type workerCluster struct {
+	*localcluster.Cluster
+	job, key string // the job; the gym worker's key file
+}
+
+func startWorkerCluster(t *testing.T, ctx context.Context, spec jobspec.Spec) *workerCluster {
 	t.Helper()
-	dial := func(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error) {
-		if o.Addr != "fake:9550" || len(o.Key) != ed25519.PrivateKeySize {
+	cfg := localcluster.TestConfig(t.TempDir(), 2)
+	cfg.Threads = 1
+	cfg.FailAfter = 5 * time.Second // gym worker heartbeats every second at most
+	cl, err := localcluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	key, err := nodekey.Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(t.TempDir(), "node.key")
+	if err := nodekey.Save(keyPath, key, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Stake(ctx, nodekey.PublicHex(key)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.StartWorkers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	job, err := cl.Submit(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &workerCluster{Cluster: cl, job: job, key: keyPath}
+}
+
+// dial connects gym worker to the cluster's hanzod with the client it uses
+// in production; wrap, when set, wraps it.
+func (c *workerCluster) dial(t *testing.T, wrap func(*nodeclient.Client) worker.Orchestrator) DialFunc {
+	return func(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error) {
+		if o.Addr != c.Addr() || len(o.Key) != ed25519.PrivateKeySize {
 			t.Errorf("dial options %+v", o)
 		}
-		return f.Client(o.Key), nil, nil
+		nc, err := c.Dial(o.Key, t.TempDir())
+		if err != nil {
+			return nil, nil, err
+		}
+		if wrap != nil {
+			return wrap(nc), nc, nil
+		}
+		return nc, nc, nil
 	}
+}
+
+// runWorkerCmd runs gym worker against c and returns its stdout and error.
+func runWorkerCmd(t *testing.T, c *workerCluster, dial DialFunc, args ...string) (string, error) {
+	t.Helper()
 	cmd := workerRoot(dial)
 	var out, errb bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)
-	cmd.SetArgs(append([]string{"worker", "--orchestrator", "fake:9550", "--data", t.TempDir(), "--heartbeat", "1s", "--ring-tls=false"}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cmd.SetArgs(append([]string{"worker", "--orchestrator", c.Addr(), "--key", c.key, "--data", t.TempDir(), "--heartbeat", "1s"}, args...))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := cmd.ExecuteContext(ctx)
 	t.Logf("stderr:\n%s", errb.String())
@@ -64,11 +119,10 @@ func runWorkerCmd(t *testing.T, f *workertest.Fake, args ...string) (string, err
 }
 
 func TestWorkerCommandJSON(t *testing.T) {
-	f, err := workertest.New("cli-job", workerTestSpec(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := runWorkerCmd(t, f, "--json", "--exit-when-done", "--threads", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startWorkerCluster(t, ctx, workerTestSpec())
+	out, err := runWorkerCmd(t, c, c.dial(t, nil), "--json", "--exit-when-done", "--threads", "1")
 	if err != nil {
 		t.Fatalf("gym worker: %v\n%s", err, out)
 	}
@@ -89,18 +143,31 @@ func TestWorkerCommandJSON(t *testing.T) {
 			t.Errorf("%d %s events, want %d (all: %v)", kinds[k], k, n, kinds)
 		}
 	}
-	if st, _ := f.State(); st != "published" {
-		t.Errorf("job %s", st)
+	if j, _ := c.Job(c.job); j.State != state.Published {
+		t.Errorf("job %s", j.State)
 	}
 }
 
+// TestWorkerCommandFailedJob: the operator fails the job once it runs;
+// gym worker --exit-when-done reports it and exits 1.
 func TestWorkerCommandFailedJob(t *testing.T) {
-	f, err := workertest.New("cli-fail", workerTestSpec(), 1)
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spec := workerTestSpec()
+	spec.Epochs = 3 // it runs long enough to be failed before it is published
+	c := startWorkerCluster(t, ctx, spec)
+	failed := make(chan error, 1)
+	go func() {
+		err := c.WaitJob(ctx, c.job, func(j state.Job) bool { return j.State == state.Running })
+		if err == nil {
+			_, err = c.Engine().Do(ctx, state.FailJob{Job: c.job, Reason: "test: the operator failed the job"})
+		}
+		failed <- err
+	}()
+	out, err := runWorkerCmd(t, c, c.dial(t, nil), "--exit-when-done")
+	if ferr := <-failed; ferr != nil {
+		t.Fatalf("failing the job: %v", ferr)
 	}
-	f.FailAfterProvisioning = true
-	out, err := runWorkerCmd(t, f, "--exit-when-done")
 	var ex *exitError
 	if !errors.As(err, &ex) || ex.code != 1 {
 		t.Fatalf("error %v, want exit status 1", err)
@@ -141,64 +208,39 @@ func TestWorkerCommandUsage(t *testing.T) {
 	}
 }
 
-// noConn is a gRPC connection that is never used.
-type noConn struct{}
-
-func (noConn) Invoke(context.Context, string, any, any, ...grpc.CallOption) error {
-	return errors.New("unused")
-}
-func (noConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
-	return nil, errors.New("unused")
-}
-
-// artifactOrch is the fake orchestrator with a node client's artifact
-// store beside it.
+// artifactOrch is the node client, recording the sources it is given.
 type artifactOrch struct {
-	worker.Orchestrator
-	nc    *nodeclient.Client
+	*nodeclient.Client
 	peers []transfer.Peer
 }
 
-func (a *artifactOrch) ArtifactServer(c nodeclient.ServeConfig) (*transfer.Server, error) {
-	return a.nc.ArtifactServer(c)
-}
-func (a *artifactOrch) SetSources(p []transfer.Peer) { a.peers = p; a.nc.SetSources(p) }
+func (a *artifactOrch) SetSources(p []transfer.Peer) { a.peers = p; a.Client.SetSources(p) }
 
 // --artifacts-listen serves the node's store while the worker runs (its
 // address is in the registered event), --artifacts-peers become sources;
 // without a store behind the orchestrator client the flags are a usage
 // error.
 func TestWorkerCommandArtifacts(t *testing.T) {
-	f, err := workertest.New("cli-arts", workerTestSpec(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runWorkerCmd(t, f, "--artifacts-listen", "127.0.0.1:0"); !isUsage(err) || !strings.Contains(err.Error(), "artifact store") {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startWorkerCluster(t, ctx, workerTestSpec())
+	storeless := func(nc *nodeclient.Client) worker.Orchestrator { return struct{ worker.Orchestrator }{nc} }
+	if _, err := runWorkerCmd(t, c, c.dial(t, storeless), "--artifacts-listen", "127.0.0.1:0"); !isUsage(err) || !strings.Contains(err.Error(), "artifact store") {
 		t.Fatalf("--artifacts-listen without a store: %v", err)
 	}
 	peerKey := strings.Repeat("ab", 32)
 	var orch *artifactOrch
-	dial := func(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error) {
-		nc, err := nodeclient.New(nodeclient.Config{Key: o.Key, Conn: noConn{}, Dir: t.TempDir()})
-		if err != nil {
-			return nil, nil, err
-		}
-		orch = &artifactOrch{Orchestrator: f.Client(o.Key), nc: nc}
-		return orch, nc, nil
+	dial := c.dial(t, func(nc *nodeclient.Client) worker.Orchestrator {
+		orch = &artifactOrch{Client: nc}
+		return orch
+	})
+	out, err := runWorkerCmd(t, c, dial, "--exit-when-done", "--threads", "1", "--artifacts-listen", "127.0.0.1:0",
+		"--artifacts-peers", peerKey+"@127.0.0.1:1,127.0.0.1:2")
+	if err != nil {
+		t.Fatalf("gym worker: %v\n%s", err, out)
 	}
-	cmd := workerRoot(dial)
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	cmd.SetArgs([]string{"worker", "--orchestrator", "fake:9550", "--data", t.TempDir(), "--heartbeat", "1s", "--ring-tls=false",
-		"--exit-when-done", "--threads", "1", "--artifacts-listen", "127.0.0.1:0", "--artifacts-peers", peerKey + "@127.0.0.1:1,127.0.0.1:2"})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		t.Fatalf("gym worker: %v\n%s", err, out.String())
-	}
-	if !regexp.MustCompile(`registered .*artifacts 127\.0\.0\.1:[1-9][0-9]*`).MatchString(out.String()) {
-		t.Fatalf("the registered event names no artifact server:\n%s", out.String())
+	if !regexp.MustCompile(`registered .*artifacts 127\.0\.0\.1:[1-9][0-9]*`).MatchString(out) {
+		t.Fatalf("the registered event names no artifact server:\n%s", out)
 	}
 	if len(orch.peers) != 2 || orch.peers[0].URL != "http://127.0.0.1:1" || hex.EncodeToString(orch.peers[0].Key) != peerKey || orch.peers[1].Key != nil {
 		t.Fatalf("sources %+v", orch.peers)

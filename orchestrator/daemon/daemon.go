@@ -39,6 +39,7 @@ import (
 	astore "github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
@@ -81,6 +82,14 @@ type Config struct {
 	EpochGrace time.Duration
 	Server     server.Config
 	Engine     engine.Config
+
+	// EvalSize and ShardSize are the validator's held-out problems per
+	// checkpoint accuracy and per delta score (0: judge.Config's
+	// defaults, 500 and 128); tests make them small.
+	EvalSize, ShardSize int
+	// Base is the built-in base model, parsed once by the process (nil:
+	// the daemon parses it with basemodel.Load).
+	Base *model.Weights
 }
 
 // DefaultConfig returns the seed's ports and the embedded store.
@@ -442,12 +451,14 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 		return fmt.Errorf("hanzod: artifact store: %w", err)
 	}
 	threads := max(cfg.Threads, 1)
-	base, err := basemodel.Load()
-	if err != nil {
-		return err
+	base := cfg.Base
+	if base == nil {
+		if base, err = basemodel.Load(); err != nil {
+			return err
+		}
 	}
 	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads,
-		EpochGrace: cfg.EpochGrace, Base: base, Log: d.log.With("part", "judge")}, d.eng)
+		EpochGrace: cfg.EpochGrace, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Base: base, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err
 	}

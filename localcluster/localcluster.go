@@ -1,0 +1,885 @@
+// Package localcluster runs the whole system on one machine: hanzod (the
+// real daemon: store, engine, state machine, judge and gRPC server over a
+// loopback listener) in this process, and N workers that reach it over
+// gRPC, either as `gym worker` processes (the code path a user runs) or
+// in this process (for fast tests). It is the one place besides cmd/ that
+// wires the orchestrator and the workers together: `gym up` and the
+// end-to-end and worker tests are built on it.
+//
+// Start brings hanzod up and makes and stakes the workers' keys;
+// StartWorkers starts them; Submit submits a job and Follow watches
+// hanzod's event log until the job ends. Run does all of that for one job
+// and leaves the run's files (summary, event log, checkpoint, deltas,
+// reward curve) in the cluster's directory. Progress is reported through
+// Config.OnEvent; rendering it is the caller's business.
+package localcluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/nodeclient"
+	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/orchestrator/daemon"
+	"github.com/zooai/gym/orchestrator/engine"
+	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/worker"
+)
+
+// ErrConfig is wrapped by every error about a cluster configuration.
+var ErrConfig = errors.New("localcluster: bad configuration")
+
+// Config describes a cluster. Flags and tests map onto it.
+type Config struct {
+	// Dir holds hanzod's data (Dir/hanzod), its log (Dir/hanzod.log unless
+	// Log is set) and each worker's key, log, events and deltas
+	// (Dir/workers/wN).
+	Dir string
+	// Base is the built-in base model, shared by hanzod and the in-process
+	// workers (nil: Start parses it once with basemodel.Load).
+	Base *model.Weights
+	// Workers is the number of workers.
+	Workers int
+	// Gym is the path of the gym binary: workers run as `gym worker`
+	// processes. Empty: workers run in this process (worker.New over the
+	// same gRPC client).
+	Gym string
+	// Attacks[i], when set, makes worker i mount that attack
+	// (worker.Attack*).
+	Attacks []string
+	// Key, when set, gives worker i its key (reproducible tests); by
+	// default each worker gets a fresh one.
+	Key func(i int) ed25519.PrivateKey
+
+	// Threads bounds hanzod's validation and evaluation threads;
+	// WorkerThreads each worker's training threads.
+	Threads, WorkerThreads int
+	// Heartbeat is the workers' heartbeat interval and MinGap the least
+	// gap between two of their heartbeat calls (in process only: gym
+	// worker keeps worker.DefaultMinGap); MinHeartbeatGap is what hanzod
+	// refuses below, FailAfter how long a silent node stays a member.
+	Heartbeat, MinGap, MinHeartbeatGap, FailAfter time.Duration
+	// RingTimeout is how long a ring neighbour may stay silent.
+	RingTimeout time.Duration
+	// EpochGrace is how long an epoch waits for members that have not
+	// finished once the first has.
+	EpochGrace time.Duration
+	// TickInterval is how often hanzod ticks its state machine.
+	TickInterval time.Duration
+	// EvalSize and ShardSize are the held-out problems hanzod's validator
+	// measures a checkpoint's accuracy and a delta's score on (0: its
+	// defaults, 500 and 128).
+	EvalSize, ShardSize int
+	// NodeRate bounds each node's requests per second at hanzod.
+	NodeRate float64
+	// Stake is deposited and bonded for every worker (the eligibility
+	// minimum by default); Treasury is deposited into the treasury, out of
+	// which rewards are paid.
+	Stake, Treasury ledger.Amount
+
+	// Kill, when set, kills one worker at a step (kill -9 for a process).
+	Kill *Kill
+
+	// Log receives hanzod's log; nil writes it to Dir/hanzod.log.
+	Log *slog.Logger
+	// OnEvent receives what happens, one call at a time. It must not
+	// block for long.
+	OnEvent func(Event)
+	// Worker, when set, adjusts the configuration of an in-process worker
+	// before it starts (tests: extra event hooks, metrics, constraints).
+	Worker func(w *Worker, c *worker.Config)
+}
+
+// Kill is a fault to inject: worker Worker is killed once it reports a
+// step at or past Step (counted within the epoch, from 1) of Epoch;
+// with Restart it is started again RestartAfter later, with its key and
+// data directory.
+type Kill struct {
+	Worker, Epoch, Step int
+	Restart             bool
+	RestartAfter        time.Duration
+}
+
+// DefaultConfig is the profile of `gym up`: loopback liveness (heartbeats
+// every 2 s, a silent node failed after 6 s instead of SPEC.md's 30 s for
+// WAN links, so a worker killed while the others wait for the epoch's
+// merge is noticed quickly; a ring timeout of 10 s for the same reason).
+func DefaultConfig() Config {
+	return Config{
+		Workers: 4, Threads: 2, WorkerThreads: 1,
+		Heartbeat: worker.DefaultHeartbeat, MinGap: worker.DefaultMinGap, MinHeartbeatGap: time.Second, FailAfter: 6 * time.Second,
+		RingTimeout: 10 * time.Second, EpochGrace: time.Minute, TickInterval: time.Second, NodeRate: 5,
+		Stake: 10_000 * ledger.GYM, Treasury: 300 * ledger.GYM,
+	}
+}
+
+// TestConfig is a profile for in-process tests: workers heartbeat every
+// 50 ms and learn of a new ring as fast, hanzod ticks every 100 ms. The
+// timeouts stay generous (a node silent for 5 s is failed, a ring
+// neighbour for 15 s is reported, an epoch waits a minute for its last
+// member) so that a slow machine (a loaded one, the race detector) does
+// not fail healthy nodes; a killed worker is found at once anyway, by the
+// broken links of its neighbours. The validator scores deltas on 32
+// held-out problems and checkpoints on 64.
+func TestConfig(dir string, workers int) Config {
+	c := DefaultConfig()
+	c.Dir, c.Workers = dir, workers
+	c.Heartbeat, c.MinGap, c.MinHeartbeatGap, c.FailAfter = 50*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, 5*time.Second
+	c.RingTimeout, c.EpochGrace, c.TickInterval, c.NodeRate = 15*time.Second, time.Minute, 100*time.Millisecond, 1000
+	c.EvalSize, c.ShardSize = 64, 32
+	return c
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return fmt.Errorf("%w: no directory", ErrConfig)
+	case c.Workers < 0 || c.Workers > 64:
+		return fmt.Errorf("%w: %d workers (0..64)", ErrConfig, c.Workers)
+	case len(c.Attacks) > c.Workers:
+		return fmt.Errorf("%w: %d attacks for %d workers", ErrConfig, len(c.Attacks), c.Workers)
+	case c.Threads < 1 || c.WorkerThreads < 1:
+		return fmt.Errorf("%w: threads must be at least 1", ErrConfig)
+	case c.Heartbeat <= 0 || c.MinGap < 0 || c.MinHeartbeatGap <= 0 || c.MinHeartbeatGap >= c.Heartbeat || c.FailAfter <= c.Heartbeat:
+		return fmt.Errorf("%w: heartbeat %v, fail after %v: want a positive heartbeat below FailAfter", ErrConfig, c.Heartbeat, c.FailAfter)
+	case c.Gym != "" && (c.Heartbeat < time.Second || c.MinHeartbeatGap > time.Second):
+		return fmt.Errorf("%w: gym worker heartbeats at least every 1 s", ErrConfig)
+	case c.RingTimeout <= 0 || c.EpochGrace <= 0 || c.TickInterval <= 0 || c.NodeRate <= 0:
+		return fmt.Errorf("%w: ring timeout, epoch grace, tick interval and node rate must be positive", ErrConfig)
+	case c.EvalSize < 0 || c.ShardSize < 0:
+		return fmt.Errorf("%w: negative evaluation sizes", ErrConfig)
+	case c.Kill != nil && (c.Kill.Worker < 0 || c.Kill.Worker >= c.Workers || c.Kill.Epoch < 1 || c.Kill.Step < 1):
+		return fmt.Errorf("%w: kill %+v", ErrConfig, *c.Kill)
+	}
+	for _, a := range c.Attacks {
+		if err := worker.CheckAttack(a); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
+	return nil
+}
+
+// Event kinds.
+const (
+	EventListening     = "listening"      // hanzod serves on Addr, its artifact server on ArtifactsAddr
+	EventRegistered    = "registered"     // every one of Workers registered
+	EventSubmitted     = "submitted"      // Job submitted
+	EventWorker        = "worker"         // Work is one of Worker's events
+	EventHanzod        = "hanzod"         // Hanzod is an event of hanzod's log (ticks and heartbeats left out)
+	EventKilled        = "killed"         // Worker was killed at Epoch, Step (within the epoch)
+	EventRestarted     = "restarted"      // Worker was started again
+	EventRestartFailed = "restart_failed" // starting Worker again failed with Err
+)
+
+// Event is one thing that happened in the cluster.
+type Event struct {
+	Kind        string
+	Worker      *Worker
+	Work        worker.Event
+	Hanzod      state.Event
+	Job         string
+	Epoch, Step int
+	Err         error
+	Workers     []*Worker
+	// Addr and ArtifactsAddr are hanzod's gRPC and artifact server
+	// addresses.
+	Addr, ArtifactsAddr string
+}
+
+// Worker is one worker of the cluster.
+type Worker struct {
+	Index            int
+	Name, ID, Dir    string
+	Attack           string
+	Key              ed25519.PrivateKey
+	c                *Cluster
+	cmd              *exec.Cmd
+	cancel           context.CancelFunc
+	done             chan struct{}
+	err              error
+	killed, restarts bool
+}
+
+// Cluster is a running hanzod and its workers.
+type Cluster struct {
+	cfg  Config
+	log  *slog.Logger
+	logf *os.File
+	d    *daemon.Daemon
+	eng  *engine.Engine
+	conn *grpc.ClientConn
+
+	ctx    context.Context // workers run under it until Close
+	cancel context.CancelFunc
+
+	emu sync.Mutex // one OnEvent call at a time
+
+	mu       sync.Mutex
+	workers  []*Worker
+	stopping bool
+	plan     *jobconf.Plan // of the submitted job (Kill counts steps in it)
+	hooks    []func(Event)
+	restarts sync.WaitGroup
+}
+
+// Start brings hanzod up in this process, waits until it leads, funds the
+// treasury and makes and stakes a key for every worker (not started yet).
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Base == nil {
+		base, err := basemodel.Load()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Base = base
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Log}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if c.log == nil {
+		f, err := os.Create(filepath.Join(cfg.Dir, "hanzod.log"))
+		if err != nil {
+			return nil, err
+		}
+		c.logf, c.log = f, slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	dc := daemon.DefaultConfig()
+	dc.DataDir, dc.Listen, dc.Metrics, dc.Artifacts = filepath.Join(cfg.Dir, "hanzod"), "127.0.0.1:0", "", "127.0.0.1:0"
+	dc.Threads, dc.EpochGrace, dc.TickInterval = cfg.Threads, cfg.EpochGrace, cfg.TickInterval
+	dc.LeaseTTL = max(dc.LeaseTTL, 2*cfg.TickInterval)
+	dc.EvalSize, dc.ShardSize, dc.Base = cfg.EvalSize, cfg.ShardSize, cfg.Base
+	s := &dc.Engine.State
+	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
+	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
+	dc.Server.NodeRate = cfg.NodeRate
+	d, err := daemon.Start(ctx, dc, c.log)
+	if err != nil {
+		c.closeLog()
+		return nil, fmt.Errorf("localcluster: start hanzod: %w", err)
+	}
+	c.d, c.eng = d, d.Engine()
+	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if c.conn, err = grpc.NewClient(d.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20))); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.emit(Event{Kind: EventListening, Addr: d.Addr(), ArtifactsAddr: d.ArtifactsAddr()})
+	if err := c.waitLeading(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.setup(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) waitLeading(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !c.eng.Leading() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// setup funds the treasury and makes and stakes the workers' keys.
+func (c *Cluster) setup(ctx context.Context) error {
+	cfg := c.cfg
+	if cfg.Treasury > 0 {
+		if _, err := c.eng.Do(ctx, state.Deposit{Account: ledger.Treasury, Amount: cfg.Treasury}); err != nil {
+			return err
+		}
+	}
+	for i := range cfg.Workers {
+		w := &Worker{Index: i, Name: fmt.Sprintf("w%d", i), Dir: filepath.Join(cfg.Dir, "workers", fmt.Sprintf("w%d", i)), c: c}
+		if i < len(cfg.Attacks) {
+			w.Attack = cfg.Attacks[i]
+		}
+		if err := os.MkdirAll(w.Dir, 0o755); err != nil {
+			return err
+		}
+		var err error
+		if cfg.Key != nil {
+			w.Key = cfg.Key(i)
+		} else if w.Key, err = nodekey.Generate(rand.Reader); err != nil {
+			return err
+		}
+		if err := nodekey.Save(filepath.Join(w.Dir, "node.key"), w.Key, false); err != nil {
+			return err
+		}
+		w.ID = nodekey.PublicHex(w.Key)
+		if err := c.Stake(ctx, w.ID); err != nil {
+			return fmt.Errorf("localcluster: stake %s: %w", w.Name, err)
+		}
+		c.workers = append(c.workers, w)
+	}
+	return nil
+}
+
+// Stake deposits twice Config.Stake for account and bonds Config.Stake:
+// what makes a node eligible for jobs.
+func (c *Cluster) Stake(ctx context.Context, account string) error {
+	for _, cmd := range []state.Command{
+		state.Deposit{Account: account, Amount: 2 * c.cfg.Stake},
+		state.Bond{Account: account, Amount: c.cfg.Stake},
+	} {
+		if _, err := c.eng.Do(ctx, cmd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Addr is hanzod's gRPC address (plaintext, loopback).
+func (c *Cluster) Addr() string { return c.d.Addr() }
+
+// Dir is the cluster's directory (Config.Dir); hanzod's data is in
+// Dir/hanzod.
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// Daemon is the in-process hanzod.
+func (c *Cluster) Daemon() *daemon.Daemon { return c.d }
+
+// Engine is hanzod's engine: commands, the state and the event log.
+func (c *Cluster) Engine() *engine.Engine { return c.eng }
+
+// Workers lists the workers in order.
+func (c *Cluster) Workers() []*Worker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Worker(nil), c.workers...)
+}
+
+// Dial returns hanzod as the node with key sees it over gRPC (the client
+// `gym worker` uses), keeping fetched checkpoints under dir.
+func (c *Cluster) Dial(key ed25519.PrivateKey, dir string) (*nodeclient.Client, error) {
+	return nodeclient.New(nodeclient.Config{Key: key, Conn: c.conn, Dir: dir})
+}
+
+// View runs f on hanzod's state.
+func (c *Cluster) View(f func(m *state.Machine)) { c.eng.View(f) }
+
+// Job returns a copy of job id.
+func (c *Cluster) Job(id string) (state.Job, bool) {
+	var j state.Job
+	var ok bool
+	c.eng.View(func(m *state.Machine) {
+		if j, ok = m.Job(id); ok {
+			j = j.Clone()
+		}
+	})
+	return j, ok
+}
+
+// Poll calls cond every interval until it holds or ctx ends.
+func Poll(ctx context.Context, interval time.Duration, cond func() bool) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// WaitJob waits until cond holds of job id (polled on hanzod's state).
+func (c *Cluster) WaitJob(ctx context.Context, id string, cond func(state.Job) bool) error {
+	return Poll(ctx, 20*time.Millisecond, func() bool {
+		j, ok := c.Job(id)
+		return ok && cond(j)
+	})
+}
+
+func (c *Cluster) emit(ev Event) {
+	c.mu.Lock()
+	hooks := c.hooks
+	c.mu.Unlock()
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	for _, h := range hooks {
+		h(ev)
+	}
+	if c.cfg.OnEvent != nil {
+		c.cfg.OnEvent(ev)
+	}
+}
+
+func (c *Cluster) hook(h func(Event)) {
+	c.mu.Lock()
+	c.hooks = append(c.hooks, h)
+	c.mu.Unlock()
+}
+
+// StartWorkers starts every worker.
+func (c *Cluster) StartWorkers(ctx context.Context) error {
+	for _, w := range c.Workers() {
+		if err := c.StartWorker(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitRegistered waits until hanzod knows every worker.
+func (c *Cluster) WaitRegistered(ctx context.Context) error {
+	n := 0
+	err := Poll(ctx, 50*time.Millisecond, func() bool {
+		n = 0
+		c.eng.View(func(m *state.Machine) {
+			for _, w := range c.workers {
+				if _, ok := m.Node(w.ID); ok {
+					n++
+				}
+			}
+		})
+		return n == len(c.workers)
+	})
+	if err != nil {
+		return fmt.Errorf("localcluster: only %d of %d workers registered (see %s/workers/*/worker.log): %w", n, len(c.workers), c.cfg.Dir, err)
+	}
+	c.emit(Event{Kind: EventRegistered, Workers: c.Workers()})
+	return nil
+}
+
+// Submit submits a job and returns its id.
+func (c *Cluster) Submit(ctx context.Context, spec jobspec.Spec) (string, error) {
+	plan, err := jobconf.FromSpec("", spec, c.cfg.Base)
+	if err != nil {
+		return "", err
+	}
+	evs, err := c.eng.Do(ctx, state.SubmitJob{Spec: spec})
+	if err != nil {
+		return "", fmt.Errorf("localcluster: submit job: %w", err)
+	}
+	job := evs[0].Body.(state.JobSubmitted).Job
+	c.mu.Lock()
+	c.plan = &plan
+	c.mu.Unlock()
+	c.emit(Event{Kind: EventSubmitted, Job: job})
+	return job, nil
+}
+
+// StartWorker starts w, or starts it again (same key and data directory)
+// after it ended; its log and event lines are appended to its files.
+func (c *Cluster) StartWorker(ctx context.Context, w *Worker) error {
+	if c.cfg.Gym == "" {
+		return c.startInProcess(w)
+	}
+	return c.startProcess(w)
+}
+
+func (c *Cluster) startProcess(w *Worker) error {
+	cfg := c.cfg
+	args := []string{"worker", "--orchestrator", "grpc://" + c.Addr(), "--key", filepath.Join(w.Dir, "node.key"),
+		"--data", w.Dir, "--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", "--threads", fmt.Sprint(cfg.WorkerThreads),
+		"--json", "--exit-when-done", "--ring-timeout", cfg.RingTimeout.String()}
+	if cfg.Heartbeat != worker.DefaultHeartbeat {
+		args = append(args, "--heartbeat", cfg.Heartbeat.String())
+	}
+	if w.Attack != "" {
+		args = append(args, "--attack", w.Attack)
+	}
+	cmd := exec.Command(cfg.Gym, args...)
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	logf, err := os.OpenFile(filepath.Join(w.Dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	evf, err := os.OpenFile(filepath.Join(w.Dir, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		evf.Close()
+		return fmt.Errorf("localcluster: start worker %s: %w", w.Name, err)
+	}
+	done := make(chan struct{})
+	c.mu.Lock()
+	w.cmd, w.cancel, w.done, w.err = cmd, nil, done, nil
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		defer logf.Close()
+		defer evf.Close()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			evf.Write(append(sc.Bytes(), '\n'))
+			var ev worker.Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Kind != "" {
+				c.workerEvent(w, ev)
+			}
+		}
+		err := cmd.Wait()
+		c.mu.Lock()
+		w.err = err
+		c.mu.Unlock()
+	}()
+	return nil
+}
+
+func (c *Cluster) startInProcess(w *Worker) error {
+	cfg := c.cfg
+	logf, err := os.OpenFile(filepath.Join(w.Dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	evf, err := os.OpenFile(filepath.Join(w.Dir, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	nc, err := c.Dial(w.Key, w.Dir)
+	if err != nil {
+		logf.Close()
+		evf.Close()
+		return err
+	}
+	wc := worker.DefaultConfig()
+	wc.Key, wc.Orchestrator, wc.DataDir, wc.Threads, wc.Base = w.Key, nc, w.Dir, cfg.WorkerThreads, cfg.Base
+	wc.Heartbeat, wc.MinGap, wc.RingTimeout, wc.Attack, wc.ExitWhenDone = cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, w.Attack, true
+	wc.MaxBackoff = max(cfg.Heartbeat*4, time.Second)
+	wc.ProbeBytes, wc.ProbeTimeout = 256<<10, 2*time.Second
+	wc.Logger = slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var emu sync.Mutex
+	wc.OnEvent = func(ev worker.Event) {
+		emu.Lock()
+		b, _ := json.Marshal(ev)
+		evf.Write(append(b, '\n'))
+		emu.Unlock()
+		c.workerEvent(w, ev)
+	}
+	if cfg.Worker != nil {
+		cfg.Worker(w, &wc)
+	}
+	wk, err := worker.New(wc)
+	if err != nil {
+		logf.Close()
+		evf.Close()
+		nc.Close()
+		return err
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	c.mu.Lock()
+	w.cmd, w.cancel, w.done, w.err = nil, cancel, done, nil
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		err := wk.Run(ctx)
+		nc.Close()
+		logf.Close()
+		evf.Close()
+		c.mu.Lock()
+		w.err = err
+		c.mu.Unlock()
+	}()
+	return nil
+}
+
+// Done is closed when the worker's current run ended.
+func (w *Worker) Done() <-chan struct{} {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if w.done == nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return w.done
+}
+
+// Err is how the worker's last run ended (nil while it runs).
+func (w *Worker) Err() error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.err
+}
+
+// Killed reports whether the worker was killed; Restarted whether it was
+// started again afterwards.
+func (w *Worker) Killed() bool {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.killed
+}
+
+// Restarted reports whether the worker was started again after a kill.
+func (w *Worker) Restarted() bool {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.restarts
+}
+
+// Kill stops the worker at once: kill -9 for a process, its context
+// cancelled in process.
+func (w *Worker) Kill() {
+	w.c.mu.Lock()
+	w.killed = true
+	cmd, cancel := w.cmd, w.cancel
+	w.c.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		cmd.Process.Kill()
+	}
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// workerEvent handles one event of w: the kill switch, then the callback.
+func (c *Cluster) workerEvent(w *Worker, ev worker.Event) {
+	c.emit(Event{Kind: EventWorker, Worker: w, Work: ev})
+	k := c.cfg.Kill
+	if k == nil || ev.Kind != worker.EventStep || w.Index != k.Worker || ev.Epoch != k.Epoch {
+		return
+	}
+	c.mu.Lock()
+	plan, killed := c.plan, w.killed
+	c.mu.Unlock()
+	if plan == nil || killed || ev.Step-plan.FirstStep(k.Epoch) < k.Step {
+		return
+	}
+	w.Kill()
+	c.emit(Event{Kind: EventKilled, Worker: w, Epoch: ev.Epoch, Step: ev.Step - plan.FirstStep(k.Epoch)})
+	if k.Restart {
+		c.restarts.Add(1)
+		go c.restart(w, k.RestartAfter)
+	}
+}
+
+// restart starts a killed worker again after a pause: it registers again
+// and rejoins at the next epoch boundary.
+func (c *Cluster) restart(w *Worker, after time.Duration) {
+	defer c.restarts.Done()
+	select {
+	case <-w.Done():
+	case <-c.ctx.Done():
+		return
+	}
+	t := time.NewTimer(after)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.ctx.Done():
+		return
+	}
+	c.mu.Lock()
+	stop := c.stopping
+	c.mu.Unlock()
+	if stop {
+		return
+	}
+	if err := c.StartWorker(c.ctx, w); err != nil {
+		c.emit(Event{Kind: EventRestartFailed, Worker: w, Err: err})
+		return
+	}
+	c.mu.Lock()
+	w.restarts = true
+	c.mu.Unlock()
+	c.emit(Event{Kind: EventRestarted, Worker: w})
+}
+
+// StopWorkers waits up to 5 s for each worker to exit on its own, then
+// stops it (SIGTERM, then after 5 s SIGKILL; in process its context is
+// cancelled). Killed workers are not restarted afterwards.
+func (c *Cluster) StopWorkers() {
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+	for _, w := range c.Workers() {
+		c.mu.Lock()
+		cmd, cancel, done := w.cmd, w.cancel, w.done
+		c.mu.Unlock()
+		if done == nil {
+			continue
+		}
+		grace := time.NewTimer(5 * time.Second)
+		select {
+		case <-done:
+		case <-grace.C:
+		}
+		grace.Stop()
+		if cancel != nil {
+			cancel()
+			<-done
+			continue
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		grace = time.NewTimer(5 * time.Second)
+		select {
+		case <-done:
+		case <-grace.C:
+			cmd.Process.Kill()
+			<-done
+		}
+		grace.Stop()
+	}
+}
+
+// Close stops the workers (at once) and hanzod.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+	if c.cancel != nil {
+		c.cancel()
+	}
+	// A restart under way finishes (or gives up) first, so that the
+	// worker it starts is stopped below.
+	c.restarts.Wait()
+	for _, w := range c.Workers() {
+		c.mu.Lock()
+		cmd, done := w.cmd, w.done
+		c.mu.Unlock()
+		if done == nil {
+			continue
+		}
+		if cmd != nil && cmd.Process != nil {
+			select {
+			case <-done:
+			default:
+				cmd.Process.Kill()
+			}
+		}
+		<-done
+	}
+	var err error
+	if c.conn != nil {
+		err = c.conn.Close()
+	}
+	err = errors.Join(err, c.d.Close())
+	c.closeLog()
+	return err
+}
+
+func (c *Cluster) closeLog() {
+	if c.logf != nil {
+		c.logf.Close()
+	}
+}
+
+// Follow copies hanzod's event log to Dir/events.jsonl as it grows,
+// reports its events (but ticks and heartbeats) through OnEvent, and
+// returns the job once it ended and settled (or 15 s after it ended
+// unsettled). When ctx ends first the job is failed and ctx's error
+// returned with the job as it was.
+func (c *Cluster) Follow(ctx context.Context, job string) (state.Job, error) {
+	// The log goes to Dir as it is read, so a run that hangs or is
+	// interrupted can still be inspected.
+	logf, err := os.Create(filepath.Join(c.cfg.Dir, "events.jsonl"))
+	if err != nil {
+		return state.Job{}, err
+	}
+	defer logf.Close()
+	var next uint64 = 1
+	var finishedAt time.Time
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		recs, _, err := c.eng.Read(ctx, next, 1000)
+		if err != nil && ctx.Err() == nil {
+			return state.Job{}, err
+		}
+		for _, rec := range recs {
+			next = rec.Index + 1
+			if _, err := logf.Write(append(rec.Data, '\n')); err != nil {
+				return state.Job{}, err
+			}
+			ev, err := state.DecodeEvent(rec.Data)
+			if err != nil {
+				return state.Job{}, err
+			}
+			if k := ev.Body.Kind(); k != "ticked" && k != "heartbeat" {
+				c.emit(Event{Kind: EventHanzod, Hanzod: ev, Job: job})
+			}
+		}
+		jb, _ := c.Job(job)
+		if jb.State.Terminal() {
+			if finishedAt.IsZero() {
+				finishedAt = time.Now()
+			}
+			if jb.Settled || time.Since(finishedAt) > 15*time.Second {
+				return jb, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			_, _ = c.eng.Do(context.WithoutCancel(ctx), state.FailJob{Job: job, Reason: "localcluster: " + ctx.Err().Error()})
+			return jb, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// CopyDir copies the regular files of src into dst (made if missing).
+func CopyDir(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		in, err := os.Open(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		out, err := os.Create(filepath.Join(dst, e.Name()))
+		if err == nil {
+			_, err = io.Copy(out, in)
+			err = errors.Join(err, out.Close())
+		}
+		in.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

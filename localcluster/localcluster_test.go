@@ -1,0 +1,200 @@
+package localcluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/localcluster"
+	"github.com/zooai/gym/worker"
+)
+
+// tinySpec is a job that trains in well under a second per epoch.
+func tinySpec(epochs, stepsPerEpoch, nodes int) jobspec.Spec {
+	g := jobspec.DefaultGSPO()
+	g.AggregateInterval, g.GroupSize, g.LoRARank, g.LoRAAlpha = 2, 4, 4, 8
+	g.MaxSeqLen, g.GradientAccumulationSteps, g.LearningRate, g.WarmupSteps = 12, 1, 2e-3, 0
+	return jobspec.Spec{Model: "builtin", Dataset: "addition", Epochs: epochs, MinNodes: nodes, MaxNodes: nodes,
+		StepsPerEpoch: stepsPerEpoch, PromptsPerStep: 2, Seed: 7, GSPO: g}
+}
+
+// TestRunInProcess runs a small job to its end with three in-process
+// workers and checks the run's files and summary.
+func TestRunInProcess(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "up")
+	if err := localcluster.PrepareDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := localcluster.TestConfig(dir, 3)
+	var mu sync.Mutex
+	kinds := map[string]int{}
+	cfg.OnEvent = func(ev localcluster.Event) {
+		mu.Lock()
+		kinds[ev.Kind]++
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, tinySpec(2, 4, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" || !sum.Settled || len(sum.Epochs) != 2 || len(sum.Nodes) != 3 || sum.CheckpointCID == "" {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, n := range sum.Nodes {
+		if n.Accepted != 4 || n.Rejected != 0 || n.Slashed || n.Reward <= 0 {
+			t.Errorf("node %+v: want 4 accepted deltas, a reward, no slash", n)
+		}
+	}
+	for _, f := range []string{"summary.json", "events.jsonl", "hanzod.log", "reward.png", "checkpoint/adapter_model.safetensors",
+		"workers/w0/node.key", "workers/w0/events.jsonl", "workers/w0/worker.log", "hanzod/hanzod.key"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	ds, _ := filepath.Glob(filepath.Join(dir, "deltas", "*.delta"))
+	if len(ds) != 12 {
+		t.Errorf("%d deltas kept, want 12", len(ds))
+	}
+	var onDisk localcluster.Summary
+	if b, err := os.ReadFile(filepath.Join(dir, "summary.json")); err != nil || json.Unmarshal(b, &onDisk) != nil || onDisk.CheckpointCID != sum.CheckpointCID {
+		t.Errorf("summary.json does not match the summary: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range []string{localcluster.EventListening, localcluster.EventRegistered, localcluster.EventSubmitted, localcluster.EventWorker, localcluster.EventHanzod} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s event (%v)", k, kinds)
+		}
+	}
+	if sum.Events["worker_"+worker.EventJobDone] != 3 || sum.Events["checkpoint_published"] != 2 {
+		t.Errorf("event counts %v", sum.Events)
+	}
+}
+
+// TestKillRestart kills a worker in the first epoch and starts it again:
+// the others finish the epoch without it, it rejoins in the second.
+func TestKillRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := localcluster.TestConfig(dir, 4)
+	cfg.Kill = &localcluster.Kill{Worker: 0, Epoch: 1, Step: 1, Restart: true, RestartAfter: 100 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, tinySpec(2, 4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	if w0 := sum.Nodes[0]; !w0.Killed || !w0.Restart || w0.Accepted != 2 || sum.RecoverySeconds == nil {
+		t.Errorf("w0 %+v, recovery %v: want killed before its first sync, restarted, 2 deltas in epoch 2", w0, sum.RecoverySeconds)
+	}
+	for _, n := range sum.Nodes[1:] {
+		if n.Accepted != 4 {
+			t.Errorf("survivor %+v", n)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for name, mod := range map[string]func(*localcluster.Config){
+		"no dir":        func(c *localcluster.Config) { c.Dir = "" },
+		"attack":        func(c *localcluster.Config) { c.Attacks = []string{"bitflip"} },
+		"attacks":       func(c *localcluster.Config) { c.Attacks = make([]string, 5) },
+		"kill":          func(c *localcluster.Config) { c.Kill = &localcluster.Kill{Worker: 4, Epoch: 1, Step: 1} },
+		"fast process":  func(c *localcluster.Config) { c.Gym = "gym" },
+		"fail < beat":   func(c *localcluster.Config) { c.FailAfter = c.Heartbeat },
+		"no hanzod cpu": func(c *localcluster.Config) { c.Threads = 0 },
+	} {
+		c := localcluster.TestConfig(t.TempDir(), 4)
+		mod(&c)
+		if err := c.Validate(); !errors.Is(err, localcluster.ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+	c := localcluster.DefaultConfig()
+	c.Dir = t.TempDir()
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestPrepareDir(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644)
+	if err := localcluster.PrepareDir(dir); !errors.Is(err, localcluster.ErrNotEmpty) {
+		t.Fatalf("a foreign directory: %v", err)
+	}
+	run := filepath.Join(dir, "run")
+	if err := localcluster.PrepareDir(run); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(run, "old"), []byte("x"), 0o644)
+	if err := localcluster.PrepareDir(run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(run, "old")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an earlier run's file survived: %v", err)
+	}
+}
+
+// TestRunProcesses runs a small job with `gym worker` processes (the gym
+// binary built once into a temporary directory), the code path of gym up.
+func TestRunProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds gym and runs worker processes")
+	}
+	gym := filepath.Join(t.TempDir(), "gym")
+	if out, err := exec.Command("go", "build", "-o", gym, "../cmd/gym").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	cfg := localcluster.DefaultConfig()
+	// Four: hanzod takes the equivocator out of the ring, and a ring
+	// continues only with three.
+	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = dir, 4, gym, 1
+	cfg.Attacks = []string{"", "", "", worker.AttackEquivocate}
+	var mu sync.Mutex
+	var events []localcluster.Event
+	cfg.OnEvent = func(ev localcluster.Event) {
+		mu.Lock()
+		events = append(events, ev)
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, tinySpec(1, 4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" || len(sum.Nodes) != 4 {
+		t.Fatalf("summary %+v", sum)
+	}
+	if bad := sum.Nodes[3]; bad.Attack != worker.AttackEquivocate || !bad.Slashed || bad.Rejected == 0 {
+		t.Errorf("equivocating worker %+v: want slashed, a rejected delta", bad)
+	}
+	// The worker's events came over its stdout, and were kept.
+	mu.Lock()
+	defer mu.Unlock()
+	steps := 0
+	for _, ev := range events {
+		if ev.Kind == localcluster.EventWorker && ev.Work.Kind == worker.EventStep && ev.Worker.Index == 0 {
+			steps++
+		}
+	}
+	if steps != 4 {
+		t.Errorf("%d step events of w0, want 4", steps)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "workers", "w0", "events.jsonl")); err != nil || len(b) == 0 {
+		t.Errorf("w0's events.jsonl: %v", err)
+	}
+}

@@ -1,0 +1,326 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/zooai/gym/heldout"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/plot"
+	"github.com/zooai/gym/worker"
+)
+
+// Summary is what a run reports (Dir/summary.json).
+type Summary struct {
+	Status          string         `json:"status"`
+	Job             string         `json:"job"`
+	Reason          string         `json:"reason,omitempty"`
+	Task            string         `json:"task"`
+	Aggregation     string         `json:"aggregation"`
+	Workers         int            `json:"workers"`
+	EvalBefore      float64        `json:"eval_before"`
+	EvalAfter       float64        `json:"eval_after"`
+	LossBefore      float64        `json:"loss_before"`
+	LossAfter       float64        `json:"loss_after"`
+	CheckpointCID   string         `json:"checkpoint_cid"`
+	CheckpointDir   string         `json:"checkpoint_dir"`
+	Epochs          []EpochSummary `json:"epochs"`
+	Nodes           []NodeSummary  `json:"nodes"`
+	Events          map[string]int `json:"events"`
+	Seconds         float64        `json:"seconds"`
+	RecoverySeconds *float64       `json:"recovery_seconds,omitempty"`
+	Settled         bool           `json:"settled"`
+	RewardPNG       string         `json:"reward_png"`
+	Out             string         `json:"out"`
+}
+
+// NodeSummary is one worker in the summary.
+type NodeSummary struct {
+	Name     string   `json:"name"`
+	ID       string   `json:"id"`
+	Attack   string   `json:"attack,omitempty"`
+	Killed   bool     `json:"killed,omitempty"`
+	Restart  bool     `json:"restarted,omitempty"`
+	Reward   float64  `json:"reward"` // GYM
+	Slashed  bool     `json:"slashed"`
+	SlashGYM float64  `json:"slashed_gym,omitempty"`
+	Slashes  []string `json:"slashes,omitempty"`
+	Accepted int      `json:"deltas_accepted"`
+	Rejected int      `json:"deltas_rejected"`
+	Quality  float64  `json:"mean_quality"` // rejected deltas count as 0
+}
+
+// EpochSummary is one merged epoch in the summary.
+type EpochSummary struct {
+	Epoch             int      `json:"epoch"`
+	CID               string   `json:"cid"`
+	Accuracy          float64  `json:"accuracy"`
+	Quality           float64  `json:"quality"`
+	Deltas            int      `json:"deltas"`
+	SpotChecks        int      `json:"spot_checks"`
+	Excluded          []string `json:"excluded,omitempty"`
+	RingDisagreements []string `json:"ring_disagreements,omitempty"`
+	MergeSeconds      float64  `json:"merge_seconds"`
+}
+
+// marker names a directory that holds a run (PrepareDir replaces it).
+const marker = ".gym-up"
+
+// ErrNotEmpty is PrepareDir's refusal of a directory that holds something
+// else than an earlier run.
+var ErrNotEmpty = errors.New("localcluster: the directory is not empty and holds no earlier gym up run")
+
+// PrepareDir makes an empty directory for a run, replacing only an
+// earlier run.
+func PrepareDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	case len(ents) > 0:
+		if _, err := os.Stat(filepath.Join(dir, marker)); err != nil {
+			return fmt.Errorf("%w: %s", ErrNotEmpty, dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, marker), []byte("this directory holds a gym up run; gym up replaces it\n"), 0o644)
+}
+
+// tally is what a run gathers from the events for its summary.
+type tally struct {
+	mu        sync.Mutex
+	job       string
+	rewards   map[int][]float64          // global step → sample rewards reported
+	paid      map[string]ledger.Amount   // node → rewards paid in the job
+	slashed   map[string][]state.Slashed // node → its slashes
+	events    map[string]int
+	killedAt  time.Time
+	recovered *float64
+}
+
+func (t *tally) add(ev Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch ev.Kind {
+	case EventKilled:
+		t.killedAt = time.Now()
+	case EventWorker:
+		t.events["worker_"+ev.Work.Kind]++
+		switch ev.Work.Kind {
+		case worker.EventStep:
+			t.rewards[ev.Work.Step] = append(t.rewards[ev.Work.Step], ev.Work.Reward)
+		case worker.EventRingReduced, worker.EventRingRecovered:
+			if !t.killedAt.IsZero() && t.recovered == nil {
+				s := time.Since(t.killedAt).Seconds()
+				t.recovered = &s
+			}
+		}
+	case EventHanzod:
+		t.events[ev.Hanzod.Body.Kind()]++
+		switch b := ev.Hanzod.Body.(type) {
+		case state.RewardsPaid:
+			if b.Job == t.job {
+				for _, p := range b.Payouts {
+					t.paid[p.ID] += p.Amount
+				}
+			}
+		case state.Slashed:
+			t.slashed[b.Account] = append(t.slashed[b.Account], b)
+		}
+	}
+}
+
+// Run runs one job on a fresh cluster in cfg.Dir (made by PrepareDir, or
+// empty): hanzod, the
+// workers, the job to its end. It leaves in cfg.Dir summary.json,
+// events.jsonl (hanzod's event log), hanzod.log, hanzod/ (its data),
+// workers/wN/, checkpoint/ (the final checkpoint), deltas/ (every
+// accepted delta) and reward.png, and returns the summary (held-out
+// evaluations use Config.Threads).
+func Run(ctx context.Context, cfg Config, spec jobspec.Spec) (*Summary, error) {
+	start := time.Now()
+	t := &tally{rewards: map[int][]float64{}, paid: map[string]ledger.Amount{}, slashed: map[string][]state.Slashed{}, events: map[string]int{}}
+	c, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.hook(t.add)
+	if err := c.StartWorkers(ctx); err != nil {
+		return nil, err
+	}
+	defer c.StopWorkers()
+	regCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = c.WaitRegistered(regCtx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	job, err := c.Submit(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.job = job
+	t.mu.Unlock()
+	jb, err := c.Follow(ctx, job)
+	c.StopWorkers()
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: job %s did not finish (state %s): %w", job, jb.State, err)
+	}
+	sum, err := c.summarise(jb, spec, t, start)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	if err := os.WriteFile(filepath.Join(cfg.Dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+func mean(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// summarise evaluates before and after, gathers rewards and slashes, and
+// copies the inspectable files into Dir.
+func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start time.Time) (*Summary, error) {
+	dir := c.cfg.Dir
+	threads := c.cfg.Threads
+	sum := &Summary{Status: string(jb.State), Job: jb.ID, Reason: jb.Reason, Task: spec.Dataset, Aggregation: spec.Aggregation,
+		Workers: c.cfg.Workers, Seconds: time.Since(start).Seconds(), Settled: jb.Settled, Out: dir}
+	t.mu.Lock()
+	sum.RecoverySeconds = t.recovered
+	sum.Events = map[string]int{}
+	for k, v := range t.events {
+		sum.Events[k] = v
+	}
+	t.mu.Unlock()
+	base := c.cfg.Base
+	plan, err := jobconf.FromSpec("", spec, base)
+	if err != nil {
+		return nil, err
+	}
+	init, err := plan.InitialAdapter(base)
+	if err != nil {
+		return nil, err
+	}
+	before, err := heldout.Evaluate(base, init, spec.Dataset, 500, threads)
+	if err != nil {
+		return nil, err
+	}
+	sum.EvalBefore, sum.LossBefore = before.Accuracy, before.Loss
+	// The judge's merge report of every epoch: the epochs of the summary
+	// and every delta's quality score.
+	quality := map[string][]float64{}
+	for e := 1; e <= len(jb.CIDs); e++ {
+		b, err := os.ReadFile(filepath.Join(dir, "hanzod", "checkpoints", jb.ID, fmt.Sprintf("merge-%04d.json", e)))
+		if err != nil {
+			continue
+		}
+		var rep judge.EpochReport
+		if json.Unmarshal(b, &rep) != nil {
+			continue
+		}
+		sum.Epochs = append(sum.Epochs, EpochSummary{Epoch: e, CID: rep.CID, Accuracy: rep.Accuracy, Quality: rep.Quality,
+			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
+			MergeSeconds: rep.MergeSeconds})
+		for _, s := range rep.Scores {
+			quality[s.Node] = append(quality[s.Node], s.Quality)
+		}
+	}
+	if jb.State == state.Published && len(jb.CIDs) > 0 {
+		dst := filepath.Join(dir, "checkpoint")
+		if err := CopyDir(c.d.Judge().CheckpointDir(jb.ID, len(jb.CIDs)), dst); err != nil {
+			return nil, err
+		}
+		a, _, err := peft.Read(dst)
+		if err != nil {
+			return nil, err
+		}
+		after, err := heldout.Evaluate(base, a, spec.Dataset, 500, threads)
+		if err != nil {
+			return nil, err
+		}
+		sum.EvalAfter, sum.LossAfter = after.Accuracy, after.Loss
+		sum.CheckpointCID, sum.CheckpointDir = jb.CIDs[len(jb.CIDs)-1], dst
+	}
+	if err := CopyDir(filepath.Join(dir, "hanzod", "deltas", jb.ID), filepath.Join(dir, "deltas")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, w := range c.Workers() {
+		n := NodeSummary{Name: w.Name, ID: w.ID, Attack: w.Attack, Killed: w.Killed(), Restart: w.Restarted(), Reward: float64(t.paid[w.ID]) / float64(ledger.GYM)}
+		for _, s := range t.slashed[w.ID] {
+			n.Slashed = true
+			n.SlashGYM += float64(s.Amount) / float64(ledger.GYM)
+			n.Slashes = append(n.Slashes, s.Reason)
+		}
+		if tl := jb.Tally[w.ID]; tl != nil {
+			n.Accepted, n.Rejected = tl.Accepted, tl.Rejected
+		}
+		// Mean quality over every delta the node submitted: a rejected or
+		// spot-check-excluded delta scores 0.
+		if tot := n.Accepted + n.Rejected; tot > 0 {
+			sumq := 0.0
+			for _, q := range quality[w.ID] {
+				sumq += q
+			}
+			n.Quality = sumq / float64(tot)
+		}
+		sum.Nodes = append(sum.Nodes, n)
+	}
+	// The reward curve.
+	var xs, ys []float64
+	steps := make([]int, 0, len(t.rewards))
+	for s := range t.rewards {
+		steps = append(steps, s)
+	}
+	sort.Ints(steps)
+	for _, s := range steps {
+		xs, ys = append(xs, float64(s)), append(ys, mean(t.rewards[s]))
+	}
+	ax, ay := []float64{0}, []float64{sum.EvalBefore}
+	for _, e := range sum.Epochs {
+		ax, ay = append(ax, float64(e.Epoch*spec.StepsPerEpoch)), append(ay, e.Accuracy)
+	}
+	chart := plot.Chart{Title: fmt.Sprintf("gym up: %d workers, %s, %s merge", c.cfg.Workers, spec.Dataset, spec.Aggregation), YMin: 0, YMax: 1,
+		Series: []plot.Series{{Name: "sample reward (mean over workers)", X: xs, Y: ys, Color: plot.Palette[0]},
+			{Name: "held-out accuracy of the checkpoint of record", X: ax, Y: ay, Color: plot.Palette[1]}}}
+	if len(xs) > 1 {
+		var img bytes.Buffer
+		if err := chart.WritePNG(&img); err != nil {
+			return nil, err
+		}
+		sum.RewardPNG = filepath.Join(dir, "reward.png")
+		if err := os.WriteFile(sum.RewardPNG, img.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return sum, nil
+}
