@@ -26,6 +26,7 @@ var leaves = []string{"ring", "delta", "model", "safetensors", "jobspec", "nodea
 // orchestrator uses localcluster.
 var testOnly = map[string]string{
 	// "pkg → orchestrator/x": "why",
+	"worker → orchestrator/state": "the worker tests run a real hanzod (localcluster) and assert on its event log and job state",
 }
 
 // under reports whether package path rel (module-relative) is dir or below it.
