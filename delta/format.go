@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sizes of the fixed parts of a file.
@@ -225,6 +228,49 @@ func numBytes(shape []uint64, size int) (uint64, bool) {
 		n = lo
 	}
 	return n, true
+}
+
+// extent is numBytes with every 0 dimension counted as 1: what bounds each
+// dimension, so that an empty tensor cannot carry dimensions no real tensor
+// could have (such as [0, 2^64-1, 2^64-1], whose strides overflow).
+func extent(shape []uint64, size int) (uint64, bool) {
+	n := uint64(size)
+	for _, d := range shape {
+		hi, lo := bits.Mul64(n, max(d, 1))
+		if hi != 0 {
+			return 0, false
+		}
+		n = lo
+	}
+	return n, true
+}
+
+// CheckName reports whether s may name a tensor: a non-empty UTF-8 string
+// without control characters (NUL, C0, DEL, C1), not starting with '/' or
+// '\\', and without a ".." segment (between separators '/' or '\\'). Names
+// end up as keys in safetensors files and, in tools, next to paths; these
+// rules keep a hostile name from meaning a path or hiding in a terminal.
+func CheckName(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty name", ErrName)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: name %q is not UTF-8", ErrName, s)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: name %q holds control character %U", ErrName, s, r)
+		}
+	}
+	if s[0] == '/' || s[0] == '\\' {
+		return fmt.Errorf("%w: name %q starts with %q", ErrName, s, s[0])
+	}
+	for seg := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == ".." {
+			return fmt.Errorf("%w: name %q has a \"..\" segment", ErrName, s)
+		}
+	}
+	return nil
 }
 
 // NumBytes is the decoded byte size of a tensor with this dtype and shape; ok

@@ -51,6 +51,13 @@ func fuzzSeeds(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// Hostile starting points: the small-order forgery, refused names and
+	// an empty tensor with dimensions no tensor could have.
+	f.Add(forgedFile())
+	for _, name := range badNames {
+		f.Add(build(None, 0, entry(name, FP32, []uint64{1}, make([]byte, 4))))
+	}
+	f.Add(build(Zstd, 0, entry("a", FP32, []uint64{0, 1<<64 - 1, 1<<64 - 1}, nil)))
 }
 
 var fuzzLimits = Limits{MaxTensorBytes: 1 << 20, MaxTotalBytes: 4 << 20, MaxTensors: 256}

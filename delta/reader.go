@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"unicode/utf8"
+	"strings"
+
+	"github.com/zooai/gym/edkey"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -158,6 +160,12 @@ func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func
 	if [ChecksumSize]byte(sum[:ChecksumSize]) != info.Header.Checksum {
 		return info, &Error{Offset: 8, Entry: -1, Err: ErrChecksum, Detail: fmt.Sprintf("header says %x, payload hashes to %x", info.Header.Checksum, sum[:ChecksumSize])}
 	}
+	if err := edkey.CheckPublicKey(info.PublicKey); err != nil {
+		return info, &Error{Offset: p.size - PublicKeySize, Entry: -1, Err: ErrKey, Detail: "trailer key: " + strings.TrimPrefix(err.Error(), edkey.ErrKey.Error()+": ")}
+	}
+	if err := edkey.CheckSignature(info.Signature[:]); err != nil {
+		return info, &Error{Offset: p.size - TrailerSize, Entry: -1, Err: ErrSignature, Detail: strings.TrimPrefix(err.Error(), edkey.ErrSignature.Error()+": ")}
+	}
 	var digest [32]byte
 	p.sig.Sum(digest[:0])
 	if !ed25519.Verify(info.PublicKey, digest[:], info.Signature[:]) {
@@ -297,8 +305,8 @@ func (p *parser) entryHeader(i int) (*Entry, error) {
 	if _, err := io.ReadFull(p.r, nb); err != nil {
 		return nil, p.fail(i, off, "", readErr(err), "inside the name")
 	}
-	if !utf8.Valid(nb) {
-		return nil, p.fail(i, off, "", ErrName, fmt.Sprintf("name %q is not UTF-8", nb))
+	if err := CheckName(string(nb)); err != nil {
+		return nil, p.fail(i, off, "", ErrName, strings.TrimPrefix(err.Error(), ErrName.Error()+": "))
 	}
 	e := &Entry{Name: string(nb), Offset: off}
 	if _, dup := p.names[e.Name]; dup {
@@ -328,6 +336,12 @@ func (p *parser) entryHeader(i int) (*Entry, error) {
 	}
 	if size > p.lim.MaxTensorBytes {
 		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("%d bytes exceed the per-tensor limit of %d", size, p.lim.MaxTensorBytes))
+	}
+	// An empty tensor's other dimensions are bounded as if it were not empty.
+	if ext, ok := extent(e.Shape, e.DType.Size()); !ok {
+		return nil, p.fail(i, off, e.Name, ErrShape, fmt.Sprintf("shape %v of %s overflows 64 bits with its zero dimensions counted as 1", e.Shape, e.DType))
+	} else if ext > p.lim.MaxTensorBytes {
+		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("shape %v of %s: dimensions span %d bytes (zeros counted as 1), over the per-tensor limit of %d", e.Shape, e.DType, ext, p.lim.MaxTensorBytes))
 	}
 	if p.total+size > p.lim.MaxTotalBytes || p.total+size < p.total {
 		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("tensors total more than the limit of %d bytes", p.lim.MaxTotalBytes))
