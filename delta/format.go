@@ -302,6 +302,10 @@ type Limits struct {
 	MaxTotalBytes    uint64 // decoded bytes of all tensors together
 	MaxTensors       int    // entries in one file
 	MaxMetadataBytes int    // bytes of the __metadata__ JSON
+	// MaxWindowBytes caps the window of a Zstandard frame (for a
+	// single-segment frame, its content size): the history a decoder keeps,
+	// hence the memory a streaming read needs whatever the tensor's size.
+	MaxWindowBytes uint64
 }
 
 // DefaultLimits are generous enough for any LoRA or full delta of a 70B-class
@@ -314,6 +318,10 @@ func DefaultLimits() Limits {
 		MaxTotalBytes:    64 << 30,
 		MaxTensors:       1 << 20,
 		MaxMetadataBytes: 1 << 20,
+		// libzstd's own default cap (ZSTD_WINDOWLOG_LIMIT_DEFAULT = 27):
+		// every frame zstd writes without --long or --ultra fits. This
+		// package writes windows of at most 8 MiB.
+		MaxWindowBytes: 128 << 20,
 	}
 }
 
@@ -337,6 +345,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxMetadataBytes <= 0 {
 		l.MaxMetadataBytes = d.MaxMetadataBytes
+	}
+	if l.MaxWindowBytes == 0 {
+		l.MaxWindowBytes = d.MaxWindowBytes
 	}
 	return l
 }

@@ -57,7 +57,8 @@ type Tensor struct {
 // call that produced it returns a nil error.
 type Unverified struct {
 	Entry
-	data []byte
+	data   []byte
+	stream io.Reader // decodeStream only
 }
 
 // UnverifiedData returns the decoded bytes. Stream reuses the slice for the
@@ -106,6 +107,27 @@ func Stream(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) e
 	return scan(ctx, r, lim, decodeReuse, fn, nil)
 }
 
+// StreamData reads a file in one pass like Stream, but hands fn each
+// tensor's decoded bytes as a reader instead of a buffer, so memory stays at
+// a few MiB (plus the window of a Zstandard frame, at most 8 MiB for the
+// frames this package writes) whatever the tensors' sizes. The data is
+// unverified, as with Stream: StreamData returns nil only if the whole file
+// verified, and whatever fn did with the bytes must be undone otherwise.
+//
+// data yields exactly the tensor's decoded bytes and then io.EOF; it is
+// valid until fn returns, and what fn leaves unread is decoded and
+// discarded. e.StoredBytes is not known yet (Info.Entries has it once the
+// stream returns). A read error of data is the file's fault and StreamData
+// reports it as such, even if fn returns it; any other error from fn stops
+// the stream and is returned as is. The __metadata__ entry is not handed
+// to fn (it is in Info.Metadata).
+func StreamData(ctx context.Context, r io.Reader, lim Limits, fn func(e *Entry, data io.Reader) error) (*Info, error) {
+	if fn == nil {
+		return nil, errors.New("delta: StreamData needs a function")
+	}
+	return scan(ctx, r, lim, decodeStream, func(u *Unverified) error { return fn(&u.Entry, u.stream) }, nil)
+}
+
 // decodeMode says what happens to decoded tensor bytes.
 type decodeMode int
 
@@ -113,6 +135,7 @@ const (
 	decodeDiscard decodeMode = iota // decode to check, keep nothing
 	decodeOwn                       // a fresh buffer per tensor, owned by the caller
 	decodeReuse                     // one buffer reused for every tensor
+	decodeStream                    // no buffer: the callback reads the decoder
 )
 
 // scan runs the pipeline, decoding data as mode says and calling fn (if not
@@ -202,7 +225,7 @@ func checkShortHeader(b []byte) error {
 }
 
 func newParser(r *chunkReader, lim Limits) *parser {
-	return &parser{r: r, lim: lim, info: &Info{}, names: make(map[string]struct{})}
+	return &parser{r: r, lim: lim, info: &Info{}, names: make(map[string]struct{}), dec: decoders{maxWindow: lim.MaxWindowBytes}}
 }
 
 func (p *parser) run(mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
@@ -238,7 +261,11 @@ func (p *parser) run(mode decodeMode, fn func(*Unverified) error, sums *[]uint64
 		if isMeta {
 			m = decodeOwn
 		}
-		data, err := p.data(i, e, m)
+		var sink func(io.Reader) error
+		if m == decodeStream {
+			sink = func(r io.Reader) error { return fn(&Unverified{Entry: *e, stream: r}) }
+		}
+		data, err := p.data(i, e, m, sink)
 		if err != nil {
 			return p.info, err
 		}
@@ -254,7 +281,7 @@ func (p *parser) run(mode decodeMode, fn func(*Unverified) error, sums *[]uint64
 			p.info.Metadata = m
 			continue
 		}
-		if fn != nil {
+		if fn != nil && m != decodeStream {
 			if err := fn(&Unverified{Entry: *e, data: data}); err != nil {
 				return p.info, err
 			}
@@ -361,16 +388,16 @@ func (p *parser) entryHeader(i int) (*Entry, error) {
 }
 
 // data reads and decodes the entry's data.
-func (p *parser) data(i int, e *Entry, mode decodeMode) ([]byte, error) {
+func (p *parser) data(i int, e *Entry, mode decodeMode, sink func(io.Reader) error) ([]byte, error) {
 	want := e.NumBytes()
-	data, stored, err := p.dec.decode(p.r, p.info.Header.Compression, want, mode)
+	data, stored, err := p.dec.decode(p.r, p.info.Header.Compression, want, mode, sink)
 	e.StoredBytes = stored
 	if err != nil {
 		var fe *Error
 		if errors.As(err, &fe) {
 			return nil, err
 		}
-		if errors.Is(err, ErrTruncated) || errors.Is(err, ErrFrame) || errors.Is(err, ErrSize) {
+		if errors.Is(err, ErrTruncated) || errors.Is(err, ErrFrame) || errors.Is(err, ErrSize) || errors.Is(err, ErrLimit) {
 			return nil, p.fail(i, e.Offset, e.Name, err, "")
 		}
 		return nil, err
@@ -380,7 +407,8 @@ func (p *parser) data(i int, e *Entry, mode decodeMode) ([]byte, error) {
 
 // decoders decodes data fields, reusing the decompressors across entries.
 type decoders struct {
-	fr      frameReader
+	maxWindow uint64 // Limits.MaxWindowBytes
+	fr        frameReader
 	lz4     *lz4.Reader
 	zstd    *zstd.Decoder
 	one     [1]byte
@@ -396,15 +424,22 @@ func (d *decoders) close() {
 
 // decode reads one data field of want decoded bytes from src. It returns the
 // bytes (nil when discarding) and how many stored bytes the field took.
-func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decodeMode) ([]byte, int64, error) {
+//
+// In decodeStream mode it calls sink with a reader of the decoded bytes
+// instead; an error of sink's own (not a read error of that reader) is
+// returned as a *callerError.
+func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decodeMode, sink func(io.Reader) error) ([]byte, int64, error) {
 	if c == None {
-		b, err := d.readN(src, want, mode)
+		b, got, err := d.read(src, want, mode, sink)
 		if err != nil {
-			return nil, int64(len(b)), readErr(err)
+			if ce, ok := err.(*callerError); ok {
+				return nil, int64(got), ce.err
+			}
+			return nil, int64(got), readErr(err)
 		}
 		return b, int64(want), nil
 	}
-	d.fr.reset(src, c, want)
+	d.fr.reset(src, c, want, d.maxWindow)
 	var dec io.Reader
 	if c == LZ4 {
 		if d.lz4 == nil {
@@ -426,13 +461,16 @@ func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decode
 		}
 		dec = d.zstd
 	}
-	b, err := d.readN(dec, want, mode)
+	b, got, err := d.read(dec, want, mode, sink)
 	if err != nil {
+		if ce, ok := err.(*callerError); ok {
+			return nil, int64(d.fr.n), ce.err
+		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			if d.fr.err != nil {
 				return nil, int64(d.fr.n), d.fr.err
 			}
-			return nil, int64(d.fr.n), fmt.Errorf("%w: frame decodes to %d bytes, shape needs %d", ErrSize, len(b), want)
+			return nil, int64(d.fr.n), fmt.Errorf("%w: frame decodes to %d bytes, shape needs %d", ErrSize, got, want)
 		}
 		return nil, int64(d.fr.n), d.frameErr(err)
 	}
@@ -464,6 +502,74 @@ func (d *decoders) frameErr(err error) error {
 		return d.fr.err
 	}
 	return fmt.Errorf("%w: %w", ErrFrame, err)
+}
+
+// callerError carries an error of decodeStream's sink through decode.
+type callerError struct{ err error }
+
+func (e *callerError) Error() string { return e.err.Error() }
+
+// read reads exactly n bytes from r as mode says (through sink in
+// decodeStream mode) and returns them, how many arrived and the error.
+func (d *decoders) read(r io.Reader, n uint64, mode decodeMode, sink func(io.Reader) error) ([]byte, uint64, error) {
+	if mode != decodeStream {
+		b, err := d.readN(r, n, mode)
+		if mode == decodeDiscard && err == nil {
+			return nil, n, nil
+		}
+		return b, uint64(len(b)), err
+	}
+	dr := &dataReader{r: r, left: n}
+	if err := sink(dr); err != nil && dr.err == nil {
+		return nil, n - dr.left, &callerError{err}
+	}
+	if dr.err != nil {
+		return nil, n - dr.left, dr.err
+	}
+	// Decode and discard what the callback left unread.
+	_, err := d.readN(dr, dr.left, decodeDiscard)
+	if err != nil && dr.err != nil {
+		err = dr.err
+	}
+	return nil, n - dr.left, err
+}
+
+// dataReader yields exactly left bytes of r, then io.EOF; an early end or
+// a read error of r is kept in err (sticky) for the decoder to diagnose.
+type dataReader struct {
+	r    io.Reader
+	left uint64
+	err  error
+}
+
+func (dr *dataReader) Read(p []byte) (int, error) {
+	if dr.err != nil {
+		return 0, dr.err
+	}
+	if dr.left == 0 {
+		return 0, io.EOF
+	}
+	if uint64(len(p)) > dr.left {
+		p = p[:dr.left]
+	}
+	n, err := dr.r.Read(p)
+	dr.left -= uint64(n)
+	switch {
+	case err == io.EOF && dr.left > 0:
+		dr.err = io.ErrUnexpectedEOF
+	case err != nil && err != io.EOF:
+		dr.err = err
+	}
+	if n > 0 {
+		return n, nil
+	}
+	if dr.err != nil {
+		return 0, dr.err
+	}
+	if dr.left == 0 {
+		return 0, io.EOF
+	}
+	return 0, nil
 }
 
 // readN reads exactly n bytes from r. Buffers grow as bytes arrive (so a
