@@ -7,8 +7,8 @@ import (
 	"io"
 	"math/bits"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/zooai/gym/tensorname"
 )
 
 // Sizes of the fixed parts of a file.
@@ -245,30 +245,12 @@ func extent(shape []uint64, size int) (uint64, bool) {
 	return n, true
 }
 
-// CheckName reports whether s may name a tensor: a non-empty UTF-8 string
-// without control characters (NUL, C0, DEL, C1), not starting with '/' or
-// '\\', and without a ".." segment (between separators '/' or '\\'). Names
-// end up as keys in safetensors files and, in tools, next to paths; these
-// rules keep a hostile name from meaning a path or hiding in a terminal.
+// CheckName reports whether s may name a tensor (package tensorname has
+// the rule: UTF-8, no control characters, no leading '/' or '\\', no ".."
+// segment); the error wraps ErrName.
 func CheckName(s string) error {
-	if s == "" {
-		return fmt.Errorf("%w: empty name", ErrName)
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%w: name %q is not UTF-8", ErrName, s)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: name %q holds control character %U", ErrName, s, r)
-		}
-	}
-	if s[0] == '/' || s[0] == '\\' {
-		return fmt.Errorf("%w: name %q starts with %q", ErrName, s, s[0])
-	}
-	for seg := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if seg == ".." {
-			return fmt.Errorf("%w: name %q has a \"..\" segment", ErrName, s)
-		}
+	if err := tensorname.Check(s); err != nil {
+		return fmt.Errorf("%w: %s", ErrName, strings.TrimPrefix(err.Error(), tensorname.ErrName.Error()+": "))
 	}
 	return nil
 }
