@@ -22,7 +22,7 @@ type frameReader struct {
 	// maxWindow caps a Zstandard window (a single-segment frame's window is
 	// its content size): the decoder keeps that much history. 0: no cap.
 	maxWindow uint64
-	n    uint64 // frame bytes handed out so far
+	n         uint64 // frame bytes handed out so far
 
 	buf    [32]byte
 	pend   []byte // structural bytes read from src, not yet handed out

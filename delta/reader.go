@@ -409,11 +409,11 @@ func (p *parser) data(i int, e *Entry, mode decodeMode, sink func(io.Reader) err
 type decoders struct {
 	maxWindow uint64 // Limits.MaxWindowBytes
 	fr        frameReader
-	lz4     *lz4.Reader
-	zstd    *zstd.Decoder
-	one     [1]byte
-	scratch []byte // for decodeDiscard
-	reuse   []byte // for decodeReuse
+	lz4       *lz4.Reader
+	zstd      *zstd.Decoder
+	one       [1]byte
+	scratch   []byte // for decodeDiscard
+	reuse     []byte // for decodeReuse
 }
 
 func (d *decoders) close() {
