@@ -128,6 +128,18 @@ func StreamData(ctx context.Context, r io.Reader, lim Limits, fn func(e *Entry, 
 	return scan(ctx, r, lim, decodeStream, func(u *Unverified) error { return fn(&u.Entry, u.stream) }, nil)
 }
 
+// Skim checks a file's structure, limits, checksum and signature without
+// decompressing any tensor: frames are parsed (their structure, declared
+// sizes and windows checked) and passed over. It reads every byte once and
+// costs little more than hashing them, so a file that declares more than
+// the limits allow, or is not signed by the key its trailer names, is
+// refused before anything is decoded. A file Skim accepts may still hold a
+// frame that does not decode to its shape: Verify, Read and StreamData
+// check that. Metadata is decoded (it is small) and in Info.Metadata.
+func Skim(ctx context.Context, r io.Reader, lim Limits) (*Info, error) {
+	return scan(ctx, r, lim, decodeSkip, nil, nil)
+}
+
 // decodeMode says what happens to decoded tensor bytes.
 type decodeMode int
 
@@ -136,6 +148,7 @@ const (
 	decodeOwn                       // a fresh buffer per tensor, owned by the caller
 	decodeReuse                     // one buffer reused for every tensor
 	decodeStream                    // no buffer: the callback reads the decoder
+	decodeSkip                      // pass frames over without decompressing them
 )
 
 // scan runs the pipeline, decoding data as mode says and calling fn (if not
@@ -440,6 +453,20 @@ func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decode
 		return b, int64(want), nil
 	}
 	d.fr.reset(src, c, want, d.maxWindow)
+	if mode == decodeSkip {
+		if d.scratch == nil {
+			d.scratch = make([]byte, 64<<10)
+		}
+		for {
+			_, err := d.fr.Read(d.scratch)
+			if err == io.EOF {
+				return nil, int64(d.fr.n), nil
+			}
+			if err != nil {
+				return nil, int64(d.fr.n), err
+			}
+		}
+	}
 	var dec io.Reader
 	if c == LZ4 {
 		if d.lz4 == nil {
@@ -513,6 +540,9 @@ func (e *callerError) Error() string { return e.err.Error() }
 // decodeStream mode) and returns them, how many arrived and the error.
 func (d *decoders) read(r io.Reader, n uint64, mode decodeMode, sink func(io.Reader) error) ([]byte, uint64, error) {
 	if mode != decodeStream {
+		if mode == decodeSkip {
+			mode = decodeDiscard // stored raw: nothing to decompress
+		}
 		b, err := d.readN(r, n, mode)
 		if mode == decodeDiscard && err == nil {
 			return nil, n, nil

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
 )
 
 func TestStreamDataMatchesRead(t *testing.T) {
@@ -141,5 +144,59 @@ func TestStreamDataMemoryBounded(t *testing.T) {
 	}
 	if _, err := Verify(context.Background(), bytes.NewReader(wide), Limits{MaxWindowBytes: 8 << 20}); !errors.Is(err, ErrLimit) {
 		t.Fatalf("Verify, 1 GiB window: got %v, want ErrLimit", err)
+	}
+}
+
+func TestSkim(t *testing.T) {
+	for _, c := range []Compression{None, LZ4, Zstd} {
+		file := encode(t, sampleTensors(11), WriteOptions{Compression: c, Metadata: NewMetadata(MetadataFields{Job: "j"})})
+		want, err := Verify(context.Background(), bytes.NewReader(file), Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Skim(context.Background(), bytes.NewReader(file), Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		if len(got.Entries) != len(want.Entries) || got.Metadata == nil || got.Signature != want.Signature {
+			t.Fatalf("%s: Skim's info differs from Verify's", c)
+		}
+		for i := range got.Entries {
+			g, w := got.Entries[i], want.Entries[i]
+			if g.Name != w.Name || g.StoredBytes != w.StoredBytes || g.DataOffset != w.DataOffset {
+				t.Fatalf("%s: entry %d: %+v, want %+v", c, i, g, w)
+			}
+		}
+	}
+	// What Skim refuses without decoding: a forged key, a bad signature,
+	// declarations over the limits (a terabyte in 40 KB).
+	lots := build(Zstd, 0, append(entry("a", Int8, []uint64{1 << 30}, zstdZeros(1<<30, false)), entry("b", Int8, []uint64{1 << 40}, zstdZeros(1<<30, false))...))
+	for name, c := range map[string]struct {
+		file []byte
+		want error
+	}{
+		"forged":     {forgedFile(), ErrKey},
+		"over total": {lots, ErrLimit},
+		"signature":  {func() []byte { f := encode(t, sampleTensors(1), WriteOptions{Compression: LZ4}); f[len(f)-50] ^= 1; return f }(), ErrSignature},
+	} {
+		start := time.Now()
+		if _, err := Skim(context.Background(), bytes.NewReader(c.file), Limits{MaxTotalBytes: 2 << 30}); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", name, err, c.want)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%s: Skim took %v", name, d)
+		}
+	}
+	// What only decoding finds: an LZ4 frame (no content size) decoding short.
+	var buf bytes.Buffer
+	w := lz4.NewWriter(&buf)
+	w.Write(make([]byte, 9))
+	w.Close()
+	short := build(LZ4, 0, entry("a", Int8, []uint64{10}, buf.Bytes()))
+	if _, err := Skim(context.Background(), bytes.NewReader(short), Limits{}); err != nil {
+		t.Fatalf("Skim decoded: %v", err)
+	}
+	if _, err := Verify(context.Background(), bytes.NewReader(short), Limits{}); !errors.Is(err, ErrSize) {
+		t.Fatalf("Verify: %v", err)
 	}
 }
