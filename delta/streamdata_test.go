@@ -177,7 +177,11 @@ func TestSkim(t *testing.T) {
 	}{
 		"forged":     {forgedFile(), ErrKey},
 		"over total": {lots, ErrLimit},
-		"signature":  {func() []byte { f := encode(t, sampleTensors(1), WriteOptions{Compression: LZ4}); f[len(f)-50] ^= 1; return f }(), ErrSignature},
+		"signature": {func() []byte {
+			f := encode(t, sampleTensors(1), WriteOptions{Compression: LZ4})
+			f[len(f)-50] ^= 1
+			return f
+		}(), ErrSignature},
 	} {
 		start := time.Now()
 		if _, err := Skim(context.Background(), bytes.NewReader(c.file), Limits{MaxTotalBytes: 2 << 30}); !errors.Is(err, c.want) {
