@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,9 @@ func zstdZeros(n uint64, single bool) []byte {
 		b = append(b, 3<<6, (23-10)<<3)
 	}
 	b = binary.LittleEndian.AppendUint64(b, n)
+	if n == 0 {
+		return append(b, 1, 0, 0) // one empty raw block, the last
+	}
 	for n > 0 {
 		k := min(n, 128<<10)
 		n -= k
@@ -144,21 +148,68 @@ func TestDeltaPubkeyFlagRefuses(t *testing.T) {
 
 // peakRSS runs gym and returns its exit code, peak resident memory and
 // wall time.
+//
+// The peak is wait4's ru_maxrss of the gym process, which Linux records as
+// the larger of the process's own high-water mark and that of the memory
+// it replaced at exec: with Go's vfork-style spawn, the parent's. So gym is
+// not started from this (large) test process but from a fresh copy of the
+// test binary (spawnMain), a few MiB, which reports gym's rusage back.
 func peakRSS(t *testing.T, args ...string) (code int, rssMiB float64, took time.Duration, stderr string) {
 	t.Helper()
-	cmd := exec.Command(gymBin, args...)
+	argv, _ := json.Marshal(append([]string{gymBin}, args...))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "GYM_TEST_SPAWN="+string(argv))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("spawner: %v\n%s", err, errb.String())
+	}
+	var rep spawnReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("spawner said %q: %v", out.String(), err)
+	}
+	return rep.Code, float64(rep.MaxRSSKiB) / 1024, time.Duration(rep.Nanos), rep.Stderr
+}
+
+type spawnReport struct {
+	Code      int
+	MaxRSSKiB int64
+	Nanos     int64
+	Stderr    string
+}
+
+// spawnMain is the spawner's side of peakRSS: with GYM_TEST_SPAWN set, the
+// test binary runs that argv, prints a spawnReport and exits.
+func spawnMain() bool {
+	spec := os.Getenv("GYM_TEST_SPAWN")
+	if spec == "" {
+		return false
+	}
+	var argv []string
+	if err := json.Unmarshal([]byte(spec), &argv); err != nil || len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "GYM_TEST_SPAWN: want a JSON argv")
+		os.Exit(2)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	start := time.Now()
 	err := cmd.Run()
-	took = time.Since(start)
+	rep := spawnReport{Nanos: int64(time.Since(start)), Stderr: errb.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
+		rep.Code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return code, float64(ru.Maxrss) / 1024, took, errb.String() // Maxrss is in KiB on Linux
+	rep.MaxRSSKiB = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+	json.NewEncoder(os.Stdout).Encode(rep)
+	os.Exit(0)
+	return true
 }
 
 // The compression bomb of the review: a 98 KB file whose tensors are 3 GiB
@@ -217,10 +268,10 @@ func TestDeltaUnpackBombBoundedMemory(t *testing.T) {
 		name, mention string
 		entries       []rawEntry
 	}{
-		{"over the total", "limit", zeros(6, 1<<30, false)},                                                                // 6 GiB in 192 KB
-		{"over a tensor", "per-tensor limit", []rawEntry{{"big", delta.Int8, []uint64{2 << 30}, zstdZeros(2<<30, false)}}}, // 2 GiB
-		{"1 GiB window", "window", []rawEntry{{"wide", delta.Int8, []uint64{1 << 30}, zstdZeros(1<<30, true)}}},            // single segment
-		{"empty, huge dims", "bad shape", []rawEntry{{"e", delta.FP32, []uint64{0, 1<<64 - 1, 1<<64 - 1}, nil}}},           // strides overflow
+		{"over the total", "limit", zeros(6, 1<<30, false)},                                                                      // 6 GiB in 192 KB
+		{"over a tensor", "per-tensor limit", []rawEntry{{"big", delta.Int8, []uint64{2 << 30}, zstdZeros(2<<30, false)}}},       // 2 GiB
+		{"1 GiB window", "window", []rawEntry{{"wide", delta.Int8, []uint64{1 << 30}, zstdZeros(1<<30, true)}}},                  // single segment
+		{"empty, huge dims", "bad shape", []rawEntry{{"e", delta.FP32, []uint64{0, 1<<64 - 1, 1<<64 - 1}, zstdZeros(0, false)}}}, // strides overflow
 		{"hostile name", "bad tensor name", []rawEntry{{"../../etc/passwd", delta.Int8, []uint64{1 << 20}, zstdZeros(1<<20, false)}}},
 	} {
 		path := write(strings.ReplaceAll(c.name, " ", "-")+".delta", c.entries)
