@@ -26,6 +26,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"filippo.io/edwards25519"
 )
@@ -111,4 +112,17 @@ func Verify(pub, msg, sig []byte) error {
 		return fmt.Errorf("%w: does not verify under key %x", ErrSignature, pub)
 	}
 	return nil
+}
+
+// Reason is err's message without the package's sentinel prefix, for
+// callers that wrap it under a sentinel of their own ("…: 0100…00 is of
+// small order (…)").
+func Reason(err error) string {
+	s := err.Error()
+	for _, p := range []error{ErrKey, ErrSignature} {
+		if t, ok := strings.CutPrefix(s, p.Error()+": "); ok {
+			return t
+		}
+	}
+	return s
 }
