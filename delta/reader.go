@@ -197,10 +197,10 @@ func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func
 		return info, &Error{Offset: 8, Entry: -1, Err: ErrChecksum, Detail: fmt.Sprintf("header says %x, payload hashes to %x", info.Header.Checksum, sum[:ChecksumSize])}
 	}
 	if err := edkey.CheckPublicKey(info.PublicKey); err != nil {
-		return info, &Error{Offset: p.size - PublicKeySize, Entry: -1, Err: ErrKey, Detail: "trailer key: " + strings.TrimPrefix(err.Error(), edkey.ErrKey.Error()+": ")}
+		return info, &Error{Offset: p.size - PublicKeySize, Entry: -1, Err: ErrKey, Detail: "trailer key " + edkey.Reason(err)}
 	}
 	if err := edkey.CheckSignature(info.Signature[:]); err != nil {
-		return info, &Error{Offset: p.size - TrailerSize, Entry: -1, Err: ErrSignature, Detail: strings.TrimPrefix(err.Error(), edkey.ErrSignature.Error()+": ")}
+		return info, &Error{Offset: p.size - TrailerSize, Entry: -1, Err: ErrSignature, Detail: "signature " + edkey.Reason(err)}
 	}
 	var digest [32]byte
 	p.sig.Sum(digest[:0])

@@ -49,19 +49,19 @@ var identity = edwards25519.NewIdentityPoint()
 // the canonical encoding of a point on the curve, and not of small order.
 func CheckPublicKey(b []byte) error {
 	if len(b) != PublicKeySize {
-		return fmt.Errorf("%w: %d bytes, want %d", ErrKey, len(b), PublicKeySize)
+		return fmt.Errorf("%w: has %d bytes, want %d", ErrKey, len(b), PublicKeySize)
 	}
 	p, err := new(edwards25519.Point).SetBytes(b)
 	if err != nil {
-		return fmt.Errorf("%w: %x is not a point on the curve", ErrKey, b)
+		return fmt.Errorf("%w: is not a point on the curve (%x)", ErrKey, b)
 	}
 	// SetBytes accepts y ≥ p and x = 0 with the sign bit set; re-encoding
 	// tells them apart from the one canonical encoding.
 	if !bytes.Equal(p.Bytes(), b) {
-		return fmt.Errorf("%w: %x is not the canonical encoding of its point", ErrKey, b)
+		return fmt.Errorf("%w: is not the canonical encoding of its point (%x)", ErrKey, b)
 	}
 	if new(edwards25519.Point).MultByCofactor(p).Equal(identity) == 1 {
-		return fmt.Errorf("%w: %x is of small order (signatures under it prove nothing)", ErrKey, b)
+		return fmt.Errorf("%w: is of small order, signatures under it prove nothing (%x)", ErrKey, b)
 	}
 	return nil
 }
@@ -82,7 +82,7 @@ func ParseHex(s string) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("%w: not hex: %v", ErrKey, err)
 	}
 	if len(b) != PublicKeySize {
-		return nil, fmt.Errorf("%w: %d hex characters (%d bytes), want %d", ErrKey, len(s), len(b), 2*PublicKeySize)
+		return nil, fmt.Errorf("%w: has %d bytes (%d hex characters), want %d", ErrKey, len(b), len(s), PublicKeySize)
 	}
 	return PublicKey(b)
 }
@@ -91,10 +91,10 @@ func ParseHex(s string) (ed25519.PublicKey, error) {
 // canonical scalar (below the group order L).
 func CheckSignature(sig []byte) error {
 	if len(sig) != SignatureSize {
-		return fmt.Errorf("%w: %d bytes, want %d", ErrSignature, len(sig), SignatureSize)
+		return fmt.Errorf("%w: has %d bytes, want %d", ErrSignature, len(sig), SignatureSize)
 	}
 	if _, err := new(edwards25519.Scalar).SetCanonicalBytes(sig[32:]); err != nil {
-		return fmt.Errorf("%w: S is not below the group order (non-canonical, malleable form)", ErrSignature)
+		return fmt.Errorf("%w: has S ≥ L, the non-canonical (malleable) form", ErrSignature)
 	}
 	return nil
 }
@@ -114,9 +114,10 @@ func Verify(pub, msg, sig []byte) error {
 	return nil
 }
 
-// Reason is err's message without the package's sentinel prefix, for
-// callers that wrap it under a sentinel of their own ("…: 0100…00 is of
-// small order (…)").
+// Reason is err's message without the package's sentinel prefix, a
+// predicate for callers that wrap it under a sentinel of their own:
+// fmt.Errorf("%w: trailer key %s", ErrKey, edkey.Reason(err)) reads
+// "…: trailer key is of small order, …".
 func Reason(err error) string {
 	s := err.Error()
 	for _, p := range []error{ErrKey, ErrSignature} {

@@ -128,7 +128,7 @@ func ParsePublicHex(s string) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("%w: public key of %d bytes, want %d (64 hex characters)", ErrKey, len(b), ed25519.PublicKeySize)
 	}
 	if err := edkey.CheckPublicKey(b); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+		return nil, fmt.Errorf("%w: public key %s", ErrKey, edkey.Reason(err))
 	}
 	return ed25519.PublicKey(b), nil
 }

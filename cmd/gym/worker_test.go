@@ -21,6 +21,7 @@ import (
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeclient"
+	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/worker"
 	"github.com/zooai/gym/worker/workertest"
 )
@@ -176,7 +177,8 @@ func TestWorkerCommandArtifacts(t *testing.T) {
 	if _, err := runWorkerCmd(t, f, "--artifacts-listen", "127.0.0.1:0"); !isUsage(err) || !strings.Contains(err.Error(), "artifact store") {
 		t.Fatalf("--artifacts-listen without a store: %v", err)
 	}
-	peerKey := strings.Repeat("ab", 32)
+	pk, _ := nodekey.Generate(nil)
+	peerKey := nodekey.PublicHex(pk)
 	var orch *artifactOrch
 	dial := func(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error) {
 		nc, err := nodeclient.New(nodeclient.Config{Key: o.Key, Conn: noConn{}, Dir: t.TempDir()})

@@ -145,7 +145,7 @@ func ParsePublicKey(node string) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("%w: node id must be lowercase hex", ErrInvalidKey)
 	}
 	if err := edkey.CheckPublicKey(raw); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidKey, edkey.Reason(err))
+		return nil, fmt.Errorf("%w: node key %s", ErrInvalidKey, edkey.Reason(err))
 	}
 	return ed25519.PublicKey(raw), nil
 }
@@ -154,7 +154,7 @@ func ParsePublicKey(node string) (ed25519.PublicKey, error) {
 // checked by ParsePublicKey): 64 bytes, S canonical, and valid.
 func verifyNode(node string, pub ed25519.PublicKey, msg, sig []byte) error {
 	if err := edkey.CheckSignature(sig); err != nil {
-		return fmt.Errorf("%w: node %s: bad signature: %s", ErrUnauthenticated, node, edkey.Reason(err))
+		return fmt.Errorf("%w: signature of node %s %s", ErrUnauthenticated, node, edkey.Reason(err))
 	}
 	if !ed25519.Verify(pub, msg, sig) {
 		return fmt.Errorf("%w: signature does not verify under node %s (sign SignedBytes with the node key)", ErrUnauthenticated, node)

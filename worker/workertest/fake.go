@@ -24,6 +24,7 @@ import (
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/delta"
+	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
@@ -536,15 +537,15 @@ func (f *Fake) verified(s worker.Suspect) bool {
 	if json.Unmarshal(s.Evidence, &r) != nil {
 		return false
 	}
-	pub, err := hex.DecodeString(s.Node)
-	if err != nil || len(pub) != ed25519.PublicKeySize {
+	pub, err := edkey.ParseHex(s.Node)
+	if err != nil {
 		return false
 	}
 	for _, e := range r.Evidence {
 		sb, err1 := hex.DecodeString(e.SignedBytes)
 		sig, err2 := hex.DecodeString(e.Signature)
 		if e.Kind == "norm-exceeded" && e.SuspectID == s.Node && err1 == nil && err2 == nil &&
-			ed25519.Verify(pub, sb, sig) {
+			edkey.Verify(pub, sb, sig) == nil {
 			return true
 		}
 	}
