@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
+	"github.com/zooai/gym/edkey"
 )
 
 // Manifest errors.
@@ -126,11 +127,15 @@ func (m *Manifest) Validate() error {
 	return nil
 }
 
-// CreatorKey returns the creator's public key.
+// CreatorKey returns the creator's public key, refusing keys package
+// edkey refuses (small order, non-canonical, off the curve).
 func (m *Manifest) CreatorKey() (ed25519.PublicKey, error) {
 	b, err := hex.DecodeString(m.Creator)
 	if err != nil || len(b) != ed25519.PublicKeySize || hex.EncodeToString(b) != m.Creator {
 		return nil, fmt.Errorf("%w: creator %q is not 64 lowercase hex characters", ErrManifest, m.Creator)
+	}
+	if err := edkey.CheckPublicKey(b); err != nil {
+		return nil, fmt.Errorf("%w: creator key %s", ErrManifest, edkey.Reason(err))
 	}
 	return ed25519.PublicKey(b), nil
 }
@@ -206,6 +211,9 @@ func (s *Signed) verify() error {
 	sig, err := hex.DecodeString(s.Sig)
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return fmt.Errorf("%w: not %d hex bytes", ErrSignature, ed25519.SignatureSize)
+	}
+	if err := edkey.CheckSignature(sig); err != nil {
+		return fmt.Errorf("%w: signature %s", ErrSignature, edkey.Reason(err))
 	}
 	msg, err := signedBytes(&s.Manifest)
 	if err != nil {

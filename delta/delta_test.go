@@ -260,6 +260,7 @@ func TestLimits(t *testing.T) {
 		{MaxTensorBytes: 4096},
 		{MaxTotalBytes: 10000},
 		{MaxTensors: 3},
+		{MaxWindowBytes: 1 << 20}, // "big" is a single-segment frame of 1.4 MB
 	} {
 		if _, err := Verify(context.Background(), bytes.NewReader(file), lim); !errors.Is(err, ErrLimit) {
 			t.Errorf("%+v: got %v, want ErrLimit", lim, err)

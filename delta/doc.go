@@ -21,6 +21,8 @@
 //   - [Stream] hands out each tensor as it is decoded, as an [Unverified]
 //     value whose bytes are reached only through UnverifiedData; the caller
 //     must discard whatever it derived from them unless Stream returns nil.
+//   - [StreamData] is Stream without a tensor buffer: each tensor's decoded
+//     bytes come as a reader, so memory does not grow with the tensors.
 //   - [Verify] checks a file without keeping any tensor.
 //
 // The public key in the trailer proves only that the file is intact; whether
@@ -30,7 +32,9 @@
 //
 // Readers never allocate by what a frame claims: memory is bounded by the
 // declared tensor sizes, which are checked against [Limits] before anything is
-// allocated, and buffers grow only as bytes actually arrive. Every malformed
+// allocated, and buffers grow only as bytes actually arrive. Verify and
+// StreamData keep no tensor: their memory is a few MiB plus one Zstandard
+// window, capped by Limits.MaxWindowBytes. Every malformed
 // input yields an error wrapping one of the package's sentinel errors (and
 // io.ErrUnexpectedEOF for truncation), never a panic.
 package delta

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"strings"
+
+	"github.com/zooai/gym/tensorname"
 )
 
 // Sizes of the fixed parts of a file.
@@ -227,6 +230,31 @@ func numBytes(shape []uint64, size int) (uint64, bool) {
 	return n, true
 }
 
+// extent is numBytes with every 0 dimension counted as 1: what bounds each
+// dimension, so that an empty tensor cannot carry dimensions no real tensor
+// could have (such as [0, 2^64-1, 2^64-1], whose strides overflow).
+func extent(shape []uint64, size int) (uint64, bool) {
+	n := uint64(size)
+	for _, d := range shape {
+		hi, lo := bits.Mul64(n, max(d, 1))
+		if hi != 0 {
+			return 0, false
+		}
+		n = lo
+	}
+	return n, true
+}
+
+// CheckName reports whether s may name a tensor (package tensorname has
+// the rule: UTF-8, no control characters, no leading '/' or '\\', no ".."
+// segment); the error wraps ErrName.
+func CheckName(s string) error {
+	if err := tensorname.Check(s); err != nil {
+		return fmt.Errorf("%w: %s", ErrName, strings.TrimPrefix(err.Error(), tensorname.ErrName.Error()+": "))
+	}
+	return nil
+}
+
 // NumBytes is the decoded byte size of a tensor with this dtype and shape; ok
 // is false when it overflows uint64 or the dtype is unknown.
 func NumBytes(d DType, shape []uint64) (n uint64, ok bool) {
@@ -256,6 +284,10 @@ type Limits struct {
 	MaxTotalBytes    uint64 // decoded bytes of all tensors together
 	MaxTensors       int    // entries in one file
 	MaxMetadataBytes int    // bytes of the __metadata__ JSON
+	// MaxWindowBytes caps the window of a Zstandard frame (for a
+	// single-segment frame, its content size): the history a decoder keeps,
+	// hence the memory a streaming read needs whatever the tensor's size.
+	MaxWindowBytes uint64
 }
 
 // DefaultLimits are generous enough for any LoRA or full delta of a 70B-class
@@ -268,6 +300,10 @@ func DefaultLimits() Limits {
 		MaxTotalBytes:    64 << 30,
 		MaxTensors:       1 << 20,
 		MaxMetadataBytes: 1 << 20,
+		// libzstd's own default cap (ZSTD_WINDOWLOG_LIMIT_DEFAULT = 27):
+		// every frame zstd writes without --long or --ultra fits. This
+		// package writes windows of at most 8 MiB.
+		MaxWindowBytes: 128 << 20,
 	}
 }
 
@@ -291,6 +327,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxMetadataBytes <= 0 {
 		l.MaxMetadataBytes = d.MaxMetadataBytes
+	}
+	if l.MaxWindowBytes == 0 {
+		l.MaxWindowBytes = d.MaxWindowBytes
 	}
 	return l
 }

@@ -19,7 +19,10 @@ type frameReader struct {
 	kind Compression
 	want uint64 // decoded bytes the shape needs
 	max  uint64 // frame bytes allowed
-	n    uint64 // frame bytes handed out so far
+	// maxWindow caps a Zstandard window (a single-segment frame's window is
+	// its content size): the decoder keeps that much history. 0: no cap.
+	maxWindow uint64
+	n         uint64 // frame bytes handed out so far
 
 	buf    [32]byte
 	pend   []byte // structural bytes read from src, not yet handed out
@@ -55,8 +58,8 @@ const (
 // plus the header is the real overhead; anything far past it is hostile.
 func frameLimit(n uint64) uint64 { return n + n/64 + 4096 }
 
-func (f *frameReader) reset(src io.Reader, kind Compression, want uint64) {
-	*f = frameReader{src: src, kind: kind, want: want, max: frameLimit(want)}
+func (f *frameReader) reset(src io.Reader, kind Compression, want, maxWindow uint64) {
+	*f = frameReader{src: src, kind: kind, want: want, max: frameLimit(want), maxWindow: maxWindow}
 }
 
 // finished reports whether the whole frame has been handed out.
@@ -278,6 +281,9 @@ func (f *frameReader) advanceZstd() error {
 		}
 		if maxWin := max(2*f.want, zstdMinWindow); window > maxWin {
 			return fmt.Errorf("%w: Zstandard window of %d bytes for %d decoded bytes", ErrFrame, window, f.want)
+		}
+		if f.maxWindow > 0 && window > f.maxWindow {
+			return fmt.Errorf("%w: Zstandard window of %d bytes exceeds the limit of %d (the decoder would keep that much history)", ErrLimit, window, f.maxWindow)
 		}
 		f.blockMax = zstdBlockMax
 		f.state = stBlock

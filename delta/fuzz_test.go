@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,6 +52,13 @@ func fuzzSeeds(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// Hostile starting points: the small-order forgery, refused names and
+	// an empty tensor with dimensions no tensor could have.
+	f.Add(forgedFile())
+	for _, name := range badNames {
+		f.Add(build(None, 0, entry(name, FP32, []uint64{1}, make([]byte, 4))))
+	}
+	f.Add(build(Zstd, 0, entry("a", FP32, []uint64{0, 1<<64 - 1, 1<<64 - 1}, nil)))
 }
 
 var fuzzLimits = Limits{MaxTensorBytes: 1 << 20, MaxTotalBytes: 4 << 20, MaxTensors: 256}
@@ -68,6 +76,31 @@ func checkReaders(t *testing.T, b []byte) {
 			t.Fatal("tensors returned with an error")
 		}
 		return
+	}
+	// Skim accepts whatever fully verifies, and sees the same entries.
+	sk, err := Skim(ctx, bytes.NewReader(b), fuzzLimits)
+	if err != nil || len(sk.Entries) != len(d.Info.Entries) {
+		t.Fatalf("Read accepts, Skim says %v", err)
+	}
+	for i := range sk.Entries {
+		if sk.Entries[i].StoredBytes != d.Info.Entries[i].StoredBytes {
+			t.Fatalf("entry %d: Skim sees %d stored bytes, Read %d", i, sk.Entries[i].StoredBytes, d.Info.Entries[i].StoredBytes)
+		}
+	}
+	// So does StreamData, with the same bytes.
+	i := 0
+	if _, err := StreamData(ctx, bytes.NewReader(b), fuzzLimits, func(e *Entry, r io.Reader) error {
+		got, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, d.Tensors[i].Data) {
+			t.Fatalf("StreamData: tensor %q differs from Read's", e.Name)
+		}
+		i++
+		return nil
+	}); err != nil {
+		t.Fatalf("Read accepts, StreamData says %v", err)
 	}
 	f, err := Open(ctx, bytes.NewReader(b), int64(len(b)), fuzzLimits)
 	if err != nil {

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"unicode/utf8"
+	"strings"
+
+	"github.com/zooai/gym/edkey"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -55,7 +57,8 @@ type Tensor struct {
 // call that produced it returns a nil error.
 type Unverified struct {
 	Entry
-	data []byte
+	data   []byte
+	stream io.Reader // decodeStream only
 }
 
 // UnverifiedData returns the decoded bytes. Stream reuses the slice for the
@@ -104,6 +107,39 @@ func Stream(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) e
 	return scan(ctx, r, lim, decodeReuse, fn, nil)
 }
 
+// StreamData reads a file in one pass like Stream, but hands fn each
+// tensor's decoded bytes as a reader instead of a buffer, so memory stays at
+// a few MiB (plus the window of a Zstandard frame, at most 8 MiB for the
+// frames this package writes) whatever the tensors' sizes. The data is
+// unverified, as with Stream: StreamData returns nil only if the whole file
+// verified, and whatever fn did with the bytes must be undone otherwise.
+//
+// data yields exactly the tensor's decoded bytes and then io.EOF; it is
+// valid until fn returns, and what fn leaves unread is decoded and
+// discarded. e.StoredBytes is not known yet (Info.Entries has it once the
+// stream returns). A read error of data is the file's fault and StreamData
+// reports it as such, even if fn returns it; any other error from fn stops
+// the stream and is returned as is. The __metadata__ entry is not handed
+// to fn (it is in Info.Metadata).
+func StreamData(ctx context.Context, r io.Reader, lim Limits, fn func(e *Entry, data io.Reader) error) (*Info, error) {
+	if fn == nil {
+		return nil, errors.New("delta: StreamData needs a function")
+	}
+	return scan(ctx, r, lim, decodeStream, func(u *Unverified) error { return fn(&u.Entry, u.stream) }, nil)
+}
+
+// Skim checks a file's structure, limits, checksum and signature without
+// decompressing any tensor: frames are parsed (their structure, declared
+// sizes and windows checked) and passed over. It reads every byte once and
+// costs little more than hashing them, so a file that declares more than
+// the limits allow, or is not signed by the key its trailer names, is
+// refused before anything is decoded. A file Skim accepts may still hold a
+// frame that does not decode to its shape: Verify, Read and StreamData
+// check that. Metadata is decoded (it is small) and in Info.Metadata.
+func Skim(ctx context.Context, r io.Reader, lim Limits) (*Info, error) {
+	return scan(ctx, r, lim, decodeSkip, nil, nil)
+}
+
 // decodeMode says what happens to decoded tensor bytes.
 type decodeMode int
 
@@ -111,6 +147,8 @@ const (
 	decodeDiscard decodeMode = iota // decode to check, keep nothing
 	decodeOwn                       // a fresh buffer per tensor, owned by the caller
 	decodeReuse                     // one buffer reused for every tensor
+	decodeStream                    // no buffer: the callback reads the decoder
+	decodeSkip                      // pass frames over without decompressing them
 )
 
 // scan runs the pipeline, decoding data as mode says and calling fn (if not
@@ -158,6 +196,12 @@ func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func
 	if [ChecksumSize]byte(sum[:ChecksumSize]) != info.Header.Checksum {
 		return info, &Error{Offset: 8, Entry: -1, Err: ErrChecksum, Detail: fmt.Sprintf("header says %x, payload hashes to %x", info.Header.Checksum, sum[:ChecksumSize])}
 	}
+	if err := edkey.CheckPublicKey(info.PublicKey); err != nil {
+		return info, &Error{Offset: p.size - PublicKeySize, Entry: -1, Err: ErrKey, Detail: "trailer key " + edkey.Reason(err)}
+	}
+	if err := edkey.CheckSignature(info.Signature[:]); err != nil {
+		return info, &Error{Offset: p.size - TrailerSize, Entry: -1, Err: ErrSignature, Detail: "signature " + edkey.Reason(err)}
+	}
 	var digest [32]byte
 	p.sig.Sum(digest[:0])
 	if !ed25519.Verify(info.PublicKey, digest[:], info.Signature[:]) {
@@ -194,7 +238,7 @@ func checkShortHeader(b []byte) error {
 }
 
 func newParser(r *chunkReader, lim Limits) *parser {
-	return &parser{r: r, lim: lim, info: &Info{}, names: make(map[string]struct{})}
+	return &parser{r: r, lim: lim, info: &Info{}, names: make(map[string]struct{}), dec: decoders{maxWindow: lim.MaxWindowBytes}}
 }
 
 func (p *parser) run(mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
@@ -230,7 +274,11 @@ func (p *parser) run(mode decodeMode, fn func(*Unverified) error, sums *[]uint64
 		if isMeta {
 			m = decodeOwn
 		}
-		data, err := p.data(i, e, m)
+		var sink func(io.Reader) error
+		if m == decodeStream {
+			sink = func(r io.Reader) error { return fn(&Unverified{Entry: *e, stream: r}) }
+		}
+		data, err := p.data(i, e, m, sink)
 		if err != nil {
 			return p.info, err
 		}
@@ -246,7 +294,7 @@ func (p *parser) run(mode decodeMode, fn func(*Unverified) error, sums *[]uint64
 			p.info.Metadata = m
 			continue
 		}
-		if fn != nil {
+		if fn != nil && m != decodeStream {
 			if err := fn(&Unverified{Entry: *e, data: data}); err != nil {
 				return p.info, err
 			}
@@ -297,8 +345,8 @@ func (p *parser) entryHeader(i int) (*Entry, error) {
 	if _, err := io.ReadFull(p.r, nb); err != nil {
 		return nil, p.fail(i, off, "", readErr(err), "inside the name")
 	}
-	if !utf8.Valid(nb) {
-		return nil, p.fail(i, off, "", ErrName, fmt.Sprintf("name %q is not UTF-8", nb))
+	if err := CheckName(string(nb)); err != nil {
+		return nil, p.fail(i, off, "", ErrName, strings.TrimPrefix(err.Error(), ErrName.Error()+": "))
 	}
 	e := &Entry{Name: string(nb), Offset: off}
 	if _, dup := p.names[e.Name]; dup {
@@ -329,6 +377,12 @@ func (p *parser) entryHeader(i int) (*Entry, error) {
 	if size > p.lim.MaxTensorBytes {
 		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("%d bytes exceed the per-tensor limit of %d", size, p.lim.MaxTensorBytes))
 	}
+	// An empty tensor's other dimensions are bounded as if it were not empty.
+	if ext, ok := extent(e.Shape, e.DType.Size()); !ok {
+		return nil, p.fail(i, off, e.Name, ErrShape, fmt.Sprintf("shape %v of %s overflows 64 bits with its zero dimensions counted as 1", e.Shape, e.DType))
+	} else if ext > p.lim.MaxTensorBytes {
+		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("shape %v of %s: dimensions span %d bytes (zeros counted as 1), over the per-tensor limit of %d", e.Shape, e.DType, ext, p.lim.MaxTensorBytes))
+	}
 	if p.total+size > p.lim.MaxTotalBytes || p.total+size < p.total {
 		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("tensors total more than the limit of %d bytes", p.lim.MaxTotalBytes))
 	}
@@ -347,16 +401,16 @@ func (p *parser) entryHeader(i int) (*Entry, error) {
 }
 
 // data reads and decodes the entry's data.
-func (p *parser) data(i int, e *Entry, mode decodeMode) ([]byte, error) {
+func (p *parser) data(i int, e *Entry, mode decodeMode, sink func(io.Reader) error) ([]byte, error) {
 	want := e.NumBytes()
-	data, stored, err := p.dec.decode(p.r, p.info.Header.Compression, want, mode)
+	data, stored, err := p.dec.decode(p.r, p.info.Header.Compression, want, mode, sink)
 	e.StoredBytes = stored
 	if err != nil {
 		var fe *Error
 		if errors.As(err, &fe) {
 			return nil, err
 		}
-		if errors.Is(err, ErrTruncated) || errors.Is(err, ErrFrame) || errors.Is(err, ErrSize) {
+		if errors.Is(err, ErrTruncated) || errors.Is(err, ErrFrame) || errors.Is(err, ErrSize) || errors.Is(err, ErrLimit) {
 			return nil, p.fail(i, e.Offset, e.Name, err, "")
 		}
 		return nil, err
@@ -366,12 +420,13 @@ func (p *parser) data(i int, e *Entry, mode decodeMode) ([]byte, error) {
 
 // decoders decodes data fields, reusing the decompressors across entries.
 type decoders struct {
-	fr      frameReader
-	lz4     *lz4.Reader
-	zstd    *zstd.Decoder
-	one     [1]byte
-	scratch []byte // for decodeDiscard
-	reuse   []byte // for decodeReuse
+	maxWindow uint64 // Limits.MaxWindowBytes
+	fr        frameReader
+	lz4       *lz4.Reader
+	zstd      *zstd.Decoder
+	one       [1]byte
+	scratch   []byte // for decodeDiscard
+	reuse     []byte // for decodeReuse
 }
 
 func (d *decoders) close() {
@@ -382,15 +437,36 @@ func (d *decoders) close() {
 
 // decode reads one data field of want decoded bytes from src. It returns the
 // bytes (nil when discarding) and how many stored bytes the field took.
-func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decodeMode) ([]byte, int64, error) {
+//
+// In decodeStream mode it calls sink with a reader of the decoded bytes
+// instead; an error of sink's own (not a read error of that reader) is
+// returned as a *callerError.
+func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decodeMode, sink func(io.Reader) error) ([]byte, int64, error) {
 	if c == None {
-		b, err := d.readN(src, want, mode)
+		b, got, err := d.read(src, want, mode, sink)
 		if err != nil {
-			return nil, int64(len(b)), readErr(err)
+			if ce, ok := err.(*callerError); ok {
+				return nil, int64(got), ce.err
+			}
+			return nil, int64(got), readErr(err)
 		}
 		return b, int64(want), nil
 	}
-	d.fr.reset(src, c, want)
+	d.fr.reset(src, c, want, d.maxWindow)
+	if mode == decodeSkip {
+		if d.scratch == nil {
+			d.scratch = make([]byte, 64<<10)
+		}
+		for {
+			_, err := d.fr.Read(d.scratch)
+			if err == io.EOF {
+				return nil, int64(d.fr.n), nil
+			}
+			if err != nil {
+				return nil, int64(d.fr.n), err
+			}
+		}
+	}
 	var dec io.Reader
 	if c == LZ4 {
 		if d.lz4 == nil {
@@ -412,13 +488,16 @@ func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decode
 		}
 		dec = d.zstd
 	}
-	b, err := d.readN(dec, want, mode)
+	b, got, err := d.read(dec, want, mode, sink)
 	if err != nil {
+		if ce, ok := err.(*callerError); ok {
+			return nil, int64(d.fr.n), ce.err
+		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			if d.fr.err != nil {
 				return nil, int64(d.fr.n), d.fr.err
 			}
-			return nil, int64(d.fr.n), fmt.Errorf("%w: frame decodes to %d bytes, shape needs %d", ErrSize, len(b), want)
+			return nil, int64(d.fr.n), fmt.Errorf("%w: frame decodes to %d bytes, shape needs %d", ErrSize, got, want)
 		}
 		return nil, int64(d.fr.n), d.frameErr(err)
 	}
@@ -450,6 +529,77 @@ func (d *decoders) frameErr(err error) error {
 		return d.fr.err
 	}
 	return fmt.Errorf("%w: %w", ErrFrame, err)
+}
+
+// callerError carries an error of decodeStream's sink through decode.
+type callerError struct{ err error }
+
+func (e *callerError) Error() string { return e.err.Error() }
+
+// read reads exactly n bytes from r as mode says (through sink in
+// decodeStream mode) and returns them, how many arrived and the error.
+func (d *decoders) read(r io.Reader, n uint64, mode decodeMode, sink func(io.Reader) error) ([]byte, uint64, error) {
+	if mode != decodeStream {
+		if mode == decodeSkip {
+			mode = decodeDiscard // stored raw: nothing to decompress
+		}
+		b, err := d.readN(r, n, mode)
+		if mode == decodeDiscard && err == nil {
+			return nil, n, nil
+		}
+		return b, uint64(len(b)), err
+	}
+	dr := &dataReader{r: r, left: n}
+	if err := sink(dr); err != nil && dr.err == nil {
+		return nil, n - dr.left, &callerError{err}
+	}
+	if dr.err != nil {
+		return nil, n - dr.left, dr.err
+	}
+	// Decode and discard what the callback left unread.
+	_, err := d.readN(dr, dr.left, decodeDiscard)
+	if err != nil && dr.err != nil {
+		err = dr.err
+	}
+	return nil, n - dr.left, err
+}
+
+// dataReader yields exactly left bytes of r, then io.EOF; an early end or
+// a read error of r is kept in err (sticky) for the decoder to diagnose.
+type dataReader struct {
+	r    io.Reader
+	left uint64
+	err  error
+}
+
+func (dr *dataReader) Read(p []byte) (int, error) {
+	if dr.err != nil {
+		return 0, dr.err
+	}
+	if dr.left == 0 {
+		return 0, io.EOF
+	}
+	if uint64(len(p)) > dr.left {
+		p = p[:dr.left]
+	}
+	n, err := dr.r.Read(p)
+	dr.left -= uint64(n)
+	switch {
+	case err == io.EOF && dr.left > 0:
+		dr.err = io.ErrUnexpectedEOF
+	case err != nil && err != io.EOF:
+		dr.err = err
+	}
+	if n > 0 {
+		return n, nil
+	}
+	if dr.err != nil {
+		return 0, dr.err
+	}
+	if dr.left == 0 {
+		return 0, io.EOF
+	}
+	return 0, nil
 }
 
 // readN reads exactly n bytes from r. Buffers grow as bytes arrive (so a

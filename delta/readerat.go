@@ -25,6 +25,7 @@ type File struct {
 	info  *Info
 	index map[string]int
 	sums  []uint64
+	lim   Limits
 	pool  sync.Pool // *decoders
 }
 
@@ -35,7 +36,7 @@ func Open(ctx context.Context, ra io.ReaderAt, size int64, lim Limits) (*File, e
 	if err != nil {
 		return nil, err
 	}
-	f := &File{ra: ra, info: info, index: make(map[string]int, len(info.Entries)), sums: sums}
+	f := &File{ra: ra, info: info, index: make(map[string]int, len(info.Entries)), sums: sums, lim: lim.withDefaults()}
 	for i, e := range info.Entries {
 		f.index[e.Name] = i
 	}
@@ -55,12 +56,12 @@ func (f *File) Tensor(name string) (Tensor, error) {
 	e := &f.info.Entries[i]
 	d, _ := f.pool.Get().(*decoders)
 	if d == nil {
-		d = new(decoders)
+		d = &decoders{maxWindow: f.lim.MaxWindowBytes}
 	}
 	defer f.pool.Put(d)
 	h := xxhash.New()
 	src := io.TeeReader(io.NewSectionReader(f.ra, e.DataOffset, e.StoredBytes), h)
-	data, _, err := d.decode(src, f.info.Header.Compression, e.NumBytes(), decodeOwn)
+	data, _, err := d.decode(src, f.info.Header.Compression, e.NumBytes(), decodeOwn, nil)
 	switch {
 	case err == nil && h.Sum64() != f.sums[i]:
 		return Tensor{}, &Error{Offset: e.Offset, Entry: i, Name: name, Err: ErrModified, Detail: "stored bytes differ from those verified"}
@@ -74,7 +75,7 @@ func (f *File) Tensor(name string) (Tensor, error) {
 }
 
 func isFormatErr(err error) bool {
-	for _, s := range []error{ErrTruncated, ErrFrame, ErrSize} {
+	for _, s := range []error{ErrTruncated, ErrFrame, ErrSize, ErrLimit} {
 		if errors.Is(err, s) {
 			return true
 		}

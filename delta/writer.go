@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"unicode/utf8"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -179,11 +179,10 @@ func checkTensors(ts []Tensor, withMeta bool) error {
 		fail := func(sentinel error, detail string) error {
 			return &Error{Offset: -1, Entry: i, Name: t.Name, Err: sentinel, Detail: detail}
 		}
+		if err := CheckName(t.Name); err != nil {
+			return fail(ErrName, strings.TrimPrefix(err.Error(), ErrName.Error()+": "))
+		}
 		switch {
-		case t.Name == "":
-			return fail(ErrName, "empty name")
-		case !utf8.ValidString(t.Name):
-			return fail(ErrName, "name is not UTF-8")
 		case uint64(len(t.Name)) > 1<<32-1:
 			return fail(ErrName, "name longer than 2^32-1 bytes")
 		case t.Name == MetadataName && (!withMeta || i != 0):
@@ -200,6 +199,11 @@ func checkTensors(ts []Tensor, withMeta bool) error {
 		n, ok := numBytes(t.Shape, t.DType.Size())
 		if !ok {
 			return fail(ErrShape, fmt.Sprintf("shape %v overflows 64 bits", t.Shape))
+		}
+		// An empty tensor's dimensions are bounded as a reader with the
+		// default limits bounds them.
+		if ext, ok := extent(t.Shape, t.DType.Size()); !ok || ext > max(n, DefaultLimits().MaxTensorBytes) {
+			return fail(ErrShape, fmt.Sprintf("shape %v of %s: dimensions too large for a tensor of %d bytes (zeros counted as 1)", t.Shape, t.DType, n))
 		}
 		if n != uint64(len(t.Data)) {
 			return fail(ErrSize, fmt.Sprintf("shape %v of %s needs %d bytes, data has %d", t.Shape, t.DType, n, len(t.Data)))

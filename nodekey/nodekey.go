@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/internal/atomicfile"
 )
 
@@ -115,7 +116,9 @@ func PublicHex(key ed25519.PrivateKey) string {
 	return hex.EncodeToString(key.Public().(ed25519.PublicKey))
 }
 
-// ParsePublicHex decodes a public key written as 64 hex characters.
+// ParsePublicHex decodes a public key written as 64 hex characters and
+// refuses keys package edkey refuses (not on the curve, not canonical, of
+// small order).
 func ParsePublicHex(s string) (ed25519.PublicKey, error) {
 	b, err := hex.DecodeString(strings.TrimSpace(s))
 	if err != nil {
@@ -123,6 +126,9 @@ func ParsePublicHex(s string) (ed25519.PublicKey, error) {
 	}
 	if len(b) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("%w: public key of %d bytes, want %d (64 hex characters)", ErrKey, len(b), ed25519.PublicKeySize)
+	}
+	if err := edkey.CheckPublicKey(b); err != nil {
+		return nil, fmt.Errorf("%w: public key %s", ErrKey, edkey.Reason(err))
 	}
 	return ed25519.PublicKey(b), nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -107,6 +108,25 @@ func TestPublicHex(t *testing.T) {
 	for _, s := range []string{"", "zz", "abcd", PublicHex(k) + "00"} {
 		if _, err := ParsePublicHex(s); !errors.Is(err, ErrKey) {
 			t.Errorf("%q: got %v", s, err)
+		}
+	}
+}
+
+// Keys of the wrong size and keys edkey refuses are refused with a reason.
+func TestParsePublicHexRefuses(t *testing.T) {
+	k, _ := Generate(nil)
+	good := PublicHex(k)
+	for _, c := range []struct{ name, hex, mention string }{
+		{"31 bytes", good[:62], "31 bytes"},
+		{"33 bytes", good + "00", "33 bytes"},
+		{"identity (small order)", "01" + strings.Repeat("00", 31), "small order"},
+		{"order 8", "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05", "small order"},
+		{"identity, sign bit set", "01" + strings.Repeat("00", 30) + "80", "canonical"},
+		{"y = p + 1", "ee" + strings.Repeat("ff", 30) + "7f", "canonical"},
+	} {
+		_, err := ParsePublicHex(c.hex)
+		if !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("%s: got %v, want ErrKey mentioning %q", c.name, err, c.mention)
 		}
 	}
 }

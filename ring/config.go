@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/zooai/gym/edkey"
 )
 
 // ErrConfig is wrapped by every error about a ring configuration.
@@ -56,6 +58,9 @@ func (c *Config) Validate() error {
 		}
 		if len(m.PublicKey) != ed25519.PublicKeySize {
 			return fmt.Errorf("%w: member %d (%s) has a %d-byte key, want %d", ErrConfig, i, m.ID, len(m.PublicKey), ed25519.PublicKeySize)
+		}
+		if err := edkey.CheckPublicKey(m.PublicKey); err != nil {
+			return fmt.Errorf("%w: member %d (%s): key %s", ErrConfig, i, m.ID, edkey.Reason(err))
 		}
 		if ids[m.ID] {
 			return fmt.Errorf("%w: duplicate member id %q", ErrConfig, m.ID)

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/zooai/gym/edkey"
 )
 
 // Violation names what was wrong with a dropped frame.
@@ -122,8 +124,11 @@ var ErrEvidence = errors.New("ring: evidence does not prove what it claims")
 // from the signed bytes.
 func OpenEvidence(signer ed25519.PublicKey, signedBytes, signature, payload []byte) (SignedFrame, error) {
 	var f SignedFrame
-	if len(signer) != ed25519.PublicKeySize || len(signature) != ed25519.SignatureSize {
-		return f, fmt.Errorf("%w: key or signature of the wrong size", ErrEvidence)
+	if err := edkey.CheckPublicKey(signer); err != nil {
+		return f, fmt.Errorf("%w: signer's key %s", ErrEvidence, edkey.Reason(err))
+	}
+	if err := edkey.CheckSignature(signature); err != nil {
+		return f, fmt.Errorf("%w: signature %s", ErrEvidence, edkey.Reason(err))
 	}
 	le := binary.LittleEndian
 	tag := len(SignTag)

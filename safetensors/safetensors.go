@@ -63,8 +63,11 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/zooai/gym/tensorname"
 )
 
 // Sentinel errors. Every error returned by Parse, ReadTensor and Write wraps
@@ -111,8 +114,9 @@ var (
 	ErrEmptyName = errors.New("safetensors: empty tensor name")
 	// ErrDuplicateName: two tensors have the same name.
 	ErrDuplicateName = errors.New("safetensors: duplicate tensor name")
-	// ErrInvalidName: (Write only) a tensor name is not valid UTF-8 or is
-	// the reserved "__metadata__".
+	// ErrInvalidName: a tensor name breaks package tensorname's rule
+	// (control characters, a leading '/' or '\\', a ".." segment), or (Write
+	// only) is not valid UTF-8 or is the reserved "__metadata__".
 	ErrInvalidName = errors.New("safetensors: invalid tensor name")
 )
 
@@ -237,7 +241,25 @@ func byteSize(name, dtype string, shape []uint64) (uint64, error) {
 	if hi != 0 {
 		return 0, fmt.Errorf("%w: tensor %q: %d elements of %s exceed 2^64 bytes", ErrShapeOverflow, name, numel, dtype)
 	}
+	// Every dimension is bounded, even beside a 0: with zeros counted as 1
+	// the tensor must still fit in a file ([0, 2^64-1, 2^64-1] does not).
+	span := uint64(esize)
+	for _, d := range shape {
+		hi, s := bits.Mul64(span, max(d, 1))
+		if hi != 0 || s > math.MaxInt64 {
+			return 0, fmt.Errorf("%w: tensor %q: shape %v of %s spans more than 2^63-1 bytes with its zeros counted as 1", ErrShapeOverflow, name, shape, dtype)
+		}
+		span = s
+	}
 	return lo, nil
+}
+
+// checkName applies package tensorname's rule.
+func checkName(name string) error {
+	if err := tensorname.Check(name); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalidName, strings.TrimPrefix(err.Error(), tensorname.ErrName.Error()+": "))
+	}
+	return nil
 }
 
 // readFullAt reads len(buf) bytes at off, mapping short reads to
@@ -316,6 +338,9 @@ func parseHeader(header []byte, dataLen int64, lim Limits) (*File, error) {
 		}
 		if name == "" {
 			return fmt.Errorf("%w: tensor \"\" (header entry %d)", ErrEmptyName, len(f.Tensors)+1)
+		}
+		if err := checkName(name); err != nil {
+			return err
 		}
 		if _, dup := seen[name]; dup {
 			return fmt.Errorf("%w: tensor %q", ErrDuplicateName, name)

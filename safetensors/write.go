@@ -30,14 +30,11 @@ type Tensor struct {
 // len(Data) must equal the element count times the dtype size; metadata
 // keys and values must be valid UTF-8.
 func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
-	header, err := buildHeader(tensors, metadata)
+	header, err := buildHeader(tensors, metadata, false)
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 8, 8+len(header))
-	binary.LittleEndian.PutUint64(buf, uint64(len(header)))
-	buf = append(buf, header...)
-	if err := writeAll(w, buf); err != nil {
+	if err := writeHeader(w, header); err != nil {
 		return err
 	}
 	for _, t := range tensors {
@@ -46,6 +43,26 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// WriteHeader writes the start of a file (header length and header) for
+// tensors whose data the caller then writes itself, exactly
+// numel(Shape) × dtype size bytes per tensor, back to back in the given
+// order: the way to write a file larger than memory. Data is ignored. It
+// validates as Write does.
+func WriteHeader(w io.Writer, tensors []Tensor, metadata map[string]string) error {
+	header, err := buildHeader(tensors, metadata, true)
+	if err != nil {
+		return err
+	}
+	return writeHeader(w, header)
+}
+
+func writeHeader(w io.Writer, header []byte) error {
+	buf := make([]byte, 8, 8+len(header))
+	binary.LittleEndian.PutUint64(buf, uint64(len(header)))
+	buf = append(buf, header...)
+	return writeAll(w, buf)
 }
 
 func writeAll(w io.Writer, b []byte) error {
@@ -62,9 +79,12 @@ func writeAll(w io.Writer, b []byte) error {
 	return nil
 }
 
-func buildHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) {
+// buildHeader renders the header; with headerOnly, sizes come from the
+// shapes and Data is ignored.
+func buildHeader(tensors []Tensor, metadata map[string]string, headerOnly bool) ([]byte, error) {
 	names := make(map[string]struct{}, len(tensors))
-	for _, t := range tensors {
+	sizes := make([]uint64, len(tensors))
+	for i, t := range tensors {
 		switch {
 		case t.Name == "":
 			return nil, fmt.Errorf("%w", ErrEmptyName)
@@ -72,6 +92,9 @@ func buildHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) {
 			return nil, fmt.Errorf("%w: tensor %q: name is reserved", ErrInvalidName, t.Name)
 		case !utf8.ValidString(t.Name):
 			return nil, fmt.Errorf("%w: tensor %q: not valid UTF-8", ErrInvalidName, t.Name)
+		}
+		if err := checkName(t.Name); err != nil {
+			return nil, err
 		}
 		if _, dup := names[t.Name]; dup {
 			return nil, fmt.Errorf("%w: tensor %q", ErrDuplicateName, t.Name)
@@ -81,7 +104,8 @@ func buildHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if nbytes != uint64(len(t.Data)) {
+		sizes[i] = nbytes
+		if !headerOnly && nbytes != uint64(len(t.Data)) {
 			return nil, fmt.Errorf("%w: tensor %q: %s%v needs %d bytes, Data has %d",
 				ErrSizeMismatch, t.Name, t.DType, t.Shape, nbytes, len(t.Data))
 		}
@@ -118,11 +142,11 @@ func buildHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) {
 		h = append(h, '}')
 	}
 	var off int64
-	for _, t := range tensors {
-		if int64(len(t.Data)) > math.MaxInt64-off {
+	for i, t := range tensors {
+		if sizes[i] > uint64(math.MaxInt64-off) {
 			return nil, fmt.Errorf("%w: tensor %q: data buffer exceeds 2^63-1 bytes", ErrInvalidOffsets, t.Name)
 		}
-		end := off + int64(len(t.Data))
+		end := off + int64(sizes[i])
 		comma()
 		h = appendJSONString(h, t.Name)
 		h = append(h, `:{"dtype":`...)

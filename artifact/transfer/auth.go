@@ -26,6 +26,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/edkey"
 )
 
 // Authorization errors; the server maps them to 401 or 403.
@@ -100,7 +101,7 @@ func ParseAuthorization(header string) (*Authorization, ed25519.PublicKey, error
 	enc := base64.RawURLEncoding
 	payload, err1 := enc.DecodeString(p64)
 	sig, err2 := enc.DecodeString(s64)
-	if err1 != nil || err2 != nil || len(sig) != ed25519.SignatureSize {
+	if err1 != nil || err2 != nil || edkey.CheckSignature(sig) != nil {
 		return nil, nil, ErrUnauthorized
 	}
 	var a Authorization
@@ -108,7 +109,7 @@ func ParseAuthorization(header string) (*Authorization, ed25519.PublicKey, error
 		return nil, nil, ErrUnauthorized
 	}
 	iss, err := hex.DecodeString(a.Issuer)
-	if err != nil || len(iss) != ed25519.PublicKeySize {
+	if err != nil || edkey.CheckPublicKey(iss) != nil {
 		return nil, nil, ErrUnauthorized
 	}
 	if !ed25519.Verify(iss, append([]byte(authDomain), payload...), sig) {

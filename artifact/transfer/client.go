@@ -3,7 +3,6 @@ package transfer
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/edkey"
 )
 
 // Errors of a source.
@@ -41,9 +41,9 @@ type Peer struct {
 func ParsePeer(s string) (Peer, error) {
 	var p Peer
 	if k, addr, ok := strings.Cut(s, "@"); ok {
-		b, err := hex.DecodeString(k)
-		if err != nil || len(b) != ed25519.PublicKeySize {
-			return Peer{}, fmt.Errorf("transfer: peer %q: key is not 64 hex characters", s)
+		b, err := edkey.ParseHex(k)
+		if err != nil {
+			return Peer{}, fmt.Errorf("transfer: peer %q: key %s", s, edkey.Reason(err))
 		}
 		p.Key, s = b, addr
 	}
@@ -101,9 +101,9 @@ func (c *Client) Resolve(ctx context.Context, p Peer) (Peer, error) {
 	if err != nil {
 		return p, err
 	}
-	b, err := hex.DecodeString(strings.TrimSpace(string(body)))
-	if err != nil || len(b) != ed25519.PublicKeySize {
-		return p, fmt.Errorf("%w: %s: bad key", ErrSource, p.URL)
+	b, err := edkey.ParseHex(strings.TrimSpace(string(body)))
+	if err != nil {
+		return p, fmt.Errorf("%w: %s: key %s", ErrSource, p.URL, edkey.Reason(err))
 	}
 	p.Key = b
 	return p, nil

@@ -441,7 +441,8 @@ func TestArtifactGCCLI(t *testing.T) {
 	}
 	before := blockFiles(st)
 
-	srv := serveArtifacts(t, st, key, strings.Repeat("ab", 32))
+	stranger := strings.TrimSpace(mustGym(t, "keygen", "--out", filepath.Join(dir, "stranger.pem")))
+	srv := serveArtifacts(t, st, key, stranger)
 	if r := gym(t, "artifact", "gc", "--store", st); r.code != 1 || !strings.Contains(r.stderr, "in use by another process") {
 		t.Fatalf("gc beside a server: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

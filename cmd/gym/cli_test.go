@@ -19,6 +19,9 @@ import (
 var gymBin string
 
 func TestMain(m *testing.M) {
+	if spawnMain() {
+		return
+	}
 	dir, err := os.MkdirTemp("", "gym-cli-test-")
 	if err != nil {
 		panic(err)

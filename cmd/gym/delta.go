@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -28,16 +30,29 @@ per tensor, checksummed with SHA3-256 and signed with the node's Ed25519 key.
 docs/delta-format.md describes the format byte by byte.`,
 	}
 	var lim limitFlags
-	cmd.PersistentFlags().Uint64Var(&lim.maxTensor, "max-tensor-bytes", delta.DefaultLimits().MaxTensorBytes, "refuse a tensor larger than this (decoded bytes)")
-	cmd.PersistentFlags().Uint64Var(&lim.maxTotal, "max-total-bytes", delta.DefaultLimits().MaxTotalBytes, "refuse a file whose tensors total more than this (decoded bytes)")
+	d := toolLimits()
+	cmd.PersistentFlags().Uint64Var(&lim.maxTensor, "max-tensor-bytes", d.MaxTensorBytes, "refuse a tensor larger than this (decoded bytes)")
+	cmd.PersistentFlags().Uint64Var(&lim.maxTotal, "max-total-bytes", d.MaxTotalBytes, "refuse a file whose tensors total more than this (decoded bytes)")
+	cmd.PersistentFlags().Uint64Var(&lim.maxWindow, "max-window-bytes", d.MaxWindowBytes, "refuse a Zstandard frame whose window (history kept while decoding) is larger than this")
 	cmd.AddCommand(newDeltaPack(), newDeltaUnpack(&lim), newDeltaInspect(&lim), newDeltaVerify(&lim))
 	return cmd
 }
 
-type limitFlags struct{ maxTensor, maxTotal uint64 }
+// toolLimits are the gym delta commands' defaults, sized for real adapters
+// rather than for anything the format can express: a rank-64 LoRA on every
+// linear layer of a 70B model is about 3.3 GB in fp32 with its largest
+// tensor under 8 MB, and a saved embedding of a 7B-class model (128k × 4096
+// bf16) is 1 GiB. 8 MiB is the Zstandard window RFC 8878 asks every decoder
+// to support and the largest this package writes. Larger files need the
+// flags.
+func toolLimits() delta.Limits {
+	return delta.Limits{MaxTensorBytes: 1 << 30, MaxTotalBytes: 4 << 30, MaxWindowBytes: 8 << 20}
+}
+
+type limitFlags struct{ maxTensor, maxTotal, maxWindow uint64 }
 
 func (l *limitFlags) limits() delta.Limits {
-	return delta.Limits{MaxTensorBytes: l.maxTensor, MaxTotalBytes: l.maxTotal}
+	return delta.Limits{MaxTensorBytes: l.maxTensor, MaxTotalBytes: l.maxTotal, MaxWindowBytes: l.maxWindow}
 }
 
 var safetensorsDTypes = map[string]delta.DType{"F32": delta.FP32, "F16": delta.FP16, "BF16": delta.BF16, "I8": delta.Int8}
@@ -149,41 +164,86 @@ func signedBy(info *delta.Info, want ed25519.PublicKey) error {
 	return nil
 }
 
-// unpack verifies in completely, then writes its tensors to out.
+var safetensorsNames = map[delta.DType]string{delta.FP32: "F32", delta.FP16: "F16", delta.BF16: "BF16", delta.Int8: "I8"}
+
+// errChanged is returned when the file read for the header and the file
+// read for the data differ.
+var errChanged = errors.New("the file changed while it was being unpacked")
+
+// unpack writes in's tensors to out one at a time. It skims in first
+// (signature, signer, every limit, without decompressing), so a file
+// declaring more than the limits is refused in the time it takes to read
+// it; then it writes the safetensors header from what it skimmed and
+// streams each tensor's decoded bytes after it. Memory stays at a few MiB
+// plus one Zstandard window (--max-window-bytes) whatever the tensors'
+// sizes. out is written through a temporary file that replaces it only
+// when every frame decoded and the file verified again.
 func unpack(ctx context.Context, in, out string, want ed25519.PublicKey, lim delta.Limits) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	d, err := delta.Read(ctx, f, lim)
+	info, err := delta.Skim(ctx, f, lim)
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
-	if err := signedBy(d.Info, want); err != nil {
+	if err := signedBy(info, want); err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
-	ts := make([]safetensors.Tensor, len(d.Tensors))
-	names := map[delta.DType]string{delta.FP32: "F32", delta.FP16: "F16", delta.BF16: "BF16", delta.Int8: "I8"}
-	for i, t := range d.Tensors {
-		ts[i] = safetensors.Tensor{Name: t.Name, DType: names[t.DType], Shape: t.Shape, Data: t.Data}
-	}
-	var meta map[string]string
-	if m := d.Info.Metadata; m != nil {
-		meta = map[string]string{}
-		for _, k := range m.Keys() {
-			raw, _ := m.Get(k)
-			var s string
-			if json.Unmarshal(raw, &s) == nil {
-				meta[k] = s
-			} else {
-				var b bytes.Buffer
-				json.Compact(&b, raw)
-				meta[k] = b.String()
-			}
+	var ts []safetensors.Tensor
+	for _, e := range info.Entries {
+		if e.Name != delta.MetadataName {
+			ts = append(ts, safetensors.Tensor{Name: e.Name, DType: safetensorsNames[e.DType], Shape: e.Shape})
 		}
 	}
-	return writeAtomic(out, func(w io.Writer) error { return safetensors.Write(w, ts, meta) })
+	meta := safetensorsMetadata(info.Metadata)
+	return writeAtomic(out, func(w io.Writer) error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := safetensors.WriteHeader(bw, ts, meta); err != nil {
+			return err
+		}
+		i := 0
+		again, err := delta.StreamData(ctx, f, lim, func(e *delta.Entry, data io.Reader) error {
+			if i >= len(ts) || e.Name != ts[i].Name || safetensorsNames[e.DType] != ts[i].DType || !slices.Equal(e.Shape, ts[i].Shape) {
+				return errChanged
+			}
+			i++
+			_, err := io.Copy(bw, data)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", in, err)
+		}
+		if i != len(ts) || again.Signature != info.Signature || !bytes.Equal(again.PublicKey, info.PublicKey) {
+			return fmt.Errorf("%s: %w", in, errChanged)
+		}
+		return bw.Flush()
+	})
+}
+
+// safetensorsMetadata maps a delta's metadata onto safetensors' string
+// map: strings as they are, other values as compact JSON.
+func safetensorsMetadata(m *delta.Metadata) map[string]string {
+	if m == nil {
+		return nil
+	}
+	meta := map[string]string{}
+	for _, k := range m.Keys() {
+		raw, _ := m.Get(k)
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			meta[k] = s
+		} else {
+			var b bytes.Buffer
+			json.Compact(&b, raw)
+			meta[k] = b.String()
+		}
+	}
+	return meta
 }
 
 func newDeltaUnpack(lim *limitFlags) *cobra.Command {
@@ -191,11 +251,15 @@ func newDeltaUnpack(lim *limitFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unpack [--pubkey HEX] IN.delta OUT.safetensors",
 		Short: "Verify a delta and write its tensors as safetensors",
-		Long: `unpack verifies IN.delta completely (and, with --pubkey, that it was signed by
-that key) before it writes anything, then writes its tensors to
-OUT.safetensors in file order. The delta's metadata goes into the safetensors
-__metadata__ header, one key per field: strings as they are, other values as
-JSON text.`,
+		Long: `unpack checks IN.delta's signature (and, with --pubkey, that it was signed by
+that key) and every limit before it decodes anything, then decodes one tensor
+at a time into OUT.safetensors, in file order. OUT appears only if the whole
+file verified; memory stays at a few MiB whatever the tensors' sizes. The
+delta's metadata goes into the safetensors __metadata__ header, one key per
+field: strings as they are, other values as JSON text.
+
+The default limits (--max-tensor-bytes 1 GiB, --max-total-bytes 4 GiB,
+--max-window-bytes 8 MiB) fit real adapters; raise them for larger files.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			want, err := parsePubkey(pub)
@@ -400,9 +464,21 @@ func verifyFile(ctx context.Context, path string, want ed25519.PublicKey, lim de
 		return err
 	}
 	defer f.Close()
-	info, err := delta.Verify(ctx, f, lim)
+	// Skim first: signature, signer and limits are refused before any
+	// tensor is decompressed.
+	info, err := delta.Skim(ctx, f, lim)
 	if err != nil {
 		return err
 	}
-	return signedBy(info, want)
+	if err := signedBy(info, want); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	again, err := delta.Verify(ctx, f, lim)
+	if err != nil {
+		return err
+	}
+	return signedBy(again, info.PublicKey)
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/zooai/gym/internal/promdoc"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
 )
@@ -950,7 +951,8 @@ func TestJobCheckpointFetch(t *testing.T) {
 
 // TestJobCheckpointServer: where the checkpoint is fetched from.
 func TestJobCheckpointServer(t *testing.T) {
-	key := strings.Repeat("ab", 32)
+	k, _ := nodekey.Generate(nil)
+	key := nodekey.PublicHex(k)
 	for _, tc := range []struct {
 		arts, orch, from string
 		want, bad        string

@@ -228,7 +228,8 @@ func TestWorkerCommandArtifacts(t *testing.T) {
 	if _, err := runWorkerCmd(t, c, c.dial(t, storeless), "--artifacts-listen", "127.0.0.1:0"); !isUsage(err) || !strings.Contains(err.Error(), "artifact store") {
 		t.Fatalf("--artifacts-listen without a store: %v", err)
 	}
-	peerKey := strings.Repeat("ab", 32)
+	pk, _ := nodekey.Generate(nil)
+	peerKey := nodekey.PublicHex(pk)
 	var orch *artifactOrch
 	dial := c.dial(t, func(nc *nodeclient.Client) worker.Orchestrator {
 		orch = &artifactOrch{Client: nc}

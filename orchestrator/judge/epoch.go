@@ -18,6 +18,7 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -266,10 +267,12 @@ func RecordMessage(kind string, record []byte) []byte {
 	return append([]byte("zoo-gym/record/v1/"+kind+"\x00"), record...)
 }
 
-// VerifyRecord checks a publication or settlement record's signature.
+// VerifyRecord checks a publication or settlement record's signature
+// (keys and signatures as package edkey checks them; a key of the wrong
+// size is false, not a panic).
 func VerifyRecord(pub ed25519.PublicKey, kind, record, sigHex string) bool {
 	sig, err := hex.DecodeString(sigHex)
-	return err == nil && ed25519.Verify(pub, RecordMessage(kind, []byte(record)), sig)
+	return err == nil && edkey.Verify(pub, RecordMessage(kind, []byte(record)), sig) == nil
 }
 
 func (j *Judge) fail(ctx context.Context, job, reason string) error {

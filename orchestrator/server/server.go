@@ -8,7 +8,6 @@ package server
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -192,8 +192,8 @@ func (s *Server) admit(a state.Auth, msg []byte) error {
 	if err != nil {
 		return Status(err)
 	}
-	if len(a.Sig) != ed25519.SignatureSize || !ed25519.Verify(pub, msg, a.Sig) {
-		return status.Errorf(codes.Unauthenticated, "signature does not verify under node %s (sign the request bytes described in docs/orchestrator.md)", a.Node)
+	if err := edkey.Verify(pub, msg, a.Sig); err != nil {
+		return status.Errorf(codes.Unauthenticated, "node %s: %v (sign the request bytes described in docs/orchestrator.md)", a.Node, err)
 	}
 	if !s.allow(a.Node) {
 		return status.Errorf(codes.ResourceExhausted, "node %s exceeds %.0f requests/s (burst %d); slow down", a.Node, s.cfg.NodeRate, s.cfg.NodeBurst)

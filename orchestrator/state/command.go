@@ -1,13 +1,11 @@
 package state
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
 
-	"filippo.io/edwards25519"
-
+	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -135,8 +133,8 @@ func SignBandwidth(key ed25519.PrivateKey, b *ReportBandwidth) {
 }
 
 // ParsePublicKey decodes a node id (64 lowercase hex characters) and
-// refuses encodings that are not canonical, are not on the curve, or are of
-// small order (such a key makes signatures meaningless: many messages
+// refuses keys package edkey refuses: not on the curve, not canonical, or
+// of small order (such a key makes signatures meaningless: many messages
 // verify under it).
 func ParsePublicKey(node string) (ed25519.PublicKey, error) {
 	if len(node) != 2*ed25519.PublicKeySize {
@@ -146,17 +144,22 @@ func ParsePublicKey(node string) (ed25519.PublicKey, error) {
 	if err != nil || hex.EncodeToString(raw) != node {
 		return nil, fmt.Errorf("%w: node id must be lowercase hex", ErrInvalidKey)
 	}
-	p, err := new(edwards25519.Point).SetBytes(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: not a point on Ed25519", ErrInvalidKey)
-	}
-	if !bytes.Equal(p.Bytes(), raw) {
-		return nil, fmt.Errorf("%w: non-canonical point encoding", ErrInvalidKey)
-	}
-	if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1 {
-		return nil, fmt.Errorf("%w: small-order public key", ErrInvalidKey)
+	if err := edkey.CheckPublicKey(raw); err != nil {
+		return nil, fmt.Errorf("%w: node key %s", ErrInvalidKey, edkey.Reason(err))
 	}
 	return ed25519.PublicKey(raw), nil
+}
+
+// verifyNode checks a node request's signature under its key (already
+// checked by ParsePublicKey): 64 bytes, S canonical, and valid.
+func verifyNode(node string, pub ed25519.PublicKey, msg, sig []byte) error {
+	if err := edkey.CheckSignature(sig); err != nil {
+		return fmt.Errorf("%w: signature of node %s %s", ErrUnauthenticated, node, edkey.Reason(err))
+	}
+	if !ed25519.Verify(pub, msg, sig) {
+		return fmt.Errorf("%w: signature does not verify under node %s (sign SignedBytes with the node key)", ErrUnauthenticated, node)
+	}
+	return nil
 }
 
 // Verifier checks a node's hardware report. It must be deterministic for a

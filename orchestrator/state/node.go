@@ -1,7 +1,6 @@
 package state
 
 import (
-	"crypto/ed25519"
 	"fmt"
 	"net"
 	"sort"
@@ -61,8 +60,8 @@ func (m *Machine) authenticate(now int64, a Auth, msg []byte) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(a.Sig) != ed25519.SignatureSize || !ed25519.Verify(pub, msg, a.Sig) {
-		return nil, fmt.Errorf("%w: signature does not verify under node %s (sign SignedBytes with the node key)", ErrUnauthenticated, a.Node)
+	if err := verifyNode(a.Node, pub, msg, a.Sig); err != nil {
+		return nil, err
 	}
 	if d := now - a.Timestamp; d > m.cfg.MaxSkew.Milliseconds() || -d > m.cfg.MaxSkew.Milliseconds() {
 		return nil, fmt.Errorf("%w: request time %d is %d ms from the orchestrator's %d (allowed %v; check the node's clock)", ErrStale, a.Timestamp, d, now, m.cfg.MaxSkew)

@@ -11,8 +11,6 @@ package ringbench
 import (
 	"bufio"
 	"context"
-	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/ring/tcp"
@@ -382,9 +381,9 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 	}
 	rc := ring.Config{Job: "ring-bench", Epoch: 1}
 	for i, a := range o.Addrs {
-		pub, err := hex.DecodeString(o.Pubs[i])
-		if err != nil || len(pub) != ed25519.PublicKeySize {
-			return fmt.Errorf("ringbench: bad key for node %d", i)
+		pub, err := edkey.ParseHex(o.Pubs[i])
+		if err != nil {
+			return fmt.Errorf("ringbench: node %d: %w", i, err)
 		}
 		rc.Members = append(rc.Members, ring.Member{ID: fmt.Sprint("bench", i), PublicKey: pub, Addr: a})
 	}

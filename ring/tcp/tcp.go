@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/ring"
 )
 
@@ -180,6 +181,9 @@ func peerKey(raw [][]byte) (ed25519.PublicKey, error) {
 	k, ok := c.PublicKey.(ed25519.PublicKey)
 	if !ok {
 		return nil, fmt.Errorf("%w: a %T key", ErrPeerKey, c.PublicKey)
+	}
+	if err := edkey.CheckPublicKey(k); err != nil {
+		return nil, fmt.Errorf("%w: certificate key %s", ErrPeerKey, edkey.Reason(err))
 	}
 	return k, nil
 }
