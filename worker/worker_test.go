@@ -137,6 +137,14 @@ type cluster struct {
 // config.
 func startNodes(t *testing.T, ctx context.Context, spec jobspec.Spec, n int, mod func(i int, c *worker.Config, nd *node)) (*cluster, []*node) {
 	t.Helper()
+	return startNodesWith(t, ctx, spec, n, nil, mod)
+}
+
+// startNodesWith is startNodes with the cluster's configuration changed by
+// clusterMod first.
+func startNodesWith(t *testing.T, ctx context.Context, spec jobspec.Spec, n int, clusterMod func(*localcluster.Config),
+	mod func(i int, c *worker.Config, nd *node)) (*cluster, []*node) {
+	t.Helper()
 	cfg := localcluster.TestConfig(t.TempDir(), n)
 	cfg.Threads = 1
 	cfg.MinGap, cfg.MinHeartbeatGap = testGap, testGap
@@ -173,6 +181,9 @@ func startNodes(t *testing.T, ctx context.Context, spec jobspec.Spec, n int, mod
 		if mod != nil {
 			mod(i, c, nd)
 		}
+	}
+	if clusterMod != nil {
+		clusterMod(&cfg)
 	}
 	cl, err := localcluster.Start(ctx, cfg)
 	if err != nil {
@@ -481,14 +492,19 @@ func TestRingOfThree(t *testing.T) {
 
 // TestNodeLostMidEpoch: a worker dies right after the first ring sync;
 // its neighbours report it, hanzod repairs the ring and the three others
-// finish the job.
+// finish the job. hanzod's own failure detection is slowed down far past
+// the test's length, so the neighbours' reports are the only way the dead
+// node can leave the ring: on a loaded machine the survivors' two steps to
+// the next sync can otherwise outlast the heartbeat timeout, and hanzod
+// would replace the ring before anyone calls it.
 func TestNodeLostMidEpoch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(2, 6) // 3 syncs per epoch: two ring syncs
 	spec.MinNodes = 4
 	const victim = 2
-	cl, nodes := startNodes(t, ctx, spec, 4, func(i int, c *worker.Config, nd *node) {
+	slowFailure := func(c *localcluster.Config) { c.FailAfter = time.Hour }
+	cl, nodes := startNodesWith(t, ctx, spec, 4, slowFailure, func(i int, c *worker.Config, nd *node) {
 		if i == victim { // dies right after the first ring sync
 			nd.on = func(e worker.Event) {
 				if e.Kind == worker.EventRingReduced {
