@@ -111,6 +111,7 @@ const (
 	decodeDiscard decodeMode = iota // decode to check, keep nothing
 	decodeOwn                       // a fresh buffer per tensor, owned by the caller
 	decodeReuse                     // one buffer reused for every tensor
+	decodeSkip                      // walk the frame's structure, decompress nothing
 )
 
 // scan runs the pipeline, decoding data as mode says and calling fn (if not
@@ -383,6 +384,9 @@ func (d *decoders) close() {
 // decode reads one data field of want decoded bytes from src. It returns the
 // bytes (nil when discarding) and how many stored bytes the field took.
 func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decodeMode) ([]byte, int64, error) {
+	if mode == decodeSkip {
+		return d.skip(src, c, want)
+	}
 	if c == None {
 		b, err := d.readN(src, want, mode)
 		if err != nil {
@@ -441,6 +445,37 @@ func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decode
 		return nil, int64(d.fr.n), fmt.Errorf("%w: %w", ErrFrame, errFrameStopped)
 	}
 	return b, int64(d.fr.n), nil
+}
+
+// skip passes over one data field of want decoded bytes without
+// decompressing it: raw data is read and discarded, a frame is walked block
+// by block (its header, block sizes and checksum fields, bounded by the
+// shape as when decoding) and its block contents discarded. It costs the
+// stored bytes, whatever the frame would decode to; whether the frame
+// really decodes to want bytes is found only by decoding it.
+func (d *decoders) skip(src io.Reader, c Compression, want uint64) ([]byte, int64, error) {
+	if d.scratch == nil {
+		d.scratch = make([]byte, 64<<10)
+	}
+	if c == None {
+		n, err := io.CopyBuffer(io.Discard, io.LimitReader(src, int64(min(want, 1<<62))), d.scratch)
+		if err == nil && uint64(n) < want {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, n, readErr(err)
+		}
+		return nil, n, nil
+	}
+	d.fr.reset(src, c, want)
+	_, err := io.CopyBuffer(io.Discard, &d.fr, d.scratch)
+	if err != nil {
+		return nil, int64(d.fr.n), err
+	}
+	if !d.fr.finished() {
+		return nil, int64(d.fr.n), fmt.Errorf("%w: %w", ErrFrame, errFrameStopped)
+	}
+	return nil, int64(d.fr.n), nil
 }
 
 // frameErr prefers the frame reader's own diagnosis (truncation, structure)
