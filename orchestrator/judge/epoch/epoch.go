@@ -84,7 +84,7 @@ type Input struct {
 	// the offence: like a node whose delta fails its spot-check, they
 	// forfeit every delta of the epoch and its reward.
 	Offenders map[string]string
-	Rings  [][]string     // the distinct ring orders the job was configured with, newest first
+	Rings     [][]string // the distinct ring orders the job was configured with, newest first
 
 	Base      *model.Weights // the base model scores and accuracy are measured with
 	ShardSize int            // held-out problems ΔL is measured on
