@@ -1,12 +1,17 @@
 // Package judge is hanzod's validator and merger. It checks every
-// submitted delta in the order SPEC.md gives — signature against the
-// registered key, format, metadata (job, epoch, step, sequence: a replayed
+// submitted delta in the order SPEC.md gives — the trailer key against the
+// registered nodes before anything is hashed, signature and format without
+// decompressing a tensor, metadata (job, epoch, step, sequence: a replayed
 // delta is stale, two different deltas for one slot are equivocation),
 // shapes, finite values, the norm bound every honest worker clips to — and
 // records a typed verdict in the event log. Proven cheating (equivocation,
 // a re-signed copy of an earlier delta, a norm above the bound, a
 // spot-check that does not replay) is slashed with the evidence kept and
-// the cheater is ejected from the ring.
+// the cheater is ejected from the ring; it forfeits every delta of the
+// epoch it was caught in, and that epoch's reward. Tensors are
+// decompressed only once the job, the ring, the slot and the declared
+// shapes have been checked, within the job's adapter size and outside the
+// judge's lock.
 //
 // At the end of an epoch it reconstructs what an honest ring produced from
 // the submitted deltas (ring.Reference, bit for bit) and flags nodes whose
@@ -18,7 +23,7 @@
 // the epoch's rewards and, when the job ends, writes its signed settlement.
 //
 // The decisions are pure functions of their inputs (package epoch): the
-// admission of a delta (epoch.Admit) and the evaluation of an epoch — ring
+// admission of a delta (epoch.Screen before decompressing, epoch.Admit) and the evaluation of an epoch — ring
 // reconstruction, spot-checks, scores, the merge and the slashes and
 // rewards that follow (epoch.Evaluate). The judge is the shell around them:
 // it verifies the file, loads the inputs (the state machine's view, the

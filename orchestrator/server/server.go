@@ -69,8 +69,8 @@ type Config struct {
 // address may hold a few workers.
 func DefaultConfig() Config {
 	return Config{MaxMessageBytes: 1 << 20, NodeRate: 5, NodeBurst: 20,
-		DeltaAddrRate: 10, DeltaAddrBurst: 40, DeltaAddrInFlight: 4,
-		DeltaNodeRate: 2, DeltaNodeBurst: 10, DeltaInFlight: 8}
+		DeltaAddrRate: 10, DeltaAddrBurst: 40, DeltaAddrInFlight: 8,
+		DeltaNodeRate: 2, DeltaNodeBurst: 10, DeltaInFlight: 16}
 }
 
 // Validate checks the config.

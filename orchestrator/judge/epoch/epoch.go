@@ -5,7 +5,9 @@
 // its step ends, its claims, the slot — a duplicate or equivocation —, its
 // sequence, the epoch and membership, shapes, finite values, the norm
 // bound, a re-signed copy of the node's earlier tensors) and names the
-// offence it proves, if any.
+// offence it proves, if any. Screen is its first half, which needs only
+// the declared names, dtypes and shapes of the tensors: what it refuses is
+// never decompressed.
 //
 // Evaluate decides the end of an epoch. Given the deltas accepted for it
 // (decoded), the checkpoint it started from, the ring configurations the
