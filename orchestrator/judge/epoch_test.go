@@ -398,3 +398,51 @@ func TestRingDisagreement(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmissionOffenceForfeits: a node proven to cheat on submission
+// (here an equivocation on its own sync-1 slot) forfeits the deltas of
+// the epoch it had already had accepted: the merge leaves them out and
+// the epoch pays it nothing.
+func TestSubmissionOffenceForfeits(t *testing.T) {
+	spec := tinySpec()
+	spec.Epochs, spec.MaxNodes = 1, 4
+	e := newEnv(t, 4, spec)
+	h := trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring())
+	K := e.plan.Syncs()
+	cheat := h.ring[0]
+	for _, i := range h.ring {
+		e.expectAccept(h.files[1][i])
+	}
+	e.expectReject(e.encode(cheat, e.sd(cheat, 1, 1, e.small(3, 1e-4))), true, judge.ReasonEquivocation)
+	if e.inRing(cheat) {
+		t.Fatal("the equivocating node is still in the ring")
+	}
+	for k := 2; k <= K; k++ {
+		for _, i := range h.ring[1:] {
+			e.expectAccept(h.files[k][i])
+		}
+	}
+	e.stepUntil("epoch 1 merged", func(jb state.Job) bool { return jb.State == state.Published })
+	r := e.report(1)
+	want := []string{jobspec.Slot{Epoch: 1, Step: uint64(e.plan.SyncStep(1, 1)), Node: e.ids[cheat]}.String() + " (node slashed this epoch: equivocation)"}
+	if !slices.Equal(r.Excluded, want) || !slices.Equal(r.Forfeited, []string{e.ids[cheat]}) {
+		t.Fatalf("excluded %v, forfeited %v; want %v and the cheater", r.Excluded, r.Forfeited, want)
+	}
+	if len(r.Scores) != 3*K {
+		t.Fatalf("%d scores, want %d (the honest nodes' deltas)", len(r.Scores), 3*K)
+	}
+	var paid bool
+	for _, ev := range e.events() {
+		if rp, ok := ev.Body.(state.RewardsPaid); ok && rp.Job == e.job && rp.Epoch == 1 {
+			paid = true
+			for _, p := range rp.Payouts {
+				if p.ID == e.ids[cheat] && p.Amount != 0 {
+					t.Fatalf("the cheater was paid %d for the epoch it was caught in", p.Amount)
+				}
+			}
+		}
+	}
+	if !paid {
+		t.Fatal("epoch 1 paid nobody")
+	}
+}
