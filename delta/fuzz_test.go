@@ -71,11 +71,41 @@ func checkReaders(t *testing.T, b []byte) {
 	if (err == nil) != (verr == nil) {
 		t.Fatalf("Read says %v, Verify says %v", err, verr)
 	}
+	// Inspect skips the frames: it accepts whatever Read accepts, and what
+	// it accepts beyond that must fail when a tensor is decoded.
+	fi, ierr := Inspect(ctx, bytes.NewReader(b), int64(len(b)), fuzzLimits)
+	if err == nil && ierr != nil {
+		t.Fatalf("Read accepts, Inspect says %v", ierr)
+	}
+	if err != nil && ierr == nil {
+		failed := false
+		for _, e := range fi.Info().Entries {
+			if e.Name == MetadataName {
+				continue
+			}
+			if _, terr := fi.Tensor(e.Name); terr != nil {
+				if !isFormatErr(terr) {
+					t.Fatalf("Inspect/Tensor(%q): %v, want a frame or size error", e.Name, terr)
+				}
+				failed = true
+				break
+			}
+		}
+		if !failed {
+			t.Fatalf("Read says %v, but Inspect and every Tensor accept", err)
+		}
+	}
 	if err != nil {
 		if d != nil {
 			t.Fatal("tensors returned with an error")
 		}
 		return
+	}
+	for _, want := range d.Tensors {
+		got, err := fi.Tensor(want.Name)
+		if err != nil || !bytes.Equal(got.Data, want.Data) {
+			t.Fatalf("Inspect/Tensor(%q) disagrees with Read: %v", want.Name, err)
+		}
 	}
 	// Skim accepts whatever fully verifies, and sees the same entries.
 	sk, err := Skim(ctx, bytes.NewReader(b), fuzzLimits)

@@ -148,7 +148,7 @@ const (
 	decodeOwn                       // a fresh buffer per tensor, owned by the caller
 	decodeReuse                     // one buffer reused for every tensor
 	decodeStream                    // no buffer: the callback reads the decoder
-	decodeSkip                      // pass frames over without decompressing them
+	decodeSkip                      // walk the frame's structure, decompress nothing
 )
 
 // scan runs the pipeline, decoding data as mode says and calling fn (if not
@@ -442,6 +442,9 @@ func (d *decoders) close() {
 // instead; an error of sink's own (not a read error of that reader) is
 // returned as a *callerError.
 func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decodeMode, sink func(io.Reader) error) ([]byte, int64, error) {
+	if mode == decodeSkip {
+		return d.skip(src, c, want)
+	}
 	if c == None {
 		b, got, err := d.read(src, want, mode, sink)
 		if err != nil {
@@ -453,20 +456,6 @@ func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decode
 		return b, int64(want), nil
 	}
 	d.fr.reset(src, c, want, d.maxWindow)
-	if mode == decodeSkip {
-		if d.scratch == nil {
-			d.scratch = make([]byte, 64<<10)
-		}
-		for {
-			_, err := d.fr.Read(d.scratch)
-			if err == io.EOF {
-				return nil, int64(d.fr.n), nil
-			}
-			if err != nil {
-				return nil, int64(d.fr.n), err
-			}
-		}
-	}
 	var dec io.Reader
 	if c == LZ4 {
 		if d.lz4 == nil {
@@ -522,6 +511,37 @@ func (d *decoders) decode(src io.Reader, c Compression, want uint64, mode decode
 	return b, int64(d.fr.n), nil
 }
 
+// skip passes over one data field of want decoded bytes without
+// decompressing it: raw data is read and discarded, a frame is walked block
+// by block (its header, block sizes and checksum fields, bounded by the
+// shape as when decoding) and its block contents discarded. It costs the
+// stored bytes, whatever the frame would decode to; whether the frame
+// really decodes to want bytes is found only by decoding it.
+func (d *decoders) skip(src io.Reader, c Compression, want uint64) ([]byte, int64, error) {
+	if d.scratch == nil {
+		d.scratch = make([]byte, 64<<10)
+	}
+	if c == None {
+		n, err := io.CopyBuffer(io.Discard, io.LimitReader(src, int64(min(want, 1<<62))), d.scratch)
+		if err == nil && uint64(n) < want {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, n, readErr(err)
+		}
+		return nil, n, nil
+	}
+	d.fr.reset(src, c, want, d.maxWindow)
+	_, err := io.CopyBuffer(io.Discard, &d.fr, d.scratch)
+	if err != nil {
+		return nil, int64(d.fr.n), err
+	}
+	if !d.fr.finished() {
+		return nil, int64(d.fr.n), fmt.Errorf("%w: %w", ErrFrame, errFrameStopped)
+	}
+	return nil, int64(d.fr.n), nil
+}
+
 // frameErr prefers the frame reader's own diagnosis (truncation, structure)
 // over the decoder's report of its consequence.
 func (d *decoders) frameErr(err error) error {
@@ -540,9 +560,6 @@ func (e *callerError) Error() string { return e.err.Error() }
 // decodeStream mode) and returns them, how many arrived and the error.
 func (d *decoders) read(r io.Reader, n uint64, mode decodeMode, sink func(io.Reader) error) ([]byte, uint64, error) {
 	if mode != decodeStream {
-		if mode == decodeSkip {
-			mode = decodeDiscard // stored raw: nothing to decompress
-		}
 		b, err := d.readN(r, n, mode)
 		if mode == decodeDiscard && err == nil {
 			return nil, n, nil

@@ -70,6 +70,35 @@ func Decode(template *model.Adapter, ts []delta.Tensor) (*model.Adapter, error) 
 	return out, nil
 }
 
+// CheckDeclared checks what a delta declares of its tensors — names in
+// order, dtypes, shapes; not their data — against template (an adapter of
+// the job's shape), as Decode does before it reads any value: a file that
+// passes decodes within exactly the template's size.
+func CheckDeclared(template *model.Adapter, ts []delta.Tensor) error {
+	want := template.Tensors()
+	if len(ts) != len(want) {
+		return fmt.Errorf("%w: %d tensors, want %d", ErrShape, len(ts), len(want))
+	}
+	for i, w := range want {
+		t := ts[i]
+		if t.Name != w.Name {
+			return fmt.Errorf("%w: tensor %d is %q, want %q", ErrShape, i, t.Name, w.Name)
+		}
+		ok := t.DType == delta.FP32 && len(t.Shape) == len(w.Shape)
+		for d := 0; ok && d < len(w.Shape); d++ {
+			ok = t.Shape[d] == uint64(w.Shape[d])
+		}
+		if !ok {
+			ws := make([]uint64, len(w.Shape))
+			for d, v := range w.Shape {
+				ws[d] = uint64(v)
+			}
+			return fmt.Errorf("%w: tensor %q is %s%v, want F32%v", ErrShape, t.Name, safetensorsDType(t.DType), t.Shape, ws)
+		}
+	}
+	return nil
+}
+
 // DecodeAny builds an adapter for a model of shape mc from a delta's
 // tensors named as model.Adapter.Tensors names them, in any order: the
 // rank and targets come from the names and shapes (model.InferLoRA), alpha

@@ -135,6 +135,7 @@ type Daemon struct {
 	mlis    net.Listener
 	http    *http.Server
 	judge   *judge.Judge
+	srv     *server.Server
 	arts    *astore.Store
 	alis    net.Listener
 	ahttp   *http.Server
@@ -203,6 +204,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.st.Close()
 		return nil, err
 	}
+	d.srv = srv
 	if err := d.openJudge(srv); err != nil {
 		d.st.Close()
 		return nil, err
@@ -428,6 +430,7 @@ func (d *Daemon) metrics(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(&b, "gym_hanzod_jobs{state=%q} %d\n", s, jobs[string(s)])
 	}
 	d.judge.WriteMetrics(&b)
+	d.srv.WriteMetrics(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write([]byte(b.String()))
 }

@@ -161,9 +161,25 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	if err != nil {
 		return err
 	}
-	res, err := epoch.Evaluate(ctx, in)
-	if err != nil {
-		return err
+	// A node proven to cheat on submission during the epoch forfeits all
+	// its deltas of it. A proof that arrives while the evaluation runs (an
+	// equivocation on a slot of this epoch) is caught by reading the
+	// offenders again before publishing and evaluating again.
+	var res *epoch.Result
+	for try := 0; ; try++ {
+		if in.Offenders, err = j.offenders(ctx, jb.ID, e); err != nil {
+			return err
+		}
+		if res, err = epoch.Evaluate(ctx, in); err != nil {
+			return err
+		}
+		now, err := j.offenders(ctx, jb.ID, e)
+		if err != nil {
+			return err
+		}
+		if len(now) == len(in.Offenders) || try == 2 {
+			break
+		}
 	}
 	for _, sl := range res.Slashes {
 		j.log.Warn("spot-check failed", "job", jb.ID, "node", short(sl.Node), "sync", sl.Sync, "detail", sl.Detail)
@@ -300,14 +316,33 @@ func (j *Judge) ringHistory(ctx context.Context, job string) ([][]string, error)
 	return out, nil
 }
 
+// offenders returns the nodes proven to cheat on submission during epoch
+// e of job (the offence-proving verdicts of the log), with the offence.
+func (j *Judge) offenders(ctx context.Context, job string, e int) (map[string]string, error) {
+	evs, err := j.history.read(ctx, j.eng)
+	out := map[string]string{}
+	for _, ev := range evs {
+		if v, ok := ev.Body.(state.DeltaJudged); ok && v.Job == job && v.Epoch == e && offenceReasons[v.Reason] {
+			if _, seen := out[v.Node]; !seen {
+				out[v.Node] = v.Reason
+			}
+		}
+	}
+	return out, err
+}
+
+// offenceReasons are the rejections that prove an offence (and slash).
+var offenceReasons = map[string]bool{epoch.ReasonEquivocation: true, epoch.ReasonReplay: true, epoch.ReasonNorm: true}
+
 // logReader is the part of the engine the event scans need.
 type logReader interface {
 	Read(ctx context.Context, from uint64, max int) ([]ostore.Record, uint64, error)
 }
 
 // historyKinds are the events the judge reads back from the log: ring
-// configurations (ring reconstruction) and the money of a job (settlement).
-var historyKinds = []string{"ring_configured", "job_submitted", "rewards_paid", "slashed"}
+// configurations (ring reconstruction), the money of a job (settlement)
+// and the verdicts that proved an offence (forfeiture).
+var historyKinds = []string{"ring_configured", "job_submitted", "rewards_paid", "slashed", "delta_judged"}
 
 // eventHistory keeps the historyKinds events of the log read so far, so
 // that each epoch reads only the records appended since the last one
@@ -325,6 +360,9 @@ func (h *eventHistory) read(ctx context.Context, eng logReader) ([]state.Event, 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	next, err := scanEvents(ctx, eng, max(h.next, 1), historyKinds, func(ev state.Event) error {
+		if v, ok := ev.Body.(state.DeltaJudged); ok && !offenceReasons[v.Reason] {
+			return nil // only the verdicts that prove an offence are kept
+		}
 		h.evs = append(h.evs, ev)
 		return nil
 	})

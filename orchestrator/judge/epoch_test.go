@@ -23,6 +23,7 @@ import (
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
 )
@@ -213,12 +214,37 @@ func TestEpochs(t *testing.T) {
 	e.stepUntil("epoch 2 merged", func(jb state.Job) bool { return jb.State == state.Published })
 	e.checkPublished(2)
 	r2 := e.report(2)
-	slot := jobspec.Slot{Epoch: 2, Step: uint64(e.plan.SyncStep(2, K)), Node: e.ids[cheat]}.String()
-	if !slices.Equal(r2.Excluded, []string{slot}) {
-		t.Fatalf("epoch 2 excluded %v, want only the tampered slot %s", r2.Excluded, slot)
+	// The cheater forfeits the epoch: the tampered slot is excluded by its
+	// spot-check, every other delta of the cheater's epoch with it.
+	want := []string{jobspec.Slot{Epoch: 2, Step: uint64(e.plan.SyncStep(2, K)), Node: e.ids[cheat]}.String()}
+	for k := 1; k < K; k++ {
+		want = append(want, jobspec.Slot{Epoch: 2, Step: uint64(e.plan.SyncStep(2, k)), Node: e.ids[cheat]}.String()+" (node slashed this epoch: spot_check)")
 	}
-	if len(r2.Scores) != 3*K-1 || r2.SpotChecks != 3*K {
-		t.Fatalf("epoch 2: %d scores, %d spot-checks; want %d and %d", len(r2.Scores), r2.SpotChecks, 3*K-1, 3*K)
+	if !slices.Equal(r2.Excluded, want) || !slices.Equal(r2.Forfeited, []string{e.ids[cheat]}) {
+		t.Fatalf("epoch 2 excluded %v, forfeited %v; want %v and the cheater", r2.Excluded, r2.Forfeited, want)
+	}
+	if len(r2.Scores) != 2*K || r2.SpotChecks != 3*K {
+		t.Fatalf("epoch 2: %d scores, %d spot-checks; want %d and %d", len(r2.Scores), r2.SpotChecks, 2*K, 3*K)
+	}
+	for _, sc := range r2.Scores {
+		if sc.Node == e.ids[cheat] {
+			t.Fatalf("the cheater's delta of sync %d was scored", sc.Sync)
+		}
+	}
+	paid := map[int]map[string]ledger.Amount{}
+	for _, ev := range e.events() {
+		if rp, ok := ev.Body.(state.RewardsPaid); ok && rp.Job == e.job {
+			paid[rp.Epoch] = map[string]ledger.Amount{}
+			for _, p := range rp.Payouts {
+				paid[rp.Epoch][p.ID] += p.Amount
+			}
+		}
+	}
+	if paid[2] == nil || paid[2][e.ids[cheat]] != 0 || paid[2][e.ids[h2.ring[1]]] == 0 {
+		t.Fatalf("epoch 2 paid %v: the cheater must earn nothing, the honest nodes something", paid[2])
+	}
+	if paid[1][e.ids[cheat]] == 0 {
+		t.Fatalf("epoch 1 paid %v: the cheater's honest epoch is not clawed back", paid[1])
 	}
 	if len(r2.RingDisagreements) > 0 || len(r2.RingUnknown) > 0 {
 		t.Fatalf("epoch 2: ring disagreements %v, ring unknown %v", r2.RingDisagreements, r2.RingUnknown)
@@ -370,5 +396,53 @@ func TestRingDisagreement(t *testing.T) {
 		if s.Node != e.ids[liar] && !s.Checked {
 			t.Errorf("honest delta of %s sync %d not spot-checked", s.Node[:12], s.Sync)
 		}
+	}
+}
+
+// TestSubmissionOffenceForfeits: a node proven to cheat on submission
+// (here an equivocation on its own sync-1 slot) forfeits the deltas of
+// the epoch it had already had accepted: the merge leaves them out and
+// the epoch pays it nothing.
+func TestSubmissionOffenceForfeits(t *testing.T) {
+	spec := tinySpec()
+	spec.Epochs, spec.MaxNodes = 1, 4
+	e := newEnv(t, 4, spec)
+	h := trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring())
+	K := e.plan.Syncs()
+	cheat := h.ring[0]
+	for _, i := range h.ring {
+		e.expectAccept(h.files[1][i])
+	}
+	e.expectReject(e.encode(cheat, e.sd(cheat, 1, 1, e.small(3, 1e-4))), true, judge.ReasonEquivocation)
+	if e.inRing(cheat) {
+		t.Fatal("the equivocating node is still in the ring")
+	}
+	for k := 2; k <= K; k++ {
+		for _, i := range h.ring[1:] {
+			e.expectAccept(h.files[k][i])
+		}
+	}
+	e.stepUntil("epoch 1 merged", func(jb state.Job) bool { return jb.State == state.Published })
+	r := e.report(1)
+	want := []string{jobspec.Slot{Epoch: 1, Step: uint64(e.plan.SyncStep(1, 1)), Node: e.ids[cheat]}.String() + " (node slashed this epoch: equivocation)"}
+	if !slices.Equal(r.Excluded, want) || !slices.Equal(r.Forfeited, []string{e.ids[cheat]}) {
+		t.Fatalf("excluded %v, forfeited %v; want %v and the cheater", r.Excluded, r.Forfeited, want)
+	}
+	if len(r.Scores) != 3*K {
+		t.Fatalf("%d scores, want %d (the honest nodes' deltas)", len(r.Scores), 3*K)
+	}
+	var paid bool
+	for _, ev := range e.events() {
+		if rp, ok := ev.Body.(state.RewardsPaid); ok && rp.Job == e.job && rp.Epoch == 1 {
+			paid = true
+			for _, p := range rp.Payouts {
+				if p.ID == e.ids[cheat] && p.Amount != 0 {
+					t.Fatalf("the cheater was paid %d for the epoch it was caught in", p.Amount)
+				}
+			}
+		}
+	}
+	if !paid {
+		t.Fatal("epoch 1 paid nobody")
 	}
 }

@@ -1,12 +1,17 @@
 // Package judge is hanzod's validator and merger. It checks every
-// submitted delta in the order SPEC.md gives — signature against the
-// registered key, format, metadata (job, epoch, step, sequence: a replayed
+// submitted delta in the order SPEC.md gives — the trailer key against the
+// registered nodes before anything is hashed, signature and format without
+// decompressing a tensor, metadata (job, epoch, step, sequence: a replayed
 // delta is stale, two different deltas for one slot are equivocation),
 // shapes, finite values, the norm bound every honest worker clips to — and
 // records a typed verdict in the event log. Proven cheating (equivocation,
 // a re-signed copy of an earlier delta, a norm above the bound, a
 // spot-check that does not replay) is slashed with the evidence kept and
-// the cheater is ejected from the ring.
+// the cheater is ejected from the ring; it forfeits every delta of the
+// epoch it was caught in, and that epoch's reward. Tensors are
+// decompressed only once the job, the ring, the slot and the declared
+// shapes have been checked, within the job's adapter size and outside the
+// judge's lock.
 //
 // At the end of an epoch it reconstructs what an honest ring produced from
 // the submitted deltas (ring.Reference, bit for bit) and flags nodes whose
@@ -18,7 +23,7 @@
 // the epoch's rewards and, when the job ends, writes its signed settlement.
 //
 // The decisions are pure functions of their inputs (package epoch): the
-// admission of a delta (epoch.Admit) and the evaluation of an epoch — ring
+// admission of a delta (epoch.Screen before decompressing, epoch.Admit) and the evaluation of an epoch — ring
 // reconstruction, spot-checks, scores, the merge and the slashes and
 // rewards that follow (epoch.Evaluate). The judge is the shell around them:
 // it verifies the file, loads the inputs (the state machine's view, the
@@ -103,8 +108,8 @@ type Judge struct {
 	log  *slog.Logger
 	base *model.Weights
 
-	mu        sync.Mutex
-	templates map[string]*model.Adapter          // job → an adapter of its shape
+	mu        sync.Mutex                         // decisions on deltas and their commit; the maps below but templates
+	templates map[string]*model.Adapter          // job → an adapter of its shape (under tmu)
 	failures  map[string]int                     // job/epoch → merges failed in a row
 	seen      map[string]map[string]jobspec.Slot // job → node/tensor digest → slot (replay detection)
 	waiting   map[string]time.Time               // job/epoch → when its first member finished
@@ -113,6 +118,7 @@ type Judge struct {
 
 	pmu   sync.Mutex // a leaf lock: held only around the plans map
 	plans map[string]cachedPlan
+	tmu   sync.Mutex // a leaf lock: held only around the templates map
 
 	cmu      sync.Mutex
 	verdicts map[[2]string]uint64 // (verdict, reason) → count
@@ -279,14 +285,21 @@ type submission struct {
 
 // Submit validates one delta file and records the verdict. An error is
 // the judge's own failure (the log, the disk), never the delta's.
+//
+// The file costs the judge in proportion to what its sender may spend:
+// the trailer's key is read at its fixed place and a file of an
+// unregistered signer is refused before anything is hashed; then the
+// signature, checksum and structure are verified without decompressing
+// any tensor (delta.Inspect) and the verdicts that need no tensor data —
+// the job, the epoch, membership, the slot, the declared shapes against
+// the job's adapter — are given (epoch.Screen). Only then are the tensors
+// decompressed, within exactly the job's adapter size and outside the
+// judge's lock; the lock covers the decision and its commit.
 func (j *Judge) Submit(ctx context.Context, file []byte) (Verdict, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	resp, err := j.submit(ctx, file)
 	if err != nil {
 		return Verdict{}, err
 	}
-	resp.Digest = fileDigest(file)
 	switch {
 	case resp.Duplicate:
 		j.countVerdict("duplicate", "")
@@ -298,34 +311,107 @@ func (j *Judge) Submit(ctx context.Context, file []byte) (Verdict, error) {
 	return resp, nil
 }
 
+// maxMetadataBytes bounds a submitted delta's __metadata__ entry (a worker
+// writes a few hundred bytes).
+const maxMetadataBytes = 64 << 10
+
 func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
-	lim := delta.DefaultLimits()
-	lim.MaxTotalBytes = 64 << 20
-	d, err := delta.Read(ctx, bytes.NewReader(file), lim)
+	ra := bytes.NewReader(file)
+	_, key, err := delta.PeekSigner(ra, int64(len(file)))
+	if err != nil {
+		return reject(ReasonFormat, "%v", err), nil
+	}
+	// Signature against the registered key: the trailer key must be a
+	// registered node's — checked before the file is even hashed.
+	node := hex.EncodeToString(key)
+	var known bool
+	j.eng.View(func(m *state.Machine) { _, known = m.Node(node) })
+	if !known {
+		return reject(ReasonSignature, "signed by %s, which is not a registered node", node), nil
+	}
+	digest := fileDigest(file)
+	v, err := j.judge(ctx, file, ra, node, digest)
+	v.Digest = digest
+	return v, err
+}
+
+func (j *Judge) judge(ctx context.Context, file []byte, ra *bytes.Reader, node, digest string) (Verdict, error) {
+	f, err := delta.Inspect(ctx, ra, int64(len(file)), delta.Limits{MaxTotalBytes: 64 << 20, MaxMetadataBytes: maxMetadataBytes})
 	if err != nil {
 		if errors.Is(err, delta.ErrSignature) {
 			return reject(ReasonSignature, "%v", err), nil
 		}
 		return reject(ReasonFormat, "%v", err), nil
 	}
-	s := &submission{file: file, digest: fileDigest(file), node: hex.EncodeToString(d.Info.PublicKey)}
-
-	// Signature against the registered key: the trailer key must be a
-	// registered node's.
-	var job state.Job
-	var known bool
-	var st epoch.Standing
-	var meta delta.MetadataFields
-	if d.Info.Metadata == nil {
+	info := f.Info()
+	if info.Metadata == nil {
 		return reject(ReasonMetadata, "the delta has no __metadata__ entry (job, epoch, step, node, sequence are required)"), nil
 	}
-	meta, err = d.Info.Metadata.Fields()
+	meta, err := info.Metadata.Fields()
 	if err != nil {
 		return reject(ReasonMetadata, "%v", err), nil
 	}
-	s.meta = meta
+	if meta.Node != node {
+		return reject(ReasonMetadata, "metadata names node %s but the file is signed by %s", meta.Node, node), nil
+	}
+	s := &submission{file: file, digest: digest, node: node, meta: meta}
+	sub := epoch.Submission{Node: node, Digest: digest, Meta: meta}
+	sub.SyncKey, sub.HasSyncKey = info.Metadata.Get(jobconf.KeySync)
+	for _, e := range info.Entries {
+		if e.Name != delta.MetadataName {
+			sub.Tensors = append(sub.Tensors, delta.Tensor{Name: e.Name, DType: e.DType, Shape: e.Shape})
+		}
+	}
+	decoded := false
+	// A first look without the lock: most refusals need nothing more.
+	st, jobID, v, err := j.standing(ctx, s, false)
+	if jobID == "" || err != nil {
+		return v, err
+	}
+	_, more := epoch.Screen(sub, st)
+	for {
+		if more && !decoded {
+			// Decompress outside the lock. Screen compared the declared
+			// shapes with the job's adapter, so this is bounded by its size.
+			for i := range sub.Tensors {
+				t, err := f.Tensor(sub.Tensors[i].Name)
+				if err != nil {
+					return reject(ReasonFormat, "%v", err), nil
+				}
+				sub.Tensors[i] = t
+			}
+			sub.Decoded = epoch.Decode(st.Template, sub)
+			decoded = true
+		}
+		j.mu.Lock()
+		st, jobID, v, err = j.standing(ctx, s, true)
+		if jobID == "" || err != nil {
+			j.mu.Unlock()
+			return v, err
+		}
+		var a epoch.Admission
+		if a, more = epoch.Screen(sub, st); more && !decoded {
+			j.mu.Unlock() // the job moved on since the first look: decode, then decide
+			continue
+		}
+		if more {
+			a = epoch.Admit(sub, st)
+		}
+		v, err = j.conclude(ctx, s, jobID, a)
+		j.mu.Unlock()
+		return v, err
+	}
+}
+
+// standing reads the job's standing for s (the job's id "" with the
+// verdict when there is no such job or plan). With full set, which needs
+// j.mu, it also loads the adapter already accepted for the slot, if it is
+// another file, and the job's tensor digests.
+func (j *Judge) standing(ctx context.Context, s *submission, full bool) (epoch.Standing, string, Verdict, error) {
+	var job state.Job
+	var st epoch.Standing
+	meta := s.meta
 	j.eng.View(func(m *state.Machine) {
-		_, known = m.Node(s.node)
 		var ok bool
 		if job, ok = m.Job(meta.Job); ok {
 			st.Member = contains(job.Ring, s.node)
@@ -339,64 +425,67 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 			job.Slots, job.Tally, job.Suspects, job.Bandwidth = nil, nil, nil, nil
 		}
 	})
-	if !known {
-		return reject(ReasonSignature, "signed by %s, which is not a registered node", s.node), nil
-	}
-	if meta.Node != s.node {
-		return reject(ReasonMetadata, "metadata names node %s but the file is signed by %s", meta.Node, s.node), nil
-	}
 	if job.ID == "" {
-		return reject(ReasonMetadata, "job %q does not exist", meta.Job), nil
+		return st, "", reject(ReasonMetadata, "job %q does not exist", meta.Job), nil
 	}
+	var err error
 	if st.Plan, err = j.plan(job.ID, job.Spec); err != nil {
-		return reject(ReasonMetadata, "%v", err), nil
+		return st, "", reject(ReasonMetadata, "%v", err), nil
 	}
 	if st.Template, err = j.template(st.Plan); err != nil {
-		return Verdict{}, err
+		return st, "", Verdict{}, err
 	}
 	st.Epoch, st.State, st.Open = job.Epoch, string(job.State), job.State == state.Running
+	if !full {
+		return st, job.ID, Verdict{}, nil
+	}
 	here := jobspec.Slot{Epoch: int(meta.Epoch), Step: meta.Step, Node: s.node}
 	if st.Held != "" && st.Held != s.digest {
 		if st.HeldAdapter, _, err = j.loadDelta(ctx, job.ID, here, st.Template); err != nil {
-			return Verdict{}, err
+			return st, "", Verdict{}, err
 		}
 	}
 	if st.Seen, err = j.seenFor(ctx, job.ID, st.Template); err != nil {
-		return Verdict{}, err
+		return st, "", Verdict{}, err
 	}
-	sub := epoch.Submission{Node: s.node, Digest: s.digest, Meta: meta, Tensors: d.Tensors}
-	sub.SyncKey, sub.HasSyncKey = d.Info.Metadata.Get(jobconf.KeySync)
+	return st, job.ID, Verdict{}, nil
+}
 
-	a := epoch.Admit(sub, st)
+// conclude acts on an admission: records a rejection (punishing the
+// offence it proves), or keeps an accepted file and records it. Call with
+// j.mu held.
+func (j *Judge) conclude(ctx context.Context, s *submission, job string, a epoch.Admission) (Verdict, error) {
+	meta := s.meta
+	here := jobspec.Slot{Epoch: int(meta.Epoch), Step: meta.Step, Node: s.node}
 	s.sync = a.Sync
 	switch a.Outcome {
 	case epoch.Duplicate:
 		return duplicate, nil
 	case epoch.Rejected:
-		resp, err := j.record(ctx, s, job.ID, a.Reason, a.Detail)
+		resp, err := j.record(ctx, s, job, a.Reason, a.Detail)
 		if err != nil || a.Offence == nil {
 			return resp, err
 		}
 		files := []*submission{s}
 		if o := a.Offence; o.Earlier != nil {
-			first, _ := os.ReadFile(j.deltaPath(job.ID, *o.Earlier))
+			first, _ := os.ReadFile(j.deltaPath(job, *o.Earlier))
 			dg := o.EarlierDigest
 			if dg == "" {
 				dg = fileDigest(first)
 			}
 			files = []*submission{{file: first, digest: dg}, s}
 		}
-		j.punish(ctx, job.ID, s.node, a.Offence.Name, a.Offence.Detail, files)
+		j.punish(ctx, job, s.node, a.Offence.Name, a.Offence.Detail, files)
 		return resp, nil
 	}
 	// Accepted: keep the file, then record the verdict.
-	if err := os.MkdirAll(filepath.Dir(j.deltaPath(job.ID, here)), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(j.deltaPath(job, here)), 0o755); err != nil {
 		return Verdict{}, err
 	}
-	if err := atomicfile.WriteBytes(j.deltaPath(job.ID, here), 0o644, true, file); err != nil {
+	if err := atomicfile.WriteBytes(j.deltaPath(job, here), 0o644, true, s.file); err != nil {
 		return Verdict{}, err
 	}
-	v := state.DeltaJudged{Job: job.ID, Node: s.node, Epoch: a.Epoch, Sync: a.Sync, Step: meta.Step, Sequence: meta.Sequence,
+	v := state.DeltaJudged{Job: job, Node: s.node, Epoch: a.Epoch, Sync: a.Sync, Step: meta.Step, Sequence: meta.Sequence,
 		Samples: meta.Samples, Digest: s.digest, Accepted: true}
 	if _, err := j.eng.Do(ctx, state.JudgeDelta{Verdict: v}); err != nil {
 		if errors.Is(err, state.ErrPrecondition) {
@@ -404,14 +493,16 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 		}
 		return Verdict{}, err
 	}
-	st.Seen[s.node+"/"+a.TensorDigest] = here
-	j.log.Debug("delta accepted", "job", job.ID, "node", short(s.node), "epoch", a.Epoch, "sync", a.Sync)
+	j.seen[job][s.node+"/"+a.TensorDigest] = here
+	j.log.Debug("delta accepted", "job", job, "node", short(s.node), "epoch", a.Epoch, "sync", a.Sync)
 	return accepted, nil
 }
 
 // template returns an adapter of the job's shape (cached: building one
-// builds a trainer). Call with j.mu held.
+// builds a trainer).
 func (j *Judge) template(plan jobconf.Plan) (*model.Adapter, error) {
+	j.tmu.Lock()
+	defer j.tmu.Unlock()
 	if t, ok := j.templates[plan.Job]; ok {
 		return t, nil
 	}

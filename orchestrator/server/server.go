@@ -9,8 +9,10 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/engine"
@@ -43,18 +46,40 @@ type Config struct {
 	// for ledger operations; when empty they are allowed from loopback
 	// peers only.
 	AdminToken string
+	// SubmitDelta carries no request signature (the file is signed), so
+	// it is bounded on its own: per peer address a token bucket
+	// (DeltaAddrRate files/s, burst DeltaAddrBurst) and at most
+	// DeltaAddrInFlight files being judged at once; per node (the file's
+	// signer, charged only once the judge has verified the signature, so
+	// nobody can spend a node's allowance by forging its key into a
+	// trailer) DeltaNodeRate files/s, burst DeltaNodeBurst; and at most
+	// DeltaInFlight files judged at once in all (a submission waits for a
+	// slot until its deadline).
+	DeltaAddrRate     float64
+	DeltaAddrBurst    int
+	DeltaAddrInFlight int
+	DeltaNodeRate     float64
+	DeltaNodeBurst    int
+	DeltaInFlight     int
 }
 
 // DefaultConfig allows 1 MiB messages and 5 requests a second per node
 // (burst 20): a heartbeat every 10 s plus bandwidth reports fit easily.
+// A worker submits one delta a sync (seconds apart at the least); an
+// address may hold a few workers.
 func DefaultConfig() Config {
-	return Config{MaxMessageBytes: 1 << 20, NodeRate: 5, NodeBurst: 20}
+	return Config{MaxMessageBytes: 1 << 20, NodeRate: 5, NodeBurst: 20,
+		DeltaAddrRate: 10, DeltaAddrBurst: 40, DeltaAddrInFlight: 8,
+		DeltaNodeRate: 2, DeltaNodeBurst: 10, DeltaInFlight: 16}
 }
 
 // Validate checks the config.
 func (c Config) Validate() error {
 	if c.MaxMessageBytes < 4096 || c.NodeRate <= 0 || c.NodeBurst < 1 {
 		return fmt.Errorf("server: MaxMessageBytes ≥ 4096, NodeRate > 0 and NodeBurst ≥ 1 required")
+	}
+	if c.DeltaAddrRate <= 0 || c.DeltaAddrBurst < 1 || c.DeltaAddrInFlight < 1 || c.DeltaNodeRate <= 0 || c.DeltaNodeBurst < 1 || c.DeltaInFlight < 1 {
+		return fmt.Errorf("server: the SubmitDelta limits (DeltaAddrRate, DeltaAddrBurst, DeltaAddrInFlight, DeltaNodeRate, DeltaNodeBurst, DeltaInFlight) must be positive")
 	}
 	return nil
 }
@@ -68,6 +93,14 @@ type Server struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	buckets map[string]*bucket
+
+	// SubmitDelta's limits (see Config).
+	dmu        sync.Mutex
+	addrBucket limiter
+	nodeBucket limiter
+	addrFlight map[string]int
+	inFlight   chan struct{}
+	refused    map[string]uint64 // limit → deltas refused by it
 
 	// Judge validates submitted deltas (nil: SubmitDelta is Unavailable).
 	// Set before serving.
@@ -104,7 +137,11 @@ func New(cfg Config, eng *engine.Engine, now func() time.Time) (*Server, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, eng: eng, now: now, buckets: map[string]*bucket{}}, nil
+	return &Server{cfg: cfg, eng: eng, now: now, buckets: map[string]*bucket{},
+		addrBucket: limiter{rate: cfg.DeltaAddrRate, burst: cfg.DeltaAddrBurst, buckets: map[string]*bucket{}},
+		nodeBucket: limiter{rate: cfg.DeltaNodeRate, burst: cfg.DeltaNodeBurst, buckets: map[string]*bucket{}},
+		addrFlight: map[string]int{}, inFlight: make(chan struct{}, cfg.DeltaInFlight), refused: map[string]uint64{},
+	}, nil
 }
 
 // Options are the grpc.Server options the limits need.
@@ -521,7 +558,8 @@ func (s *Server) PayRewards(ctx context.Context, r *pb.PayRewardsRequest) (*pb.P
 }
 
 // SubmitDelta implements NodeService: the judge validates the file and
-// records its verdict; a rejection is a normal answer.
+// records its verdict; a rejection is a normal answer. The request is
+// bounded first (see Config): per address, per node, in flight.
 func (s *Server) SubmitDelta(ctx context.Context, r *pb.SubmitDeltaRequest) (*pb.SubmitDeltaResponse, error) {
 	if s.Judge == nil {
 		return nil, status.Error(codes.Unavailable, "this hanzod does not validate deltas (no judge configured)")
@@ -529,12 +567,140 @@ func (s *Server) SubmitDelta(ctx context.Context, r *pb.SubmitDeltaRequest) (*pb
 	if len(r.Delta) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "delta is empty: send the bytes of a delta file")
 	}
+	addr := peerHost(ctx)
+	var node string
+	if len(r.Delta) >= delta.PublicKeySize {
+		node = hex.EncodeToString(r.Delta[len(r.Delta)-delta.PublicKeySize:])
+	}
+	release, err := s.admitDelta(ctx, addr, node)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	v, err := s.Judge.Submit(ctx, r.Delta)
 	if err != nil {
 		return nil, err
 	}
+	if verifiedSigner(v) {
+		s.dmu.Lock()
+		s.nodeBucket.charge(node, s.now())
+		s.dmu.Unlock()
+	}
 	return &pb.SubmitDeltaResponse{Accepted: v.Accepted, Duplicate: v.Duplicate, Reason: v.Reason, Detail: v.Detail, Digest: v.Digest}, nil
 }
+
+// verifiedSigner reports whether a verdict implies the file's signature
+// verified under a registered node's key (every verdict but a refused
+// signature or a malformed file).
+func verifiedSigner(v DeltaVerdict) bool {
+	return v.Accepted || v.Duplicate || (v.Reason != "signature" && v.Reason != "format" && v.Reason != "")
+}
+
+// admitDelta applies SubmitDelta's limits to a file from addr claiming to
+// be node's and returns the function that frees its slots.
+func (s *Server) admitDelta(ctx context.Context, addr, node string) (func(), error) {
+	s.dmu.Lock()
+	now := s.now()
+	refuse := func(limit, format string, a ...any) (func(), error) {
+		s.refused[limit]++
+		s.dmu.Unlock()
+		return nil, status.Errorf(codes.ResourceExhausted, format, a...)
+	}
+	if s.addrFlight[addr] >= s.cfg.DeltaAddrInFlight {
+		return refuse("address_in_flight", "address %s already has %d deltas being judged (at most %d at once); wait for their verdicts", addr, s.addrFlight[addr], s.cfg.DeltaAddrInFlight)
+	}
+	if node != "" && !s.nodeBucket.has(node, now) {
+		return refuse("node_rate", "node %s exceeds %g deltas/s (burst %d); slow down", node, s.cfg.DeltaNodeRate, s.cfg.DeltaNodeBurst)
+	}
+	if !s.addrBucket.take(addr, now) {
+		return refuse("address_rate", "address %s exceeds %g deltas/s (burst %d); slow down", addr, s.cfg.DeltaAddrRate, s.cfg.DeltaAddrBurst)
+	}
+	s.addrFlight[addr]++
+	s.dmu.Unlock()
+	done := func() {
+		s.dmu.Lock()
+		if s.addrFlight[addr]--; s.addrFlight[addr] <= 0 {
+			delete(s.addrFlight, addr)
+		}
+		s.dmu.Unlock()
+	}
+	select {
+	case s.inFlight <- struct{}{}:
+	case <-ctx.Done():
+		done()
+		s.dmu.Lock()
+		s.refused["busy"]++
+		s.dmu.Unlock()
+		return nil, status.Errorf(codes.ResourceExhausted, "hanzod is judging %d deltas at once and none finished before the deadline; retry later", s.cfg.DeltaInFlight)
+	}
+	return func() { <-s.inFlight; done() }, nil
+}
+
+// WriteMetrics writes the server's counters in the Prometheus text format
+// (docs/metrics.md).
+func (s *Server) WriteMetrics(w io.Writer) {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	fmt.Fprintf(w, "# HELP gym_hanzod_deltas_refused_total Delta submissions refused by a limit before the validator saw them.\n# TYPE gym_hanzod_deltas_refused_total counter\n")
+	for _, l := range []string{"address_in_flight", "address_rate", "busy", "node_rate"} {
+		fmt.Fprintf(w, "gym_hanzod_deltas_refused_total{limit=%q} %d\n", l, s.refused[l])
+	}
+	fmt.Fprintf(w, "# HELP gym_hanzod_deltas_in_flight Delta submissions being judged.\n# TYPE gym_hanzod_deltas_in_flight gauge\ngym_hanzod_deltas_in_flight %d\n", len(s.inFlight))
+}
+
+// peerHost is the caller's IP address ("" when unknown: all such callers
+// share one allowance).
+func peerHost(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	if tcp, ok := p.Addr.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		return h
+	}
+	return p.Addr.String()
+}
+
+// limiter is a set of token buckets by key.
+type limiter struct {
+	rate    float64
+	burst   int
+	buckets map[string]*bucket
+}
+
+func (l *limiter) get(key string, now time.Time) *bucket {
+	b, ok := l.buckets[key]
+	if !ok {
+		if len(l.buckets) >= maxBuckets {
+			l.buckets = map[string]*bucket{} // forget idle keys rather than grow without bound
+		}
+		b = &bucket{tokens: float64(l.burst), last: now}
+		l.buckets[key] = b
+	}
+	b.tokens = min(float64(l.burst), b.tokens+now.Sub(b.last).Seconds()*l.rate)
+	b.last = now
+	return b
+}
+
+// has reports whether key has a token left, without taking it.
+func (l *limiter) has(key string, now time.Time) bool { return l.get(key, now).tokens >= 1 }
+
+// take takes a token of key if it has one.
+func (l *limiter) take(key string, now time.Time) bool {
+	b := l.get(key, now)
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// charge takes a token of key, going below zero if need be (a node that
+// sent several files at once pays for each).
+func (l *limiter) charge(key string, now time.Time) { l.get(key, now).tokens-- }
 
 // ReportSuspect implements NodeService.
 func (s *Server) ReportSuspect(ctx context.Context, r *pb.ReportSuspectRequest) (*pb.ReportSuspectResponse, error) {

@@ -38,7 +38,32 @@ type Submission struct {
 	Meta       delta.MetadataFields
 	SyncKey    []byte // the raw jobconf.KeySync metadata value
 	HasSyncKey bool
-	Tensors    []delta.Tensor
+	// Tensors are the file's tensors. For Screen only their names, dtypes
+	// and shapes matter (Data may be nil: not decompressed yet).
+	Tensors []delta.Tensor
+	// Decoded, when not nil, is Tensors already decoded against the
+	// standing's template (Decode): the judge decodes outside its lock.
+	Decoded *Decoding
+}
+
+// Decoding is a submission's tensors decoded against a job's adapter
+// (jobconf.Decode), or why they do not decode.
+type Decoding struct {
+	Adapter *model.Adapter
+	Err     error
+}
+
+// Decode decodes s's tensors against template.
+func Decode(template *model.Adapter, s Submission) *Decoding {
+	a, err := jobconf.Decode(template, s.Tensors)
+	return &Decoding{Adapter: a, Err: err}
+}
+
+func (s Submission) decode(template *model.Adapter) (*model.Adapter, error) {
+	if s.Decoded != nil {
+		return s.Decoded.Adapter, s.Decoded.Err
+	}
+	return jobconf.Decode(template, s.Tensors)
 }
 
 // Standing is what admitting a delta depends on: the job's plan and state
@@ -104,6 +129,14 @@ func rejected(reason, detail string) Admission {
 	return Admission{Outcome: Rejected, Reason: reason, Detail: detail}
 }
 
+// Screen is the part of Admit that needs no tensor data: it runs Admit's
+// checks in Admit's order up to the first that needs the decoded values,
+// with the declared names, dtypes and shapes of s.Tensors compared with
+// the job's adapter before that. It returns Admit's verdict when one
+// follows from the header, trailer and metadata alone (more=false), or
+// more=true when the tensors must be decoded — and then decoding them is
+// bounded by the job's adapter size. A file that Screen refuses is never
+// decompressed.
 // Admit checks a submitted delta against its job in the order SPEC.md
 // gives once the signer and the job are known — the sync its step ends,
 // the sync and samples it claims, the slot (the same delta again is a
@@ -113,50 +146,27 @@ func rejected(reason, detail string) Admission {
 // returns the verdict. Every rejection it gives is attributable to the
 // node.
 func Admit(s Submission, st Standing) Admission {
+	a, more := Screen(s, st)
+	if !more {
+		return a
+	}
 	plan := st.Plan
-	meta := s.Meta
-	epoch, k, ok := plan.SyncOf(meta.Step)
-	if !ok || epoch != int(meta.Epoch) {
-		a := rejected(ReasonMetadata, fmt.Sprintf("step %d of epoch %d ends no sync of the job (syncs every %d steps, %d per epoch)", meta.Step, meta.Epoch, plan.Interval, plan.StepsPerEpoch))
-		a.Epoch = int(meta.Epoch)
-		return a
-	}
-	verdict := func(a Admission) Admission {
-		a.Epoch, a.Sync = epoch, k
-		return a
-	}
-	if !s.HasSyncKey || string(s.SyncKey) != fmt.Sprint(k) {
-		return verdict(rejected(ReasonMetadata, fmt.Sprintf("metadata sync %s, step %d is sync %d", s.SyncKey, meta.Step, k)))
-	}
-	if meta.Samples != plan.Samples() {
-		return verdict(rejected(ReasonMetadata, fmt.Sprintf("samples %d, a sync of this job trains on %d", meta.Samples, plan.Samples())))
-	}
 	slot := s.Slot()
+	verdict := func(x Admission) Admission {
+		x.Epoch, x.Sync = a.Epoch, a.Sync
+		return x
+	}
 	if st.Held != "" {
-		if st.Held == s.Digest {
-			return verdict(Admission{Outcome: Duplicate})
-		}
 		// The same tensors under new metadata are a worker that restarted
 		// and trained the sync again (deterministically): a duplicate.
 		// Different tensors for one slot are equivocation.
-		if got, err := jobconf.Decode(st.Template, s.Tensors); err == nil && st.HeldAdapter != nil &&
+		if got, err := s.decode(st.Template); err == nil && st.HeldAdapter != nil &&
 			model.Digest(st.HeldAdapter.Tensors()) == model.Digest(got.Tensors()) {
 			return verdict(Admission{Outcome: Duplicate})
 		}
-		a := rejected(ReasonEquivocation, "a different delta ("+st.Held[:min(16, len(st.Held))]+"…) is already accepted for slot "+slot.String())
-		a.Offence = &Offence{Name: "equivocation", Detail: "two different signed deltas for slot " + slot.String(), Earlier: &slot, EarlierDigest: st.Held}
-		return verdict(a)
+		return verdict(equivocation(st, slot))
 	}
-	if meta.Sequence <= st.LastSeq {
-		return verdict(rejected(ReasonStale, fmt.Sprintf("sequence %d, the last accepted was %d (a replayed delta)", meta.Sequence, st.LastSeq)))
-	}
-	if int(meta.Epoch) != st.Epoch || !st.Open {
-		return verdict(rejected(ReasonLate, fmt.Sprintf("job is %s in epoch %d; this delta is for epoch %d", st.State, st.Epoch, meta.Epoch)))
-	}
-	if !st.Member {
-		return verdict(rejected(ReasonNotMember, "the node is not in the job's ring"))
-	}
-	adapt, err := jobconf.Decode(st.Template, s.Tensors)
+	adapt, err := s.decode(st.Template)
 	switch {
 	case errors.Is(err, jobconf.ErrNonFinite):
 		return verdict(rejected(ReasonNonFinite, err.Error()))
@@ -180,4 +190,57 @@ func Admit(s Submission, st Standing) Admission {
 		return verdict(a)
 	}
 	return verdict(Admission{Outcome: Accepted, Adapter: adapt, TensorDigest: tdig})
+}
+
+func equivocation(st Standing, slot jobspec.Slot) Admission {
+	a := rejected(ReasonEquivocation, "a different delta ("+st.Held[:min(16, len(st.Held))]+"…) is already accepted for slot "+slot.String())
+	a.Offence = &Offence{Name: "equivocation", Detail: "two different signed deltas for slot " + slot.String(), Earlier: &slot, EarlierDigest: st.Held}
+	return a
+}
+
+func Screen(s Submission, st Standing) (a Admission, more bool) {
+	plan := st.Plan
+	meta := s.Meta
+	epoch, k, ok := plan.SyncOf(meta.Step)
+	if !ok || epoch != int(meta.Epoch) {
+		a := rejected(ReasonMetadata, fmt.Sprintf("step %d of epoch %d ends no sync of the job (syncs every %d steps, %d per epoch)", meta.Step, meta.Epoch, plan.Interval, plan.StepsPerEpoch))
+		a.Epoch = int(meta.Epoch)
+		return a, false
+	}
+	verdict := func(a Admission) Admission {
+		a.Epoch, a.Sync = epoch, k
+		return a
+	}
+	if !s.HasSyncKey || string(s.SyncKey) != fmt.Sprint(k) {
+		return verdict(rejected(ReasonMetadata, fmt.Sprintf("metadata sync %s, step %d is sync %d", s.SyncKey, meta.Step, k))), false
+	}
+	if meta.Samples != plan.Samples() {
+		return verdict(rejected(ReasonMetadata, fmt.Sprintf("samples %d, a sync of this job trains on %d", meta.Samples, plan.Samples()))), false
+	}
+	slot := s.Slot()
+	declared := jobconf.CheckDeclared(st.Template, s.Tensors)
+	if st.Held != "" {
+		if st.Held == s.Digest {
+			return verdict(Admission{Outcome: Duplicate}), false
+		}
+		if declared != nil {
+			// Not the job's shape, so not the held tensors: equivocation
+			// without decoding anything.
+			return verdict(equivocation(st, slot)), false
+		}
+		return verdict(Admission{}), true
+	}
+	if meta.Sequence <= st.LastSeq {
+		return verdict(rejected(ReasonStale, fmt.Sprintf("sequence %d, the last accepted was %d (a replayed delta)", meta.Sequence, st.LastSeq))), false
+	}
+	if int(meta.Epoch) != st.Epoch || !st.Open {
+		return verdict(rejected(ReasonLate, fmt.Sprintf("job is %s in epoch %d; this delta is for epoch %d", st.State, st.Epoch, meta.Epoch))), false
+	}
+	if !st.Member {
+		return verdict(rejected(ReasonNotMember, "the node is not in the job's ring")), false
+	}
+	if declared != nil {
+		return verdict(rejected(ReasonShape, declared.Error())), false
+	}
+	return verdict(Admission{}), true
 }

@@ -110,12 +110,46 @@ func TestAdmit(t *testing.T) {
 			epoch.Rejected, epoch.ReasonMetadata, `metadata sync "1", step 1 is sync 1`, "", ""},
 		{"samples", func(s *epoch.Submission, _ *epoch.Standing) { s.Meta.Samples++ },
 			epoch.Rejected, epoch.ReasonMetadata, "samples ", "", ""},
+		{"declared shape larger than the job's", func(s *epoch.Submission, _ *epoch.Standing) {
+			s.Tensors[0].Shape = []uint64{s.Tensors[0].Shape[0], 1 << 40}
+		}, epoch.Rejected, epoch.ReasonShape, "model: tensors do not match the adapter: tensor ", "", ""},
+		{"declared fp16", func(s *epoch.Submission, _ *epoch.Standing) { s.Tensors[1].DType = delta.FP16 },
+			epoch.Rejected, epoch.ReasonShape, "model: tensors do not match the adapter: tensor ", "", ""},
+		{"equivocating in another shape", func(s *epoch.Submission, st *epoch.Standing) {
+			st.Held, st.HeldAdapter = "d-held-0123456789abcdef", honest.Clone()
+			s.Tensors = s.Tensors[1:]
+		}, epoch.Rejected, epoch.ReasonEquivocation, "a different delta", "equivocation", slot.String()},
 	}
+	// The cases whose verdict depends on the tensors' values.
+	needsData := map[string]bool{"honest": true, "at the norm bound": true, "norm-violating": true, "equivocating": true,
+		"the same tensors under new metadata": true, "replayed tensors": true, "another node's tensors": true, "non-finite": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s, st := submission(honest), standing()
 			c.edit(&s, &st)
+			// Screen sees the declared tensors only (nothing decompressed):
+			// it must either give Admit's verdict or ask for the data.
+			hdr := s
+			hdr.Tensors = nil
+			for _, tn := range s.Tensors {
+				hdr.Tensors = append(hdr.Tensors, delta.Tensor{Name: tn.Name, DType: tn.DType, Shape: tn.Shape})
+			}
+			sa, more := epoch.Screen(hdr, st)
 			a := epoch.Admit(s, st)
+			if !more && (sa.Outcome != a.Outcome || sa.Reason != a.Reason || sa.Detail != a.Detail || sa.Epoch != a.Epoch || sa.Sync != a.Sync) {
+				t.Fatalf("Screen decided %+v, Admit %+v", sa, a)
+			}
+			if more != needsData[c.name] {
+				t.Errorf("Screen asked for the data: %v, want %v", more, needsData[c.name])
+			}
+			// Decoded outside (the judge decodes outside its lock): the same.
+			if more {
+				s2 := s
+				s2.Decoded = epoch.Decode(st.Template, s)
+				if a2 := epoch.Admit(s2, st); a2.Outcome != a.Outcome || a2.Reason != a.Reason || a2.Detail != a.Detail {
+					t.Fatalf("Admit with the tensors decoded outside: %+v, inside: %+v", a2, a)
+				}
+			}
 			if a.Outcome != c.outcome || a.Reason != c.reason || !strings.HasPrefix(a.Detail, c.detail) {
 				t.Fatalf("admission %v %q %q, want %v %q %q…", a.Outcome, a.Reason, a.Detail, c.outcome, c.reason, c.detail)
 			}

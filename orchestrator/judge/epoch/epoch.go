@@ -5,7 +5,9 @@
 // its step ends, its claims, the slot — a duplicate or equivocation —, its
 // sequence, the epoch and membership, shapes, finite values, the norm
 // bound, a re-signed copy of the node's earlier tensors) and names the
-// offence it proves, if any.
+// offence it proves, if any. Screen is its first half, which needs only
+// the declared names, dtypes and shapes of the tensors: what it refuses is
+// never decompressed.
 //
 // Evaluate decides the end of an epoch. Given the deltas accepted for it
 // (decoded), the checkpoint it started from, the ring configurations the
@@ -13,6 +15,8 @@
 // produced from the submitted deltas (ring.Reference, bit for bit) and
 // flags the nodes whose claimed base disagrees, re-executes a keyed share
 // of the deltas by deterministic replay (the re-execution is passed in),
+// leaves every delta of a node slashed in the epoch (on submission or by a
+// failed spot-check) out of the merge and its reward,
 // scores every delta (q = α·ΔL + β·S + γ·C on a held-out shard), merges
 // each sync's deltas with the job's rule into the checkpoint of record and
 // says what follows: the slashes of failed spot-checks and the epoch's
@@ -30,6 +34,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/zooai/gym/heldout"
@@ -76,7 +81,12 @@ type Input struct {
 
 	Start  *model.Adapter // the checkpoint of record the epoch started from
 	Deltas []Delta        // accepted for the epoch, in any order
-	Rings  [][]string     // the distinct ring orders the job was configured with, newest first
+	// Offenders are the nodes proven to cheat on submission during the
+	// epoch (equivocation, a replayed copy, a norm above the bound), with
+	// the offence: like a node whose delta fails its spot-check, they
+	// forfeit every delta of the epoch and its reward.
+	Offenders map[string]string
+	Rings     [][]string // the distinct ring orders the job was configured with, newest first
 
 	Base      *model.Weights // the base model scores and accuracy are measured with
 	ShardSize int            // held-out problems ΔL is measured on
@@ -109,6 +119,10 @@ type Report struct {
 	Rule     string   `json:"rule"`
 	Scores   []Score  `json:"scores"`
 	Excluded []string `json:"excluded,omitempty"` // slots dropped by a failed spot-check
+	// Forfeited lists the nodes slashed in the epoch (on submission or by
+	// a spot-check): all their deltas of the epoch are left out of the
+	// merge and they earn nothing for it.
+	Forfeited []string `json:"forfeited,omitempty"`
 	// RingDisagreements lists nodes whose claimed base for a sync differs
 	// from what the ring should have produced from the submitted deltas.
 	RingDisagreements []string `json:"ring_disagreements,omitempty"`
@@ -265,6 +279,32 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		}
 	}
 
+	// A node proven to cheat on submission this epoch loses its deltas
+	// before any is replayed (the ring results above were still rebuilt
+	// with them: the ring did add them).
+	forfeit := func(node, why string) {
+		if slices.Contains(rep.Forfeited, node) {
+			return
+		}
+		rep.Forfeited = append(rep.Forfeited, node)
+		for k := 1; k <= K; k++ {
+			for _, en := range syncs[k] {
+				if en.Node == node && en.a != nil {
+					en.a = nil
+					rep.Excluded = append(rep.Excluded, en.Slot.String()+" (node slashed this epoch: "+why+")")
+				}
+			}
+		}
+	}
+	offenders := make([]string, 0, len(in.Offenders))
+	for n := range in.Offenders {
+		offenders = append(offenders, n)
+	}
+	sort.Strings(offenders)
+	for _, n := range offenders {
+		forfeit(n, in.Offenders[n])
+	}
+
 	// Spot-checks: re-execute the sampled deltas whose start is known.
 	for k := 1; k <= K; k++ {
 		for _, en := range syncs[k] {
@@ -281,6 +321,10 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				rep.Excluded = append(rep.Excluded, en.Slot.String())
 				res.Slashes = append(res.Slashes, Slash{Node: en.Node, Slot: en.Slot, Sync: k, Digest: en.Digest, Offence: OffenceSpotCheck, Detail: detail})
 				en.a = nil
+				// It loses every other delta of the epoch too (they are
+				// not replayed: one proof is enough): a cheater must not
+				// keep what it cheated for.
+				forfeit(en.Node, OffenceSpotCheck)
 			}
 		}
 	}

@@ -172,6 +172,7 @@ func TestEvaluate(t *testing.T) {
 		disagree   []string // prefixes
 		unknown    []int
 		shortfalls int
+		forfeited  []string // nodes with no score and no reward
 	}
 	cases := []struct {
 		name  string
@@ -197,30 +198,25 @@ func TestEvaluate(t *testing.T) {
 			d := ds[i].Adapter.Clone()
 			d.Tensors()[0].Data[0] += 1e-5
 			ds[i].Adapter = d
-		}, want{scores: 5, checks: 6, excluded: []string{slotKey(1, 2, b)}, slashed: []string{b + ": replay differs in 1 of"}}, nil},
+		}, want{scores: 4, checks: 6, excluded: []string{slotKey(1, 2, b), slotKey(1, 1, b) + " (node slashed this epoch: spot_check)"},
+			slashed: []string{b + ": replay differs in 1 of"}, forfeited: []string{b}}, nil},
 		{"claimed loss", func(ds []epoch.Delta, in *epoch.Input) {
 			ds[find(ds, c, 1)].ClaimedLoss = w.loss + 0.1
-		}, want{scores: 5, checks: 6, excluded: []string{slotKey(1, 1, c)}, slashed: []string{c + ": claimed loss 0.6, replay gives 0.5"}}, nil},
-		{"false base", func(ds []epoch.Delta, in *epoch.Input) {
-			ds[find(ds, a, 2)].Base = jobconf.Digest(w.contribution(a, 9))
-		}, want{scores: 5, checks: 5, excluded: []string{slotKey(1, 2, a) + " (base disagrees with the ring)"}, disagree: []string{a[:12] + " sync 2"}}, nil},
-		{"false start", func(ds []epoch.Delta, in *epoch.Input) {
-			ds[find(ds, a, 1)].Base = "0000"
-		}, want{scores: 5, checks: 5, excluded: []string{slotKey(1, 1, a) + " (base disagrees"},
-			disagree: []string{a[:12] + " sync 1 (did not start from the checkpoint of record)"}}, nil},
-		{"not sampled", func(ds []epoch.Delta, in *epoch.Input) {
+		}, want{scores: 4, checks: 5, excluded: []string{slotKey(1, 1, c), slotKey(1, 2, c) + " (node slashed this epoch: spot_check)"},
+			slashed: []string{c + ": claimed loss 0.6, replay gives 0.5"}, forfeited: []string{c}}, nil},
+		{"slashed on submission", func(ds []epoch.Delta, in *epoch.Input) {
+			in.Offenders = map[string]string{a: "equivocation"}
+		}, want{scores: 4, checks: 4, excluded: []string{slotKey(1, 1, a) + " (node slashed this epoch: equivocation)", slotKey(1, 2, a) + " (node slashed"},
+			forfeited: []string{a}}, nil},
+		{"slashed on submission and by a spot-check", func(ds []epoch.Delta, in *epoch.Input) {
+			in.Offenders = map[string]string{a: "replay"}
 			i := find(ds, b, 2)
 			d := ds[i].Adapter.Clone()
 			d.Tensors()[0].Data[0] += 1e-5
 			ds[i].Adapter = d
-			in.SpotCheckBP = 0
-		}, want{scores: 6, checks: 0}, nil},
-		{"no ring configuration matches", func(ds []epoch.Delta, in *epoch.Input) {
-			in.Rings = [][]string{{a, b}}
-		}, want{scores: 6, checks: 3, unknown: []int{1}}, nil},
-		{"fewer deltas than f needs", func(ds []epoch.Delta, in *epoch.Input) {
-			in.Rule, in.Byzantine = merge.Median, 1
-		}, want{scores: 6, checks: 6, shortfalls: 2}, nil},
+		}, want{scores: 2, checks: 4, excluded: []string{slotKey(1, 1, a) + " (node slashed this epoch: replay)", slotKey(1, 2, a) + " (node slashed",
+			slotKey(1, 2, b), slotKey(1, 1, b) + " (node slashed this epoch: spot_check)"},
+			slashed: []string{b + ": replay differs"}, forfeited: []string{a, b}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -254,6 +250,21 @@ func TestEvaluate(t *testing.T) {
 			}
 			if !slices.Equal(rep.RingUnknown, tc.want.unknown) {
 				t.Errorf("ring unknown %v, want %v", rep.RingUnknown, tc.want.unknown)
+			}
+			if !slices.Equal(rep.Forfeited, tc.want.forfeited) {
+				t.Errorf("forfeited %q, want %q", rep.Forfeited, tc.want.forfeited)
+			}
+			for _, n := range tc.want.forfeited {
+				for _, sc := range rep.Scores {
+					if sc.Node == n {
+						t.Errorf("a delta of %s, slashed this epoch, was scored (sync %d)", n[:8], sc.Sync)
+					}
+				}
+				for _, cn := range r.Rewards {
+					if cn.ID == n {
+						t.Errorf("%s, slashed this epoch, earns %+v", n[:8], cn)
+					}
+				}
 			}
 			if len(r.Shortfalls) != tc.want.shortfalls {
 				t.Errorf("shortfalls %+v, want %d", r.Shortfalls, tc.want.shortfalls)
