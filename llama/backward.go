@@ -127,19 +127,20 @@ func (bw *backWork) transpose(x []float32, rows, cols int) []float32 {
 	return y
 }
 
-// transposeInto sets y [cols, rows] to the transpose of x [rows, cols].
+// transposeInto sets y [cols, rows] to the transpose of x [rows, cols],
+// in square blocks, writing runs of y contiguously.
 func transposeInto(threads int, y, x []float32, rows, cols int) {
 	const blk = 32
-	rb := (rows + blk - 1) / blk
-	parallel(threads, rb, rows*cols/4, func(lo, hi int) {
+	cb := (cols + blk - 1) / blk
+	parallel(threads, cb, rows*cols/4, func(lo, hi int) {
 		for bi := lo; bi < hi; bi++ {
-			r0, r1 := bi*blk, min((bi+1)*blk, rows)
-			for c0 := 0; c0 < cols; c0 += blk {
-				c1 := min(c0+blk, cols)
-				for r := r0; r < r1; r++ {
-					xr := x[r*cols : (r+1)*cols]
-					for cc := c0; cc < c1; cc++ {
-						y[cc*rows+r] = xr[cc]
+			c0, c1 := bi*blk, min((bi+1)*blk, cols)
+			for r0 := 0; r0 < rows; r0 += blk {
+				r1 := min(r0+blk, rows)
+				for c := c0; c < c1; c++ {
+					yr := y[c*rows+r0 : c*rows+r1]
+					for i := range yr {
+						yr[i] = x[(r0+i)*cols+c]
 					}
 				}
 			}
