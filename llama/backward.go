@@ -57,7 +57,7 @@ func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 
 	// logits = hf·Headᵀ, hf = RMSNorm(xf).
 	dh := make([]float32, N*D)
-	matMulT(th, dh, dLogits, bw.transpose(md.W.Head, V, D), nil, N, V, D)
+	matMulTK(th, dh, dLogits, bw.transpose(md.W.Head, V, D), N, V, D)
 	dx := make([]float32, N*D)
 	rmsNormBack(dx, dh, a.xf, a.rf, md.W.Norm, N, D)
 	rope := newRopeTable(md.inv, 0, a.T)
@@ -172,7 +172,7 @@ func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []flo
 	var dx []float32
 	if needDx {
 		dx = make([]float32, N*in)
-		matMulT(th, dx, dy, bw.transpose(md.W.Layers[l].W[m], out, in), nil, N, out, in)
+		matMulTK(th, dx, dy, bw.transpose(md.W.Layers[l].W[m], out, in), N, out, in)
 	}
 	if act.u == nil {
 		return dx
@@ -289,4 +289,97 @@ func (md *Model) attentionBack(la *layerAct, dout []float32, B, T int) (dq, dk, 
 		}
 	})
 	return dq, dk, dv
+}
+
+// kChunk is the length of the pieces matMulTK cuts long rows into.
+const kChunk = 512
+
+// matMulTK is matMulT (without bias) for long rows, such as the output
+// head's backward product whose rows span the vocabulary: the sum over i is
+// taken in pieces of kChunk, each accumulator carried through y from one
+// piece to the next, so the products are added in the same order as
+// matMulT adds them and the results are bitwise equal; but a piece of x
+// and of w stays in cache while a tile is computed.
+func matMulTK(threads int, y, x, w []float32, N, in, out int) {
+	if in <= kChunk {
+		matMulT(threads, y, x, w, nil, N, in, out)
+		return
+	}
+	rb := (N + rowBlock - 1) / rowBlock
+	cp := (out + colPanel - 1) / colPanel
+	parallel(threads, rb*cp, N*in*out, func(lo, hi int) {
+		for it := lo; it < hi; it++ {
+			p, r := it/rb, it%rb
+			n0, n1 := r*rowBlock, min((r+1)*rowBlock, N)
+			o0, o1 := p*colPanel, min((p+1)*colPanel, out)
+			for n := n0; n < n1; n++ {
+				clear(y[n*out+o0 : n*out+o1])
+			}
+			for k0 := 0; k0 < in; k0 += kChunk {
+				matTileAcc(y, x, w, in, out, n0, n1, o0, o1, k0, min(k0+kChunk, in))
+			}
+		}
+	})
+}
+
+// matTileAcc adds Σ_{k0≤i<k1} x[n,i]·w[o,i] to y[n,o] for n in [n0,n1), o
+// in [o0,o1), with matTile's tiles and summation order.
+func matTileAcc(y, x, w []float32, in, out, n0, n1, o0, o1, k0, k1 int) {
+	row := func(m []float32, i int) []float32 { return m[i*in+k0 : i*in+k1] }
+	n := n0
+	for ; n+4 <= n1; n += 4 {
+		x0, x1, x2, x3 := row(x, n), row(x, n+1), row(x, n+2), row(x, n+3)
+		y0, y1, y2, y3 := y[n*out:(n+1)*out], y[(n+1)*out:(n+2)*out], y[(n+2)*out:(n+3)*out], y[(n+3)*out:(n+4)*out]
+		o := o0
+		for ; o+2 <= o1; o += 2 {
+			s := [8]float32{y0[o], y0[o+1], y1[o], y1[o+1], y2[o], y2[o+1], y3[o], y3[o+1]}
+			s = dot4x2Acc(s, x0, x1, x2, x3, row(w, o), row(w, o+1))
+			y0[o], y0[o+1], y1[o], y1[o+1], y2[o], y2[o+1], y3[o], y3[o+1] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+		}
+		for ; o < o1; o++ {
+			a := row(w, o)
+			y0[o] = dotAcc(y0[o], x0, a)
+			y1[o] = dotAcc(y1[o], x1, a)
+			y2[o] = dotAcc(y2[o], x2, a)
+			y3[o] = dotAcc(y3[o], x3, a)
+		}
+	}
+	for ; n < n1; n++ {
+		xr, yr := row(x, n), y[n*out:(n+1)*out]
+		for o := o0; o < o1; o++ {
+			yr[o] = dotAcc(yr[o], xr, row(w, o))
+		}
+	}
+}
+
+// dot4x2Acc is dot4x2 continuing from the sums s.
+func dot4x2Acc(s [8]float32, x0, x1, x2, x3, a, b []float32) [8]float32 {
+	n := len(a)
+	x0, x1, x2, x3, b = x0[:n], x1[:n], x2[:n], x3[:n], b[:n]
+	s0, s1, s2, s3, s4, s5, s6, s7 := s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+	for i := range n {
+		av, bv := a[i], b[i]
+		v := x0[i]
+		s0 += float32(v * av)
+		s1 += float32(v * bv)
+		v = x1[i]
+		s2 += float32(v * av)
+		s3 += float32(v * bv)
+		v = x2[i]
+		s4 += float32(v * av)
+		s5 += float32(v * bv)
+		v = x3[i]
+		s6 += float32(v * av)
+		s7 += float32(v * bv)
+	}
+	return [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
+}
+
+// dotAcc is s + Σ a[i]·b[i], added in index order.
+func dotAcc(s float32, a, b []float32) float32 {
+	b = b[:len(a)]
+	for i, v := range a {
+		s += float32(v * b[i])
+	}
+	return s
 }
