@@ -56,8 +56,14 @@ func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 	bw := &backWork{threads: th}
 
 	// logits = hf·Headᵀ, hf = RMSNorm(xf).
+	// Rows are independent: take them in runs of headRows so that the
+	// flushed copy of dLogits stays small.
 	dh := make([]float32, N*D)
-	matMulTK(th, dh, flushTiny(th, dLogits), bw.transpose(md.W.Head, V, D), N, V, D)
+	headT := bw.transpose(md.W.Head, V, D)
+	for n0 := 0; n0 < N; n0 += headRows {
+		n1 := min(n0+headRows, N)
+		matMulTK(th, dh[n0*D:n1*D], flushTiny(th, dLogits[n0*V:n1*V]), headT, n1-n0, V, D)
+	}
 	dx := make([]float32, N*D)
 	rmsNormBack(dx, dh, a.xf, a.rf, md.W.Norm, N, D)
 	rope := newRopeTable(md.inv, 0, a.T)
@@ -132,6 +138,10 @@ func flushTiny(threads int, x []float32) []float32 {
 	})
 	return y
 }
+
+// headRows is the number of rows of dLogits the head's backward product
+// takes at a time (a multiple of rowBlock).
+const headRows = 4 * rowBlock
 
 // backWork is the scratch space of one Backward call.
 type backWork struct {

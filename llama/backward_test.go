@@ -239,3 +239,39 @@ func TestMatMulTK(t *testing.T) {
 		}
 	}
 }
+
+// TestBackwardBatch: the gradient of a batch of 13 sequences (299 rows, so
+// the head's backward takes several runs of rows) is the sum of the
+// gradients of its sequences taken one at a time.
+func TestBackwardBatch(t *testing.T) {
+	c := testConfig(Qwen3)
+	md, err := New(randomWeights(t, c, 3), randomAdapter(t, c, 4), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	B, T := 13, 23
+	if B*T <= headRows {
+		t.Fatalf("%d rows do not exceed one run of %d", B*T, headRows)
+	}
+	ids := randomTokens(5, B*T, c.Vocab)
+	targets := randomTokens(6, B*T, c.Vocab)
+	w := randomWeightsVec(7, B*T)
+	all := weightedGrad(t, md, ids, targets, w, B, T)
+	sum := md.A.Zeroed()
+	for b := range B {
+		g := weightedGrad(t, md, ids[b*T:(b+1)*T], targets[b*T:(b+1)*T], w[b*T:(b+1)*T], 1, T)
+		for i, gt := range g.Tensors(c) {
+			add(sum.Tensors(c)[i].Data, gt.Data)
+		}
+	}
+	for i, gt := range all.Tensors(c) {
+		want := sum.Tensors(c)[i].Data
+		var scale float64
+		for _, v := range want {
+			scale = max(scale, math.Abs(float64(v)))
+		}
+		if d := maxAbsDiff(gt.Data, want); d > 1e-5*max(1, scale) {
+			t.Errorf("%s: batch and per-sequence gradients differ by %g (scale %g)", gt.Name, d, scale)
+		}
+	}
+}
