@@ -19,6 +19,12 @@
 // (tied to the embeddings or not). A LoRA adapter on any of q_proj, k_proj,
 // v_proj, o_proj, gate_proj, up_proj, down_proj adds scale·B·A·x.
 //
+// Model.Backward carries the gradient of a loss with respect to the logits
+// back through the frozen base and returns the gradients of the LoRA
+// matrices; TokenLogProbs and TokenLogProbsBackward give the per-token
+// log-probabilities a policy-gradient loss is built from, and their
+// gradient.
+//
 // Matrix products and attention run on Model.Threads goroutines. Work is
 // split into tiles whose boundaries do not depend on the thread count, and
 // every output element is computed by exactly one goroutine with a fixed

@@ -25,11 +25,21 @@ type refCase struct {
 	Logits  string `json:"logits"`
 }
 
+// gradCase is one gradient case of the manifest: torch's LoRA gradients of
+// Σ weights·log p(targets) on ids.
+type gradCase struct {
+	refCase
+	Targets []int     `json:"targets"`
+	Weights []float32 `json:"weights"`
+	Grads   string    `json:"grads"`
+}
+
 var (
-	refOnce  sync.Once
-	refDir   string
-	refCases []refCase
-	refErr   error
+	refOnce   sync.Once
+	refDir    string
+	refCases  []refCase
+	gradCases []gradCase
+	refErr    error
 )
 
 func TestMain(m *testing.M) {
@@ -62,10 +72,11 @@ func references(t *testing.T) []refCase {
 			return
 		}
 		var m struct {
-			Cases []refCase `json:"cases"`
+			Cases []refCase  `json:"cases"`
+			Grads []gradCase `json:"grads"`
 		}
 		refErr = json.Unmarshal(b, &m)
-		refCases = m.Cases
+		refCases, gradCases = m.Cases, m.Grads
 	})
 	if refErr != nil {
 		t.Fatalf("making reference models: %v", refErr)
@@ -75,6 +86,12 @@ func references(t *testing.T) []refCase {
 
 // readLogits reads the float32 tensor "logits" of a safetensors file.
 func readLogits(t *testing.T, path string) []float32 {
+	t.Helper()
+	return readTensor(t, path, "logits")
+}
+
+// readTensor reads a float32 tensor of a safetensors file.
+func readTensor(t *testing.T, path, name string) []float32 {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -86,9 +103,9 @@ func readLogits(t *testing.T, path string) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, ok := sf.Lookup("logits")
+	info, ok := sf.Lookup(name)
 	if !ok || info.DType != "F32" {
-		t.Fatalf("%s: no F32 logits", path)
+		t.Fatalf("%s: no F32 tensor %q", path, name)
 	}
 	raw, err := sf.ReadTensor(f, info)
 	if err != nil {
@@ -180,6 +197,74 @@ func TestReferenceCacheAndThreads(t *testing.T) {
 		t.Run(rc.Name, func(t *testing.T) {
 			md := loadCase(t, rc, 1)
 			checkCacheAndThreads(t, md, rc.IDs, rc.Batch, rc.Seq)
+		})
+	}
+}
+
+// TestGradientsMatchTorch: for every architecture, with a random adapter
+// on all seven modules (and one on three), the log-probabilities, dLogits
+// and every lora_A and lora_B gradient of Σ w·log p(target) match torch
+// autograd. Tolerance: max |Δ| ≤ 1e-4·max(1, max |g|) per tensor, g the
+// torch tensor (the gradients here are O(1): absolute 1e-4).
+func TestGradientsMatchTorch(t *testing.T) {
+	references(t)
+	if len(gradCases) == 0 {
+		t.Fatal("no gradient cases in the manifest")
+	}
+	for _, gc := range gradCases {
+		t.Run(gc.Name, func(t *testing.T) {
+			md := loadCase(t, gc.refCase, 2)
+			c := md.W.Cfg
+			tol := func(want []float32) float64 {
+				var s float64
+				for _, v := range want {
+					s = max(s, math.Abs(float64(v)))
+				}
+				return 1e-4 * max(1, s)
+			}
+			a, err := md.Forward(gc.IDs, gc.Batch, gc.Seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lp, err := TokenLogProbs(md.Threads, a.Logits, c.Vocab, gc.Targets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := readTensor(t, gc.Grads, "logp"); maxAbsDiff(lp, want) > tol(want) {
+				t.Fatalf("log-probabilities: max |Δ| = %g", maxAbsDiff(lp, want))
+			}
+			dl, err := TokenLogProbsBackward(md.Threads, a.Logits, c.Vocab, gc.Targets, gc.Weights)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := readTensor(t, gc.Grads, "dlogits"); maxAbsDiff(dl, want) > tol(want) {
+				t.Fatalf("dLogits: max |Δ| = %g", maxAbsDiff(dl, want))
+			}
+			g := md.A.Zeroed()
+			if err := md.Backward(a, dl, g); err != nil {
+				t.Fatal(err)
+			}
+			var worst, scale, rel float64
+			n := 0
+			for _, gt := range g.Tensors(c) {
+				want := readTensor(t, gc.Grads, gt.Name)
+				if len(want) != len(gt.Data) {
+					t.Fatalf("%s: %d values, torch has %d", gt.Name, len(gt.Data), len(want))
+				}
+				d := maxAbsDiff(gt.Data, want)
+				if d > tol(want) {
+					t.Errorf("%s: max |Δ| = %g > %g", gt.Name, d, tol(want))
+				}
+				worst = max(worst, d)
+				scale = max(scale, tol(want)*1e4)
+				rel = max(rel, d/(tol(want)*1e4))
+				n++
+			}
+			if want := 2 * len(md.A.Targets) * c.Layers; n != want {
+				t.Fatalf("%d gradient tensors, want %d", n, want)
+			}
+			t.Logf("%s, %v: %d tensors, max |Δgrad| = %.3g (largest max(1,|g|) %.3g), max over tensors of |Δ|/max(1,|g|) = %.3g",
+				c.Arch, md.A.Targets, n, worst, scale, rel)
 		})
 	}
 }

@@ -9,7 +9,18 @@ PEFT, saves them with save_pretrained and writes PeftModel's logits after
 loading them back. OUTDIR/manifest.json lists the cases:
 
   {"cases": [{"name", "dir", "adapter" (or null), "batch", "seq", "ids",
-              "logits": file of a safetensors tensor "logits" [B, T, V]}]}
+              "logits": file of a safetensors tensor "logits" [B, T, V]}],
+   "grads": [{"name", "dir", "adapter", "batch", "seq", "ids", "targets",
+              "weights", "grads": file of safetensors tensors}]}
+
+For every architecture a grads case puts a random PEFT adapter (r=4, random
+lora_A and lora_B, all seven modules; rsLoRA on Qwen3; plus one case on
+three modules only) on the model loaded back in float32 and has torch
+autograd compute loss = sum over b, t of weights[b,t] * log p(targets[b,t])
+(log_softmax of the logits gathered at the targets; a target of -1 has no
+term). The grads file holds every lora_A and lora_B gradient under the name
+PEFT saves the matrix with, plus "logp" [B, T] and "dlogits" [B, T, V] (the
+gradient of the loss with respect to the logits).
 """
 
 import json
@@ -120,5 +131,49 @@ for name, cfg, dtype, kw in models:
         cases.append({"name": aname, "dir": d, "adapter": ad, "batch": B, "seq": T,
                       "ids": ids.flatten().tolist(), "logits": logits})
 
+
+# Gradient cases.
+grad_cases = []
+targets = torch.randint(0, 120, (B, T))
+targets[2, 4] = -1  # a position without a target
+weights = torch.randn(B, T)
+grad_adapters = [
+    # case name, base, LoraConfig
+    ("grad_llama_gqa_llama3", "llama_gqa_llama3", LoraConfig(r=4, lora_alpha=8, target_modules=SEVEN)),
+    ("grad_llama_tied_bias", "llama_tied_bias_bf16", LoraConfig(r=4, lora_alpha=8, target_modules=SEVEN)),
+    ("grad_qwen2", "qwen2_sharded", LoraConfig(r=4, lora_alpha=8, target_modules=SEVEN)),
+    ("grad_qwen3_rslora", "qwen3_headdim", LoraConfig(r=4, lora_alpha=16, use_rslora=True, target_modules=SEVEN)),
+    ("grad_mistral", "mistral_f16", LoraConfig(r=4, lora_alpha=8, target_modules=SEVEN)),
+    ("grad_llama_three_modules", "llama_gqa_llama3",
+     LoraConfig(r=4, lora_alpha=8, target_modules=["k_proj", "o_proj", "up_proj"])),
+]
+for gname, base, lcfg in grad_adapters:
+    d = os.path.join(out, base)
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    pm = get_peft_model(m, lcfg)
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_" in n:
+                p.copy_(0.2 * torch.randn_like(p))
+    ad = os.path.join(out, gname)
+    pm.save_pretrained(ad)
+    logits = pm(input_ids=ids).logits
+    logits.retain_grad()
+    mask = targets >= 0
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.clamp(min=0)[..., None])[..., 0] * mask
+    loss = (weights * logp).sum()
+    loss.backward()
+    grads = {"logp": logp.detach().contiguous(), "dlogits": logits.grad.contiguous()}
+    for n, p in pm.named_parameters():
+        if "lora_" in n:
+            grads[n.replace(".default", "")] = p.grad.contiguous()
+        elif p.grad is not None:
+            raise SystemExit(f"frozen parameter {n} has a gradient")
+    gf = os.path.join(out, gname + ".grads.safetensors")
+    save_file(grads, gf)
+    grad_cases.append({"name": gname, "dir": d, "adapter": ad, "batch": B, "seq": T,
+                       "ids": ids.flatten().tolist(), "targets": targets.flatten().tolist(),
+                       "weights": weights.flatten().tolist(), "grads": gf})
+
 with open(os.path.join(out, "manifest.json"), "w") as f:
-    json.dump({"cases": cases}, f, indent=1)
+    json.dump({"cases": cases, "grads": grad_cases}, f, indent=1)

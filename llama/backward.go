@@ -1,0 +1,424 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+)
+
+// Zeroed returns an adapter of a's shape (rank, alpha, targets) whose
+// matrices are all zero: the accumulator Backward adds gradients to.
+func (a *Adapter) Zeroed() *Adapter {
+	g := &Adapter{Rank: a.Rank, Alpha: a.Alpha, RSLoRA: a.RSLoRA, Targets: append([]Module(nil), a.Targets...),
+		A: make([][NumModules][]float32, len(a.A)), B: make([][NumModules][]float32, len(a.B))}
+	for l := range a.A {
+		for m := range NumModules {
+			if a.A[l][m] != nil {
+				g.A[l][m] = make([]float32, len(a.A[l][m]))
+				g.B[l][m] = make([]float32, len(a.B[l][m]))
+			}
+		}
+	}
+	return g
+}
+
+// Backward propagates dLogits, the gradient of a scalar loss with respect
+// to a.Logits ([B·T, Vocab], as Forward returned them), through the frozen
+// base model into the LoRA adapter, and adds the gradient of every lora_A
+// and lora_B matrix to the matching matrix of g (an adapter of md.A's
+// shape, such as md.A.Zeroed()). Base weights, biases, norms and
+// embeddings are frozen: no gradient is computed for them.
+//
+// The result is bitwise the same for any md.Threads: as in the forward
+// pass, every output element is computed by one goroutine as a sum in a
+// fixed order, with products rounded explicitly.
+func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
+	c := md.W.Cfg
+	D, N, V := c.Hidden, a.B*a.T, c.Vocab
+	switch {
+	case md.A == nil:
+		return fmt.Errorf("llama: backward of a model without an adapter")
+	case a.layers == nil || len(a.layers) != c.Layers || len(a.Logits) != N*V:
+		return fmt.Errorf("llama: backward needs the activations of Forward on this model")
+	case len(dLogits) != N*V:
+		return fmt.Errorf("llama: dLogits has %d values, want %d", len(dLogits), N*V)
+	case g == nil || g.Rank != md.A.Rank || g.check(c) != nil:
+		return fmt.Errorf("%w: gradient adapter does not match the model's adapter", ErrAdapter)
+	}
+	for l := range g.A {
+		for m := range NumModules {
+			if (g.A[l][m] == nil) != (md.A.A[l][m] == nil) {
+				return fmt.Errorf("%w: gradient adapter does not target %s as the model's does", ErrAdapter, m.Path(l))
+			}
+		}
+	}
+	H, KV, hd := c.Heads, c.KVHeads, c.HeadDim
+	th := md.Threads
+	bw := &backWork{threads: th}
+
+	// logits = hf·Headᵀ, hf = RMSNorm(xf).
+	// Rows are independent: take them in runs of headRows so that the
+	// flushed copy of dLogits stays small.
+	dh := make([]float32, N*D)
+	headT := bw.transpose(md.W.Head, V, D)
+	for n0 := 0; n0 < N; n0 += headRows {
+		n1 := min(n0+headRows, N)
+		matMulTK(th, dh[n0*D:n1*D], flushTiny(th, dLogits[n0*V:n1*V]), headT, n1-n0, V, D)
+	}
+	dx := make([]float32, N*D)
+	rmsNormBack(dx, dh, a.xf, a.rf, md.W.Norm, N, D)
+	rope := newRopeTable(md.inv, 0, a.T)
+
+	for l := c.Layers - 1; l >= 0; l-- {
+		la := &a.layers[l]
+		L := &md.W.Layers[l]
+		// x_out = x2 + down(silu(gate(h2))·up(h2)), h2 = RMSNorm(x2).
+		dAct := md.linearBack(bw, l, DownProj, &la.lin[DownProj], dx, N, g, true)
+		dGate, dUp := make([]float32, len(dAct)), make([]float32, len(dAct))
+		parallel(th, len(dAct), 16*len(dAct), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				gt := la.gate[i]
+				dUp[i] = float32(dAct[i] * silu(gt))
+				dGate[i] = float32(float32(dAct[i]*la.up[i]) * siluGrad(gt))
+			}
+		})
+		dh2 := md.linearBack(bw, l, GateProj, &la.lin[GateProj], dGate, N, g, true)
+		add(dh2, md.linearBack(bw, l, UpProj, &la.lin[UpProj], dUp, N, g, true))
+		dx2 := dx // the residual path; the norm's gradient is added to it
+		rmsNormBack(dx2, dh2, la.x2, la.r2, L.PostNorm, N, D)
+
+		// x2 = x + o(attention(rope(norm(q(h1))), rope(norm(k(h1))), v(h1))), h1 = RMSNorm(x).
+		dAtt := md.linearBack(bw, l, OProj, &la.lin[OProj], dx2, N, g, true)
+		dq, dk, dv := md.attentionBack(la, dAtt, a.B, a.T)
+		for n := range N {
+			t := n % a.T
+			rope.unrotate(dq[n*H*hd:(n+1)*H*hd], H, t)
+			rope.unrotate(dk[n*KV*hd:(n+1)*KV*hd], KV, t)
+		}
+		if c.QKNorm {
+			dqp, dkp := make([]float32, len(dq)), make([]float32, len(dk))
+			rmsNormBack(dqp, dq, la.qPre, la.qr, L.QNorm, N*H, hd)
+			rmsNormBack(dkp, dk, la.kPre, la.kr, L.KNorm, N*KV, hd)
+			dq, dk = dqp, dkp
+		}
+		// The first layer's input is the embedding, which is frozen: only
+		// the adapters need these gradients.
+		need := l > 0
+		dh1 := md.linearBack(bw, l, QProj, &la.lin[QProj], dq, N, g, need)
+		dhk := md.linearBack(bw, l, KProj, &la.lin[KProj], dk, N, g, need)
+		dhv := md.linearBack(bw, l, VProj, &la.lin[VProj], dv, N, g, need)
+		if need {
+			add(dh1, dhk)
+			add(dh1, dhv)
+			rmsNormBack(dx2, dh1, la.x, la.r1, L.InputNorm, N, D)
+		}
+		dx = dx2
+	}
+	return nil
+}
+
+// tiny is the magnitude below which Backward treats a softmax-derived
+// gradient (dLogits, attention probabilities) as zero. Such values cannot
+// change a float32 gradient (2⁻⁶⁴ times the vocabulary is far below the
+// float32 resolution of the sums they join), but their products are
+// subnormal numbers, which x86 processors compute about a hundred times
+// slower: far-off tokens of a peaked softmax made the output head's
+// backward product ten times slower than the forward one.
+const tiny = 0x1p-64
+
+// flushTiny returns a copy of x with values of magnitude below tiny set to
+// zero.
+func flushTiny(threads int, x []float32) []float32 {
+	y := make([]float32, len(x))
+	parallel(threads, len(x), len(x), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if v := x[i]; v >= tiny || v <= -tiny {
+				y[i] = v
+			}
+		}
+	})
+	return y
+}
+
+// headRows is the number of rows of dLogits the head's backward product
+// takes at a time (a multiple of rowBlock).
+const headRows = 4 * rowBlock
+
+// backWork is the scratch space of one Backward call.
+type backWork struct {
+	threads int
+	buf     []float32
+}
+
+// transpose returns the transpose [cols, rows] of x [rows, cols] in the
+// scratch buffer (valid until the next call).
+func (bw *backWork) transpose(x []float32, rows, cols int) []float32 {
+	if cap(bw.buf) < rows*cols {
+		bw.buf = make([]float32, rows*cols)
+	}
+	y := bw.buf[:rows*cols]
+	transposeInto(bw.threads, y, x, rows, cols)
+	return y
+}
+
+// transposeInto sets y [cols, rows] to the transpose of x [rows, cols],
+// in square blocks, writing runs of y contiguously.
+func transposeInto(threads int, y, x []float32, rows, cols int) {
+	const blk = 32
+	cb := (cols + blk - 1) / blk
+	parallel(threads, cb, rows*cols/4, func(lo, hi int) {
+		for bi := lo; bi < hi; bi++ {
+			c0, c1 := bi*blk, min((bi+1)*blk, cols)
+			for r0 := 0; r0 < rows; r0 += blk {
+				r1 := min(r0+blk, rows)
+				for c := c0; c < c1; c++ {
+					yr := y[c*rows+r0 : c*rows+r1]
+					for i := range yr {
+						yr[i] = x[(r0+i)*cols+c]
+					}
+				}
+			}
+		}
+	})
+}
+
+func transposed(threads int, x []float32, rows, cols int) []float32 {
+	y := make([]float32, rows*cols)
+	transposeInto(threads, y, x, rows, cols)
+	return y
+}
+
+// add sets dst += src.
+func add(dst, src []float32) {
+	src = src[:len(dst)]
+	for i, v := range src {
+		dst[i] += v
+	}
+}
+
+// linearBack is the backward pass of module m of layer l (y = x·Wᵀ + b +
+// s·(x·Aᵀ)·Bᵀ): it adds the gradients of the module's LoRA matrices to g
+// and, when needDx is set, returns the gradient with respect to x.
+func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []float32, N int, g *Adapter, needDx bool) []float32 {
+	c := md.W.Cfg
+	th := md.Threads
+	in, out := c.Dims(m)
+	var dx []float32
+	if needDx {
+		dx = make([]float32, N*in)
+		matMulTK(th, dx, dy, bw.transpose(md.W.Layers[l].W[m], out, in), N, out, in)
+	}
+	if act.u == nil {
+		return dx
+	}
+	r, s := md.A.Rank, md.A.Scale()
+	// lu = u·Bᵀ, y += s·lu: the gradient of lu is s·dy.
+	dlu := make([]float32, N*out)
+	for i, v := range dy {
+		dlu[i] = float32(v * s)
+	}
+	dluT := transposed(th, dlu, N, out)
+	// ∂B [out, r] = dluᵀ·u.
+	gb := make([]float32, out*r)
+	matMulT(th, gb, dluT, transposed(th, act.u, N, r), nil, out, N, r)
+	add(g.B[l][m], gb)
+	// ∂u [N, r] = dlu·B.
+	du := make([]float32, N*r)
+	matMulT(th, du, dlu, transposed(th, md.A.B[l][m], out, r), nil, N, out, r)
+	// ∂A [r, in] = ∂uᵀ·x.
+	ga := make([]float32, r*in)
+	matMulT(th, ga, transposed(th, du, N, r), bw.transpose(act.in, N, in), nil, r, N, in)
+	add(g.A[l][m], ga)
+	if needDx {
+		// ∂x += ∂u·A.
+		dxa := make([]float32, N*in)
+		matMulT(th, dxa, du, transposed(th, md.A.A[l][m], r, in), nil, N, r, in)
+		add(dx, dxa)
+	}
+	return dx
+}
+
+// rmsNormBack adds to dx the gradient of y = g ⊙ (x·r), r = 1/sqrt(mean(x²)
+// + eps), for N rows of width D, given dy, the input x and the 1/rms values
+// r the forward pass kept:
+// dx = r·(g⊙dy) − r³·(Σ g⊙dy⊙x)/D · x.
+func rmsNormBack(dx, dy, x, r, g []float32, N, D int) {
+	for n := range N {
+		xr, dyr, dxr := x[n*D:(n+1)*D], dy[n*D:(n+1)*D], dx[n*D:(n+1)*D]
+		rr := r[n]
+		var s float64
+		for i, v := range xr {
+			s += float64(float32(dyr[i]*g[i])) * float64(v)
+		}
+		k := float32(float64(rr) * float64(rr) * float64(rr) * s / float64(D))
+		for i, v := range xr {
+			dxr[i] += float32(float32(dyr[i]*g[i])*rr) - float32(k*v)
+		}
+	}
+}
+
+// siluGrad is the derivative of silu: σ(x)·(1 + x·(1−σ(x))).
+func siluGrad(x float32) float32 {
+	s := 1 / (1 + math.Exp(-float64(x)))
+	return float32(s * (1 + float64(x)*(1-s)))
+}
+
+// unrotate is the transpose of rotate (a rotation by −θ), which carries a
+// gradient back through the rotary embedding.
+func (t ropeTable) unrotate(x []float32, heads, p int) {
+	half := t.half
+	cs, sn := t.cos[p*half:(p+1)*half], t.sin[p*half:(p+1)*half]
+	for h := range heads {
+		v := x[h*2*half : (h+1)*2*half]
+		x1, x2 := v[:half], v[half:]
+		for i := range half {
+			a, b := x1[i], x2[i]
+			x1[i] = float32(a*cs[i]) + float32(b*sn[i])
+			x2[i] = float32(b*cs[i]) - float32(a*sn[i])
+		}
+	}
+}
+
+// attentionBack returns the gradients with respect to the attention's q,
+// k and v (after the rotary embedding) given dout, the gradient of its
+// output. Probabilities are recomputed from the scores and the stored
+// log-sum-exp. Work is split by (sequence, KV head): one goroutine owns the
+// key and value gradients of a KV head and sums over the query heads of
+// its group in order.
+func (md *Model) attentionBack(la *layerAct, dout []float32, B, T int) (dq, dk, dv []float32) {
+	c := md.W.Cfg
+	H, KV, hd := c.Heads, c.KVHeads, c.HeadDim
+	group := H / KV
+	qw, kvw := H*hd, KV*hd
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	q, k, v := la.q, la.k, la.v
+	dq, dk, dv = make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
+	parallel(md.Threads, B*KV, B*H*T*T*hd*2, func(lo, hi int) {
+		p, dp := make([]float32, T), make([]float32, T)
+		for it := lo; it < hi; it++ {
+			b, kh := it/KV, it%KV
+			for h := kh * group; h < (kh+1)*group; h++ {
+				for t := range T {
+					n := t + 1
+					q0 := (b*T+t)*qw + h*hd
+					qi, doi, dqi := q[q0:q0+hd], dout[q0:q0+hd], dq[q0:q0+hd]
+					lse := la.lse[(b*H+h)*T+t]
+					var sum float32
+					for j := range n {
+						k0 := (b*T+j)*kvw + kh*hd
+						s := float32(dot(qi, k[k0:k0+hd]) * scale)
+						p[j] = float32(math.Exp(float64(s - lse)))
+						if p[j] < tiny {
+							p[j] = 0
+						}
+						dp[j] = dot(doi, v[k0:k0+hd])
+						axpy(p[j], doi, dv[k0:k0+hd])
+						sum += float32(p[j] * dp[j])
+					}
+					for j := range n {
+						k0 := (b*T+j)*kvw + kh*hd
+						ds := float32(float32(p[j]*(dp[j]-sum)) * scale)
+						if ds > -tiny && ds < tiny {
+							continue
+						}
+						axpy(ds, k[k0:k0+hd], dqi)
+						axpy(ds, qi, dk[k0:k0+hd])
+					}
+				}
+			}
+		}
+	})
+	return dq, dk, dv
+}
+
+// kChunk is the length of the pieces matMulTK cuts long rows into.
+const kChunk = 512
+
+// matMulTK is matMulT (without bias) for long rows, such as the output
+// head's backward product whose rows span the vocabulary: the sum over i is
+// taken in pieces of kChunk, each accumulator carried through y from one
+// piece to the next, so the products are added in the same order as
+// matMulT adds them and the results are bitwise equal; but a piece of x
+// and of w stays in cache while a tile is computed.
+func matMulTK(threads int, y, x, w []float32, N, in, out int) {
+	if in <= kChunk {
+		matMulT(threads, y, x, w, nil, N, in, out)
+		return
+	}
+	rb := (N + rowBlock - 1) / rowBlock
+	cp := (out + colPanel - 1) / colPanel
+	parallel(threads, rb*cp, N*in*out, func(lo, hi int) {
+		for it := lo; it < hi; it++ {
+			p, r := it/rb, it%rb
+			n0, n1 := r*rowBlock, min((r+1)*rowBlock, N)
+			o0, o1 := p*colPanel, min((p+1)*colPanel, out)
+			for n := n0; n < n1; n++ {
+				clear(y[n*out+o0 : n*out+o1])
+			}
+			for k0 := 0; k0 < in; k0 += kChunk {
+				matTileAcc(y, x, w, in, out, n0, n1, o0, o1, k0, min(k0+kChunk, in))
+			}
+		}
+	})
+}
+
+// matTileAcc adds Σ_{k0≤i<k1} x[n,i]·w[o,i] to y[n,o] for n in [n0,n1), o
+// in [o0,o1), with matTile's tiles and summation order.
+func matTileAcc(y, x, w []float32, in, out, n0, n1, o0, o1, k0, k1 int) {
+	row := func(m []float32, i int) []float32 { return m[i*in+k0 : i*in+k1] }
+	n := n0
+	for ; n+4 <= n1; n += 4 {
+		x0, x1, x2, x3 := row(x, n), row(x, n+1), row(x, n+2), row(x, n+3)
+		y0, y1, y2, y3 := y[n*out:(n+1)*out], y[(n+1)*out:(n+2)*out], y[(n+2)*out:(n+3)*out], y[(n+3)*out:(n+4)*out]
+		o := o0
+		for ; o+2 <= o1; o += 2 {
+			s := [8]float32{y0[o], y0[o+1], y1[o], y1[o+1], y2[o], y2[o+1], y3[o], y3[o+1]}
+			s = dot4x2Acc(s, x0, x1, x2, x3, row(w, o), row(w, o+1))
+			y0[o], y0[o+1], y1[o], y1[o+1], y2[o], y2[o+1], y3[o], y3[o+1] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+		}
+		for ; o < o1; o++ {
+			a := row(w, o)
+			y0[o] = dotAcc(y0[o], x0, a)
+			y1[o] = dotAcc(y1[o], x1, a)
+			y2[o] = dotAcc(y2[o], x2, a)
+			y3[o] = dotAcc(y3[o], x3, a)
+		}
+	}
+	for ; n < n1; n++ {
+		xr, yr := row(x, n), y[n*out:(n+1)*out]
+		for o := o0; o < o1; o++ {
+			yr[o] = dotAcc(yr[o], xr, row(w, o))
+		}
+	}
+}
+
+// dot4x2Acc is dot4x2 continuing from the sums s.
+func dot4x2Acc(s [8]float32, x0, x1, x2, x3, a, b []float32) [8]float32 {
+	n := len(a)
+	x0, x1, x2, x3, b = x0[:n], x1[:n], x2[:n], x3[:n], b[:n]
+	s0, s1, s2, s3, s4, s5, s6, s7 := s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+	for i := range n {
+		av, bv := a[i], b[i]
+		v := x0[i]
+		s0 += float32(v * av)
+		s1 += float32(v * bv)
+		v = x1[i]
+		s2 += float32(v * av)
+		s3 += float32(v * bv)
+		v = x2[i]
+		s4 += float32(v * av)
+		s5 += float32(v * bv)
+		v = x3[i]
+		s6 += float32(v * av)
+		s7 += float32(v * bv)
+	}
+	return [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
+}
+
+// dotAcc is s + Σ a[i]·b[i], added in index order.
+func dotAcc(s float32, a, b []float32) float32 {
+	b = b[:len(a)]
+	for i, v := range a {
+		s += float32(v * b[i])
+	}
+	return s
+}
