@@ -67,7 +67,7 @@ type Config struct {
 	// 1 + bonded stake / UtilityUnit (1,000 GYM).
 	MaxOpenPerSubmitter int
 	UtilityUnit         ledger.Amount
-	Ring              ringplan.Config
+	Ring                ringplan.Config
 	// Verifier checks hardware reports; nil means NoVerifier.
 	Verifier Verifier
 }
@@ -75,23 +75,23 @@ type Config struct {
 // DefaultConfig returns the rules of SPEC.md.
 func DefaultConfig() Config {
 	return Config{
-		HeartbeatInterval: 10 * time.Second,
-		FailAfter:         30 * time.Second,
-		MinHeartbeatGap:   time.Second,
-		MaxStep:           5 * time.Second,
-		MaxSkew:           60 * time.Second,
-		UptimeWindow:      24 * time.Hour,
-		MinUptimeBP:       9500,
-		MinStake:          10_000 * ledger.GYM,
-		PenaltyPeriod:     7 * 24 * time.Hour,
-		UnbondingPeriod:   14 * 24 * time.Hour,
-		AgingTau:          10 * time.Minute,
-		ProvisionTimeout:  60 * time.Second,
-		MaxNodes:          100_000,
-		MaxJobs:           10_000,
+		HeartbeatInterval:   10 * time.Second,
+		FailAfter:           30 * time.Second,
+		MinHeartbeatGap:     time.Second,
+		MaxStep:             5 * time.Second,
+		MaxSkew:             60 * time.Second,
+		UptimeWindow:        24 * time.Hour,
+		MinUptimeBP:         9500,
+		MinStake:            10_000 * ledger.GYM,
+		PenaltyPeriod:       7 * 24 * time.Hour,
+		UnbondingPeriod:     14 * 24 * time.Hour,
+		AgingTau:            10 * time.Minute,
+		ProvisionTimeout:    60 * time.Second,
+		MaxNodes:            100_000,
+		MaxJobs:             10_000,
 		MaxOpenPerSubmitter: 8,
 		UtilityUnit:         1_000 * ledger.GYM,
-		Ring:              ringplan.DefaultConfig(),
+		Ring:                ringplan.DefaultConfig(),
 	}
 }
 
