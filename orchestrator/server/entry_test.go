@@ -161,7 +161,7 @@ func TestSubmitJobRates(t *testing.T) {
 	// Refilled over time, up to the open-job cap (8).
 	n := 2
 	for i := range 20 {
-		e.clock.Advance(11_000_000_000) // 11 s: one token each for key and address
+		e.clock.Advance(11_000_000_000)                                         // 11 s: one token each for key and address
 		if ok, err := e.eng.Campaign(context.Background()); !ok || err != nil { // renew the engine's lease
 			t.Fatal(ok, err)
 		}

@@ -143,7 +143,9 @@ type bucket struct {
 
 const maxBuckets = 200_000
 
-func (s *Server) allow(node string) bool { return s.allowAt("node:"+node, s.cfg.NodeRate, s.cfg.NodeBurst) }
+func (s *Server) allow(node string) bool {
+	return s.allowAt("node:"+node, s.cfg.NodeRate, s.cfg.NodeBurst)
+}
 
 // allowAt takes a token from key's bucket (rate tokens a second, at most
 // burst).
