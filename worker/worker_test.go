@@ -137,7 +137,17 @@ type cluster struct {
 // config.
 func startNodes(t *testing.T, ctx context.Context, spec jobspec.Spec, n int, mod func(i int, c *worker.Config, nd *node)) (*cluster, []*node) {
 	t.Helper()
+	return startNodesWith(t, ctx, spec, n, nil, mod)
+}
+
+// startNodesWith is startNodes with setup applied to the cluster's
+// configuration first.
+func startNodesWith(t *testing.T, ctx context.Context, spec jobspec.Spec, n int, setup func(*localcluster.Config), mod func(i int, c *worker.Config, nd *node)) (*cluster, []*node) {
+	t.Helper()
 	cfg := localcluster.TestConfig(t.TempDir(), n)
+	if setup != nil {
+		setup(&cfg)
+	}
 	cfg.Threads = 1
 	cfg.MinGap, cfg.MinHeartbeatGap = testGap, testGap
 	// Fixed keys: a worker's data is a function of its key, so runs are
