@@ -368,7 +368,7 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 	if p == nil {
 		return worker.Assignment{}
 	}
-	a := worker.Assignment{Job: p.Job, State: p.JobState, Epoch: int(p.Epoch), Paused: p.Paused, Checkpoint: p.Checkpoint}
+	a := worker.Assignment{Job: p.Job, State: p.JobState, Epoch: int(p.Epoch), Paused: p.Paused, Checkpoint: p.Checkpoint, JobBinding: p.JobBinding}
 	c.noteAssignment(p)
 	if p.Spec != nil {
 		a.Spec = jobspec.FromProto(p.Spec)

@@ -522,7 +522,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		}
 		contrib := w.contribution(jobconf.Sub(tr.Adapter(), s), k, clip)
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
-			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib}
+			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding}
 		if err := w.submit(ctx, d); err != nil {
 			return false, err
 		}

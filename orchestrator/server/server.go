@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/edkey"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/engine"
@@ -90,6 +92,10 @@ type Server struct {
 	// Artifacts is where nodes fetch checkpoints ("KEYHEX@host:port"),
 	// sent in every assignment. Set before serving.
 	Artifacts string
+	// Instance is hanzod's signing key, which job bindings
+	// (jobconf.Binding, sent in assignments) are computed with; the judge
+	// checks deltas against the same. Set before serving.
+	Instance ed25519.PublicKey
 }
 
 // Judge validates a delta file and records its verdict. An error is the
@@ -334,6 +340,9 @@ func (s *Server) assignment(node string) *pb.Assignment {
 		j, _ := m.Job(n.Job)
 		out.Job, out.JobState, out.Epoch, out.Paused = j.ID, string(j.State), int32(j.Epoch), j.Paused
 		out.Spec, out.Artifacts = jobspec.ToProto(j.Spec), s.Artifacts
+		if s.Instance != nil {
+			out.JobBinding = jobconf.Binding(s.Instance, j.ID, j.Spec)
+		}
 		if len(j.CIDs) > 0 {
 			out.Checkpoint = j.CIDs[len(j.CIDs)-1]
 		}
