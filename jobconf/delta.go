@@ -5,14 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
 )
 
@@ -26,23 +23,17 @@ const KeySync = "sync"
 // has the same id (job ids are sequential: job-00000001 everywhere).
 const KeyBinding = "job_binding"
 
-// Binding is the job binding of job id with spec at the hanzod instance
-// whose signing key is instance: hex SHA-256 of
-// "zoo-gym/job-binding/v1" || 0x00 || instance || u32(len(id)) || id ||
-// the spec as JSON (encoding/json of jobspec.Spec as hanzod stores it).
-func Binding(instance ed25519.PublicKey, id string, spec jobspec.Spec) string {
+// Binding is the job binding of job id at the hanzod instance whose
+// signing key is instance: hex SHA-256 of
+// "zoo-gym/job-binding/v1" || 0x00 || instance || id. The key is made
+// with hanzod's data directory (hanzod.key) and never shared, and an
+// instance never reuses a job id, so the binding names one job of one
+// deployment: a per-job nonce nobody has to store.
+func Binding(instance ed25519.PublicKey, id string) string {
 	h := sha256.New()
 	h.Write([]byte("zoo-gym/job-binding/v1\x00"))
 	h.Write(instance)
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(id)))
-	h.Write(n[:])
 	h.Write([]byte(id))
-	b, err := json.Marshal(spec)
-	if err != nil {
-		panic(err) // plain data: cannot fail
-	}
-	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

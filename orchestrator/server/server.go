@@ -341,7 +341,7 @@ func (s *Server) assignment(node string) *pb.Assignment {
 		out.Job, out.JobState, out.Epoch, out.Paused = j.ID, string(j.State), int32(j.Epoch), j.Paused
 		out.Spec, out.Artifacts = jobspec.ToProto(j.Spec), s.Artifacts
 		if s.Instance != nil {
-			out.JobBinding = jobconf.Binding(s.Instance, j.ID, j.Spec)
+			out.JobBinding = jobconf.Binding(s.Instance, j.ID)
 		}
 		if len(j.CIDs) > 0 {
 			out.Checkpoint = j.CIDs[len(j.CIDs)-1]
