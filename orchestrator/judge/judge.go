@@ -366,6 +366,8 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 	}
 	sub := epoch.Submission{Node: s.node, Digest: s.digest, Meta: meta, Tensors: d.Tensors}
 	sub.SyncKey, sub.HasSyncKey = d.Info.Metadata.Get(jobconf.KeySync)
+	sub.Binding, sub.HasBinding = d.Info.Metadata.Get(jobconf.KeyBinding)
+	st.Binding = jobconf.Binding(j.cfg.Key.Public().(ed25519.PublicKey), job.ID)
 
 	a := epoch.Admit(sub, st)
 	s.sync = a.Sync

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
@@ -38,6 +39,8 @@ type Submission struct {
 	Meta       delta.MetadataFields
 	SyncKey    []byte // the raw jobconf.KeySync metadata value
 	HasSyncKey bool
+	Binding    []byte // the raw jobconf.KeyBinding metadata value
+	HasBinding bool
 	Tensors    []delta.Tensor
 }
 
@@ -58,6 +61,9 @@ type Standing struct {
 	// Seen maps node + "/" + tensor digest to the slot of each of the
 	// job's accepted deltas (replay detection).
 	Seen map[string]jobspec.Slot
+	// Binding is the job's binding to this hanzod (jobconf.Binding); a
+	// delta must carry it. Empty: not checked.
+	Binding string
 }
 
 // Outcome is what becomes of a submitted delta.
@@ -127,6 +133,9 @@ func Admit(s Submission, st Standing) Admission {
 	}
 	if !s.HasSyncKey || string(s.SyncKey) != fmt.Sprint(k) {
 		return verdict(rejected(ReasonMetadata, fmt.Sprintf("metadata sync %s, step %d is sync %d", s.SyncKey, meta.Step, k)))
+	}
+	if st.Binding != "" && (!s.HasBinding || string(s.Binding) != strconv.Quote(st.Binding)) {
+		return verdict(rejected(ReasonMetadata, fmt.Sprintf("job binding %s, this hanzod's job %s is bound to %q (a delta for another deployment or job)", s.Binding, meta.Job, st.Binding)))
 	}
 	if meta.Samples != plan.Samples() {
 		return verdict(rejected(ReasonMetadata, fmt.Sprintf("samples %d, a sync of this job trains on %d", meta.Samples, plan.Samples())))

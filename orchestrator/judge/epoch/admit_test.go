@@ -40,11 +40,12 @@ func TestAdmit(t *testing.T) {
 	honest := w.contribution(node, 1)
 	submission := func(a *model.Adapter) epoch.Submission {
 		return epoch.Submission{Node: node, Digest: "d-new", SyncKey: []byte("1"), HasSyncKey: true, Tensors: tensors(a),
+			Binding: []byte(`"b-this-hanzod"`), HasBinding: true,
 			Meta: delta.MetadataFields{Job: w.plan.Job, Epoch: 1, Step: 1, Node: node, Sequence: 5, Samples: w.plan.Samples()}}
 	}
 	standing := func() epoch.Standing {
 		return epoch.Standing{Plan: w.plan, Template: w.start, Epoch: 1, State: "running", Open: true, Member: true, LastSeq: 4,
-			Seen: map[string]jobspec.Slot{}}
+			Seen: map[string]jobspec.Slot{}, Binding: "b-this-hanzod"}
 	}
 	scaled := func(a *model.Adapter, f float64) *model.Adapter {
 		a = a.Clone()
@@ -110,6 +111,10 @@ func TestAdmit(t *testing.T) {
 			epoch.Rejected, epoch.ReasonMetadata, `metadata sync "1", step 1 is sync 1`, "", ""},
 		{"samples", func(s *epoch.Submission, _ *epoch.Standing) { s.Meta.Samples++ },
 			epoch.Rejected, epoch.ReasonMetadata, "samples ", "", ""},
+		{"another deployment's job of the same id", func(s *epoch.Submission, _ *epoch.Standing) { s.Binding = []byte(`"b-other-hanzod"`) },
+			epoch.Rejected, epoch.ReasonMetadata, `job binding "b-other-hanzod"`, "", ""},
+		{"no job binding", func(s *epoch.Submission, _ *epoch.Standing) { s.Binding, s.HasBinding = nil, false },
+			epoch.Rejected, epoch.ReasonMetadata, "job binding ", "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
