@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -72,8 +73,8 @@ type Client struct {
 	id       string
 	mu       sync.Mutex // serialises signed requests: sequence numbers must arrive in order
 	seq      uint64
-	reserved uint64        // sequence numbers up to this are recorded on disk as used
-	offset   time.Duration // hanzod's clock minus ours, measured from its replies
+	reserved uint64       // sequence numbers up to this are recorded on disk as used
+	offset   atomic.Int64 // hanzod's clock minus ours (ns), measured from its replies
 	store    *store.Store
 	http     *http.Client
 
@@ -162,7 +163,7 @@ func (c *Client) ID() string { return c.id }
 // high-water mark on disk, so neither a clock step back nor a restart
 // makes it look like a replay.
 func (c *Client) auth() (nodeauth.Auth, error) {
-	now := c.cfg.Now().Add(c.offset)
+	now := c.now()
 	c.seq = max(c.seq+1, uint64(now.UnixNano()))
 	if c.seq >= c.reserved {
 		r := c.seq + seqReserve
@@ -175,11 +176,13 @@ func (c *Client) auth() (nodeauth.Auth, error) {
 }
 
 // Offset is hanzod's clock minus the node's, as last measured.
-func (c *Client) Offset() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.offset
-}
+func (c *Client) Offset() time.Duration { return time.Duration(c.offset.Load()) }
+
+// now is hanzod's time as the node estimates it: its clock plus the
+// measured offset. Everything the node signs for hanzod or for other
+// nodes (requests, artifact authorizations and their expiries) uses it,
+// so nodes whose clocks disagree still agree on time.
+func (c *Client) now() time.Time { return c.cfg.Now().Add(c.Offset()) }
 
 // observe records hanzod's time serverMs, read in a reply to a request
 // sent at t0 and answered at t1 (our clock): the offset is measured
@@ -191,8 +194,8 @@ func (c *Client) observe(serverMs int64, t0, t1 time.Time) bool {
 	}
 	mid := t0.Add(t1.Sub(t0) / 2)
 	off := time.UnixMilli(serverMs).Sub(mid)
-	moved := (off - c.offset).Abs() > time.Second
-	c.offset = off
+	moved := (off - c.Offset()).Abs() > time.Second
+	c.offset.Store(int64(off))
 	return moved
 }
 
@@ -333,7 +336,7 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapt
 	if err != nil {
 		return nil, err
 	}
-	client := &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.cfg.Now}
+	client := &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.now}
 	peers := []transfer.Peer{peer}
 	for _, p := range extra {
 		if p.Key == nil {
@@ -349,7 +352,7 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapt
 		}
 	}
 	g := transfer.Get{Client: client, Peers: peers, Store: c.store,
-		Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.cfg.Now}
+		Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.now}
 	if _, _, err := transfer.GetArtifact(ctx, rc, g); err != nil {
 		return nil, fmt.Errorf("nodeclient: fetch checkpoint %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
 	}

@@ -13,13 +13,14 @@ import (
 // TestClockSkew: one worker's clock is 5 minutes ahead of hanzod's and
 // another's 5 minutes behind (hanzod allows 60 s); both sign with the
 // offset measured from hanzod's replies, register, stay in the ring and
-// finish the job with the third. Without the offset both are refused at
-// registration.
+// finish the two-epoch job with the third (epoch 2 fetches its checkpoint
+// from hanzod, the authorization expiring by hanzod's time). Without the
+// offset both are refused at registration.
 func TestClockSkew(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	skew := []time.Duration{5 * time.Minute, -5 * time.Minute, 0}
-	cl, nodes := startNodesWith(t, ctx, tinySpec(1, 2), 3, func(c *localcluster.Config) {
+	cl, nodes := startNodesWith(t, ctx, tinySpec(2, 4), 3, func(c *localcluster.Config) {
 		c.Clock = func(i int) func() time.Time {
 			return func() time.Time { return time.Now().Add(skew[i]) }
 		}
