@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
@@ -217,4 +218,36 @@ func TestNodeRepliesCarryTime(t *testing.T) {
 	if got := tr.Get(TimeTrailer); len(got) != 1 || got[0] != strconv.FormatInt(e.clock.Now().UnixMilli(), 10) {
 		t.Fatalf("trailer %v", tr)
 	}
+}
+
+// FuzzSubmitJob: a signed submission of arbitrary spec bytes by a key
+// with an account never crashes the server and is answered with an
+// accepted job or a refusal saying what is wrong.
+func FuzzSubmitJob(f *testing.F) {
+	for _, s := range []jobspec.Spec{entrySpec("", 0), entrySpec("", 3), {Model: "x", Epochs: -1}} {
+		b, _ := proto.Marshal(jobspec.ToProto(s))
+		f.Add(b)
+	}
+	f.Add([]byte{0xff, 0xff})
+	cfg := DefaultConfig()
+	cfg.SubmitRate, cfg.SubmitBurst, cfg.AddrRate, cfg.AddrBurst = 1e9, 1<<30, 1e9, 1<<30
+	e := start(f, cfg, true)
+	k := key("fuzzer")
+	id := (&node{key: k}).id()
+	if _, err := e.eng.Do(context.Background(), state.Deposit{Account: id, Amount: 5000 * ledger.GYM}); err != nil {
+		f.Fatal(err)
+	}
+	var seq uint64
+	f.Fuzz(func(t *testing.T, spec []byte) {
+		seq++
+		s := nodeauth.SubmitJob{Auth: nodeauth.Auth{Seq: seq, Timestamp: e.clock.Now().UnixMilli()}, Spec: spec}
+		nodeauth.SignSubmitJob(k, &s)
+		req := &pb.SubmitJobRequest{SpecBytes: spec, Auth: &pb.Auth{Node: s.Node, Seq: s.Seq, TimestampMs: s.Timestamp, Signature: s.Sig}}
+		_, err := e.srv.SubmitJob(from("10.0.0.9:1"), req)
+		switch status.Code(err) {
+		case codes.OK, codes.InvalidArgument, codes.PermissionDenied, codes.ResourceExhausted:
+		default:
+			t.Fatalf("spec bytes %x: %v", spec, err)
+		}
+	})
 }
