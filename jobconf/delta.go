@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -14,6 +16,26 @@ import (
 // KeySync is the metadata key of a delta's sync number within its epoch
 // (1-based), beside the fields SPEC.md defines.
 const KeySync = "sync"
+
+// KeyBinding is the metadata key of a delta's job binding (Binding, a
+// JSON string): it ties the signed delta to one hanzod instance and one
+// job, so a delta cannot be replayed into another deployment whose job
+// has the same id (job ids are sequential: job-00000001 everywhere).
+const KeyBinding = "job_binding"
+
+// Binding is the job binding of job id at the hanzod instance whose
+// signing key is instance: hex SHA-256 of
+// "zoo-gym/job-binding/v1" || 0x00 || instance || id. The key is made
+// with hanzod's data directory (hanzod.key) and never shared, and an
+// instance never reuses a job id, so the binding names one job of one
+// deployment: a per-job nonce nobody has to store.
+func Binding(instance ed25519.PublicKey, id string) string {
+	h := sha256.New()
+	h.Write([]byte("zoo-gym/job-binding/v1\x00"))
+	h.Write(instance)
+	h.Write([]byte(id))
+	return hex.EncodeToString(h.Sum(nil))
+}
 
 // SyncDelta is one worker's contribution for one sync: the change of its
 // adapter over the sync and what it claims about it.
@@ -27,6 +49,9 @@ type SyncDelta struct {
 	Samples     uint64
 	Time        time.Time
 	Delta       *model.Adapter
+	// Binding is the job binding hanzod sent with the assignment (written
+	// under KeyBinding when set).
+	Binding string
 }
 
 // Encode writes d as a signed delta file (fp32 tensors, zstd, LoRA flag).
@@ -37,6 +62,11 @@ func Encode(ctx context.Context, key ed25519.PrivateKey, d SyncDelta) ([]byte, e
 	})
 	if err := meta.Set(KeySync, d.Sync); err != nil {
 		return nil, err
+	}
+	if d.Binding != "" {
+		if err := meta.Set(KeyBinding, d.Binding); err != nil {
+			return nil, err
+		}
 	}
 	var ts []delta.Tensor
 	for _, t := range d.Delta.Tensors() {

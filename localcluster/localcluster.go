@@ -106,6 +106,9 @@ type Config struct {
 	// OnEvent receives what happens, one call at a time. It must not
 	// block for long.
 	OnEvent func(Event)
+	// Clock, when set, is in-process worker i's clock for the requests it
+	// signs for hanzod (tests: a node whose clock is off); nil: time.Now.
+	Clock func(i int) func() time.Time
 	// Worker, when set, adjusts the configuration of an in-process worker
 	// before it starts (tests: extra event hooks, metrics, constraints).
 	Worker func(w *Worker, c *worker.Config)
@@ -572,7 +575,11 @@ func (c *Cluster) startInProcess(w *Worker) error {
 		logf.Close()
 		return err
 	}
-	nc, err := c.Dial(w.Key, w.Dir)
+	ncc := nodeclient.Config{Key: w.Key, Conn: c.conn, Dir: w.Dir}
+	if cfg.Clock != nil {
+		ncc.Now = cfg.Clock(w.Index)
+	}
+	nc, err := nodeclient.New(ncc)
 	if err != nil {
 		logf.Close()
 		evf.Close()

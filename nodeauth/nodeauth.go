@@ -1,7 +1,8 @@
 // Package nodeauth defines the requests a node signs for hanzod (register,
-// heartbeat, bandwidth report, ring failure report) and the exact bytes it
-// signs for each: the wire's signature format, shared by the node client
-// that signs and the orchestrator state that verifies.
+// heartbeat, bandwidth report, ring failure report), the job submission a
+// submitter signs, and the exact bytes signed for each: the wire's
+// signature format, shared by the clients that sign and the orchestrator
+// that verifies.
 package nodeauth
 
 import (
@@ -68,6 +69,28 @@ type (
 		Evidence []byte
 	}
 )
+
+// SubmitJob is a job submission signed by a submitter's key (same format
+// as a node key; Auth.Node is the submitter's key in hex). Spec is the
+// serialized JobSpec message exactly as sent: the signature covers those
+// bytes, not a re-encoding of them.
+type SubmitJob struct {
+	Auth
+	Spec []byte
+}
+
+// SignedBytes is what a submitter signs.
+func (s SubmitJob) SignedBytes() []byte {
+	e := header("submitjob", s.Auth)
+	e.str(string(s.Spec))
+	return e.Bytes()
+}
+
+// SignSubmitJob signs s in place with the submitter's key.
+func SignSubmitJob(key ed25519.PrivateKey, s *SubmitJob) {
+	s.Node = nodeID(key)
+	s.Sign(key, s.SignedBytes())
+}
 
 // Link is one measured bandwidth from the reporting node to Peer (the
 // JSON form is the orchestrator's event log's).

@@ -49,3 +49,27 @@ func TestSignedBytesGolden(t *testing.T) {
 		t.Fatal("probe address signed when empty")
 	}
 }
+
+// A job submission signs its own kind and the spec bytes as sent: a node
+// request's signature never verifies as a submission, and a changed spec
+// breaks the signature.
+func TestSubmitJobSignedBytes(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(make([]byte, 32))
+	pub := key.Public().(ed25519.PublicKey)
+	a := nodeauth.Auth{Seq: 7, Timestamp: 1767225600123}
+	s := nodeauth.SubmitJob{Auth: a, Spec: []byte{0x0a, 0x01, 'm'}}
+	nodeauth.SignSubmitJob(key, &s)
+	want := "7a6f6f2d67796d2f68616e7a6f642f76312f7375626d69746a6f6200"
+	if got := hex.EncodeToString(s.SignedBytes()); got[:len(want)] != want || !ed25519.Verify(pub, s.SignedBytes(), s.Sig) {
+		t.Fatalf("signed bytes %s", got)
+	}
+	h := nodeauth.Heartbeat{Auth: a}
+	nodeauth.SignHeartbeat(key, &h)
+	if ed25519.Verify(pub, s.SignedBytes(), h.Sig) {
+		t.Fatal("a heartbeat signature verifies as a submission")
+	}
+	s.Spec = []byte{0x0a, 0x01, 'n'}
+	if ed25519.Verify(pub, s.SignedBytes(), s.Sig) {
+		t.Fatal("a changed spec still verifies")
+	}
+}

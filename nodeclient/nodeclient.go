@@ -1,6 +1,9 @@
 // Package nodeclient is the node side of the hanzod API: it signs every
 // node request with the node key (strictly increasing sequence numbers that
-// survive restarts: they follow the clock), maps assignments into the
+// survive restarts and clock steps: they follow the clock corrected by
+// hanzod's, never go back, and their high-water mark is kept on disk),
+// signs with hanzod's time (the offset measured from its replies, so a
+// node whose clock is off is not locked out), maps assignments into the
 // worker's types, submits deltas, and fetches published checkpoints from
 // the artifact server hanzod names and from other workers at once,
 // verifying every block against its CID and the manifest against hanzod's
@@ -20,12 +23,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
@@ -61,13 +68,15 @@ type Config struct {
 
 // Client implements worker.Orchestrator over gRPC.
 type Client struct {
-	cfg   Config
-	node  pb.NodeServiceClient
-	id    string
-	mu    sync.Mutex // serialises signed requests: sequence numbers must arrive in order
-	seq   uint64
-	store *store.Store
-	http  *http.Client
+	cfg      Config
+	node     pb.NodeServiceClient
+	id       string
+	mu       sync.Mutex // serialises signed requests: sequence numbers must arrive in order
+	seq      uint64
+	reserved uint64       // sequence numbers up to this are recorded on disk as used
+	offset   atomic.Int64 // hanzod's clock minus ours (ns), measured from its replies
+	store    *store.Store
+	http     *http.Client
 
 	amu   sync.Mutex // guards what the artifact server reads, apart from mu (held across RPCs)
 	arts  string     // artifact server of the last assignment: KEYHEX@host:port
@@ -93,9 +102,43 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, node: pb.NewNodeServiceClient(cfg.Conn), id: hex.EncodeToString(cfg.Key.Public().(ed25519.PublicKey)),
+	c := &Client{cfg: cfg, node: pb.NewNodeServiceClient(cfg.Conn), id: hex.EncodeToString(cfg.Key.Public().(ed25519.PublicKey)),
 		store: st, http: &http.Client{Timeout: 2 * time.Minute, Transport: transfer.NewTransport()},
-		extra: slices.Clone(cfg.ExtraSources), named: map[string]time.Time{}}, nil
+		extra: slices.Clone(cfg.ExtraSources), named: map[string]time.Time{}}
+	if c.seq, err = readSeq(c.seqPath()); err != nil {
+		st.Close()
+		return nil, err
+	}
+	c.reserved = c.seq
+	return c, nil
+}
+
+// SeqFile is the file in Config.Dir holding the high-water mark of the
+// node's sequence numbers (decimal): every number the node signs is below
+// it, so a restarted node continues above them even if its clock went
+// back.
+const SeqFile = "auth-seq"
+
+// seqReserve is how far ahead of use the high-water mark is written (in
+// sequence numbers, which follow the clock in nanoseconds: ~18 minutes),
+// so the file is rewritten every few minutes, not on every request.
+const seqReserve = 1 << 40
+
+func (c *Client) seqPath() string { return filepath.Join(c.cfg.Dir, SeqFile) }
+
+func readSeq(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("nodeclient: %s: %w (delete it only if the node key is new)", path, err)
+	}
+	return v, nil
 }
 
 // Store is the node's artifact store (the checkpoints it fetched).
@@ -114,14 +157,82 @@ func (c *Client) Close() error { return c.store.Close() }
 // ID is the node id.
 func (c *Client) ID() string { return c.id }
 
-// auth returns a fresh envelope; call with c.mu held. Sequence numbers
-// follow the clock in nanoseconds, so a restarted node continues above
-// the numbers it used before.
-func (c *Client) auth() nodeauth.Auth {
-	now := c.cfg.Now()
+// auth returns a fresh envelope; call with c.mu held. The timestamp is
+// hanzod's time as measured (our clock plus the offset); the sequence
+// number follows it in nanoseconds but never goes back, and is above the
+// high-water mark on disk, so neither a clock step back nor a restart
+// makes it look like a replay.
+func (c *Client) auth() (nodeauth.Auth, error) {
+	now := c.now()
 	c.seq = max(c.seq+1, uint64(now.UnixNano()))
-	return nodeauth.Auth{Node: c.id, Seq: c.seq, Timestamp: now.UnixMilli()}
+	if c.seq >= c.reserved {
+		r := c.seq + seqReserve
+		if err := atomicfile.WriteBytes(c.seqPath(), 0o644, true, []byte(strconv.FormatUint(r, 10)+"\n")); err != nil {
+			return nodeauth.Auth{}, fmt.Errorf("nodeclient: record the sequence high-water mark: %w", err)
+		}
+		c.reserved = r
+	}
+	return nodeauth.Auth{Node: c.id, Seq: c.seq, Timestamp: now.UnixMilli()}, nil
 }
+
+// Offset is hanzod's clock minus the node's, as last measured.
+func (c *Client) Offset() time.Duration { return time.Duration(c.offset.Load()) }
+
+// now is hanzod's time as the node estimates it: its clock plus the
+// measured offset. Everything the node signs for hanzod or for other
+// nodes (requests, artifact authorizations and their expiries) uses it,
+// so nodes whose clocks disagree still agree on time.
+func (c *Client) now() time.Time { return c.cfg.Now().Add(c.Offset()) }
+
+// observe records hanzod's time serverMs, read in a reply to a request
+// sent at t0 and answered at t1 (our clock): the offset is measured
+// against the midpoint. It reports whether the offset moved by more than
+// a second.
+func (c *Client) observe(serverMs int64, t0, t1 time.Time) bool {
+	if serverMs <= 0 {
+		return false
+	}
+	mid := t0.Add(t1.Sub(t0) / 2)
+	off := time.UnixMilli(serverMs).Sub(mid)
+	moved := (off - c.Offset()).Abs() > time.Second
+	c.offset.Store(int64(off))
+	return moved
+}
+
+// signed runs one signed request: send signs a with the key and sends it,
+// returning hanzod's time from the reply. A request refused as
+// unauthenticated whose trailer shows our clock estimate was off by more
+// than a second (a stale timestamp, or a sequence number behind after a
+// clock step) is signed again, once, with the corrected clock. Call with
+// c.mu held.
+func (c *Client) signed(send func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error)) error {
+	for attempt := 0; ; attempt++ {
+		a, err := c.auth()
+		if err != nil {
+			return err
+		}
+		var tr metadata.MD
+		t0 := c.cfg.Now()
+		ms, err := send(a, grpc.Trailer(&tr))
+		t1 := c.cfg.Now()
+		if err == nil {
+			c.observe(ms, t0, t1)
+			return nil
+		}
+		if attempt == 0 && status.Code(err) == codes.Unauthenticated {
+			if v := tr.Get(TimeTrailer); len(v) == 1 {
+				if ms, perr := strconv.ParseInt(v[0], 10, 64); perr == nil && c.observe(ms, t0, t1) {
+					continue
+				}
+			}
+		}
+		return err
+	}
+}
+
+// TimeTrailer is the trailer in which hanzod sends its clock with every
+// NodeService reply (server.TimeTrailer).
+const TimeTrailer = "hanzod-time-ms"
 
 func pbAuth(a nodeauth.Auth) *pb.Auth {
 	return &pb.Auth{Node: a.Node, Seq: a.Seq, TimestampMs: a.Timestamp, Signature: a.Sig}
@@ -131,20 +242,27 @@ func pbAuth(a nodeauth.Auth) *pb.Auth {
 func (c *Client) Register(ctx context.Context, ringAddr, probeAddr string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := nodeauth.Register{Auth: c.auth(), Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr}
-	r.Sign(c.cfg.Key, r.SignedBytes())
-	_, err := c.node.Register(ctx, &pb.RegisterRequest{Auth: pbAuth(r.Auth), Address: r.Address, Region: r.Region,
-		GpuModel: r.GPUModel, VramMib: r.VRAMMiB, ProbeAddress: probeAddr})
-	return err
+	return c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
+		r := nodeauth.Register{Auth: a, Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr}
+		r.Sign(c.cfg.Key, r.SignedBytes())
+		resp, err := c.node.Register(ctx, &pb.RegisterRequest{Auth: pbAuth(r.Auth), Address: r.Address, Region: r.Region,
+			GpuModel: r.GPUModel, VramMib: r.VRAMMiB, ProbeAddress: probeAddr}, opts...)
+		return resp.GetServerTimeMs(), err
+	})
 }
 
 // Heartbeat implements worker.Orchestrator.
 func (c *Client) Heartbeat(ctx context.Context) (worker.Assignment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := nodeauth.Heartbeat{Auth: c.auth()}
-	h.Sign(c.cfg.Key, h.SignedBytes())
-	r, err := c.node.Heartbeat(ctx, &pb.HeartbeatRequest{Auth: pbAuth(h.Auth)})
+	var r *pb.HeartbeatResponse
+	err := c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
+		h := nodeauth.Heartbeat{Auth: a}
+		h.Sign(c.cfg.Key, h.SignedBytes())
+		var err error
+		r, err = c.node.Heartbeat(ctx, &pb.HeartbeatRequest{Auth: pbAuth(h.Auth)}, opts...)
+		return r.GetServerTimeMs(), err
+	})
 	if status.Code(err) == codes.NotFound {
 		return worker.Assignment{}, fmt.Errorf("%w: %v", worker.ErrUnknownNode, err)
 	}
@@ -158,14 +276,19 @@ func (c *Client) Heartbeat(ctx context.Context) (worker.Assignment, error) {
 func (c *Client) ReportBandwidth(ctx context.Context, job string, kbps map[string]uint64) (worker.Assignment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := nodeauth.ReportBandwidth{Auth: c.auth(), Job: job}
-	var links []*pb.Link
-	for _, p := range sortedKeys(kbps) {
-		b.Links = append(b.Links, nodeauth.Link{Peer: p, Kbps: kbps[p]})
-		links = append(links, &pb.Link{Peer: p, Kbps: kbps[p]})
-	}
-	b.Sign(c.cfg.Key, b.SignedBytes())
-	r, err := c.node.ReportBandwidth(ctx, &pb.ReportBandwidthRequest{Auth: pbAuth(b.Auth), Job: job, Links: links})
+	var r *pb.ReportBandwidthResponse
+	err := c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
+		b := nodeauth.ReportBandwidth{Auth: a, Job: job}
+		var links []*pb.Link
+		for _, p := range sortedKeys(kbps) {
+			b.Links = append(b.Links, nodeauth.Link{Peer: p, Kbps: kbps[p]})
+			links = append(links, &pb.Link{Peer: p, Kbps: kbps[p]})
+		}
+		b.Sign(c.cfg.Key, b.SignedBytes())
+		var err error
+		r, err = c.node.ReportBandwidth(ctx, &pb.ReportBandwidthRequest{Auth: pbAuth(b.Auth), Job: job, Links: links}, opts...)
+		return 0, err
+	})
 	if err != nil {
 		return worker.Assignment{}, err
 	}
@@ -185,11 +308,13 @@ func (c *Client) SubmitDelta(ctx context.Context, file []byte) (worker.Verdict, 
 func (c *Client) ReportSuspect(ctx context.Context, s worker.Suspect) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := nodeauth.ReportSuspect{Auth: c.auth(), Job: s.Job, ConfigID: s.ConfigID, Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence}
-	r.Sign(c.cfg.Key, r.SignedBytes())
-	_, err := c.node.ReportSuspect(ctx, &pb.ReportSuspectRequest{Auth: pbAuth(r.Auth), Job: s.Job, ConfigId: s.ConfigID,
-		Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence})
-	return err
+	return c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
+		r := nodeauth.ReportSuspect{Auth: a, Job: s.Job, ConfigID: s.ConfigID, Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence}
+		r.Sign(c.cfg.Key, r.SignedBytes())
+		_, err := c.node.ReportSuspect(ctx, &pb.ReportSuspectRequest{Auth: pbAuth(r.Auth), Job: s.Job, ConfigId: s.ConfigID,
+			Suspect: s.Node, Kind: s.Kind, Evidence: s.Evidence}, opts...)
+		return 0, err
+	})
 }
 
 // FetchCheckpoint implements worker.Orchestrator: the checkpoint is fetched
@@ -211,7 +336,7 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapt
 	if err != nil {
 		return nil, err
 	}
-	client := &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.cfg.Now}
+	client := &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.now}
 	peers := []transfer.Peer{peer}
 	for _, p := range extra {
 		if p.Key == nil {
@@ -227,7 +352,7 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapt
 		}
 	}
 	g := transfer.Get{Client: client, Peers: peers, Store: c.store,
-		Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.cfg.Now}
+		Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.now}
 	if _, _, err := transfer.GetArtifact(ctx, rc, g); err != nil {
 		return nil, fmt.Errorf("nodeclient: fetch checkpoint %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
 	}
@@ -246,7 +371,7 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 	if p == nil {
 		return worker.Assignment{}
 	}
-	a := worker.Assignment{Job: p.Job, State: p.JobState, Epoch: int(p.Epoch), Paused: p.Paused, Checkpoint: p.Checkpoint}
+	a := worker.Assignment{Job: p.Job, State: p.JobState, Epoch: int(p.Epoch), Paused: p.Paused, Checkpoint: p.Checkpoint, JobBinding: p.JobBinding}
 	c.noteAssignment(p)
 	if p.Spec != nil {
 		a.Spec = jobspec.FromProto(p.Spec)

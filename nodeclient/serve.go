@@ -56,7 +56,7 @@ func (c *Client) ArtifactServer(cfg ServeConfig) (*transfer.Server, error) {
 	for _, k := range cfg.Allow {
 		allow[string(k)] = true
 	}
-	return transfer.NewServer(transfer.ServerConfig{Key: c.cfg.Key, Store: c.store, Now: c.cfg.Now, Logger: cfg.Logger,
+	return transfer.NewServer(transfer.ServerConfig{Key: c.cfg.Key, Store: c.store, Now: c.now, Logger: cfg.Logger,
 		NonceLog: filepath.Join(c.cfg.Dir, "artifact-nonces.log"),
 		Allow: func(issuer ed25519.PublicKey, root cid.Cid) bool {
 			if allow[string(issuer)] {

@@ -71,6 +71,7 @@ fuzz=(
   "./tokenizer FuzzParse 5000"
   "./tokenizer FuzzEncode 10000"
   "./orchestrator/judge FuzzSubmit 3000"
+  "./orchestrator/server FuzzSubmitJob 5000"
 )
 for f in "${fuzz[@]}"; do
   set -- $f

@@ -7,8 +7,10 @@
 // # Protocol
 //
 // Run listens for the ring (ring/tcp, mutual TLS bound to the node key) and
-// for bandwidth probes (plain TCP: every connection receives
-// Config.ProbeBytes bytes, then is closed; a prober times the read), and
+// for bandwidth probes (plain TCP; a prober signs the server's random
+// challenge with its node key, and only peers hanzod named to this node
+// — probe peers or ring members — receive Config.ProbeBytes bytes, which
+// the prober times: ProbeDomain), and
 // registers both addresses. One heartbeat loop keeps the latest Assignment;
 // every orchestrator heartbeat goes through a single rate limiter, so calls
 // are never closer than Config.MinGap (1 s: hanzod refuses closer ones),

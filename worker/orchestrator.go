@@ -32,6 +32,9 @@ type Assignment struct {
 	// Checkpoint is the CID of the checkpoint of record Epoch starts from;
 	// empty for epoch 1 (every worker starts from jobconf's initial adapter).
 	Checkpoint string
+	// JobBinding is hanzod's binding of the job to its instance
+	// (jobconf.Binding): every delta of the job carries it.
+	JobBinding string
 }
 
 // Verdict is the orchestrator's answer to a submitted delta.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zooai/gym/basemodel"
@@ -58,6 +59,13 @@ type Worker struct {
 	counters counters
 
 	lastKey assignKey // under heart.amu
+
+	// The peers hanzod named (probe peers and ring members) → when, the
+	// only nodes the probe server answers; the heart, once Run made it.
+	probeMu    sync.Mutex
+	probeNamed map[string]time.Time
+	probePoked time.Time
+	probeHeart atomic.Pointer[heart]
 
 	// Run's goroutine only.
 	refused  string
@@ -165,7 +173,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer tr.Close()
 	w.tr = tr
-	ps, err := listenProbe(c.ProbeAddr, c.ProbeBytes)
+	ps, err := listenProbe(c.ProbeAddr, c.ProbeBytes, c.Key, w.probeAdmit)
 	if err != nil {
 		return fmt.Errorf("worker: probe listener: %w", err)
 	}
@@ -214,6 +222,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	w.heart = newHeart(c.Orchestrator, c, register, w.onAssignment)
+	w.probeHeart.Store(w.heart)
 	for delay := c.MinGap; ; delay = min(2*delay, c.MaxBackoff) {
 		err := register(ctx)
 		if err == nil {
@@ -257,6 +266,7 @@ func (w *Worker) inRing(a Assignment) bool {
 
 // onAssignment emits "assigned" when what the worker should do changed.
 func (w *Worker) onAssignment(a Assignment) {
+	w.nameProbePeers(a)
 	k := assignKey{job: a.Job, state: a.State, epoch: a.Epoch, paused: a.Paused, inRing: w.inRing(a)}
 	if a.Ring != nil {
 		k.gen = a.Ring.Generation
@@ -374,7 +384,7 @@ func (w *Worker) provision(ctx context.Context, a Assignment) {
 			if p.ID == w.id {
 				continue
 			}
-			w.kbps[p.ID] = probe(ctx, p.Addr, w.c.ProbeTimeout)
+			w.kbps[p.ID] = probe(ctx, p.Addr, p.ID, w.c.Key, w.c.ProbeTimeout)
 		}
 	}
 	na, err := w.c.Orchestrator.ReportBandwidth(ctx, a.Job, w.kbps)
@@ -512,7 +522,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		}
 		contrib := w.contribution(jobconf.Sub(tr.Adapter(), s), k, clip)
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
-			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib}
+			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding}
 		if err := w.submit(ctx, d); err != nil {
 			return false, err
 		}

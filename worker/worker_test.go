@@ -140,12 +140,14 @@ func startNodes(t *testing.T, ctx context.Context, spec jobspec.Spec, n int, mod
 	return startNodesWith(t, ctx, spec, n, nil, mod)
 }
 
-// startNodesWith is startNodes with the cluster's configuration changed by
-// clusterMod first.
-func startNodesWith(t *testing.T, ctx context.Context, spec jobspec.Spec, n int, clusterMod func(*localcluster.Config),
-	mod func(i int, c *worker.Config, nd *node)) (*cluster, []*node) {
+// startNodesWith is startNodes with setup applied to the cluster's
+// configuration first.
+func startNodesWith(t *testing.T, ctx context.Context, spec jobspec.Spec, n int, setup func(*localcluster.Config), mod func(i int, c *worker.Config, nd *node)) (*cluster, []*node) {
 	t.Helper()
 	cfg := localcluster.TestConfig(t.TempDir(), n)
+	if setup != nil {
+		setup(&cfg)
+	}
 	cfg.Threads = 1
 	cfg.MinGap, cfg.MinHeartbeatGap = testGap, testGap
 	// Fixed keys: a worker's data is a function of its key, so runs are
@@ -181,9 +183,6 @@ func startNodesWith(t *testing.T, ctx context.Context, spec jobspec.Spec, n int,
 		if mod != nil {
 			mod(i, c, nd)
 		}
-	}
-	if clusterMod != nil {
-		clusterMod(&cfg)
 	}
 	cl, err := localcluster.Start(ctx, cfg)
 	if err != nil {

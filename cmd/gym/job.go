@@ -22,6 +22,8 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
@@ -29,6 +31,7 @@ import (
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/peft"
 )
@@ -54,6 +57,7 @@ not be reached (the message says what to do), 2 the command was misused.`,
 
 func newJobSubmit(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
 	var dryRun bool
+	var keyPath, tokenFile string
 	cmd := &cobra.Command{
 		Use:   "submit [--dry-run] FILE.yaml",
 		Short: "Submit a job file; print the new job's id",
@@ -67,7 +71,15 @@ filled in and the deadline resolved.
 
 The gspo section is sent whole, with a default for every key the file
 leaves out (without the section, every default); 'gym job status' shows
-what hanzod recorded.`,
+what hanzod recorded.
+
+Who may submit: with --key FILE the submission is signed by that key (a
+node key file, 'gym keygen'), whose ledger account must exist; the job's
+submitter is that key (a different submitter in the file is refused),
+its utility at most 1 + the key's bonded stake / 1000 GYM, and a key has
+at most 8 unfinished jobs. Without --key only hanzod's operator may
+submit: from loopback, or with the admin token (--admin-token-file FILE,
+or ORCHESTRATOR_ADMIN_TOKEN).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j, err := readJobFile(args[0], cmd.InOrStdin(), time.Now())
@@ -79,8 +91,24 @@ what hanzod recorded.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(j)
 			}
+			req := &pb.SubmitJobRequest{Spec: jobspec.ToProto(j.Spec())}
+			var token string
+			if keyPath != "" {
+				key, err := nodekey.Load(keyPath)
+				if err != nil {
+					return err
+				}
+				if req, err = signedSubmit(key, j.Spec(), time.Now()); err != nil {
+					return err
+				}
+			} else if token, err = adminToken(tokenFile); err != nil {
+				return err
+			}
 			resp, err := call(cmd, o, *timeout, "submit "+args[0], func(ctx context.Context, c *client) (*pb.SubmitJobResponse, error) {
-				return c.api.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: jobspec.ToProto(j.Spec())})
+				if token != "" {
+					ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+				}
+				return c.api.SubmitJob(ctx, req)
 			})
 			if err != nil {
 				return err
@@ -90,7 +118,21 @@ what hanzod recorded.`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the file and print the job as JSON; send nothing")
+	cmd.Flags().StringVar(&keyPath, "key", "", "sign the submission with this key file (its ledger account is the submitter)")
+	cmd.Flags().StringVar(&tokenFile, "admin-token-file", "", "without --key: file holding hanzod's admin token; default: ORCHESTRATOR_ADMIN_TOKEN, else none (loopback)")
 	return cmd
+}
+
+// signedSubmit is a job submission signed by key at now (sequence: the
+// clock in nanoseconds, so each submission's is above the last).
+func signedSubmit(key ed25519.PrivateKey, spec jobspec.Spec, now time.Time) (*pb.SubmitJobRequest, error) {
+	b, err := proto.Marshal(jobspec.ToProto(spec))
+	if err != nil {
+		return nil, err
+	}
+	s := nodeauth.SubmitJob{Auth: nodeauth.Auth{Seq: uint64(now.UnixNano()), Timestamp: now.UnixMilli()}, Spec: b}
+	nodeauth.SignSubmitJob(key, &s)
+	return &pb.SubmitJobRequest{SpecBytes: b, Auth: &pb.Auth{Node: s.Node, Seq: s.Seq, TimestampMs: s.Timestamp, Signature: s.Sig}}, nil
 }
 
 func newJobList(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {

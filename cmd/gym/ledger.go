@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -145,7 +146,7 @@ the node took part in is not settled.`,
 
 func newLedgerOp(o *orchestratorFlags, timeout *time.Duration, op ledgerOp) *cobra.Command {
 	var asJSON bool
-	var tokenFile string
+	var tokenFile, requestID string
 	use, nargs := op.name+" [--json] ACCOUNT", 1
 	if op.amount {
 		use, nargs = op.name+" [--json] ACCOUNT AMOUNT", 2
@@ -168,7 +169,14 @@ token itself in ORCHESTRATOR_ADMIN_TOKEN).`,
 			if id == "" {
 				return usageError{fmt.Errorf("ledger %s needs an account: a node id ('gym node list' shows them)", op.name)}
 			}
-			req := &pb.LedgerRequest{Account: id}
+			if requestID == "" {
+				var b [16]byte
+				if _, err := rand.Read(b[:]); err != nil {
+					return err
+				}
+				requestID = hex.EncodeToString(b[:])
+			}
+			req := &pb.LedgerRequest{Account: id, RequestId: requestID}
 			if op.amount {
 				amt, err := parseGYM(args[1])
 				if err != nil {
@@ -209,6 +217,7 @@ token itself in ORCHESTRATOR_ADMIN_TOKEN).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the account afterwards as one JSON object (amounts in micro-GYM)")
 	cmd.Flags().StringVar(&tokenFile, "admin-token-file", "", "file holding hanzod's admin token (the one its --admin-token-file names); default: ORCHESTRATOR_ADMIN_TOKEN, else none (loopback)")
+	cmd.Flags().StringVar(&requestID, "request-id", "", "idempotency key (≤ 128 printable ASCII bytes): hanzod carries out an operation with a given id once, so rerunning an operation that timed out with the same id never credits twice; default: a random id")
 	return cmd
 }
 

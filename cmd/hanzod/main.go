@@ -97,7 +97,7 @@ as keys), then the environment variable in brackets, then flags.
 	fs.StringVar(&f.TLSCert, "tls-cert", "", "TLS certificate (PEM); off loopback a self-signed one is made when absent [HANZOD_TLS_CERT]")
 	fs.StringVar(&f.TLSKey, "tls-key", "", "TLS key (PEM) [HANZOD_TLS_KEY]")
 	fs.BoolVar(&f.Insecure, "insecure", false, "serve plaintext gRPC even off loopback [HANZOD_INSECURE]")
-	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", "file holding the bearer token for ledger operations from non-loopback callers [HANZOD_ADMIN_TOKEN_FILE]")
+	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", "file holding the bearer token for operator calls (ledger operations, job lifecycle, unsigned job submissions) from non-loopback callers [HANZOD_ADMIN_TOKEN_FILE]")
 	fs.StringVar(&f.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error [HANZOD_LOG_LEVEL]")
 	fs.StringVar(&f.Artifacts, "artifacts", s.Artifacts, "artifact server address (published checkpoints for registered nodes), empty to disable [HANZOD_ARTIFACTS]")
 	fs.StringVar(&f.Advertise, "artifacts-advertise", "", "host:port nodes use to reach the artifact server, when it differs from --artifacts [HANZOD_ARTIFACTS_ADVERTISE]")

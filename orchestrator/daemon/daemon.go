@@ -466,6 +466,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 		return err
 	}
 	srv.Judge = serverJudge{d.judge}
+	srv.Instance = key.Public().(ed25519.PublicKey)
 	if cfg.Artifacts == "" {
 		return nil
 	}

@@ -302,8 +302,13 @@ func (e *env) encode(i int, d jobconf.SyncDelta) []byte {
 	return encodeWith(e.t, e.keys[i], d)
 }
 
+// encodeWith signs d with key; the job binding is the test hanzod's
+// (judgeKey) unless d has one.
 func encodeWith(t testing.TB, key ed25519.PrivateKey, d jobconf.SyncDelta) []byte {
 	t.Helper()
+	if d.Binding == "" {
+		d.Binding = jobconf.Binding(judgeKey().Public().(ed25519.PublicKey), d.Job)
+	}
 	b, err := jobconf.Encode(context.Background(), key, d)
 	if err != nil {
 		t.Fatal(err)

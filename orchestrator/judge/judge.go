@@ -357,6 +357,7 @@ func (j *Judge) judge(ctx context.Context, file []byte, ra *bytes.Reader, node, 
 	s := &submission{file: file, digest: digest, node: node, meta: meta}
 	sub := epoch.Submission{Node: node, Digest: digest, Meta: meta}
 	sub.SyncKey, sub.HasSyncKey = info.Metadata.Get(jobconf.KeySync)
+	sub.Binding, sub.HasBinding = info.Metadata.Get(jobconf.KeyBinding)
 	for _, e := range info.Entries {
 		if e.Name != delta.MetadataName {
 			sub.Tensors = append(sub.Tensors, delta.Tensor{Name: e.Name, DType: e.DType, Shape: e.Shape})
@@ -436,6 +437,7 @@ func (j *Judge) standing(ctx context.Context, s *submission, full bool) (epoch.S
 		return st, "", Verdict{}, err
 	}
 	st.Epoch, st.State, st.Open = job.Epoch, string(job.State), job.State == state.Running
+	st.Binding = jobconf.Binding(j.cfg.Key.Public().(ed25519.PublicKey), job.ID)
 	if !full {
 		return st, job.ID, Verdict{}, nil
 	}

@@ -3,6 +3,7 @@ package judge_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"math"
@@ -53,6 +54,7 @@ func meta(d jobconf.SyncDelta) *delta.Metadata {
 	m := delta.NewMetadata(delta.MetadataFields{Job: d.Job, Epoch: uint64(d.Epoch), Step: d.Step, Node: d.Node,
 		Sequence: d.Sequence, BaseCheckpoint: d.Base, ClaimedLoss: d.ClaimedLoss, Samples: d.Samples, Time: d.Time})
 	_ = m.Set(jobconf.KeySync, d.Sync)
+	_ = m.Set(jobconf.KeyBinding, jobconf.Binding(judgeKey().Public().(ed25519.PublicKey), d.Job))
 	return m
 }
 

@@ -111,6 +111,13 @@ func (l *Ledger) Account(id string) Account {
 	return c
 }
 
+// Has reports whether the account exists: something was ever credited
+// to it.
+func (l *Ledger) Has(id string) bool {
+	_, ok := l.accounts[id]
+	return ok
+}
+
 // Bonded is the account's bonded stake.
 func (l *Ledger) Bonded(id string) Amount {
 	if a, ok := l.accounts[id]; ok {

@@ -8,12 +8,14 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,11 +25,14 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/edkey"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
@@ -42,9 +47,16 @@ type Config struct {
 	// NodeRate and NodeBurst bound each node's requests (token bucket).
 	NodeRate  float64
 	NodeBurst int
+	// SubmitRate and SubmitBurst bound each signing submitter's job
+	// submissions; AddrRate and AddrBurst bound SubmitJob calls from each
+	// peer address (host), signed or not, operator's included.
+	SubmitRate  float64
+	SubmitBurst int
+	AddrRate    float64
+	AddrBurst   int
 	// AdminToken, when set, is required as "authorization: Bearer TOKEN"
-	// for ledger operations; when empty they are allowed from loopback
-	// peers only.
+	// for ledger operations and unsigned job submissions; when empty they
+	// are allowed from loopback peers only.
 	AdminToken string
 	// SubmitDelta carries no request signature (the file is signed), so
 	// it is bounded on its own: per peer address a token bucket
@@ -66,11 +78,13 @@ type Config struct {
 // DefaultConfig allows 1 MiB messages and 5 requests a second per node
 // (burst 20): a heartbeat every 10 s plus bandwidth reports fit easily.
 // A worker submits one delta a sync (seconds apart at the least); an
-// address may hold a few workers.
+// address may hold a few workers. A submitter may submit a job every 10 s
+// (burst 5), an address 1 a second (burst 20).
 func DefaultConfig() Config {
 	return Config{MaxMessageBytes: 1 << 20, NodeRate: 5, NodeBurst: 20,
 		DeltaAddrRate: 10, DeltaAddrBurst: 40, DeltaAddrInFlight: 8,
-		DeltaNodeRate: 2, DeltaNodeBurst: 10, DeltaInFlight: 16}
+		DeltaNodeRate: 2, DeltaNodeBurst: 10, DeltaInFlight: 16,
+		SubmitRate: 0.1, SubmitBurst: 5, AddrRate: 1, AddrBurst: 20}
 }
 
 // Validate checks the config.
@@ -80,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if c.DeltaAddrRate <= 0 || c.DeltaAddrBurst < 1 || c.DeltaAddrInFlight < 1 || c.DeltaNodeRate <= 0 || c.DeltaNodeBurst < 1 || c.DeltaInFlight < 1 {
 		return fmt.Errorf("server: the SubmitDelta limits (DeltaAddrRate, DeltaAddrBurst, DeltaAddrInFlight, DeltaNodeRate, DeltaNodeBurst, DeltaInFlight) must be positive")
+	}
+	if c.SubmitRate <= 0 || c.SubmitBurst < 1 || c.AddrRate <= 0 || c.AddrBurst < 1 {
+		return fmt.Errorf("server: SubmitRate, AddrRate > 0 and SubmitBurst, AddrBurst ≥ 1 required")
 	}
 	return nil
 }
@@ -108,6 +125,10 @@ type Server struct {
 	// Artifacts is where nodes fetch checkpoints ("KEYHEX@host:port"),
 	// sent in every assignment. Set before serving.
 	Artifacts string
+	// Instance is hanzod's signing key, which job bindings
+	// (jobconf.Binding, sent in assignments) are computed with; the judge
+	// checks deltas against the same. Set before serving.
+	Instance ed25519.PublicKey
 }
 
 // Judge validates a delta file and records its verdict. An error is the
@@ -166,24 +187,37 @@ type bucket struct {
 const maxBuckets = 200_000
 
 func (s *Server) allow(node string) bool {
+	return s.allowAt("node:"+node, s.cfg.NodeRate, s.cfg.NodeBurst)
+}
+
+// allowAt takes a token from key's bucket (rate tokens a second, at most
+// burst).
+func (s *Server) allowAt(key string, rate float64, burst int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	b, ok := s.buckets[node]
-	if !ok {
-		if len(s.buckets) >= maxBuckets {
-			s.buckets = map[string]*bucket{} // forget idle nodes rather than grow without bound
-		}
-		b = &bucket{tokens: float64(s.cfg.NodeBurst), last: now}
-		s.buckets[node] = b
-	}
-	b.tokens = min(float64(s.cfg.NodeBurst), b.tokens+now.Sub(b.last).Seconds()*s.cfg.NodeRate)
-	b.last = now
+	b := bucketIn(&s.buckets, key, s.now(), rate, burst)
 	if b.tokens < 1 {
 		return false
 	}
 	b.tokens--
 	return true
+}
+
+// bucketIn returns key's token bucket in m, refilled to now (rate tokens a
+// second, at most burst); a new key starts full. Past maxBuckets keys, m
+// forgets them all rather than grow without bound.
+func bucketIn(m *map[string]*bucket, key string, now time.Time, rate float64, burst int) *bucket {
+	b, ok := (*m)[key]
+	if !ok {
+		if len(*m) >= maxBuckets {
+			*m = map[string]*bucket{}
+		}
+		b = &bucket{tokens: float64(burst), last: now}
+		(*m)[key] = b
+	}
+	b.tokens = min(float64(burst), b.tokens+now.Sub(b.last).Seconds()*rate)
+	b.last = now
+	return b
 }
 
 // Status maps an engine or state error onto a gRPC status.
@@ -238,6 +272,18 @@ func (s *Server) admit(a state.Auth, msg []byte) error {
 	return nil
 }
 
+// TimeTrailer is the trailer in which every NodeService reply, a refusal
+// included, carries hanzod's clock (unix milliseconds, decimal): a node
+// whose request was refused as stale learns its offset from it.
+const TimeTrailer = "hanzod-time-ms"
+
+// stamp sets the time trailer and returns the time it carries.
+func (s *Server) stamp(ctx context.Context) int64 {
+	now := s.now().UnixMilli()
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(TimeTrailer, strconv.FormatInt(now, 10))) // fails only outside a gRPC call
+	return now
+}
+
 func (s *Server) do(ctx context.Context, cmd state.Command) ([]state.Event, error) {
 	evs, err := s.eng.Do(ctx, cmd)
 	return evs, Status(err)
@@ -245,6 +291,7 @@ func (s *Server) do(ctx context.Context, cmd state.Command) ([]state.Event, erro
 
 // Register implements NodeService.
 func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.RegisterResponse, error) {
+	s.stamp(ctx)
 	a, err := auth(r.Auth)
 	if err != nil {
 		return nil, err
@@ -257,11 +304,12 @@ func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.Regis
 	if err != nil {
 		return nil, err
 	}
-	return &pb.RegisterResponse{Attestation: evs[0].Body.(state.NodeRegistered).Attestation}, nil
+	return &pb.RegisterResponse{Attestation: evs[0].Body.(state.NodeRegistered).Attestation, ServerTimeMs: s.stamp(ctx)}, nil
 }
 
 // Heartbeat implements NodeService.
 func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	s.stamp(ctx)
 	a, err := auth(r.Auth)
 	if err != nil {
 		return nil, err
@@ -273,11 +321,12 @@ func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.Hea
 	if _, err := s.do(ctx, cmd); err != nil {
 		return nil, err
 	}
-	return &pb.HeartbeatResponse{Assignment: s.assignment(a.Node)}, nil
+	return &pb.HeartbeatResponse{Assignment: s.assignment(a.Node), ServerTimeMs: s.stamp(ctx)}, nil
 }
 
 // ReportBandwidth implements NodeService.
 func (s *Server) ReportBandwidth(ctx context.Context, r *pb.ReportBandwidthRequest) (*pb.ReportBandwidthResponse, error) {
+	s.stamp(ctx)
 	a, err := auth(r.Auth)
 	if err != nil {
 		return nil, err
@@ -335,6 +384,9 @@ func (s *Server) assignment(node string) *pb.Assignment {
 		j, _ := m.Job(n.Job)
 		out.Job, out.JobState, out.Epoch, out.Paused = j.ID, string(j.State), int32(j.Epoch), j.Paused
 		out.Spec, out.Artifacts = jobspec.ToProto(j.Spec), s.Artifacts
+		if s.Instance != nil {
+			out.JobBinding = jobconf.Binding(s.Instance, j.ID)
+		}
 		if len(j.CIDs) > 0 {
 			out.Checkpoint = j.CIDs[len(j.CIDs)-1]
 		}
@@ -367,17 +419,77 @@ func jobTo(m *state.Machine, j state.Job) *pb.Job {
 	}
 }
 
-// SubmitJob implements OrchestratorService.
+// SubmitJob implements OrchestratorService. A submission is either
+// signed by a submitter key (auth and spec_bytes; the state then bounds
+// it: state.SubmitJob) or the operator's (spec; the admin token, or
+// loopback when hanzod has none). Every call counts against its peer
+// address's rate, a signed one also against its key's.
 func (s *Server) SubmitJob(ctx context.Context, r *pb.SubmitJobRequest) (*pb.SubmitJobResponse, error) {
-	spec, err := specFrom(r.Spec)
-	if err != nil {
-		return nil, err
+	if host := peerHost(ctx); !s.allowAt("addr:"+host, s.cfg.AddrRate, s.cfg.AddrBurst) {
+		return nil, status.Errorf(codes.ResourceExhausted, "%s exceeds %.2g job submissions/s (burst %d); slow down", host, s.cfg.AddrRate, s.cfg.AddrBurst)
 	}
-	evs, err := s.do(ctx, state.SubmitJob{Spec: spec})
+	cmd := state.SubmitJob{}
+	if r.Auth == nil {
+		if err := s.operator(ctx); err != nil {
+			return nil, status.Errorf(status.Code(err), "%s; or sign the submission with a key that has a ledger account (gym job submit --key FILE)", status.Convert(err).Message())
+		}
+		if len(r.SpecBytes) > 0 {
+			return nil, status.Error(codes.InvalidArgument, "spec_bytes without auth: an unsigned (operator) submission sends spec")
+		}
+		spec, err := specFrom(r.Spec)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Spec = spec
+	} else {
+		a, err := auth(r.Auth)
+		if err != nil {
+			return nil, err
+		}
+		if r.Spec != nil {
+			return nil, status.Error(codes.InvalidArgument, "a signed submission sends the signed spec_bytes, not spec")
+		}
+		signed := nodeauth.SubmitJob{Auth: a, Spec: r.SpecBytes}
+		pub, err := state.ParsePublicKey(a.Node)
+		if err != nil {
+			return nil, Status(err)
+		}
+		if err := edkey.Verify(pub, signed.SignedBytes(), a.Sig); err != nil {
+			return nil, status.Errorf(codes.Unauthenticated, "submitter %s: %v (sign the bytes described in docs/orchestrator.md)", a.Node, err)
+		}
+		if !s.allowAt("submit:"+a.Node, s.cfg.SubmitRate, s.cfg.SubmitBurst) {
+			return nil, status.Errorf(codes.ResourceExhausted, "submitter %s exceeds %.2g job submissions/s (burst %d); slow down", a.Node, s.cfg.SubmitRate, s.cfg.SubmitBurst)
+		}
+		var p pb.JobSpec
+		if err := proto.Unmarshal(r.SpecBytes, &p); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "spec_bytes is not a JobSpec: %v", err)
+		}
+		cmd = state.SubmitJob{Spec: jobspec.FromProto(&p), By: a.Node, Seq: a.Seq, Timestamp: a.Timestamp}
+	}
+	evs, err := s.do(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
 	return &pb.SubmitJobResponse{Job: evs[0].Body.(state.JobSubmitted).Job}, nil
+}
+
+// peerHost is the caller's address without the port; IPv6 callers are
+// grouped by /64 (one host usually holds a whole /64).
+func peerHost(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return "unknown"
+	}
+	if tcp, ok := p.Addr.(*net.TCPAddr); ok {
+		if tcp.IP.To4() == nil && len(tcp.IP) == net.IPv6len {
+			return tcp.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
+		}
+		return tcp.IP.String()
+	}
+	if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		return h
+	}
+	return p.Addr.String()
 }
 
 // GetJob implements OrchestratorService.
@@ -457,7 +569,7 @@ func (s *Server) operator(ctx context.Context) error {
 				return nil
 			}
 		}
-		return status.Error(codes.Unauthenticated, "ledger operations need \"authorization: Bearer <admin token>\"")
+		return status.Error(codes.Unauthenticated, "operator calls (ledger operations, job lifecycle, unsigned job submissions) need \"authorization: Bearer <admin token>\"")
 	}
 	p, ok := peer.FromContext(ctx)
 	if ok {
@@ -465,7 +577,7 @@ func (s *Server) operator(ctx context.Context) error {
 			return nil
 		}
 	}
-	return status.Error(codes.PermissionDenied, "ledger operations are allowed from loopback only unless hanzod has an admin token")
+	return status.Error(codes.PermissionDenied, "operator calls (ledger operations, job lifecycle, unsigned job submissions) are allowed from loopback only unless hanzod has an admin token")
 }
 
 func (s *Server) ledgerOp(ctx context.Context, r *pb.LedgerRequest, cmd state.Command) (*pb.Account, error) {
@@ -480,22 +592,22 @@ func (s *Server) ledgerOp(ctx context.Context, r *pb.LedgerRequest, cmd state.Co
 
 // Deposit implements OrchestratorService.
 func (s *Server) Deposit(ctx context.Context, r *pb.LedgerRequest) (*pb.Account, error) {
-	return s.ledgerOp(ctx, r, state.Deposit{Account: r.Account, Amount: ledger.Amount(r.Amount)})
+	return s.ledgerOp(ctx, r, state.Deposit{Account: r.Account, Amount: ledger.Amount(r.Amount), Request: r.RequestId})
 }
 
 // Bond implements OrchestratorService.
 func (s *Server) Bond(ctx context.Context, r *pb.LedgerRequest) (*pb.Account, error) {
-	return s.ledgerOp(ctx, r, state.Bond{Account: r.Account, Amount: ledger.Amount(r.Amount)})
+	return s.ledgerOp(ctx, r, state.Bond{Account: r.Account, Amount: ledger.Amount(r.Amount), Request: r.RequestId})
 }
 
 // Unbond implements OrchestratorService.
 func (s *Server) Unbond(ctx context.Context, r *pb.LedgerRequest) (*pb.Account, error) {
-	return s.ledgerOp(ctx, r, state.Unbond{Account: r.Account, Amount: ledger.Amount(r.Amount)})
+	return s.ledgerOp(ctx, r, state.Unbond{Account: r.Account, Amount: ledger.Amount(r.Amount), Request: r.RequestId})
 }
 
 // Withdraw implements OrchestratorService.
 func (s *Server) Withdraw(ctx context.Context, r *pb.LedgerRequest) (*pb.Account, error) {
-	return s.ledgerOp(ctx, r, state.Withdraw{Account: r.Account})
+	return s.ledgerOp(ctx, r, state.Withdraw{Account: r.Account, Request: r.RequestId})
 }
 
 func (s *Server) jobAfter(ctx context.Context, job string, cmd state.Command) (*pb.Job, error) {
@@ -648,22 +760,6 @@ func (s *Server) WriteMetrics(w io.Writer) {
 	fmt.Fprintf(w, "# HELP gym_hanzod_deltas_in_flight Delta submissions being judged.\n# TYPE gym_hanzod_deltas_in_flight gauge\ngym_hanzod_deltas_in_flight %d\n", len(s.inFlight))
 }
 
-// peerHost is the caller's IP address ("" when unknown: all such callers
-// share one allowance).
-func peerHost(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return ""
-	}
-	if tcp, ok := p.Addr.(*net.TCPAddr); ok {
-		return tcp.IP.String()
-	}
-	if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
-		return h
-	}
-	return p.Addr.String()
-}
-
 // limiter is a set of token buckets by key.
 type limiter struct {
 	rate    float64
@@ -672,17 +768,7 @@ type limiter struct {
 }
 
 func (l *limiter) get(key string, now time.Time) *bucket {
-	b, ok := l.buckets[key]
-	if !ok {
-		if len(l.buckets) >= maxBuckets {
-			l.buckets = map[string]*bucket{} // forget idle keys rather than grow without bound
-		}
-		b = &bucket{tokens: float64(l.burst), last: now}
-		l.buckets[key] = b
-	}
-	b.tokens = min(float64(l.burst), b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	b.last = now
-	return b
+	return bucketIn(&l.buckets, key, now, l.rate, l.burst)
 }
 
 // has reports whether key has a token left, without taking it.
@@ -704,6 +790,7 @@ func (l *limiter) charge(key string, now time.Time) { l.get(key, now).tokens-- }
 
 // ReportSuspect implements NodeService.
 func (s *Server) ReportSuspect(ctx context.Context, r *pb.ReportSuspectRequest) (*pb.ReportSuspectResponse, error) {
+	s.stamp(ctx)
 	a, err := auth(r.Auth)
 	if err != nil {
 		return nil, err

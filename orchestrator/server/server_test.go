@@ -54,10 +54,10 @@ type env struct {
 
 // start runs a server on 127.0.0.1:0 over a bolt-backed engine that
 // leads, with a fake clock shared by the engine and the rate limiter.
-func start(t *testing.T, cfg Config, lead bool) *env { return startWith(t, cfg, lead, nil) }
+func start(t testing.TB, cfg Config, lead bool) *env { return startWith(t, cfg, lead, nil) }
 
 // startWith is start with setup applied to the server before it serves.
-func startWith(t *testing.T, cfg Config, lead bool, setup func(*Server)) *env {
+func startWith(t testing.TB, cfg Config, lead bool, setup func(*Server)) *env {
 	clk := &fakeClock{now: time.Unix(1_767_225_600, 0)}
 	bc := bolt.DefaultConfig(t.TempDir())
 	bc.Now = clk.Now

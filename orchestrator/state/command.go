@@ -35,8 +35,19 @@ type (
 type (
 	// Tick advances time: failures, timeouts, deadlines and scheduling.
 	Tick struct{}
-	// SubmitJob adds a job.
-	SubmitJob struct{ Spec jobspec.Spec }
+	// SubmitJob adds a job. By is the key (hex) whose signature over the
+	// submission the API verified, with the signature's Seq and Timestamp;
+	// empty By is the operator's submission (the API checked its token).
+	// A signed submission is bounded (Machine.submit): its submitter is
+	// By, By's ledger account exists, Seq exceeds By's last, the
+	// timestamp is within MaxSkew, the utility is at most
+	// MaxUtility(By), and By has fewer than MaxOpenPerSubmitter open jobs.
+	SubmitJob struct {
+		Spec      jobspec.Spec
+		By        string
+		Seq       uint64
+		Timestamp int64
+	}
 	// EndEpoch moves a Running job to Aggregating.
 	EndEpoch struct {
 		Job   string
@@ -59,21 +70,30 @@ type (
 		Reason string
 	}
 	// Deposit mints tokens into an account (a deposit bridged from the
-	// chain, or an emission into the treasury).
+	// chain, or an emission into the treasury). Request, when set, makes
+	// the operation idempotent (as for Bond, Unbond and Withdraw): a
+	// command whose Request was already carried out changes nothing and
+	// succeeds; the same Request with other arguments is refused.
 	Deposit struct {
 		Account string
 		Amount  ledger.Amount
+		Request string
 	}
 	// Bond, Unbond and Withdraw move an account's stake.
 	Bond struct {
 		Account string
 		Amount  ledger.Amount
+		Request string
 	}
 	Unbond struct {
 		Account string
 		Amount  ledger.Amount
+		Request string
 	}
-	Withdraw struct{ Account string }
+	Withdraw struct {
+		Account string
+		Request string
+	}
 	// Slash punishes a node; the evidence is kept in the ledger.
 	Slash struct {
 		Node     string

@@ -81,6 +81,10 @@ type (
 	JobSubmitted struct {
 		Job  string       `json:"job"`
 		Spec jobspec.Spec `json:"spec"`
+		// By and Seq: the signing submitter and its sequence number
+		// (empty for the operator's submissions).
+		By  string `json:"by,omitempty"`
+		Seq uint64 `json:"seq,omitempty"`
 	}
 	// JobTransitioned moves a job between states; the only way a job's
 	// state changes.
@@ -123,22 +127,28 @@ type (
 		Job string `json:"job"`
 	}
 	// Ledger events.
+	// Minted, Bonded, Unbonded and Withdrawn carry the operation's
+	// request id when it had one (the idempotency key).
 	Minted struct {
 		Account string        `json:"account"`
 		Amount  ledger.Amount `json:"amount"`
+		Request string        `json:"request,omitempty"`
 	}
 	Bonded struct {
 		Account string        `json:"account"`
 		Amount  ledger.Amount `json:"amount"`
+		Request string        `json:"request,omitempty"`
 	}
 	Unbonded struct {
 		Account   string        `json:"account"`
 		Amount    ledger.Amount `json:"amount"`
 		ReleaseAt int64         `json:"release_at"`
+		Request   string        `json:"request,omitempty"`
 	}
 	Withdrawn struct {
 		Account string        `json:"account"`
 		Amount  ledger.Amount `json:"amount"`
+		Request string        `json:"request,omitempty"`
 	}
 	Slashed struct {
 		Account  string        `json:"account"`

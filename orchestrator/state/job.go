@@ -93,6 +93,11 @@ func (m *Machine) submit(now int64, c SubmitJob) error {
 	if spec.Deadline != 0 && spec.Deadline <= now {
 		return fmt.Errorf("%w: deadline %d is already past", ErrInvalid, spec.Deadline)
 	}
+	if c.By != "" {
+		if err := m.checkSubmitter(now, c, &spec); err != nil {
+			return err
+		}
+	}
 	active := 0
 	for _, j := range m.jobs {
 		if !j.State.Terminal() {
@@ -102,7 +107,11 @@ func (m *Machine) submit(now int64, c SubmitJob) error {
 	if active >= m.cfg.MaxJobs {
 		return fmt.Errorf("%w: %d jobs are open, the limit is %d", ErrExhausted, active, m.cfg.MaxJobs)
 	}
-	m.emit(now, JobSubmitted{Job: fmt.Sprintf("job-%08d", m.nextJob+1), Spec: spec})
+	ev := JobSubmitted{Job: fmt.Sprintf("job-%08d", m.nextJob+1), Spec: spec}
+	if c.By != "" {
+		ev.By, ev.Seq = c.By, c.Seq
+	}
+	m.emit(now, ev)
 	m.schedule(now)
 	return nil
 }
@@ -110,6 +119,12 @@ func (m *Machine) submit(now int64, c SubmitJob) error {
 func (m *Machine) applySubmitted(e JobSubmitted) error {
 	if want := fmt.Sprintf("job-%08d", m.nextJob+1); e.Job != want {
 		return fmt.Errorf("job id %q, want %q", e.Job, want)
+	}
+	if e.By != "" {
+		if e.Seq <= m.submitSeq[e.By] {
+			return fmt.Errorf("submitter %s sequence %d not above %d", e.By, e.Seq, m.submitSeq[e.By])
+		}
+		m.submitSeq[e.By] = e.Seq
 	}
 	m.nextJob++
 	m.jobs[e.Job] = &Job{ID: e.Job, Spec: e.Spec, State: Pending, SubmittedAt: m.observed}
@@ -573,6 +588,9 @@ func (m *Machine) failJob(now int64, c FailJob) error {
 }
 
 func (m *Machine) ledgerCommand(now int64, cmd Command) error {
+	if done, err := m.checkRequest(cmd); done || err != nil {
+		return err
+	}
 	l := m.ledger
 	wrap := func(err error) error {
 		if err != nil {
@@ -585,12 +603,12 @@ func (m *Machine) ledgerCommand(now int64, cmd Command) error {
 		if err := l.CheckMint(c.Account, c.Amount); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		m.emit(now, Minted{Account: c.Account, Amount: c.Amount})
+		m.emit(now, Minted{Account: c.Account, Amount: c.Amount, Request: c.Request})
 	case Bond:
 		if err := l.CheckBond(c.Account, c.Amount); err != nil {
 			return wrap(err)
 		}
-		m.emit(now, Bonded{Account: c.Account, Amount: c.Amount})
+		m.emit(now, Bonded{Account: c.Account, Amount: c.Amount, Request: c.Request})
 	case Unbond:
 		if id := m.stakeLocked(c.Account); id != "" {
 			return fmt.Errorf("%w: the stake of %s is locked by job %s until it settles", ErrPrecondition, c.Account, id)
@@ -598,13 +616,13 @@ func (m *Machine) ledgerCommand(now int64, cmd Command) error {
 		if err := l.CheckUnbond(c.Account, c.Amount); err != nil {
 			return wrap(err)
 		}
-		m.emit(now, Unbonded{Account: c.Account, Amount: c.Amount, ReleaseAt: now + m.cfg.UnbondingPeriod.Milliseconds()})
+		m.emit(now, Unbonded{Account: c.Account, Amount: c.Amount, ReleaseAt: now + m.cfg.UnbondingPeriod.Milliseconds(), Request: c.Request})
 	case Withdraw:
 		amt := l.Withdrawable(c.Account, now)
 		if amt == 0 {
 			return wrap(ledger.ErrNothing)
 		}
-		m.emit(now, Withdrawn{Account: c.Account, Amount: amt})
+		m.emit(now, Withdrawn{Account: c.Account, Amount: amt, Request: c.Request})
 	case Slash:
 		if c.Reason == "" || len(c.Reason) > 1024 || len(c.Evidence) > maxReport {
 			return fmt.Errorf("%w: slash needs a reason (≤ 1024 bytes) and evidence ≤ %d bytes", ErrInvalid, maxReport)

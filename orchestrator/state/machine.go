@@ -62,7 +62,12 @@ type Config struct {
 	ProvisionTimeout  time.Duration // members must report bandwidth within this (60 s)
 	MaxNodes          int           // registry bound
 	MaxJobs           int           // bound on non-terminal jobs
-	Ring              ringplan.Config
+	// Signed submissions (SubmitJob.By set): at most MaxOpenPerSubmitter
+	// non-terminal jobs per submitter (8), and utility at most
+	// 1 + bonded stake / UtilityUnit (1,000 GYM).
+	MaxOpenPerSubmitter int
+	UtilityUnit         ledger.Amount
+	Ring                ringplan.Config
 	// Verifier checks hardware reports; nil means NoVerifier.
 	Verifier Verifier
 }
@@ -70,21 +75,23 @@ type Config struct {
 // DefaultConfig returns the rules of SPEC.md.
 func DefaultConfig() Config {
 	return Config{
-		HeartbeatInterval: 10 * time.Second,
-		FailAfter:         30 * time.Second,
-		MinHeartbeatGap:   time.Second,
-		MaxStep:           5 * time.Second,
-		MaxSkew:           60 * time.Second,
-		UptimeWindow:      24 * time.Hour,
-		MinUptimeBP:       9500,
-		MinStake:          10_000 * ledger.GYM,
-		PenaltyPeriod:     7 * 24 * time.Hour,
-		UnbondingPeriod:   14 * 24 * time.Hour,
-		AgingTau:          10 * time.Minute,
-		ProvisionTimeout:  60 * time.Second,
-		MaxNodes:          100_000,
-		MaxJobs:           10_000,
-		Ring:              ringplan.DefaultConfig(),
+		HeartbeatInterval:   10 * time.Second,
+		FailAfter:           30 * time.Second,
+		MinHeartbeatGap:     time.Second,
+		MaxStep:             5 * time.Second,
+		MaxSkew:             60 * time.Second,
+		UptimeWindow:        24 * time.Hour,
+		MinUptimeBP:         9500,
+		MinStake:            10_000 * ledger.GYM,
+		PenaltyPeriod:       7 * 24 * time.Hour,
+		UnbondingPeriod:     14 * 24 * time.Hour,
+		AgingTau:            10 * time.Minute,
+		ProvisionTimeout:    60 * time.Second,
+		MaxNodes:            100_000,
+		MaxJobs:             10_000,
+		MaxOpenPerSubmitter: 8,
+		UtilityUnit:         1_000 * ledger.GYM,
+		Ring:                ringplan.DefaultConfig(),
 	}
 }
 
@@ -113,6 +120,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ProvisionTimeout must be positive", ErrInvalid)
 	case c.MaxNodes < 1 || c.MaxJobs < 1:
 		return fmt.Errorf("%w: MaxNodes and MaxJobs must be positive", ErrInvalid)
+	case c.MaxOpenPerSubmitter < 1 || c.UtilityUnit < 1:
+		return fmt.Errorf("%w: MaxOpenPerSubmitter and UtilityUnit must be positive", ErrInvalid)
 	}
 	return c.Ring.Validate()
 }
@@ -134,7 +143,14 @@ type Machine struct {
 	ids      []string // node ids, sorted
 	jobs     map[string]*Job
 	ledger   *ledger.Ledger
-	out      []Event // events emitted by the current Step
+	// submitSeq is each signing submitter's last sequence number;
+	// requests the ledger request ids carried out, oldest first
+	// (at most maxRequests).
+	submitSeq map[string]uint64
+	requests  []LedgerRequest
+	requested map[string]int // id → index in requests + dropped
+	dropped   int            // request ids forgotten
+	out       []Event        // events emitted by the current Step
 }
 
 // New returns an empty machine: replay a log into it with Apply, or start a
@@ -146,7 +162,8 @@ func New(cfg Config) (*Machine, error) {
 	if cfg.Verifier == nil {
 		cfg.Verifier = NoVerifier{}
 	}
-	return &Machine{cfg: cfg, nodes: map[string]*Node{}, jobs: map[string]*Job{}, ledger: ledger.New()}, nil
+	return &Machine{cfg: cfg, nodes: map[string]*Node{}, jobs: map[string]*Job{}, ledger: ledger.New(),
+		submitSeq: map[string]uint64{}, requested: map[string]int{}}, nil
 }
 
 // Applied is the index of the last applied event.
@@ -293,17 +310,22 @@ func (m *Machine) apply(at int64, b Body) error {
 	case JobResumed:
 		return m.applyPause(e.Job, false)
 	case Minted:
-		return m.ledger.Mint(e.Account, e.Amount)
+		return m.applyLedger(LedgerRequest{ID: e.Request, Kind: "deposit", Account: e.Account, Amount: e.Amount},
+			func() error { return m.ledger.Mint(e.Account, e.Amount) })
 	case Bonded:
-		return m.ledger.Bond(e.Account, e.Amount)
+		return m.applyLedger(LedgerRequest{ID: e.Request, Kind: "bond", Account: e.Account, Amount: e.Amount},
+			func() error { return m.ledger.Bond(e.Account, e.Amount) })
 	case Unbonded:
-		return m.ledger.Unbond(e.Account, e.Amount, e.ReleaseAt)
+		return m.applyLedger(LedgerRequest{ID: e.Request, Kind: "unbond", Account: e.Account, Amount: e.Amount},
+			func() error { return m.ledger.Unbond(e.Account, e.Amount, e.ReleaseAt) })
 	case Withdrawn:
-		got, err := m.ledger.Withdraw(e.Account, at)
-		if err == nil && got != e.Amount {
-			err = fmt.Errorf("withdrew %d, event says %d", got, e.Amount)
-		}
-		return err
+		return m.applyLedger(LedgerRequest{ID: e.Request, Kind: "withdraw", Account: e.Account, Amount: e.Amount}, func() error {
+			got, err := m.ledger.Withdraw(e.Account, at)
+			if err == nil && got != e.Amount {
+				err = fmt.Errorf("withdrew %d, event says %d", got, e.Amount)
+			}
+			return err
+		})
 	case Slashed:
 		return m.ledger.ApplySlash(e.Account, ledger.SlashPlan{Offence: e.Offence, Amount: e.Amount, Ban: e.Ban}, at, e.Reason, e.Evidence)
 	case RewardsPaid:

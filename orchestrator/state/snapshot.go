@@ -25,6 +25,10 @@ type snapshot struct {
 	Nodes    map[string]*Node `json:"nodes"` // encoding/json sorts map keys
 	Jobs     map[string]*Job  `json:"jobs"`
 	Ledger   ledger.Snapshot  `json:"ledger"`
+	// Submitters: each signing submitter's last sequence number;
+	// Requests: the ledger request ids carried out, oldest first.
+	Submitters map[string]uint64 `json:"submitters,omitempty"`
+	Requests   []LedgerRequest   `json:"requests,omitempty"`
 }
 
 // Marshal serialises the whole state canonically: the same state always
@@ -36,6 +40,7 @@ func (m *Machine) Marshal() []byte {
 		Version: snapshotVersion, Applied: m.applied, Started: m.started, Params: m.params,
 		LastAt: m.lastAt, Observed: m.observed, NextJob: m.nextJob,
 		Nodes: m.nodes, Jobs: m.jobs, Ledger: m.ledger.Snapshot(),
+		Submitters: m.submitSeq, Requests: m.requests,
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -71,6 +76,14 @@ func Restore(cfg Config, data []byte) (*Machine, error) {
 	}
 	if s.Jobs != nil {
 		m.jobs = s.Jobs
+	}
+	if s.Submitters != nil {
+		m.submitSeq = s.Submitters
+	}
+	for _, r := range s.Requests {
+		if err := m.remember(r); err != nil {
+			return nil, fmt.Errorf("%w: snapshot: %v", ErrCorrupt, err)
+		}
 	}
 	for id, n := range m.nodes {
 		if n == nil || n.ID != id {

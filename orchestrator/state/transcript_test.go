@@ -273,6 +273,7 @@ func mustDur(s string) int64 {
 //	jump DUR                     move the wall clock without ticking (may be negative)
 //	submit key=value...          model dataset epochs min max vram utility submitter deadline=DUR
 //	                             aggregation steps prompts seed byzantine spotcheck
+//	                             by=NAME [seq=N] [skew=DUR]: signed by NAME's key (else the operator's)
 //	                             gspo.KEY=VALUE (any jobspec.GSPO json key; the others keep their defaults)
 //	spec JOB                     the job's spec as JSON
 //	end-epoch JOB EPOCH / fail JOB REASON
@@ -285,6 +286,7 @@ func mustDur(s string) int64 {
 //	detail JOB                   suspects, slots, tallies, participants, settled
 //	node NAME                    status, job, removed_from, probe address
 //	deposit ACCT GYM / bond ACCT GYM / unbond ACCT GYM / withdraw ACCT / slash NODE REASON
+//	                             (the first four take req=ID, the operation's request id)
 //	pay JOB EPOCH TOTAL NAME=COMPUTE,QUALITY,PARTICIPATION...
 //	nodes / jobs / account NAME / priority
 func (h *harness) run(line string) string {
@@ -403,7 +405,12 @@ func (h *harness) run(line string) string {
 				s.SpotCheckBP = mustInt(v)
 			}
 		}
-		return h.step(SubmitJob{Spec: s})
+		c := SubmitJob{Spec: s}
+		if by, ok := kv["by"]; ok {
+			a := h.auth(by, kv)
+			c.By, c.Seq, c.Timestamp = a.Node, a.Seq, a.Timestamp
+		}
+		return h.step(c)
 	case "spec":
 		j, ok := h.m.Job(pos[0])
 		if !ok {
@@ -474,13 +481,13 @@ func (h *harness) run(line string) string {
 	case "fail":
 		return h.step(FailJob{Job: pos[0], Reason: strings.Join(pos[1:], " ")})
 	case "deposit":
-		return h.step(Deposit{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM})
+		return h.step(Deposit{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM, Request: kv["req"]})
 	case "bond":
-		return h.step(Bond{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM})
+		return h.step(Bond{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM, Request: kv["req"]})
 	case "unbond":
-		return h.step(Unbond{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM})
+		return h.step(Unbond{Account: acct(pos[0]), Amount: ledger.Amount(mustU(pos[1])) * ledger.GYM, Request: kv["req"]})
 	case "withdraw":
-		return h.step(Withdraw{Account: acct(pos[0])})
+		return h.step(Withdraw{Account: acct(pos[0]), Request: kv["req"]})
 	case "slash":
 		return h.step(Slash{Node: acct(pos[0]), Reason: strings.Join(pos[1:], " "), Evidence: []byte("evidence:" + pos[0])})
 	case "pay":

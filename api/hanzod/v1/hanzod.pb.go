@@ -193,8 +193,12 @@ func (x *RegisterRequest) GetProbeAddress() string {
 }
 
 type RegisterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attestation   string                 `protobuf:"bytes,1,opt,name=attestation,proto3" json:"attestation,omitempty"` // "unverified" unless a verifier vouched
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Attestation string                 `protobuf:"bytes,1,opt,name=attestation,proto3" json:"attestation,omitempty"` // "unverified" unless a verifier vouched
+	// hanzod's clock when it answered, unix milliseconds: nodes sign with
+	// their measured offset from it. Every NodeService reply, refusals
+	// included, also carries it as the trailer "hanzod-time-ms".
+	ServerTimeMs  int64 `protobuf:"varint,2,opt,name=server_time_ms,json=serverTimeMs,proto3" json:"server_time_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +238,13 @@ func (x *RegisterResponse) GetAttestation() string {
 		return x.Attestation
 	}
 	return ""
+}
+
+func (x *RegisterResponse) GetServerTimeMs() int64 {
+	if x != nil {
+		return x.ServerTimeMs
+	}
+	return 0
 }
 
 type HeartbeatRequest struct {
@@ -293,8 +304,12 @@ type Assignment struct {
 	Checkpoint     string                 `protobuf:"bytes,8,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`                               // CID the current epoch starts from; empty in epoch 1
 	ProbeAddresses []string               `protobuf:"bytes,9,rep,name=probe_addresses,json=probeAddresses,proto3" json:"probe_addresses,omitempty"` // parallel to probe_peers
 	Artifacts      string                 `protobuf:"bytes,10,opt,name=artifacts,proto3" json:"artifacts,omitempty"`                                // KEYHEX@host:port of the artifact server holding checkpoints
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// job_binding (hex SHA-256) binds a delta to this hanzod instance and
+	// job: every delta of the job carries it in its signed metadata
+	// ("job_binding"), and the judge refuses one that does not.
+	JobBinding    string `protobuf:"bytes,11,opt,name=job_binding,json=jobBinding,proto3" json:"job_binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -397,9 +412,17 @@ func (x *Assignment) GetArtifacts() string {
 	return ""
 }
 
+func (x *Assignment) GetJobBinding() string {
+	if x != nil {
+		return x.JobBinding
+	}
+	return ""
+}
+
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Assignment    *Assignment            `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	ServerTimeMs  int64                  `protobuf:"varint,2,opt,name=server_time_ms,json=serverTimeMs,proto3" json:"server_time_ms,omitempty"` // hanzod's clock, unix milliseconds (as RegisterResponse)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +462,13 @@ func (x *HeartbeatResponse) GetAssignment() *Assignment {
 		return x.Assignment
 	}
 	return nil
+}
+
+func (x *HeartbeatResponse) GetServerTimeMs() int64 {
+	if x != nil {
+		return x.ServerTimeMs
+	}
+	return 0
 }
 
 type RingConfig struct {
@@ -1332,9 +1362,21 @@ func (x *GSPOConfig) GetWeightDecay() float64 {
 	return 0
 }
 
+// SubmitJobRequest is either signed by a submitter key whose ledger
+// account exists (auth and spec_bytes set, spec empty) or sent by the
+// operator (spec set; the admin token, or loopback when hanzod has none).
+// A signed request signs
+//
+//	"zoo-gym/hanzod/v1/submitjob" || 0x00 || str(key) || u64(seq) ||
+//	u64(timestamp_ms) || str(spec_bytes)
+//
+// where spec_bytes is a serialized JobSpec, sent as signed; the job's
+// submitter is the key (a different submitter in the spec is refused).
 type SubmitJobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	Auth          *Auth                  `protobuf:"bytes,2,opt,name=auth,proto3" json:"auth,omitempty"`                            // auth.node: the submitter key; seq above its last submission
+	SpecBytes     []byte                 `protobuf:"bytes,3,opt,name=spec_bytes,json=specBytes,proto3" json:"spec_bytes,omitempty"` // the serialized JobSpec the signature covers
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1372,6 +1414,20 @@ func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
 	if x != nil {
 		return x.Spec
+	}
+	return nil
+}
+
+func (x *SubmitJobRequest) GetAuth() *Auth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *SubmitJobRequest) GetSpecBytes() []byte {
+	if x != nil {
+		return x.SpecBytes
 	}
 	return nil
 }
@@ -2078,9 +2134,13 @@ func (x *Account) GetSlashes() []*Slash {
 }
 
 type LedgerRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Account       string                 `protobuf:"bytes,1,opt,name=account,proto3" json:"account,omitempty"`
-	Amount        uint64                 `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"` // micro-GYM; ignored by Withdraw
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Account string                 `protobuf:"bytes,1,opt,name=account,proto3" json:"account,omitempty"`
+	Amount  uint64                 `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"` // micro-GYM; ignored by Withdraw
+	// request_id (optional, at most 128 printable ASCII bytes) makes the
+	// operation idempotent: a retry with the same id changes nothing and
+	// returns the account; the same id with other arguments is refused.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2127,6 +2187,13 @@ func (x *LedgerRequest) GetAmount() uint64 {
 		return x.Amount
 	}
 	return 0
+}
+
+func (x *LedgerRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type EndEpochRequest struct {
@@ -2604,11 +2671,12 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\tgpu_model\x18\x04 \x01(\tR\bgpuModel\x12\x19\n" +
 	"\bvram_mib\x18\x05 \x01(\x04R\avramMib\x12-\n" +
 	"\x12attestation_report\x18\x06 \x01(\fR\x11attestationReport\x12#\n" +
-	"\rprobe_address\x18\a \x01(\tR\fprobeAddress\"4\n" +
+	"\rprobe_address\x18\a \x01(\tR\fprobeAddress\"Z\n" +
 	"\x10RegisterResponse\x12 \n" +
-	"\vattestation\x18\x01 \x01(\tR\vattestation\"?\n" +
+	"\vattestation\x18\x01 \x01(\tR\vattestation\x12$\n" +
+	"\x0eserver_time_ms\x18\x02 \x01(\x03R\fserverTimeMs\"?\n" +
 	"\x10HeartbeatRequest\x12+\n" +
-	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\"\xd4\x02\n" +
+	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\"\xf5\x02\n" +
 	"\n" +
 	"Assignment\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x1b\n" +
@@ -2624,11 +2692,14 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"checkpoint\x12'\n" +
 	"\x0fprobe_addresses\x18\t \x03(\tR\x0eprobeAddresses\x12\x1c\n" +
 	"\tartifacts\x18\n" +
-	" \x01(\tR\tartifacts\"R\n" +
+	" \x01(\tR\tartifacts\x12\x1f\n" +
+	"\vjob_binding\x18\v \x01(\tR\n" +
+	"jobBinding\"x\n" +
 	"\x11HeartbeatResponse\x12=\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
-	"assignment\"\xaa\x01\n" +
+	"assignment\x12$\n" +
+	"\x0eserver_time_ms\x18\x02 \x01(\x03R\fserverTimeMs\"\xaa\x01\n" +
 	"\n" +
 	"RingConfig\x12\x1b\n" +
 	"\tconfig_id\x18\x01 \x01(\tR\bconfigId\x12\x1e\n" +
@@ -2723,9 +2794,12 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x1c_gradient_accumulation_stepsB\x10\n" +
 	"\x0e_learning_rateB\x0f\n" +
 	"\r_warmup_stepsB\x0f\n" +
-	"\r_weight_decay\"B\n" +
+	"\r_weight_decay\"\x8e\x01\n" +
 	"\x10SubmitJobRequest\x12.\n" +
-	"\x04spec\x18\x01 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\"%\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12+\n" +
+	"\x04auth\x18\x02 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x1d\n" +
+	"\n" +
+	"spec_bytes\x18\x03 \x01(\fR\tspecBytes\"%\n" +
 	"\x11SubmitJobResponse\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\"!\n" +
 	"\rGetJobRequest\x12\x10\n" +
@@ -2779,10 +2853,12 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x06bonded\x18\x03 \x01(\x04R\x06bonded\x12\x1c\n" +
 	"\tunbonding\x18\x04 \x01(\x04R\tunbonding\x12\x16\n" +
 	"\x06banned\x18\x05 \x01(\bR\x06banned\x122\n" +
-	"\aslashes\x18\x06 \x03(\v2\x18.zoo.gym.hanzod.v1.SlashR\aslashes\"A\n" +
+	"\aslashes\x18\x06 \x03(\v2\x18.zoo.gym.hanzod.v1.SlashR\aslashes\"`\n" +
 	"\rLedgerRequest\x12\x18\n" +
 	"\aaccount\x18\x01 \x01(\tR\aaccount\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\x04R\x06amount\"9\n" +
+	"\x06amount\x18\x02 \x01(\x04R\x06amount\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"9\n" +
 	"\x0fEndEpochRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"T\n" +
@@ -2904,58 +2980,59 @@ var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	4,  // 9: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
 	17, // 10: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
 	16, // 11: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	16, // 12: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	6,  // 13: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	21, // 14: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	24, // 15: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	28, // 16: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	35, // 17: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	37, // 18: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 19: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	3,  // 20: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	8,  // 21: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	10, // 22: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
-	12, // 23: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
-	18, // 24: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	20, // 25: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	22, // 26: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	25, // 27: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	27, // 28: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	30, // 29: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	30, // 30: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	30, // 31: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	30, // 32: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	31, // 33: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	32, // 34: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	33, // 35: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	34, // 36: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	36, // 37: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	14, // 38: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
-	2,  // 39: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	5,  // 40: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	9,  // 41: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	11, // 42: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
-	13, // 43: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
-	19, // 44: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	21, // 45: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	23, // 46: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	26, // 47: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	29, // 48: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	29, // 49: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	29, // 50: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	29, // 51: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	29, // 52: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	21, // 53: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	21, // 54: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	21, // 55: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	29, // 56: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	38, // 57: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	15, // 58: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
-	39, // [39:59] is the sub-list for method output_type
-	19, // [19:39] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	0,  // 12: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	16, // 13: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	6,  // 14: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	21, // 15: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	24, // 16: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	28, // 17: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	35, // 18: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	37, // 19: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 20: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	3,  // 21: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	8,  // 22: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	10, // 23: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
+	12, // 24: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
+	18, // 25: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	20, // 26: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	22, // 27: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	25, // 28: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	27, // 29: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	30, // 30: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	30, // 31: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	30, // 32: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	30, // 33: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	31, // 34: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	32, // 35: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	33, // 36: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	34, // 37: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	36, // 38: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	14, // 39: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
+	2,  // 40: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	5,  // 41: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	9,  // 42: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	11, // 43: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
+	13, // 44: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
+	19, // 45: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	21, // 46: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	23, // 47: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	26, // 48: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	29, // 49: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	29, // 50: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	29, // 51: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	29, // 52: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	29, // 53: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	21, // 54: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	21, // 55: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	21, // 56: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	29, // 57: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	38, // 58: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	15, // 59: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
+	40, // [40:60] is the sub-list for method output_type
+	20, // [20:40] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
@@ -38,6 +39,8 @@ type Submission struct {
 	Meta       delta.MetadataFields
 	SyncKey    []byte // the raw jobconf.KeySync metadata value
 	HasSyncKey bool
+	Binding    []byte // the raw jobconf.KeyBinding metadata value
+	HasBinding bool
 	// Tensors are the file's tensors. For Screen only their names, dtypes
 	// and shapes matter (Data may be nil: not decompressed yet).
 	Tensors []delta.Tensor
@@ -83,6 +86,9 @@ type Standing struct {
 	// Seen maps node + "/" + tensor digest to the slot of each of the
 	// job's accepted deltas (replay detection).
 	Seen map[string]jobspec.Slot
+	// Binding is the job's binding to this hanzod (jobconf.Binding); a
+	// delta must carry it. Empty: not checked.
+	Binding string
 }
 
 // Outcome is what becomes of a submitted delta.
@@ -213,6 +219,9 @@ func Screen(s Submission, st Standing) (a Admission, more bool) {
 	}
 	if !s.HasSyncKey || string(s.SyncKey) != fmt.Sprint(k) {
 		return verdict(rejected(ReasonMetadata, fmt.Sprintf("metadata sync %s, step %d is sync %d", s.SyncKey, meta.Step, k))), false
+	}
+	if st.Binding != "" && (!s.HasBinding || string(s.Binding) != strconv.Quote(st.Binding)) {
+		return verdict(rejected(ReasonMetadata, fmt.Sprintf("job binding %s, this hanzod's job %s is bound to %q (a delta for another deployment or job)", s.Binding, meta.Job, st.Binding))), false
 	}
 	if meta.Samples != plan.Samples() {
 		return verdict(rejected(ReasonMetadata, fmt.Sprintf("samples %d, a sync of this job trains on %d", meta.Samples, plan.Samples()))), false

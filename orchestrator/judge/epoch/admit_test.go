@@ -40,11 +40,12 @@ func TestAdmit(t *testing.T) {
 	honest := w.contribution(node, 1)
 	submission := func(a *model.Adapter) epoch.Submission {
 		return epoch.Submission{Node: node, Digest: "d-new", SyncKey: []byte("1"), HasSyncKey: true, Tensors: tensors(a),
+			Binding: []byte(`"b-this-hanzod"`), HasBinding: true,
 			Meta: delta.MetadataFields{Job: w.plan.Job, Epoch: 1, Step: 1, Node: node, Sequence: 5, Samples: w.plan.Samples()}}
 	}
 	standing := func() epoch.Standing {
 		return epoch.Standing{Plan: w.plan, Template: w.start, Epoch: 1, State: "running", Open: true, Member: true, LastSeq: 4,
-			Seen: map[string]jobspec.Slot{}}
+			Seen: map[string]jobspec.Slot{}, Binding: "b-this-hanzod"}
 	}
 	scaled := func(a *model.Adapter, f float64) *model.Adapter {
 		a = a.Clone()
@@ -119,6 +120,10 @@ func TestAdmit(t *testing.T) {
 			st.Held, st.HeldAdapter = "d-held-0123456789abcdef", honest.Clone()
 			s.Tensors = s.Tensors[1:]
 		}, epoch.Rejected, epoch.ReasonEquivocation, "a different delta", "equivocation", slot.String()},
+		{"another deployment's job of the same id", func(s *epoch.Submission, _ *epoch.Standing) { s.Binding = []byte(`"b-other-hanzod"`) },
+			epoch.Rejected, epoch.ReasonMetadata, `job binding "b-other-hanzod"`, "", ""},
+		{"no job binding", func(s *epoch.Submission, _ *epoch.Standing) { s.Binding, s.HasBinding = nil, false },
+			epoch.Rejected, epoch.ReasonMetadata, "job binding ", "", ""},
 	}
 	// The cases whose verdict depends on the tensors' values.
 	needsData := map[string]bool{"honest": true, "at the norm bound": true, "norm-violating": true, "equivocating": true,
