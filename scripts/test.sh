@@ -45,6 +45,8 @@ export GYM_REQUIRE_PYTHON=1 GYM_REQUIRE_REDIS=1
 
 go vet ./...
 go test -count=1 ./...
+# The Python suite: gym's tools against the reference implementations.
+"$GYM_PYTHON" -m pytest -q python
 go test -count=1 -race ./delta ./nodekey ./ring/... ./orchestrator/engine ./orchestrator/judge ./artifact/transfer ./worker ./merge
 
 # Fuzz every parser for a fixed number of executions (bounded time; a crash
