@@ -88,6 +88,7 @@ func load(args []string) (daemon.Config, slog.Level, error) {
 
 Usage: hanzod --data DIR [--listen ADDR] [--metrics ADDR] [--store embedded|valkey --valkey URL] [--ipfs URL]
        hanzod version [--json]
+       hanzod health [--addr 127.0.0.1:9550] [--leader]
 
 Settings come from defaults, then --config FILE (JSON with the flag names
 as keys), then the environment variable in brackets, then flags.
@@ -236,6 +237,9 @@ as keys), then the environment variable in brackets, then flags.
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "health" {
+		return health(args[1:])
+	}
 	if len(args) > 0 && args[0] == "version" {
 		vs := flag.NewFlagSet("hanzod version", flag.ContinueOnError)
 		asJSON := vs.Bool("json", false, "print JSON: program, version, commit, date, modified, go, platform")

@@ -587,6 +587,9 @@ func (d *Daemon) judgeLoop(ctx context.Context) {
 	}
 }
 
+// Pins is the IPFS pin queue (nil without Config.IPFS).
+func (d *Daemon) Pins() *pin.Queue { return d.pins }
+
 // Engine is the daemon's engine (for embedding hanzod in another process,
 // as gym up does).
 func (d *Daemon) Engine() *engine.Engine { return d.eng }
