@@ -269,8 +269,12 @@ func try(ctx context.Context, node Node, g artifact.Getter, root cid.Cid) (int64
 }
 
 // WriteMetrics writes the queue's metrics in the Prometheus text format
-// (documented in docs/metrics.md).
+// (documented in docs/metrics.md). A nil queue (pinning off) writes the
+// same series, all zero, so they never disappear.
 func (q *Queue) WriteMetrics(w io.Writer) {
+	if q == nil {
+		q = &Queue{cfg: Config{Now: time.Now}}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.cfg.Now()

@@ -462,9 +462,7 @@ func (d *Daemon) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 	d.judge.WriteMetrics(&b)
 	d.srv.WriteMetrics(&b)
-	if d.pins != nil {
-		d.pins.WriteMetrics(&b)
-	}
+	d.pins.WriteMetrics(&b) // zeros when pinning is off
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write([]byte(b.String()))
 }
