@@ -22,8 +22,11 @@ cp "$out/hanzod-linux-$arch" dist/image/hanzod
 cp "$out/gym-linux-$arch" dist/image/gym
 cp /etc/ssl/certs/ca-certificates.crt dist/image/
 version=$(git describe --tags --always --dirty --match 'v*' 2>/dev/null || echo devel)
+# podman writes OCI images by default, which have no HEALTHCHECK.
+format=()
+[ "$engine" = podman ] && format=(--format docker)
 for target in hanzod gym; do
-  "$engine" build -q -f deploy/Dockerfile --build-arg BINARIES=prebuilt --target "$target" \
+  "$engine" build -q "${format[@]}" -f deploy/Dockerfile --build-arg BINARIES=prebuilt --build-arg "TARGETARCH=$arch" --target "$target" \
     -t "zoo-gym/$target:$version" -t "zoo-gym/$target:latest" .
 done
 echo "zoo-gym/hanzod:$version zoo-gym/gym:$version"

@@ -57,6 +57,12 @@ go test -count=1 ./...
 # The deployment files' checks (their own module: Kubernetes, compose,
 # BuildKit and kustomize libraries stay out of gym's build).
 (cd deploy && go vet ./... && go test -count=1 ./...)
+# Images and containers, where a container runtime works (root, podman or
+# docker; about 2 minutes): build both images without a registry and run
+# hanzod and three workers as containers until a job publishes.
+if [ -n "${GYM_CONTAINERS:-}" ]; then
+  scripts/image.sh && scripts/container-e2e.sh
+fi
 # The Python suite: gym's tools against the reference implementations.
 "$GYM_PYTHON" -m pytest -q python
 go test -count=1 -race ./delta ./nodekey ./ring/... ./orchestrator/engine ./orchestrator/judge ./artifact/transfer ./worker ./merge

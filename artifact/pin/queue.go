@@ -54,13 +54,17 @@ type Config struct {
 	// MinBackoff is the wait after the first failure; it doubles with
 	// every further failure up to MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
+	// TryTimeout bounds one try (an import of a large checkpoint takes
+	// its size over the link to the node); 0 is no bound.
+	TryTimeout time.Duration
 	// Now is the clock.
 	Now func() time.Time
 }
 
-// DefaultConfig is 2 s doubling to 5 min, with the wall clock.
+// DefaultConfig is 2 s doubling to 5 min, 30 min per try, with the wall
+// clock.
 func DefaultConfig(path string) Config {
-	return Config{Path: path, MinBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Now: time.Now}
+	return Config{Path: path, MinBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, TryTimeout: 30 * time.Minute, Now: time.Now}
 }
 
 // Validate says what is wrong with c.
@@ -225,7 +229,15 @@ func (q *Queue) Step(ctx context.Context, node Node, g artifact.Getter) (int, er
 			break
 		}
 		c, _ := cid.Decode(root) // checked by Add and Open
-		n, err := try(ctx, node, g, c)
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if q.cfg.TryTimeout > 0 {
+			tctx, cancel = context.WithTimeout(ctx, q.cfg.TryTimeout)
+		}
+		n, err := try(tctx, node, g, c)
+		cancel()
+		if ctx.Err() != nil {
+			break // shutting down: not the entry's failure
+		}
 		q.mu.Lock()
 		e := q.entries[root]
 		e.Attempts++
