@@ -236,6 +236,8 @@ func TestCompose(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "secrets"), 0o700)
 	environ["HANZOD_KEY_FILE"] = filepath.Join(dir, "secrets", "hanzod.key")
 	environ["ADMIN_TOKEN_FILE"] = filepath.Join(dir, "secrets", "admin-token")
+	environ["TLS_CERT_FILE"] = filepath.Join(dir, "secrets", "tls.crt")
+	environ["TLS_KEY_FILE"] = filepath.Join(dir, "secrets", "tls.key")
 	wd, _ := os.Getwd()
 	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir: wd, ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(wd, "compose.yml")}}, Environment: maps.Clone(environ),
@@ -277,6 +279,9 @@ func TestCompose(t *testing.T) {
 		if !slices.Contains(s.Command, w) {
 			t.Errorf("%s does not advertise its own name: %v", w, s.Command)
 		}
+		if v := s.Environment["ORCHESTRATOR_TLS_CA"]; v == nil || *v != "/run/secrets/hanzod_tls_cert" || len(s.Secrets) != 1 || s.Secrets[0].Source != "hanzod_tls_cert" {
+			t.Errorf("%s does not trust hanzod's certificate: %v %v", w, v, s.Secrets)
+		}
 	}
 	// Every ${VAR} of compose.yml is in .env.example and back.
 	cb, _ := os.ReadFile("compose.yml")
@@ -297,7 +302,8 @@ func TestCompose(t *testing.T) {
 	// The docker compose CLI, where it exists, must agree.
 	if out, err := exec.Command("docker", "compose", "version").CombinedOutput(); err == nil {
 		cmd := exec.Command("docker", "compose", "-f", "compose.yml", "--env-file", ".env.example", "config", "-q")
-		cmd.Env = append(os.Environ(), "HANZOD_KEY_FILE="+environ["HANZOD_KEY_FILE"], "ADMIN_TOKEN_FILE="+environ["ADMIN_TOKEN_FILE"])
+		cmd.Env = append(os.Environ(), "HANZOD_KEY_FILE="+environ["HANZOD_KEY_FILE"], "ADMIN_TOKEN_FILE="+environ["ADMIN_TOKEN_FILE"],
+			"TLS_CERT_FILE="+environ["TLS_CERT_FILE"], "TLS_KEY_FILE="+environ["TLS_KEY_FILE"])
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("docker compose config: %v\n%s", err, out)
 		}
