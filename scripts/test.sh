@@ -59,9 +59,10 @@ go test -count=1 ./...
 (cd deploy && go vet ./... && go test -count=1 ./...)
 # Images and containers, where a container runtime works (root, podman or
 # docker; about 2 minutes): build both images without a registry and run
-# hanzod and three workers as containers until a job publishes.
+# hanzod and three workers as containers until a job publishes; three
+# hanzod containers over one store fail over.
 if [ -n "${GYM_CONTAINERS:-}" ]; then
-  scripts/image.sh && scripts/container-e2e.sh
+  scripts/image.sh && scripts/container-e2e.sh && scripts/container-replicas.sh
 fi
 # The Python suite: gym's tools against the reference implementations.
 "$GYM_PYTHON" -m pytest -q python
