@@ -8,22 +8,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zooai/gym/internal/kubotest"
 )
 
 // TestInteropWithKubo compares our roots with kubo's own `ipfs add -r
 // --cid-version=1 --hidden --only-hash` on the JavaScript-importer inputs,
 // the HAMT threshold from both sides, a nested tree with a dot-file, and
-// files at the chunk edges. It runs only when an `ipfs` binary is on PATH
-// (kubo 0.43.1 was built for it; see docs/artifacts.md) and uses a
+// files at the chunk edges. It runs when a kubo binary is found
+// (internal/kubotest: scripts/build-kubo.sh builds kubo 0.43.1; it must
+// run under GYM_REQUIRE_KUBO=1, which scripts/test.sh sets) and uses a
 // throw-away repository (IPFS_PATH), initialised with the test profile,
 // which does not touch the Import settings. It also checks CARs both ways:
 // kubo imports a CAR written by WriteCAR and reads the files back, and its
 // `ipfs dag export` of that DAG is byte-identical to ours.
 func TestInteropWithKubo(t *testing.T) {
-	ipfs, err := exec.LookPath("ipfs")
-	if err != nil {
-		t.Skip("no ipfs (kubo) binary on PATH")
-	}
+	ipfs := kubotest.Binary(t)
 	repo := t.TempDir()
 	env := append(os.Environ(), "IPFS_PATH="+repo)
 	init := exec.Command(ipfs, "init", "--profile", "test")

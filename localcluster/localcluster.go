@@ -98,6 +98,15 @@ type Config struct {
 	// which rewards are paid.
 	Stake, Treasury ledger.Amount
 
+	// IPFS, when set, is the RPC URL of a kubo node on which hanzod pins
+	// every published checkpoint (daemon.Config.IPFS); Run then waits up
+	// to PinWait for the job's checkpoints to be pinned and reports them
+	// in the summary. PinMinBackoff and PinMaxBackoff bound the waits
+	// between tries (0: the daemon's defaults).
+	IPFS                         string
+	PinWait                      time.Duration
+	PinMinBackoff, PinMaxBackoff time.Duration
+
 	// Kill, when set, kills one worker at a step (kill -9 for a process).
 	Kill *Kill
 
@@ -280,6 +289,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
 	dc.Server.NodeRate = cfg.NodeRate
+	dc.IPFS, dc.PinMinBackoff, dc.PinMaxBackoff = cfg.IPFS, cfg.PinMinBackoff, cfg.PinMaxBackoff
 	d, err := daemon.Start(ctx, dc, c.log)
 	if err != nil {
 		c.closeLog()

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zooai/gym/artifact/pin"
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -45,6 +47,17 @@ type Summary struct {
 	Settled         bool           `json:"settled"`
 	RewardPNG       string         `json:"reward_png"`
 	Out             string         `json:"out"`
+	// Pins is the IPFS pinning of each published checkpoint, with
+	// Config.IPFS.
+	Pins []Pin `json:"ipfs_pins,omitempty"`
+}
+
+// Pin is where the IPFS pinning of one checkpoint stood when Run ended.
+type Pin struct {
+	CID      string `json:"cid"`
+	State    string `json:"state"` // pinned or pending
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"`
 }
 
 // NodeSummary is one worker in the summary.
@@ -190,6 +203,26 @@ func Run(ctx context.Context, cfg Config, spec jobspec.Spec) (*Summary, error) {
 	sum, err := c.summarise(jb, spec, t, start)
 	if err != nil {
 		return nil, err
+	}
+	if q := c.d.Pins(); q != nil {
+		wait := cfg.PinWait
+		if wait <= 0 {
+			wait = time.Minute
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		Poll(pctx, 100*time.Millisecond, func() bool {
+			for _, id := range jb.CIDs {
+				if e, ok := q.Get(id); !ok || e.State != pin.Pinned {
+					return false
+				}
+			}
+			return true
+		})
+		cancel()
+		for _, id := range jb.CIDs {
+			e, _ := q.Get(id)
+			sum.Pins = append(sum.Pins, Pin{CID: id, State: cmp.Or(e.State, pin.Pending), Attempts: e.Attempts, Error: e.LastError})
+		}
 	}
 	b, _ := json.MarshalIndent(sum, "", "  ")
 	if err := os.WriteFile(filepath.Join(cfg.Dir, "summary.json"), append(b, '\n'), 0o644); err != nil {

@@ -43,11 +43,30 @@ export GYM_PYTHON="$PWD/$venv/bin/python"
 # missing here.
 export GYM_REQUIRE_PYTHON=1 GYM_REQUIRE_REDIS=1
 
+# kubo, the IPFS node the pinning (localcluster TestPinsOnKubo) and interop
+# (artifact TestInteropWithKubo) tests run: built from source once into the
+# user cache (several minutes the first time, nothing after). GYM_SKIP_KUBO=1
+# skips building it and lets those tests skip; otherwise they must run.
+if [ -z "${GYM_SKIP_KUBO:-}" ]; then
+  scripts/build-kubo.sh
+  export GYM_REQUIRE_KUBO=1
+fi
+
 go vet ./...
 # -timeout is a hang guard, not a speed check: on a 2-core machine shared with
 # other work a package such as llama or cmd/gym can take past go test's
 # default 10 minutes without anything being wrong.
 go test -count=1 -timeout 40m ./...
+# The deployment files' checks (their own module: Kubernetes, compose,
+# BuildKit and kustomize libraries stay out of gym's build).
+(cd deploy && go vet ./... && go test -count=1 ./...)
+# Images and containers, where a container runtime works (root, podman or
+# docker; about 2 minutes): build both images without a registry and run
+# hanzod and three workers as containers until a job publishes; three
+# hanzod containers over one store fail over.
+if [ -n "${GYM_CONTAINERS:-}" ]; then
+  scripts/image.sh && scripts/container-e2e.sh && scripts/container-replicas.sh
+fi
 # The Python suite: gym's tools against the reference implementations.
 "$GYM_PYTHON" -m pytest -q python
 go test -count=1 -timeout 40m -race ./delta ./nodekey ./ring/... ./orchestrator/engine ./orchestrator/judge ./artifact/transfer ./worker ./merge
@@ -77,6 +96,8 @@ fuzz=(
   "./tokenizer FuzzEncode 10000"
   "./orchestrator/judge FuzzSubmit 3000"
   "./orchestrator/server FuzzSubmitJob 5000"
+  "./release FuzzParseSums 20000"
+  "./release FuzzParseSig 20000"
 )
 for f in "${fuzz[@]}"; do
   set -- $f

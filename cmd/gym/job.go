@@ -254,6 +254,9 @@ type jobJSON struct {
 type checkpointJSON struct {
 	Epoch int    `json:"epoch"`
 	CID   string `json:"cid"`
+	// IPFS is where its pinning on hanzod's IPFS node stands, when hanzod
+	// pins (IPFS_URL): "pinned", or "pending: N tries, last error: …".
+	IPFS string `json:"ipfs,omitempty"`
 }
 
 type ringJSON struct {
@@ -301,6 +304,16 @@ func jobOut(j *pb.Job) jobJSON {
 		Checkpoints: []checkpointJSON{}, Artifacts: j.Artifacts, Settled: j.Settled}
 	for i, c := range j.Cids {
 		out.Checkpoints = append(out.Checkpoints, checkpointJSON{Epoch: i + 1, CID: c})
+	}
+	for _, p := range j.Pins {
+		for i := range out.Checkpoints {
+			if ck := &out.Checkpoints[i]; ck.CID == p.Cid {
+				ck.IPFS = p.State
+				if p.State != "pinned" {
+					ck.IPFS = fmt.Sprintf("%s: %d tries, last error: %s", p.State, p.Attempts, p.Error)
+				}
+			}
+		}
 	}
 	if r := j.Ring; r != nil {
 		out.Ring = &ringJSON{ConfigID: r.ConfigId, Generation: r.Generation, Members: nonNil(r.Members), BottleneckKbps: r.BottleneckKbps}
@@ -402,6 +415,9 @@ func printJob(w io.Writer, j jobJSON) {
 		fmt.Fprintf(w, "checkpoints  %d\n", len(j.Checkpoints))
 		for _, c := range j.Checkpoints {
 			fmt.Fprintf(w, "  epoch %d  %s\n", c.Epoch, c.CID)
+			if c.IPFS != "" {
+				fmt.Fprintf(w, "           IPFS: %s\n", c.IPFS)
+			}
 		}
 	}
 	fmt.Fprintf(w, "artifacts    %s\n", orDash(j.Artifacts))

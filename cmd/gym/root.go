@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/zooai/gym/internal/version"
 )
 
 func newRoot() *cobra.Command {
@@ -25,7 +26,7 @@ the orchestrator, hanzod; submitters send jobs to hanzod and follow them
 	orch.register(root)
 	root.AddCommand(newKeygen(), newDelta(), newBench(), newDemo(), newVersion(),
 		newJob(&orch), newNode(&orch), newLedger(&orch),
-		newRing(), newTrain(), newArtifact(), newEval(), newWorker(), newUp())
+		newRing(), newTrain(), newArtifact(), newEval(), newWorker(), newUp(), newRelease())
 	return root
 }
 
@@ -49,22 +50,15 @@ func minArgs(n int) cobra.PositionalArgs {
 }
 
 func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of this build",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print the version, commit and Go version of this build",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v := "(devel)"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				v = bi.Main.Version
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						v += " " + s.Value
-					}
-				}
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "gym", v)
-			return nil
+			return version.Get("gym").Write(cmd.OutOrStdout(), asJSON)
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: program, version, commit, date, modified, go, platform")
+	return cmd
 }

@@ -33,6 +33,7 @@ type upOptions struct {
 	seed                                              uint64
 	json, restartKilled                               bool
 	timeout                                           time.Duration
+	ipfs                                              string
 }
 
 func newUp() *cobra.Command {
@@ -107,6 +108,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout; progress goes to stderr")
 	f.IntVar(&o.threads, "threads", o.threads, "threads for hanzod's validation and evaluation")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "give up (and exit 1) if the job has not finished by then")
+	f.StringVar(&o.ipfs, "ipfs", os.Getenv("IPFS_URL"), "kubo RPC URL (http://HOST:5001): hanzod pins every checkpoint there; the summary says whether it did [IPFS_URL]")
 	return cmd
 }
 
@@ -219,6 +221,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		cfg.Kill = &localcluster.Kill{Worker: 0, Epoch: e, Step: s, Restart: o.restartKilled, RestartAfter: 3 * time.Second}
 	}
 	cfg.OnEvent = v.event
+	cfg.IPFS = o.ipfs
 	v.spec, v.dir = upSpec(o), filepath.Join(o.out, "hanzod")
 	sum, err := localcluster.Run(ctx, cfg, v.spec)
 	if err != nil {
@@ -410,6 +413,9 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 	fmt.Fprintf(w, "  held-out accuracy: %.1f%% → %.1f%%   (loss %.3f → %.3f)\n", 100*s.EvalBefore, 100*s.EvalAfter, s.LossBefore, s.LossAfter)
 	for _, e := range s.Epochs {
 		fmt.Fprintf(w, "  epoch %d: %s  accuracy %.1f%%  %d deltas, %d spot-checked, merged in %.2f s\n", e.Epoch, e.CID, 100*e.Accuracy, e.Deltas, e.SpotChecks, e.MergeSeconds)
+	}
+	for _, p := range s.Pins {
+		fmt.Fprintf(w, "  IPFS: %s %s after %d attempt(s) %s\n", p.CID, p.State, p.Attempts, p.Error)
 	}
 	if s.RecoverySeconds != nil {
 		fmt.Fprintf(w, "  recovery after the kill: %.2f s\n", *s.RecoverySeconds)

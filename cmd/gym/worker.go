@@ -185,6 +185,16 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	default:
 		return usageError{fmt.Errorf("--importance-sampling-level (IMPORTANCE_SAMPLING_LEVEL) %q: want sequence or token", cfg.Constraints.ImportanceSamplingLevel)}
 	}
+	// USE_4BIT (the seed's): 4-bit quantization is a torch-backend
+	// feature; this build trains with the Go backend at full precision, so
+	// asking for it is refused rather than silently ignored.
+	switch v := os.Getenv("USE_4BIT"); strings.ToLower(v) {
+	case "", "0", "false", "no":
+	case "1", "true", "yes":
+		return usageError{fmt.Errorf("USE_4BIT=%s: 4-bit quantization needs the torch backend, which this build does not have; unset USE_4BIT or set it to false", v)}
+	default:
+		return usageError{fmt.Errorf("USE_4BIT=%q: want true or false", v)}
+	}
 	if pos := os.Getenv("RING_POSITION"); pos != "" {
 		logger.Info("RING_POSITION is ignored: hanzod chooses the ring order from measured bandwidth", "RING_POSITION", pos)
 	}

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zooai/gym/internal/version"
 	"github.com/zooai/gym/orchestrator/daemon"
 )
 
@@ -55,6 +56,8 @@ type settings struct {
 	Advertise      string `json:"artifacts-advertise"`
 	Threads        int    `json:"threads"`
 	EpochGrace     string `json:"epoch-grace"`
+	IPFS           string `json:"ipfs"`
+	Key            string `json:"key"`
 }
 
 var envNames = map[string]string{
@@ -63,8 +66,14 @@ var envNames = map[string]string{
 	"tls-cert": "HANZOD_TLS_CERT", "tls-key": "HANZOD_TLS_KEY", "insecure": "HANZOD_INSECURE",
 	"admin-token-file": "HANZOD_ADMIN_TOKEN_FILE", "log-level": "HANZOD_LOG_LEVEL",
 	"artifacts": "HANZOD_ARTIFACTS", "artifacts-advertise": "HANZOD_ARTIFACTS_ADVERTISE", "threads": "HANZOD_THREADS",
-	"epoch-grace": "HANZOD_EPOCH_GRACE",
+	"epoch-grace": "HANZOD_EPOCH_GRACE", "ipfs": "HANZOD_IPFS_URL", "key": "HANZOD_KEY",
 }
+
+// seedEnv are the deployment seed's names for some settings (its compose
+// file sets them for hanzod). Each means the same as the HANZOD_ variable;
+// both set to different values is refused. VALKEY_URL also selects the
+// Valkey store.
+var seedEnv = map[string]string{"valkey": "VALKEY_URL", "ipfs": "IPFS_URL", "key": "ORCHESTRATOR_KEY"}
 
 // load builds the daemon config from defaults, the config file, the
 // environment and the flags.
@@ -77,7 +86,9 @@ func load(args []string) (daemon.Config, slog.Level, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `hanzod: the Zoo Gym orchestrator.
 
-Usage: hanzod --data DIR [--listen ADDR] [--metrics ADDR] [--store embedded|valkey --valkey URL]
+Usage: hanzod --data DIR [--listen ADDR] [--metrics ADDR] [--store embedded|valkey --valkey URL] [--ipfs URL]
+       hanzod version [--json]
+       hanzod health [--addr 127.0.0.1:9550] [--leader]
 
 Settings come from defaults, then --config FILE (JSON with the flag names
 as keys), then the environment variable in brackets, then flags.
@@ -91,7 +102,7 @@ as keys), then the environment variable in brackets, then flags.
 	fs.StringVar(&f.Listen, "listen", s.Listen, "gRPC address for nodes and clients [HANZOD_LISTEN]")
 	fs.StringVar(&f.Metrics, "metrics", s.Metrics, "Prometheus metrics address, empty to disable [HANZOD_METRICS]")
 	fs.StringVar(&f.Store, "store", s.Store, "state store: embedded or valkey [HANZOD_STORE]")
-	fs.StringVar(&f.Valkey, "valkey", "", "Valkey URL when --store valkey, e.g. redis://10.0.0.5:6379/0 [HANZOD_VALKEY_URL]")
+	fs.StringVar(&f.Valkey, "valkey", "", "Valkey URL when --store valkey, e.g. redis://10.0.0.5:6379/0 [HANZOD_VALKEY_URL, VALKEY_URL: also selects --store valkey]")
 	fs.StringVar(&f.ValkeyPrefix, "valkey-prefix", s.ValkeyPrefix, "key namespace in Valkey [HANZOD_VALKEY_PREFIX]")
 	fs.StringVar(&f.Lease, "lease", s.Lease, "leader lease; a standby takes over about this long after the leader stops [HANZOD_LEASE]")
 	fs.StringVar(&f.TLSCert, "tls-cert", "", "TLS certificate (PEM); off loopback a self-signed one is made when absent [HANZOD_TLS_CERT]")
@@ -103,6 +114,8 @@ as keys), then the environment variable in brackets, then flags.
 	fs.StringVar(&f.Advertise, "artifacts-advertise", "", "host:port nodes use to reach the artifact server, when it differs from --artifacts [HANZOD_ARTIFACTS_ADVERTISE]")
 	fs.IntVar(&f.Threads, "threads", s.Threads, "threads for validation, replay and evaluation [HANZOD_THREADS]")
 	fs.StringVar(&f.EpochGrace, "epoch-grace", s.EpochGrace, "how long an epoch waits for members that have not finished once the first has [HANZOD_EPOCH_GRACE]")
+	fs.StringVar(&f.IPFS, "ipfs", "", "kubo RPC URL, e.g. http://ipfs:5001: pin every published checkpoint there, retrying until it is pinned [HANZOD_IPFS_URL, IPFS_URL]")
+	fs.StringVar(&f.Key, "key", "", "hanzod's signing key (gym keygen format; must exist); default DATA/hanzod.key, made when missing [HANZOD_KEY, ORCHESTRATOR_KEY]")
 	var level slog.Level
 	if err := fs.Parse(args); err != nil {
 		return def, level, err
@@ -156,14 +169,42 @@ as keys), then the environment variable in brackets, then flags.
 			fmt.Sscan(v, &s.Threads)
 		case "epoch-grace":
 			s.EpochGrace = v
+		case "ipfs":
+			s.IPFS = v
+		case "key":
+			s.Key = v
 		}
 	}
+	storeChosen := s.Store != def.Store // by the config file
 	for name, envName := range envNames {
-		if v, ok := os.LookupEnv(envName); ok {
+		v, ok := os.LookupEnv(envName)
+		if seed := seedEnv[name]; seed != "" {
+			if sv, sok := os.LookupEnv(seed); sok {
+				if ok && sv != v {
+					return def, level, fmt.Errorf("hanzod: %s=%q and %s=%q disagree; set one of them", seed, sv, envName, v)
+				}
+				v, ok = sv, true
+			}
+		}
+		if ok {
 			set(name, v)
+			storeChosen = storeChosen || name == "store"
 		}
 	}
-	fs.Visit(func(fl *flag.Flag) { set(fl.Name, fl.Value.String()) })
+	fs.Visit(func(fl *flag.Flag) {
+		set(fl.Name, fl.Value.String())
+		storeChosen = storeChosen || fl.Name == "store"
+	})
+	if _, ok := os.LookupEnv("VALKEY_URL"); ok && s.Valkey != "" {
+		if !storeChosen {
+			s.Store = "valkey"
+		} else if s.Store != "valkey" {
+			return def, level, fmt.Errorf("hanzod: VALKEY_URL is set but the store is %q: unset VALKEY_URL, or use --store valkey", s.Store)
+		}
+	}
+	if s.Store == "embedded" && s.Valkey != "" && storeChosen {
+		return def, level, fmt.Errorf("hanzod: a Valkey URL (%s) with --store embedded: the embedded store does not use it; drop one", s.Valkey)
+	}
 
 	cfg := def
 	cfg.DataDir, cfg.Listen, cfg.Metrics, cfg.Store = s.Data, s.Listen, s.Metrics, s.Store
@@ -174,6 +215,7 @@ as keys), then the environment variable in brackets, then flags.
 	}
 	cfg.LeaseTTL = lease
 	cfg.Artifacts, cfg.ArtifactsAdvertise, cfg.Threads = s.Artifacts, s.Advertise, s.Threads
+	cfg.IPFS, cfg.KeyFile = s.IPFS, s.Key
 	if cfg.EpochGrace, err = time.ParseDuration(s.EpochGrace); err != nil || cfg.EpochGrace <= 0 {
 		return def, level, fmt.Errorf("hanzod: --epoch-grace %q: want a positive duration, e.g. 2m", s.EpochGrace)
 	}
@@ -195,11 +237,29 @@ as keys), then the environment variable in brackets, then flags.
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "health" {
+		return health(args[1:])
+	}
+	if len(args) > 0 && args[0] == "version" {
+		vs := flag.NewFlagSet("hanzod version", flag.ContinueOnError)
+		asJSON := vs.Bool("json", false, "print JSON: program, version, commit, date, modified, go, platform")
+		if err := vs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if vs.NArg() > 0 {
+			return fmt.Errorf("hanzod version: unexpected argument %q", vs.Arg(0))
+		}
+		return version.Get("hanzod").Write(os.Stdout, *asJSON)
+	}
 	cfg, level, err := load(args)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log.Info("starting", "version", version.Get("hanzod").String())
+	if _, ok := os.LookupEnv("HF_TOKEN"); ok {
+		log.Info("HF_TOKEN is not used: hanzod downloads nothing from the Hugging Face Hub (docs/deploy.md)")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

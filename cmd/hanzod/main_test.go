@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zooai/gym/orchestrator/daemon"
 )
 
 // TestSettingsPrecedence: defaults < config file < environment < flags.
@@ -28,5 +30,52 @@ func TestSettingsPrecedence(t *testing.T) {
 	}
 	if _, _, err := load([]string{"--store", "valkey", "--data", "/x"}); err == nil || !strings.Contains(err.Error(), "--valkey") {
 		t.Fatalf("valkey without URL: %v", err)
+	}
+}
+
+// TestSeedEnvironment: the deployment seed's variables mean what the seed
+// says, and contradictory combinations are refused with a message naming
+// both sides.
+func TestSeedEnvironment(t *testing.T) {
+	for _, name := range []string{"VALKEY_URL", "IPFS_URL", "ORCHESTRATOR_KEY", "HANZOD_VALKEY_URL", "HANZOD_IPFS_URL", "HANZOD_KEY", "HANZOD_STORE"} {
+		os.Unsetenv(name)
+	}
+	type env map[string]string
+	for _, c := range []struct {
+		name  string
+		env   env
+		args  []string
+		check func(daemon.Config) bool
+		err   string
+	}{
+		{"VALKEY_URL selects valkey", env{"VALKEY_URL": "redis://kv:6379"}, nil,
+			func(c daemon.Config) bool { return c.Store == "valkey" && c.ValkeyURL == "redis://kv:6379" }, ""},
+		{"same value twice", env{"VALKEY_URL": "redis://kv:6379", "HANZOD_VALKEY_URL": "redis://kv:6379"}, nil,
+			func(c daemon.Config) bool { return c.Store == "valkey" }, ""},
+		{"the two names disagree", env{"VALKEY_URL": "redis://kv:6379", "HANZOD_VALKEY_URL": "redis://other:6379"}, nil, nil, "disagree"},
+		{"VALKEY_URL with the embedded store", env{"VALKEY_URL": "redis://kv:6379"}, []string{"--store", "embedded"}, nil, "VALKEY_URL is set but the store"},
+		{"a Valkey URL with the embedded store", nil, []string{"--store", "embedded", "--valkey", "redis://kv:6379"}, nil, "embedded store does not use it"},
+		{"IPFS_URL", env{"IPFS_URL": "http://ipfs:5001"}, nil, func(c daemon.Config) bool { return c.IPFS == "http://ipfs:5001" }, ""},
+		{"a flag wins over IPFS_URL", env{"IPFS_URL": "http://ipfs:5001"}, []string{"--ipfs", "http://127.0.0.1:5001"},
+			func(c daemon.Config) bool { return c.IPFS == "http://127.0.0.1:5001" }, ""},
+		{"IPFS_URL as a multiaddr", env{"IPFS_URL": "/ip4/127.0.0.1/tcp/5001"}, nil, nil, "kubo's RPC API"},
+		{"ORCHESTRATOR_KEY is the key file", env{"ORCHESTRATOR_KEY": "/run/secrets/hanzod.key"}, nil,
+			func(c daemon.Config) bool { return c.KeyFile == "/run/secrets/hanzod.key" }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			cfg, _, err := load(append([]string{"--data", t.TempDir()}, c.args...))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("want an error with %q, got %v", c.err, err)
+				}
+				return
+			}
+			if err != nil || !c.check(cfg) {
+				t.Fatalf("%v: %+v", err, cfg)
+			}
+		})
 	}
 }

@@ -35,7 +35,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/artifact/pin"
 	astore "github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/basemodel"
@@ -66,6 +68,9 @@ type Config struct {
 	TLSCert, TLSKey string
 	// Insecure serves plaintext gRPC even off loopback.
 	Insecure bool
+	// KeyFile is hanzod's signing key (nodekey format); it must exist.
+	// Empty: DataDir/hanzod.key, made when missing.
+	KeyFile string
 	// AdminToken enables ledger operations from non-loopback callers.
 	AdminToken string
 	// Artifacts is the address of the artifact server (trustless-gateway
@@ -80,8 +85,16 @@ type Config struct {
 	// EpochGrace is how long an epoch waits for members that have not
 	// finished once the first has (0: 2 min).
 	EpochGrace time.Duration
-	Server     server.Config
-	Engine     engine.Config
+	// IPFS is the RPC URL of a kubo node (IPFS_URL, e.g.
+	// http://ipfs:5001) on which every complete artifact of the store —
+	// each published checkpoint — is pinned, through a durable retry
+	// queue (DataDir/ipfs-pins.json); empty: no pinning.
+	IPFS string
+	// PinMinBackoff and PinMaxBackoff bound the waits between tries of a
+	// failing pin (0: pin.DefaultConfig's 2 s and 5 min).
+	PinMinBackoff, PinMaxBackoff time.Duration
+	Server                       server.Config
+	Engine                       engine.Config
 
 	// EvalSize and ShardSize are the validator's held-out problems per
 	// checkpoint accuracy and per delta score (0: judge.Config's
@@ -117,6 +130,11 @@ func (c Config) Validate() error {
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("hanzod: give both --tls-cert and --tls-key, or neither")
 	}
+	if c.IPFS != "" {
+		if _, err := pin.NewClient(c.IPFS, nil); err != nil {
+			return fmt.Errorf("hanzod: --ipfs: %w", err)
+		}
+	}
 	if err := c.Server.Validate(); err != nil {
 		return err
 	}
@@ -137,6 +155,8 @@ type Daemon struct {
 	judge   *judge.Judge
 	srv     *server.Server
 	arts    *astore.Store
+	pins    *pin.Queue
+	ipfs    *pin.Client
 	alis    net.Listener
 	ahttp   *http.Server
 	key     ed25519.PrivateKey
@@ -209,6 +229,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.st.Close()
 		return nil, err
 	}
+	if err := d.openPins(srv); err != nil {
+		d.st.Close()
+		return nil, err
+	}
 	creds, err := d.credentials()
 	if err != nil {
 		d.st.Close()
@@ -269,6 +293,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 		defer d.wg.Done()
 		d.judgeLoop(ctx)
 	}()
+	if d.pins != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.pinLoop(ctx)
+		}()
+	}
 	log.Info("serving", "grpc", d.lis.Addr().String(), "tls", !cfg.Insecure && (cfg.TLSCert != "" || !isLoopback(cfg.Listen)), "metrics", cfg.Metrics)
 	return d, nil
 }
@@ -431,6 +462,7 @@ func (d *Daemon) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 	d.judge.WriteMetrics(&b)
 	d.srv.WriteMetrics(&b)
+	d.pins.WriteMetrics(&b) // zeros when pinning is off
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write([]byte(b.String()))
 }
@@ -440,8 +472,11 @@ func (d *Daemon) metrics(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) openJudge(srv *server.Server) error {
 	cfg := d.cfg
 	keyPath := filepath.Join(cfg.DataDir, "hanzod.key")
+	if cfg.KeyFile != "" {
+		keyPath = cfg.KeyFile
+	}
 	key, err := nodekey.Load(keyPath)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) && cfg.KeyFile == "" {
 		if key, err = nodekey.Generate(rand.Reader); err == nil {
 			err = nodekey.Save(keyPath, key, false)
 		}
@@ -550,6 +585,9 @@ func (d *Daemon) judgeLoop(ctx context.Context) {
 	}
 }
 
+// Pins is the IPFS pin queue (nil without Config.IPFS).
+func (d *Daemon) Pins() *pin.Queue { return d.pins }
+
 // Engine is the daemon's engine (for embedding hanzod in another process,
 // as gym up does).
 func (d *Daemon) Engine() *engine.Engine { return d.eng }
@@ -561,4 +599,91 @@ type serverJudge struct{ *judge.Judge }
 func (j serverJudge) Submit(ctx context.Context, file []byte) (server.DeltaVerdict, error) {
 	v, err := j.Judge.Submit(ctx, file)
 	return server.DeltaVerdict(v), err
+}
+
+// openPins opens the IPFS pin queue when cfg.IPFS is set and lets the
+// server report it in job status.
+func (d *Daemon) openPins(srv *server.Server) error {
+	if d.cfg.IPFS == "" {
+		return nil
+	}
+	var err error
+	if d.ipfs, err = pin.NewClient(d.cfg.IPFS, nil); err != nil {
+		return err
+	}
+	pc := pin.DefaultConfig(filepath.Join(d.cfg.DataDir, "ipfs-pins.json"))
+	if d.cfg.PinMinBackoff > 0 {
+		pc.MinBackoff = d.cfg.PinMinBackoff
+	}
+	if d.cfg.PinMaxBackoff > 0 {
+		pc.MaxBackoff = d.cfg.PinMaxBackoff
+	}
+	pc.MaxBackoff = max(pc.MaxBackoff, pc.MinBackoff)
+	if d.pins, err = pin.Open(pc); err != nil {
+		return fmt.Errorf("hanzod: %w", err)
+	}
+	srv.Pins = func(c string) (*pb.Pin, bool) {
+		e, ok := d.pins.Get(c)
+		if !ok {
+			return nil, false
+		}
+		p := &pb.Pin{Cid: e.Root, State: e.State, Attempts: int32(e.Attempts), Error: e.LastError}
+		if !e.Next.IsZero() {
+			p.NextMs = e.Next.UnixMilli()
+		}
+		return p, true
+	}
+	return nil
+}
+
+// pinLoop feeds the pin queue with every complete artifact of the store
+// (the judge publishes each checkpoint there before it logs the
+// publication, so nothing published escapes it, including what a crash
+// left unlogged) and tries what is due. Pinning is idempotent at the
+// node, so every replica pins what its own store holds.
+func (d *Daemon) pinLoop(ctx context.Context) {
+	t := time.NewTicker(min(d.cfg.TickInterval, time.Second))
+	defer t.Stop()
+	d.log.Info("pinning artifacts on IPFS", "rpc", d.ipfs.String())
+	for {
+		for _, rec := range d.arts.List() {
+			root, err := cid.Decode(rec.Root)
+			if err != nil {
+				continue
+			}
+			var kind, name string
+			var version uint64
+			if rec.Manifest != nil {
+				m := rec.Manifest.Manifest
+				kind, name, version = string(m.Kind), m.Name, m.Version
+			}
+			if added, err := d.pins.Add(root, kind, name, version); err != nil {
+				d.log.Error("IPFS pin queue", "err", err)
+			} else if added {
+				d.log.Info("queued for IPFS pinning", "cid", rec.Root, "kind", kind, "name", name, "version", version)
+			}
+		}
+		before := map[string]pin.Entry{}
+		for _, e := range d.pins.List() {
+			before[e.Root] = e
+		}
+		if _, err := d.pins.Step(ctx, d.ipfs, d.arts); err != nil {
+			d.log.Error("IPFS pin queue", "err", err)
+		}
+		for _, e := range d.pins.List() {
+			if b := before[e.Root]; b.Attempts == e.Attempts {
+				continue
+			}
+			if e.State == pin.Pinned {
+				d.log.Info("pinned on IPFS", "cid", e.Root, "name", e.Name, "version", e.Version, "attempts", e.Attempts, "bytes", e.Bytes)
+			} else {
+				d.log.Warn("IPFS pin failed; will retry", "cid", e.Root, "name", e.Name, "attempts", e.Attempts, "next", e.Next, "err", e.LastError)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -129,6 +129,10 @@ type Server struct {
 	// (jobconf.Binding, sent in assignments) are computed with; the judge
 	// checks deltas against the same. Set before serving.
 	Instance ed25519.PublicKey
+	// Pins, when set, says how the IPFS pinning of a CID stands (hanzod
+	// with IPFS_URL); GetJob and ListJobs report it for every checkpoint.
+	// Set before serving.
+	Pins func(cid string) (*pb.Pin, bool)
 }
 
 // Judge validates a delta file and records its verdict. An error is the
@@ -419,6 +423,18 @@ func jobTo(m *state.Machine, j state.Job) *pb.Job {
 	}
 }
 
+// addPins fills j.Pins from s.Pins, in the order of j.Cids.
+func (s *Server) addPins(j *pb.Job) {
+	if s.Pins == nil {
+		return
+	}
+	for _, c := range j.Cids {
+		if p, ok := s.Pins(c); ok {
+			j.Pins = append(j.Pins, p)
+		}
+	}
+}
+
 // SubmitJob implements OrchestratorService. A submission is either
 // signed by a submitter key (auth and spec_bytes; the state then bounds
 // it: state.SubmitJob) or the operator's (spec; the admin token, or
@@ -499,6 +515,7 @@ func (s *Server) GetJob(ctx context.Context, r *pb.GetJobRequest) (*pb.Job, erro
 		if j, ok := m.Job(r.Job); ok {
 			out = jobTo(m, j)
 			out.Artifacts = s.Artifacts
+			s.addPins(out)
 		}
 	})
 	if out == nil {
@@ -515,6 +532,7 @@ func (s *Server) ListJobs(ctx context.Context, r *pb.ListJobsRequest) (*pb.ListJ
 			j, _ := m.Job(id)
 			pj := jobTo(m, j)
 			pj.Artifacts = s.Artifacts
+			s.addPins(pj)
 			out.Jobs = append(out.Jobs, pj)
 		}
 	})

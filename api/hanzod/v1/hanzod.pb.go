@@ -1533,6 +1533,7 @@ type Job struct {
 	Members       []string               `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`      // while provisioning
 	Artifacts     string                 `protobuf:"bytes,10,opt,name=artifacts,proto3" json:"artifacts,omitempty"` // KEYHEX@host:port of the artifact server holding the checkpoints (cids)
 	Settled       bool                   `protobuf:"varint,11,opt,name=settled,proto3" json:"settled,omitempty"`    // the settlement record is in the log; stakes released
+	Pins          []*Pin                 `protobuf:"bytes,12,rep,name=pins,proto3" json:"pins,omitempty"`           // IPFS pinning of cids, when hanzod runs with IPFS_URL (this replica's queue)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1644,6 +1645,91 @@ func (x *Job) GetSettled() bool {
 	return false
 }
 
+func (x *Job) GetPins() []*Pin {
+	if x != nil {
+		return x.Pins
+	}
+	return nil
+}
+
+// Pin is where the pinning of one published checkpoint on the IPFS node
+// (kubo RPC, IPFS_URL) stands.
+type Pin struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cid           string                 `protobuf:"bytes,1,opt,name=cid,proto3" json:"cid,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`                  // pending or pinned
+	Attempts      int32                  `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`           // tries so far
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`                  // of the last failed try, while pending
+	NextMs        int64                  `protobuf:"varint,5,opt,name=next_ms,json=nextMs,proto3" json:"next_ms,omitempty"` // unix ms of the next try, while pending
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pin) Reset() {
+	*x = Pin{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pin) ProtoMessage() {}
+
+func (x *Pin) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pin.ProtoReflect.Descriptor instead.
+func (*Pin) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Pin) GetCid() string {
+	if x != nil {
+		return x.Cid
+	}
+	return ""
+}
+
+func (x *Pin) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Pin) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *Pin) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Pin) GetNextMs() int64 {
+	if x != nil {
+		return x.NextMs
+	}
+	return 0
+}
+
 type ListJobsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1652,7 +1738,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1750,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1763,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
 }
 
 type ListJobsResponse struct {
@@ -1689,7 +1775,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1787,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1800,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1743,7 +1829,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1841,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1854,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Node) GetId() string {
@@ -1856,7 +1942,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +1954,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +1967,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
 }
 
 type ListNodesResponse struct {
@@ -1893,7 +1979,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1991,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2004,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1937,7 +2023,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2035,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2048,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetBalanceRequest) GetAccount() string {
@@ -1985,7 +2071,7 @@ type Slash struct {
 
 func (x *Slash) Reset() {
 	*x = Slash{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2083,7 @@ func (x *Slash) String() string {
 func (*Slash) ProtoMessage() {}
 
 func (x *Slash) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2096,7 @@ func (x *Slash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slash.ProtoReflect.Descriptor instead.
 func (*Slash) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Slash) GetOffence() int32 {
@@ -2063,7 +2149,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2161,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2174,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Account) GetId() string {
@@ -2147,7 +2233,7 @@ type LedgerRequest struct {
 
 func (x *LedgerRequest) Reset() {
 	*x = LedgerRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2245,7 @@ func (x *LedgerRequest) String() string {
 func (*LedgerRequest) ProtoMessage() {}
 
 func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2258,7 @@ func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LedgerRequest) GetAccount() string {
@@ -2206,7 +2292,7 @@ type EndEpochRequest struct {
 
 func (x *EndEpochRequest) Reset() {
 	*x = EndEpochRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2304,7 @@ func (x *EndEpochRequest) String() string {
 func (*EndEpochRequest) ProtoMessage() {}
 
 func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2317,7 @@ func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEpochRequest.ProtoReflect.Descriptor instead.
 func (*EndEpochRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EndEpochRequest) GetJob() string {
@@ -2259,7 +2345,7 @@ type PublishCheckpointRequest struct {
 
 func (x *PublishCheckpointRequest) Reset() {
 	*x = PublishCheckpointRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2357,7 @@ func (x *PublishCheckpointRequest) String() string {
 func (*PublishCheckpointRequest) ProtoMessage() {}
 
 func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2370,7 @@ func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*PublishCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PublishCheckpointRequest) GetJob() string {
@@ -2318,7 +2404,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2416,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2429,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FailJobRequest) GetJob() string {
@@ -2371,7 +2457,7 @@ type SlashRequest struct {
 
 func (x *SlashRequest) Reset() {
 	*x = SlashRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2469,7 @@ func (x *SlashRequest) String() string {
 func (*SlashRequest) ProtoMessage() {}
 
 func (x *SlashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2482,7 @@ func (x *SlashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlashRequest.ProtoReflect.Descriptor instead.
 func (*SlashRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SlashRequest) GetNode() string {
@@ -2434,7 +2520,7 @@ type Contribution struct {
 
 func (x *Contribution) Reset() {
 	*x = Contribution{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2532,7 @@ func (x *Contribution) String() string {
 func (*Contribution) ProtoMessage() {}
 
 func (x *Contribution) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2545,7 @@ func (x *Contribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
 func (*Contribution) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Contribution) GetAccount() string {
@@ -2502,7 +2588,7 @@ type PayRewardsRequest struct {
 
 func (x *PayRewardsRequest) Reset() {
 	*x = PayRewardsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2600,7 @@ func (x *PayRewardsRequest) String() string {
 func (*PayRewardsRequest) ProtoMessage() {}
 
 func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2613,7 @@ func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsRequest.ProtoReflect.Descriptor instead.
 func (*PayRewardsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PayRewardsRequest) GetJob() string {
@@ -2568,7 +2654,7 @@ type Payout struct {
 
 func (x *Payout) Reset() {
 	*x = Payout{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2666,7 @@ func (x *Payout) String() string {
 func (*Payout) ProtoMessage() {}
 
 func (x *Payout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2679,7 @@ func (x *Payout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payout.ProtoReflect.Descriptor instead.
 func (*Payout) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Payout) GetAccount() string {
@@ -2619,7 +2705,7 @@ type PayRewardsResponse struct {
 
 func (x *PayRewardsResponse) Reset() {
 	*x = PayRewardsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2717,7 @@ func (x *PayRewardsResponse) String() string {
 func (*PayRewardsResponse) ProtoMessage() {}
 
 func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2730,7 @@ func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsResponse.ProtoReflect.Descriptor instead.
 func (*PayRewardsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PayRewardsResponse) GetPayouts() []*Payout {
@@ -2803,7 +2889,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x11SubmitJobResponse\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\"!\n" +
 	"\rGetJobRequest\x12\x10\n" +
-	"\x03job\x18\x01 \x01(\tR\x03job\"\xba\x02\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\"\xe6\x02\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12\x14\n" +
@@ -2816,7 +2902,14 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\amembers\x18\t \x03(\tR\amembers\x12\x1c\n" +
 	"\tartifacts\x18\n" +
 	" \x01(\tR\tartifacts\x12\x18\n" +
-	"\asettled\x18\v \x01(\bR\asettled\"\x11\n" +
+	"\asettled\x18\v \x01(\bR\asettled\x12*\n" +
+	"\x04pins\x18\f \x03(\v2\x16.zoo.gym.hanzod.v1.PinR\x04pins\"x\n" +
+	"\x03Pin\x12\x10\n" +
+	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\x05R\battempts\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x17\n" +
+	"\anext_ms\x18\x05 \x01(\x03R\x06nextMs\"\x11\n" +
 	"\x0fListJobsRequest\">\n" +
 	"\x10ListJobsResponse\x12*\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x16.zoo.gym.hanzod.v1.JobR\x04jobs\"\xae\x02\n" +
@@ -2925,7 +3018,7 @@ func file_api_hanzod_v1_hanzod_proto_rawDescGZIP() []byte {
 	return file_api_hanzod_v1_hanzod_proto_rawDescData
 }
 
-var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Auth)(nil),                     // 0: zoo.gym.hanzod.v1.Auth
 	(*RegisterRequest)(nil),          // 1: zoo.gym.hanzod.v1.RegisterRequest
@@ -2949,23 +3042,24 @@ var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*SubmitJobResponse)(nil),        // 19: zoo.gym.hanzod.v1.SubmitJobResponse
 	(*GetJobRequest)(nil),            // 20: zoo.gym.hanzod.v1.GetJobRequest
 	(*Job)(nil),                      // 21: zoo.gym.hanzod.v1.Job
-	(*ListJobsRequest)(nil),          // 22: zoo.gym.hanzod.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 23: zoo.gym.hanzod.v1.ListJobsResponse
-	(*Node)(nil),                     // 24: zoo.gym.hanzod.v1.Node
-	(*ListNodesRequest)(nil),         // 25: zoo.gym.hanzod.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 26: zoo.gym.hanzod.v1.ListNodesResponse
-	(*GetBalanceRequest)(nil),        // 27: zoo.gym.hanzod.v1.GetBalanceRequest
-	(*Slash)(nil),                    // 28: zoo.gym.hanzod.v1.Slash
-	(*Account)(nil),                  // 29: zoo.gym.hanzod.v1.Account
-	(*LedgerRequest)(nil),            // 30: zoo.gym.hanzod.v1.LedgerRequest
-	(*EndEpochRequest)(nil),          // 31: zoo.gym.hanzod.v1.EndEpochRequest
-	(*PublishCheckpointRequest)(nil), // 32: zoo.gym.hanzod.v1.PublishCheckpointRequest
-	(*FailJobRequest)(nil),           // 33: zoo.gym.hanzod.v1.FailJobRequest
-	(*SlashRequest)(nil),             // 34: zoo.gym.hanzod.v1.SlashRequest
-	(*Contribution)(nil),             // 35: zoo.gym.hanzod.v1.Contribution
-	(*PayRewardsRequest)(nil),        // 36: zoo.gym.hanzod.v1.PayRewardsRequest
-	(*Payout)(nil),                   // 37: zoo.gym.hanzod.v1.Payout
-	(*PayRewardsResponse)(nil),       // 38: zoo.gym.hanzod.v1.PayRewardsResponse
+	(*Pin)(nil),                      // 22: zoo.gym.hanzod.v1.Pin
+	(*ListJobsRequest)(nil),          // 23: zoo.gym.hanzod.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 24: zoo.gym.hanzod.v1.ListJobsResponse
+	(*Node)(nil),                     // 25: zoo.gym.hanzod.v1.Node
+	(*ListNodesRequest)(nil),         // 26: zoo.gym.hanzod.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 27: zoo.gym.hanzod.v1.ListNodesResponse
+	(*GetBalanceRequest)(nil),        // 28: zoo.gym.hanzod.v1.GetBalanceRequest
+	(*Slash)(nil),                    // 29: zoo.gym.hanzod.v1.Slash
+	(*Account)(nil),                  // 30: zoo.gym.hanzod.v1.Account
+	(*LedgerRequest)(nil),            // 31: zoo.gym.hanzod.v1.LedgerRequest
+	(*EndEpochRequest)(nil),          // 32: zoo.gym.hanzod.v1.EndEpochRequest
+	(*PublishCheckpointRequest)(nil), // 33: zoo.gym.hanzod.v1.PublishCheckpointRequest
+	(*FailJobRequest)(nil),           // 34: zoo.gym.hanzod.v1.FailJobRequest
+	(*SlashRequest)(nil),             // 35: zoo.gym.hanzod.v1.SlashRequest
+	(*Contribution)(nil),             // 36: zoo.gym.hanzod.v1.Contribution
+	(*PayRewardsRequest)(nil),        // 37: zoo.gym.hanzod.v1.PayRewardsRequest
+	(*Payout)(nil),                   // 38: zoo.gym.hanzod.v1.Payout
+	(*PayRewardsResponse)(nil),       // 39: zoo.gym.hanzod.v1.PayRewardsResponse
 }
 var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 0: zoo.gym.hanzod.v1.RegisterRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
@@ -2983,56 +3077,57 @@ var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 12: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	16, // 13: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
 	6,  // 14: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	21, // 15: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	24, // 16: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	28, // 17: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	35, // 18: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	37, // 19: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 20: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	3,  // 21: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	8,  // 22: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	10, // 23: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
-	12, // 24: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
-	18, // 25: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	20, // 26: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	22, // 27: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	25, // 28: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	27, // 29: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	30, // 30: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	30, // 31: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	30, // 32: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	30, // 33: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	31, // 34: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	32, // 35: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	33, // 36: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	34, // 37: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	36, // 38: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	14, // 39: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
-	2,  // 40: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	5,  // 41: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	9,  // 42: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	11, // 43: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
-	13, // 44: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
-	19, // 45: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	21, // 46: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	23, // 47: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	26, // 48: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	29, // 49: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	29, // 50: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	29, // 51: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	29, // 52: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	29, // 53: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	21, // 54: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	21, // 55: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	21, // 56: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	29, // 57: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	38, // 58: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	15, // 59: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
-	40, // [40:60] is the sub-list for method output_type
-	20, // [20:40] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	22, // 15: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
+	21, // 16: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	25, // 17: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	29, // 18: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	36, // 19: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	38, // 20: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 21: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	3,  // 22: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	8,  // 23: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	10, // 24: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
+	12, // 25: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
+	18, // 26: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	20, // 27: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	23, // 28: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	26, // 29: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	28, // 30: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	31, // 31: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	31, // 32: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	31, // 33: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	31, // 34: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	32, // 35: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	33, // 36: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	34, // 37: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	35, // 38: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	37, // 39: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	14, // 40: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
+	2,  // 41: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	5,  // 42: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	9,  // 43: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	11, // 44: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
+	13, // 45: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
+	19, // 46: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	21, // 47: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	24, // 48: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	27, // 49: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	30, // 50: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	30, // 51: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	30, // 52: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	30, // 53: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	30, // 54: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	21, // 55: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	21, // 56: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	21, // 57: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	30, // 58: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	39, // 59: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	15, // 60: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
+	41, // [41:61] is the sub-list for method output_type
+	21, // [21:41] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }
@@ -3047,7 +3142,7 @@ func file_api_hanzod_v1_hanzod_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_hanzod_v1_hanzod_proto_rawDesc), len(file_api_hanzod_v1_hanzod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
