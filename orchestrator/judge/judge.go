@@ -531,10 +531,16 @@ func (j *Judge) record(ctx context.Context, s *submission, job, reason, detail s
 // digests, signatures and metadata; the files themselves are kept under
 // the data directory's evidence/ and are small enough to inline here).
 type Evidence struct {
-	Offence string         `json:"offence"`
-	Detail  string         `json:"detail"`
-	Files   []EvidenceFile `json:"files"`
-	Frames  []RingFrame    `json:"ring_frames,omitempty"` // signed ring frames (RingEvidence)
+	Offence string `json:"offence"`
+	Detail  string `json:"detail"`
+	// Job and Epoch name the epoch of a ring frame's offence: a node
+	// slashed on ring evidence forfeits that epoch's deltas and reward as
+	// one slashed on submission or by a spot-check does (offenders reads
+	// them back from the log).
+	Job    string         `json:"job,omitempty"`
+	Epoch  int            `json:"epoch,omitempty"`
+	Files  []EvidenceFile `json:"files"`
+	Frames []RingFrame    `json:"ring_frames,omitempty"` // signed ring frames (RingEvidence)
 }
 
 // EvidenceFile is one signed delta of the evidence.
@@ -552,9 +558,10 @@ func (j *Judge) punish(ctx context.Context, job, node, offence, detail string, f
 	j.penalize(ctx, job, node, Evidence{Offence: offence, Detail: detail}, files)
 }
 
-// punishRing slashes and ejects node for a ring frame above the norm bound.
-func (j *Judge) punishRing(ctx context.Context, job, node, detail string, f RingFrame) {
-	j.penalize(ctx, job, node, Evidence{Offence: "norm", Detail: detail, Frames: []RingFrame{f}}, nil)
+// punishRing slashes and ejects node for a ring frame of epoch e above the
+// norm bound.
+func (j *Judge) punishRing(ctx context.Context, job string, e int, node, detail string, f RingFrame) {
+	j.penalize(ctx, job, node, Evidence{Offence: "norm", Detail: detail, Job: job, Epoch: e, Frames: []RingFrame{f}}, nil)
 }
 
 func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, files []*submission) {
