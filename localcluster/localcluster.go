@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -497,6 +498,30 @@ func (c *Cluster) Submit(ctx context.Context, spec jobspec.Spec) (string, error)
 	return job, nil
 }
 
+// colluders is the number of attacking workers.
+func (c *Cluster) colluders() int {
+	n := 0
+	for _, a := range c.cfg.Attacks {
+		if a != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// honestDeltaDirs are the directories where the honest workers keep their
+// accepted deltas: the side channel of the omniscient attacks
+// (worker.PeekDirs), in worker order.
+func (c *Cluster) honestDeltaDirs() []string {
+	var dirs []string
+	for i := range c.cfg.Workers {
+		if i >= len(c.cfg.Attacks) || c.cfg.Attacks[i] == "" {
+			dirs = append(dirs, filepath.Join(c.cfg.Dir, "workers", fmt.Sprintf("w%d", i), "deltas"))
+		}
+	}
+	return dirs
+}
+
 // StartWorker starts w, or starts it again (same key and data directory)
 // after it ended; its log and event lines are appended to its files.
 func (c *Cluster) StartWorker(ctx context.Context, w *Worker) error {
@@ -516,6 +541,12 @@ func (c *Cluster) startProcess(w *Worker) error {
 	}
 	if w.Attack != "" {
 		args = append(args, "--attack", w.Attack)
+	}
+	if worker.NeedsPeek(w.Attack) {
+		args = append(args, "--attack-colluders", fmt.Sprint(c.colluders()))
+		if dirs := c.honestDeltaDirs(); len(dirs) > 0 {
+			args = append(args, "--attack-peek", strings.Join(dirs, ","))
+		}
 	}
 	cmd := exec.Command(cfg.Gym, args...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
@@ -588,6 +619,9 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	wc := worker.DefaultConfig()
 	wc.Key, wc.Orchestrator, wc.DataDir, wc.Threads, wc.Base = w.Key, nc, w.Dir, cfg.WorkerThreads, cfg.Base
 	wc.Heartbeat, wc.MinGap, wc.RingTimeout, wc.Attack, wc.ExitWhenDone = cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, w.Attack, true
+	if worker.NeedsPeek(w.Attack) {
+		wc.Colluders, wc.Peek = c.colluders(), worker.PeekDirs(c.honestDeltaDirs(), cfg.RingTimeout)
+	}
 	wc.MaxBackoff = max(cfg.Heartbeat*4, time.Second)
 	wc.ProbeBytes, wc.ProbeTimeout = 256<<10, 2*time.Second
 	wc.Logger = slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))

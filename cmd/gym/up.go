@@ -68,10 +68,17 @@ Fault and attack demonstrations:
   --kill-worker-at E:S   kill -9 one worker at step S of epoch E; the ring
                          reports it, hanzod removes it, the rest go on
   --restart-killed       then start it again: it rejoins at the next epoch
-  --byzantine K --attack signflip|noise|replay|equivocate
+  --byzantine K --attack signflip|noise|replay|equivocate|ring
                          K workers cheat; the job declares f = K (so the
                          aggregation becomes median unless --aggregation
                          says trimmed-mean)
+  --attack alie|ipm|mimic
+                         in-bound attacks of the literature built from the
+                         sync's honest updates, which the attackers read
+                         from the honest workers' delta files (a test-only
+                         side channel): ALIE (mean − z·std per coordinate),
+                         IPM (−0.1 × mean), mimic (all copy one honest
+                         node's update); docs/threat-model.md
 
 Exits 0 when the job is published, 1 otherwise.`,
 		Args: exactArgs(0),
@@ -102,7 +109,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.killAt, "kill-worker-at", "", "EPOCH:STEP: kill -9 worker w0 when it reaches that step of that epoch")
 	f.BoolVar(&o.restartKilled, "restart-killed", false, "start the killed worker again 3 s later (same key and data): it re-registers and rejoins at the next epoch boundary")
 	f.IntVar(&o.byzantine, "byzantine", 0, "number of cheating workers (the last K)")
-	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce)")
+	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce), alie, ipm, mimic (in-bound, from the honest updates)")
 	f.StringVar(&o.out, "out", o.out, "directory for the run's files (replaced if it holds an earlier gym up run)")
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout; progress goes to stderr")
 	f.IntVar(&o.threads, "threads", o.threads, "threads for hanzod's validation and evaluation")
@@ -128,9 +135,9 @@ func (o *upOptions) check() error {
 		return errors.New("--out DIR is required")
 	}
 	switch o.attack {
-	case "", "signflip", "noise", "replay", "equivocate", "ring":
+	case "", "signflip", "noise", "replay", "equivocate", "ring", "alie", "ipm", "mimic":
 	default:
-		return fmt.Errorf("--attack %q: want signflip, noise, replay, equivocate or ring", o.attack)
+		return fmt.Errorf("--attack %q: want signflip, noise, replay, equivocate, ring, alie, ipm or mimic", o.attack)
 	}
 	if o.aggregation == "" {
 		o.aggregation = "mean"
