@@ -319,33 +319,19 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		forfeit(n, in.Offenders[n])
 	}
 
-	// Outliers: a delta that stands apart from its sync's others is
-	// replayed whether or not the keyed share samples it. The in-bound
+	// Spot-checks: re-execute the sampled deltas and the outliers whose
+	// start is known. A delta that stands apart from its sync's others is
+	// replayed whether or not the keyed share samples it: the in-bound
 	// attacks of the literature (ALIE, IPM, mimic, noise within the bound)
-	// are all outliers of one kind or another, and none replays.
-	if in.SpotCheckBP > 0 {
-		for k := 1; k <= K; k++ {
-			var mi []merge.Input
-			by := map[string]*entry{}
-			for _, en := range syncs[k] {
-				if en.a != nil {
-					mi = append(mi, merge.Input{Node: en.Node, Vec: jobconf.Flatten(en.a)})
-					by[en.Node] = en
-				}
-			}
-			out, err := merge.Outliers(in.Outliers, mi)
-			if err != nil {
+	// are all outliers of one kind or another, and none replays. Outliers
+	// are found sync by sync among the deltas still in, so a node already
+	// caught no longer makes its twin an outlier.
+	for k := 1; k <= K; k++ {
+		if in.SpotCheckBP > 0 {
+			if err := markOutliers(in.Outliers, syncs[k]); err != nil {
 				return nil, fmt.Errorf("epoch: outliers of sync %d: %w", k, err)
 			}
-			for _, o := range out {
-				by[o.Node].outlier = o.Reason
-			}
 		}
-	}
-
-	// Spot-checks: re-execute the sampled deltas and the outliers whose
-	// start is known.
-	for k := 1; k <= K; k++ {
 		for _, en := range syncs[k] {
 			if en.a == nil || !(en.outlier != "" || Sampled(in.SpotKey, en.Digest, in.SpotCheckBP)) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
 				continue
@@ -495,6 +481,24 @@ func Rewards(plan jobconf.Plan, scores []Score) []ledger.Contribution {
 	}
 	sort.Slice(cs, func(a, b int) bool { return cs[a].ID < cs[b].ID })
 	return cs
+}
+
+// markOutliers sets the outlier reason of the live entries of one sync
+// that merge.Outliers names.
+func markOutliers(c merge.OutlierConfig, es []*entry) error {
+	var mi []merge.Input
+	by := map[string]*entry{}
+	for _, en := range es {
+		if en.a != nil {
+			mi = append(mi, merge.Input{Node: en.Node, Vec: jobconf.Flatten(en.a)})
+			by[en.Node] = en
+		}
+	}
+	out, err := merge.Outliers(c, mi)
+	for _, o := range out {
+		by[o.Node].outlier = o.Reason
+	}
+	return err
 }
 
 // ringInputs returns the members' deltas in ring order, if every member of
