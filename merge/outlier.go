@@ -7,14 +7,15 @@ import (
 	"slices"
 )
 
-// Outlier bounds, as multiples of the batch's median (measured on honest
+// Outlier bounds, as multiples of the batch's medians (measured on honest
 // gym up runs, docs/threat-model.md: an honest delta's distance to the
 // coordinate-wise median was 0.72–1.31 × the median distance, its nearest
-// other delta ≥ 1.27 × it away, its norm 0.75–1.3 × the median norm).
+// other delta at least 0.8 × the typical distance between deltas away,
+// its norm 0.75–1.3 × the median norm).
 const (
 	DefaultFarFactor   = 2.0 // distance to the centre above this: too far (noise)
 	DefaultNearFactor  = 0.5 // distance to the centre below this: too central (ALIE)
-	DefaultTwinFactor  = 0.5 // another delta closer than this: a copy (mimic, colluders sending one vector)
+	DefaultTwinFactor  = 0.5 // another delta closer than this × the typical distance: a copy (mimic, colluders sending one vector)
 	DefaultSmallFactor = 0.5 // norm below this × the median norm (IPM)
 	DefaultLargeFactor = 2.0 // norm above this × the median norm
 )
@@ -88,9 +89,13 @@ func Outliers(c OutlierConfig, in []Input) ([]Outlier, error) {
 		dist[i] = math.Sqrt(s)
 		norms[i] = Norm(x.Vec)
 	}
-	nearest := make([]float64, n)
-	for i := range nearest {
-		nearest[i] = math.Inf(1)
+	// pair[a][b]: the distance between two contributions. The twin test's
+	// scale is the median over contributions of each one's median
+	// distance to the others: copies collapse the centre (and with it the
+	// median distance to it) but not this.
+	pair := make([][]float64, n)
+	for a := range pair {
+		pair[a] = make([]float64, n)
 	}
 	for a := range in {
 		for b := a + 1; b < n; b++ {
@@ -99,21 +104,26 @@ func Outliers(c OutlierConfig, in []Input) ([]Outlier, error) {
 				d := float64(v) - float64(in[b].Vec[j])
 				s += float64(d * d)
 			}
-			d := math.Sqrt(s)
-			nearest[a], nearest[b] = min(nearest[a], d), min(nearest[b], d)
+			pair[a][b] = math.Sqrt(s)
+			pair[b][a] = pair[a][b]
 		}
 	}
-	md, mn := median(slices.Clone(dist)), median(slices.Clone(norms))
+	nearest, typical := make([]float64, n), make([]float64, n)
+	for a := range in {
+		others := slices.Delete(slices.Clone(pair[a]), a, a+1)
+		nearest[a], typical[a] = slices.Min(others), median(others)
+	}
+	md, mn, mp := median(slices.Clone(dist)), median(slices.Clone(norms)), median(typical)
 	var out []Outlier
 	for i, x := range in {
 		var why string
 		switch {
+		case mp > 0 && twin > 0 && nearest[i] < twin*mp:
+			why = fmt.Sprintf("a near-copy of another delta (%.3g × the typical distance apart)", nearest[i]/mp)
 		case md > 0 && far > 0 && dist[i] > far*md:
 			why = fmt.Sprintf("far from the centre (%.3g × the median distance)", dist[i]/md)
 		case md > 0 && near > 0 && dist[i] < near*md:
 			why = fmt.Sprintf("close to the centre (%.3g × the median distance)", dist[i]/md)
-		case md > 0 && twin > 0 && nearest[i] < twin*md:
-			why = fmt.Sprintf("a near-copy of another delta (%.3g × the median distance apart)", nearest[i]/md)
 		case mn > 0 && small > 0 && norms[i] < small*mn:
 			why = fmt.Sprintf("small (%.3g × the median norm)", norms[i]/mn)
 		case mn > 0 && large > 0 && norms[i] > large*mn:
