@@ -10,8 +10,8 @@ import (
 // Outlier bounds, as multiples of the batch's medians (measured on honest
 // gym up runs, docs/threat-model.md: an honest delta's distance to the
 // coordinate-wise median was 0.72–1.31 × the median distance, its nearest
-// other delta at least 0.8 × the typical distance between deltas away,
-// its norm 0.75–1.3 × the median norm).
+// other delta at least 0.79 × the typical distance between deltas away,
+// its norm 0.84–1.31 × the median norm).
 const (
 	DefaultFarFactor   = 2.0 // distance to the centre above this: too far (noise)
 	DefaultNearFactor  = 0.5 // distance to the centre below this: too central (ALIE)
