@@ -85,10 +85,11 @@ func (w *Worker) inBound(ctx context.Context, own []float32, job string, e, k in
 	var err error
 	switch w.c.Attack {
 	case AttackALIE:
-		var z float64
-		if z, err = attack.ALIEZ(members, max(w.c.Colluders, 1)); err == nil {
-			v, err = attack.ALIE(honest, z)
+		z, zerr := attack.ALIEZ(members, max(w.c.Colluders, 1))
+		if zerr != nil { // a ring shrunk below what the formula covers: send the mean
+			w.c.Logger.Warn("ALIE's z undefined: z = 0", "members", members, "colluders", w.c.Colluders, "err", zerr)
 		}
+		v, err = attack.ALIE(honest, z)
 	case AttackIPM:
 		v, err = attack.IPM(honest, attack.DefaultIPMEpsilon)
 	case AttackMimic:
