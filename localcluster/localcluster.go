@@ -38,6 +38,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
@@ -92,6 +93,10 @@ type Config struct {
 	// measures a checkpoint's accuracy and a delta's score on (0: its
 	// defaults, 500 and 128).
 	EvalSize, ShardSize int
+	// Outliers is hanzod's outlier replay configuration
+	// (judge.Config.Outliers); every test off measures the attacks
+	// without that defence.
+	Outliers merge.OutlierConfig
 	// NodeRate bounds each node's requests per second at hanzod.
 	NodeRate float64
 	// Stake is deposited and bonded for every worker (the eligibility
@@ -276,7 +281,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	dc.DataDir, dc.Listen, dc.Metrics, dc.Artifacts = filepath.Join(cfg.Dir, "hanzod"), "127.0.0.1:0", "", "127.0.0.1:0"
 	dc.Threads, dc.EpochGrace, dc.TickInterval = cfg.Threads, cfg.EpochGrace, cfg.TickInterval
 	dc.LeaseTTL = max(dc.LeaseTTL, 2*cfg.TickInterval)
-	dc.EvalSize, dc.ShardSize, dc.Base = cfg.EvalSize, cfg.ShardSize, cfg.Base
+	dc.EvalSize, dc.ShardSize, dc.Base, dc.Outliers = cfg.EvalSize, cfg.ShardSize, cfg.Base, cfg.Outliers
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)

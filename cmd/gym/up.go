@@ -31,7 +31,7 @@ type upOptions struct {
 	task, killAt, attack, aggregation, out            string
 	byzantine, spotCheckBP, threads                   int
 	seed                                              uint64
-	json, restartKilled                               bool
+	json, restartKilled, noOutlierReplays             bool
 	timeout                                           time.Duration
 }
 
@@ -114,6 +114,8 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout; progress goes to stderr")
 	f.IntVar(&o.threads, "threads", o.threads, "threads for hanzod's validation and evaluation")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "give up (and exit 1) if the job has not finished by then")
+	f.BoolVar(&o.noOutlierReplays, "no-outlier-replays", false, "hanzod replays only the keyed spot-check share, not the outliers of each sync (to measure the attacks without that defence)")
+	f.MarkHidden("no-outlier-replays")
 	return cmd
 }
 
@@ -214,6 +216,9 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
 	cfg.Treasury = ledger.Amount(o.epochs) * 100 * ledger.GYM
+	if o.noOutlierReplays {
+		cfg.Outliers = merge.OutlierConfig{Far: -1, Near: -1, Twin: -1, Small: -1, Large: -1}
+	}
 	for i := range o.workers {
 		a := ""
 		if i >= o.workers-o.byzantine {

@@ -247,7 +247,7 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 	}
 	in := epoch.Input{Job: jb.ID, Epoch: e, Plan: plan, Rule: rule, Byzantine: jb.Spec.Byzantine,
 		SpotCheckBP: jb.Spec.SpotCheckShare(), SpotKey: j.cfg.Key.Seed(), Start: start,
-		Base: j.base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights,
+		Base: j.base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights, Outliers: j.cfg.Outliers,
 		Replay: epoch.Retrain(j.base, plan, e, j.cfg.Threads)}
 	template := start.ZeroLike()
 	for sl, dig := range jb.Slots {

@@ -60,6 +60,7 @@ import (
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -91,6 +92,9 @@ type Config struct {
 	// (default 100 GYM).
 	Reward  ledger.Amount
 	Weights [3]float64 // α, β, γ of the quality score; zero: 0.5, 0.3, 0.2
+	// Outliers says which deltas are replayed besides the keyed
+	// spot-check share (epoch.Input.Outliers; zero: merge's defaults).
+	Outliers merge.OutlierConfig
 	// Base is the base model (basemodel.Load, parsed once per process):
 	// jobs' plans are checked against it, deltas scored and replayed on it.
 	Base *model.Weights
