@@ -99,7 +99,7 @@ fp, nd, hit = 0, 0, 0
 for c in configs:
     n = c.split(":")[0]
     for s in seeds:
-        for a in ["honest"] + attacks:
+        for a in (["honest"] if not suffix else []) + attacks:
             r = load(n, a, s)
             if not ok(r):
                 continue
