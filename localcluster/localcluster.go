@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
@@ -91,6 +93,10 @@ type Config struct {
 	// measures a checkpoint's accuracy and a delta's score on (0: its
 	// defaults, 500 and 128).
 	EvalSize, ShardSize int
+	// Outliers is hanzod's outlier replay configuration
+	// (judge.Config.Outliers); every test off measures the attacks
+	// without that defence.
+	Outliers merge.OutlierConfig
 	// NodeRate bounds each node's requests per second at hanzod.
 	NodeRate float64
 	// Stake is deposited and bonded for every worker (the eligibility
@@ -284,7 +290,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	dc.DataDir, dc.Listen, dc.Metrics, dc.Artifacts = filepath.Join(cfg.Dir, "hanzod"), "127.0.0.1:0", "", "127.0.0.1:0"
 	dc.Threads, dc.EpochGrace, dc.TickInterval = cfg.Threads, cfg.EpochGrace, cfg.TickInterval
 	dc.LeaseTTL = max(dc.LeaseTTL, 2*cfg.TickInterval)
-	dc.EvalSize, dc.ShardSize, dc.Base = cfg.EvalSize, cfg.ShardSize, cfg.Base
+	dc.EvalSize, dc.ShardSize, dc.Base, dc.Outliers = cfg.EvalSize, cfg.ShardSize, cfg.Base, cfg.Outliers
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
@@ -507,6 +513,30 @@ func (c *Cluster) Submit(ctx context.Context, spec jobspec.Spec) (string, error)
 	return job, nil
 }
 
+// colluders is the number of attacking workers.
+func (c *Cluster) colluders() int {
+	n := 0
+	for _, a := range c.cfg.Attacks {
+		if a != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// honestDeltaDirs are the directories where the honest workers keep their
+// accepted deltas: the side channel of the omniscient attacks
+// (worker.PeekDirs), in worker order.
+func (c *Cluster) honestDeltaDirs() []string {
+	var dirs []string
+	for i := range c.cfg.Workers {
+		if i >= len(c.cfg.Attacks) || c.cfg.Attacks[i] == "" {
+			dirs = append(dirs, filepath.Join(c.cfg.Dir, "workers", fmt.Sprintf("w%d", i), "deltas"))
+		}
+	}
+	return dirs
+}
+
 // StartWorker starts w, or starts it again (same key and data directory)
 // after it ended; its log and event lines are appended to its files.
 func (c *Cluster) StartWorker(ctx context.Context, w *Worker) error {
@@ -526,6 +556,12 @@ func (c *Cluster) startProcess(w *Worker) error {
 	}
 	if w.Attack != "" {
 		args = append(args, "--attack", w.Attack)
+	}
+	if worker.NeedsPeek(w.Attack) {
+		args = append(args, "--attack-colluders", fmt.Sprint(c.colluders()))
+		if dirs := c.honestDeltaDirs(); len(dirs) > 0 {
+			args = append(args, "--attack-peek", strings.Join(dirs, ","))
+		}
 	}
 	cmd := exec.Command(cfg.Gym, args...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
@@ -598,6 +634,9 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	wc := worker.DefaultConfig()
 	wc.Key, wc.Orchestrator, wc.DataDir, wc.Threads, wc.Base = w.Key, nc, w.Dir, cfg.WorkerThreads, cfg.Base
 	wc.Heartbeat, wc.MinGap, wc.RingTimeout, wc.Attack, wc.ExitWhenDone = cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, w.Attack, true
+	if worker.NeedsPeek(w.Attack) {
+		wc.Colluders, wc.Peek = c.colluders(), worker.PeekDirs(c.honestDeltaDirs(), cfg.RingTimeout)
+	}
 	wc.MaxBackoff = max(cfg.Heartbeat*4, time.Second)
 	wc.ProbeBytes, wc.ProbeTimeout = 256<<10, 2*time.Second
 	wc.Logger = slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -84,6 +84,8 @@ type EpochSummary struct {
 	Quality           float64  `json:"quality"`
 	Deltas            int      `json:"deltas"`
 	SpotChecks        int      `json:"spot_checks"`
+	Targeted          []string `json:"targeted,omitempty"` // replayed as outliers (merge.Outliers)
+	Forfeited         []string `json:"forfeited,omitempty"`
 	Excluded          []string `json:"excluded,omitempty"`
 	RingDisagreements []string `json:"ring_disagreements,omitempty"`
 	MergeSeconds      float64  `json:"merge_seconds"`
@@ -280,7 +282,7 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 			continue
 		}
 		sum.Epochs = append(sum.Epochs, EpochSummary{Epoch: e, CID: rep.CID, Accuracy: rep.Accuracy, Quality: rep.Quality,
-			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
+			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Targeted: rep.Targeted, Forfeited: rep.Forfeited, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
 			MergeSeconds: rep.MergeSeconds})
 		for _, s := range rep.Scores {
 			quality[s.Node] = append(quality[s.Node], s.Quality)

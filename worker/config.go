@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -21,7 +22,18 @@ const (
 	AttackReplay     = "replay"     // from the second sync on, the first sync's tensors re-signed
 	AttackEquivocate = "equivocate" // a second, different delta (×2) for every slot
 	AttackRing       = "ring"       // honest deltas, but contribution ×(−1000) into the ring all-reduce
+	// The in-bound attacks of the literature (package attack); they need
+	// the honest updates of the sync (Config.Peek).
+	AttackALIE  = "alie"  // μ − z·σ of the honest updates per coordinate, z from n and Config.Colluders
+	AttackIPM   = "ipm"   // −0.1·μ of the honest updates
+	AttackMimic = "mimic" // a copy of one honest node's update (the first by delta directory)
 )
+
+// NeedsPeek reports whether attack name needs the honest updates of a sync
+// (Config.Peek).
+func NeedsPeek(name string) bool {
+	return name == AttackALIE || name == AttackIPM || name == AttackMimic
+}
 
 // Defaults.
 const (
@@ -111,6 +123,16 @@ type Config struct {
 	// Attack makes the worker misbehave (see the Attack constants). For
 	// demonstrations and tests of detection only.
 	Attack string
+	// Peek returns the honest updates of a sync (flattened as
+	// jobconf.Flatten lays them out, in a fixed order) for the attacks that
+	// need them (NeedsPeek): an omniscient attacker's side channel that
+	// only test clusters provide (PeekDirs; docs/threat-model.md). It may
+	// return fewer than all honest updates, or none (the attack then uses
+	// the worker's own honest update as the only one it knows).
+	Peek func(ctx context.Context, job string, epoch, sync int) ([][]float32, error)
+	// Colluders is f, the number of attacking workers, for ALIE's z
+	// (attack.ALIEZ with n the ring's members); 0 means 1.
+	Colluders int
 	// ExitWhenDone ends Run when the job the worker was assigned is
 	// Published (nil) or Failed (ErrJobFailed).
 	ExitWhenDone bool
@@ -196,8 +218,8 @@ func (c *Config) Validate() error {
 // none).
 func CheckAttack(name string) error {
 	switch name {
-	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing:
+	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing, AttackALIE, AttackIPM, AttackMimic:
 		return nil
 	}
-	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring)", ErrConfig, name)
+	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring, alie, ipm, mimic)", ErrConfig, name)
 }

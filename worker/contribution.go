@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zooai/gym/attack"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/model"
@@ -41,9 +43,68 @@ func clipTo(a *model.Adapter, c float64) *model.Adapter {
 	return a
 }
 
-// contribution turns the honest change d of sync k into what this worker
-// submits and puts into the ring: d clipped to c, or an attack.
-func (w *Worker) contribution(d *model.Adapter, k int, c float64) *model.Adapter {
+// contribution turns the honest change d of sync k of epoch e of job into
+// what this worker submits and puts into the ring: d clipped to c, or an
+// attack; members is the ring's size (ALIE's n).
+func (w *Worker) contribution(ctx context.Context, d *model.Adapter, job string, e, k int, c float64, members int) (*model.Adapter, error) {
+	if NeedsPeek(w.c.Attack) {
+		v, err := w.inBound(ctx, jobconf.Flatten(clipTo(d.Clone(), c)), job, e, k, c, members)
+		if err != nil {
+			return nil, err
+		}
+		out := d.ZeroLike()
+		if err := jobconf.AddFlat(out, v); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	return w.contributionOf(d, c), nil
+}
+
+// inBound builds the ALIE, IPM or mimic vector of a sync from the honest
+// updates Peek shows (own: this worker's honest update, clipped, used when
+// Peek shows none), clipped to c.
+func (w *Worker) inBound(ctx context.Context, own []float32, job string, e, k int, c float64, members int) ([]float32, error) {
+	var honest [][]float32
+	if w.c.Peek != nil {
+		hs, err := w.c.Peek(ctx, job, e, k)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hs {
+			if len(h) == len(own) {
+				honest = append(honest, h)
+			}
+		}
+	}
+	if len(honest) == 0 {
+		w.c.Logger.Warn("no honest update to attack with: using this worker's own", "attack", w.c.Attack, "epoch", e, "sync", k)
+		honest = [][]float32{own}
+	}
+	var v []float32
+	var err error
+	switch w.c.Attack {
+	case AttackALIE:
+		z, zerr := attack.ALIEZ(members, max(w.c.Colluders, 1))
+		if zerr != nil { // a ring shrunk below what the formula covers: send the mean
+			w.c.Logger.Warn("ALIE's z undefined: z = 0", "members", members, "colluders", w.c.Colluders, "err", zerr)
+		}
+		v, err = attack.ALIE(honest, z)
+	case AttackIPM:
+		v, err = attack.IPM(honest, attack.DefaultIPMEpsilon)
+	case AttackMimic:
+		v, err = attack.Mimic(honest)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("worker: %s attack: %w", w.c.Attack, err)
+	}
+	attack.Clip(v, c)
+	return v, nil
+}
+
+// contributionOf is contribution for the attacks that need no honest
+// update (and for none).
+func (w *Worker) contributionOf(d *model.Adapter, c float64) *model.Adapter {
 	switch w.c.Attack {
 	case AttackSignFlip:
 		return scaled(d, -1000)

@@ -86,5 +86,10 @@
 // ring's norm check), noise (δ plus Gaussian noise of norm 0.9·C, clipped:
 // left to the epoch merge), replay (from the second sync on, the first
 // sync's tensors re-signed with fresh metadata), equivocate (after the
-// honest delta, a second one, δ×2, for the same slot).
+// honest delta, a second one, δ×2, for the same slot), ring (honest
+// deltas, δ×(−1000) into the all-reduce), and the in-bound attacks of the
+// literature built from the sync's honest updates (package attack): alie,
+// ipm and mimic. Those read the honest updates through Config.Peek, a side
+// channel only test clusters provide (PeekDirs: the honest workers' kept
+// delta files; docs/threat-model.md).
 package worker

@@ -520,7 +520,10 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			w.emit(Event{Kind: EventStep, Job: job, Epoch: e, Sync: k, Step: st.Step, Reward: st.RewardMean, Loss: st.Loss,
 				Seconds: w.c.Clock.Now().Sub(ts).Seconds()})
 		}
-		contrib := w.contribution(jobconf.Sub(tr.Adapter(), s), k, clip)
+		contrib, err := w.contribution(ctx, jobconf.Sub(tr.Adapter(), s), job, e, k, clip, r.members)
+		if err != nil {
+			return false, err
+		}
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
 			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding}
 		if err := w.submit(ctx, d); err != nil {

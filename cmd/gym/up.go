@@ -31,7 +31,7 @@ type upOptions struct {
 	task, killAt, attack, aggregation, out            string
 	byzantine, spotCheckBP, threads                   int
 	seed                                              uint64
-	json, restartKilled                               bool
+	json, restartKilled, noOutlierReplays             bool
 	timeout                                           time.Duration
 	ipfs                                              string
 }
@@ -69,10 +69,17 @@ Fault and attack demonstrations:
   --kill-worker-at E:S   kill -9 one worker at step S of epoch E; the ring
                          reports it, hanzod removes it, the rest go on
   --restart-killed       then start it again: it rejoins at the next epoch
-  --byzantine K --attack signflip|noise|replay|equivocate
+  --byzantine K --attack signflip|noise|replay|equivocate|ring
                          K workers cheat; the job declares f = K (so the
                          aggregation becomes median unless --aggregation
                          says trimmed-mean)
+  --attack alie|ipm|mimic
+                         in-bound attacks of the literature built from the
+                         sync's honest updates, which the attackers read
+                         from the honest workers' delta files (a test-only
+                         side channel): ALIE (mean − z·std per coordinate),
+                         IPM (−0.1 × mean), mimic (all copy one honest
+                         node's update); docs/threat-model.md
 
 Exits 0 when the job is published, 1 otherwise.`,
 		Args: exactArgs(0),
@@ -103,12 +110,14 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.killAt, "kill-worker-at", "", "EPOCH:STEP: kill -9 worker w0 when it reaches that step of that epoch")
 	f.BoolVar(&o.restartKilled, "restart-killed", false, "start the killed worker again 3 s later (same key and data): it re-registers and rejoins at the next epoch boundary")
 	f.IntVar(&o.byzantine, "byzantine", 0, "number of cheating workers (the last K)")
-	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce)")
+	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce), alie, ipm, mimic (in-bound, from the honest updates)")
 	f.StringVar(&o.out, "out", o.out, "directory for the run's files (replaced if it holds an earlier gym up run)")
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout; progress goes to stderr")
 	f.IntVar(&o.threads, "threads", o.threads, "threads for hanzod's validation and evaluation")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "give up (and exit 1) if the job has not finished by then")
 	f.StringVar(&o.ipfs, "ipfs", os.Getenv("IPFS_URL"), "kubo RPC URL (http://HOST:5001): hanzod pins every checkpoint there; the summary says whether it did [IPFS_URL]")
+	f.BoolVar(&o.noOutlierReplays, "no-outlier-replays", false, "hanzod replays only the keyed spot-check share, not the outliers of each sync (to measure the attacks without that defence)")
+	f.MarkHidden("no-outlier-replays")
 	return cmd
 }
 
@@ -130,9 +139,9 @@ func (o *upOptions) check() error {
 		return errors.New("--out DIR is required")
 	}
 	switch o.attack {
-	case "", "signflip", "noise", "replay", "equivocate", "ring":
+	case "", "signflip", "noise", "replay", "equivocate", "ring", "alie", "ipm", "mimic":
 	default:
-		return fmt.Errorf("--attack %q: want signflip, noise, replay, equivocate or ring", o.attack)
+		return fmt.Errorf("--attack %q: want signflip, noise, replay, equivocate, ring, alie, ipm or mimic", o.attack)
 	}
 	if o.aggregation == "" {
 		o.aggregation = "mean"
@@ -209,6 +218,9 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
 	cfg.Treasury = ledger.Amount(o.epochs) * 100 * ledger.GYM
+	if o.noOutlierReplays {
+		cfg.Outliers = merge.OutlierConfig{Far: -1, Near: -1, Twin: -1, Small: -1, Large: -1}
+	}
 	for i := range o.workers {
 		a := ""
 		if i >= o.workers-o.byzantine {

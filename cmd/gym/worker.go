@@ -50,6 +50,7 @@ type workerOptions struct {
 	artifactsAllow         []string
 	artifactsAllowAny      bool
 	artifactsPeers         []string
+	attackPeek             []string
 }
 
 // artifactNode is what --artifacts-* need of the orchestrator client
@@ -139,8 +140,12 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringSliceVar(&o.artifactsAllow, "artifacts-allow", nil, "keys (hex) that may read every artifact this worker serves")
 	f.BoolVar(&o.artifactsAllowAny, "artifacts-allow-any", false, "let any node read the checkpoints hanzod signed, not only the nodes hanzod named to this one")
 	f.StringSliceVar(&o.artifactsPeers, "artifacts-peers", nil, "other workers' artifact servers to fetch checkpoints from as well: [KEYHEX@]HOST:PORT, comma-separated")
-	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate or ring (demos and tests only)")
+	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, ipm or mimic (demos and tests only)")
 	f.MarkHidden("attack")
+	f.StringSliceVar(&o.attackPeek, "attack-peek", nil, "alie, ipm, mimic: the honest workers' delta directories on this machine, read as an omniscient attacker's side channel (test clusters only)")
+	f.MarkHidden("attack-peek")
+	f.IntVar(&cfg.Colluders, "attack-colluders", 1, "alie: the number f of attacking workers (for z)")
+	f.MarkHidden("attack-colluders")
 	return cmd
 }
 
@@ -200,6 +205,9 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	if err := worker.CheckAttack(cfg.Attack); err != nil {
 		return usageError{fmt.Errorf("--attack: %w", err)}
+	}
+	if len(o.attackPeek) > 0 {
+		cfg.Peek = worker.PeekDirs(o.attackPeek, o.ringTimeout)
 	}
 	if cfg.Attack != "" {
 		logger.Warn("attack mode: this worker misbehaves on purpose", "attack", cfg.Attack)

@@ -41,6 +41,7 @@ import (
 	astore "github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/engine"
@@ -100,6 +101,9 @@ type Config struct {
 	// checkpoint accuracy and per delta score (0: judge.Config's
 	// defaults, 500 and 128); tests make them small.
 	EvalSize, ShardSize int
+	// Outliers is the validator's outlier replay configuration
+	// (judge.Config.Outliers).
+	Outliers merge.OutlierConfig
 	// Base is the built-in base model, parsed once by the process (nil:
 	// the daemon parses it with basemodel.Load).
 	Base *model.Weights
@@ -496,7 +500,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 		}
 	}
 	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads,
-		EpochGrace: cfg.EpochGrace, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Base: base, Log: d.log.With("part", "judge")}, d.eng)
+		EpochGrace: cfg.EpochGrace, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err
 	}

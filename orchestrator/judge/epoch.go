@@ -247,7 +247,7 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 	}
 	in := epoch.Input{Job: jb.ID, Epoch: e, Plan: plan, Rule: rule, Byzantine: jb.Spec.Byzantine,
 		SpotCheckBP: jb.Spec.SpotCheckShare(), SpotKey: j.cfg.Key.Seed(), Start: start,
-		Base: j.base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights,
+		Base: j.base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights, Outliers: j.cfg.Outliers,
 		Replay: epoch.Retrain(j.base, plan, e, j.cfg.Threads)}
 	template := start.ZeroLike()
 	for sl, dig := range jb.Slots {
@@ -316,20 +316,36 @@ func (j *Judge) ringHistory(ctx context.Context, job string) ([][]string, error)
 	return out, nil
 }
 
-// offenders returns the nodes proven to cheat on submission during epoch
-// e of job (the offence-proving verdicts of the log), with the offence.
+// offenders returns the nodes proven to cheat during epoch e of job, with
+// the offence: on submission (the offence-proving verdicts of the log) or
+// inside the ring all-reduce (a slash whose evidence holds a signed ring
+// frame of the epoch, RingEvidence).
 func (j *Judge) offenders(ctx context.Context, job string, e int) (map[string]string, error) {
 	evs, err := j.history.read(ctx, j.eng)
 	out := map[string]string{}
 	for _, ev := range evs {
-		if v, ok := ev.Body.(state.DeltaJudged); ok && v.Job == job && v.Epoch == e && offenceReasons[v.Reason] {
-			if _, seen := out[v.Node]; !seen {
-				out[v.Node] = v.Reason
+		switch b := ev.Body.(type) {
+		case state.DeltaJudged:
+			if b.Job == job && b.Epoch == e && offenceReasons[b.Reason] {
+				if _, seen := out[b.Node]; !seen {
+					out[b.Node] = b.Reason
+				}
+			}
+		case state.Slashed:
+			var evd Evidence
+			if json.Unmarshal(b.Evidence, &evd) == nil && evd.Job == job && evd.Epoch == e && len(evd.Frames) > 0 {
+				if _, seen := out[b.Account]; !seen {
+					out[b.Account] = OffenceRingNorm
+				}
 			}
 		}
 	}
 	return out, err
 }
+
+// OffenceRingNorm is the offence a node slashed on ring evidence forfeits
+// its epoch for (Report.Excluded names it).
+const OffenceRingNorm = "ring norm"
 
 // offenceReasons are the rejections that prove an offence (and slash).
 var offenceReasons = map[string]bool{epoch.ReasonEquivocation: true, epoch.ReasonReplay: true, epoch.ReasonNorm: true}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,7 @@ import (
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/ring"
 )
 
 // epoch1 caches the honest deltas of epoch 1 of tinySpec: every test
@@ -425,6 +427,58 @@ func TestSubmissionOffenceForfeits(t *testing.T) {
 	e.stepUntil("epoch 1 merged", func(jb state.Job) bool { return jb.State == state.Published })
 	r := e.report(1)
 	want := []string{jobspec.Slot{Epoch: 1, Step: uint64(e.plan.SyncStep(1, 1)), Node: e.ids[cheat]}.String() + " (node slashed this epoch: equivocation)"}
+	if !slices.Equal(r.Excluded, want) || !slices.Equal(r.Forfeited, []string{e.ids[cheat]}) {
+		t.Fatalf("excluded %v, forfeited %v; want %v and the cheater", r.Excluded, r.Forfeited, want)
+	}
+	if len(r.Scores) != 3*K {
+		t.Fatalf("%d scores, want %d (the honest nodes' deltas)", len(r.Scores), 3*K)
+	}
+	var paid bool
+	for _, ev := range e.events() {
+		if rp, ok := ev.Body.(state.RewardsPaid); ok && rp.Job == e.job && rp.Epoch == 1 {
+			paid = true
+			for _, p := range rp.Payouts {
+				if p.ID == e.ids[cheat] && p.Amount != 0 {
+					t.Fatalf("the cheater was paid %d for the epoch it was caught in", p.Amount)
+				}
+			}
+		}
+	}
+	if !paid {
+		t.Fatal("epoch 1 paid nobody")
+	}
+}
+
+// TestRingOffenceForfeits: a node slashed on ring evidence (a signed
+// all-reduce frame above the norm bound, judge.RingEvidence) forfeits the
+// deltas of that epoch it had already had accepted and the epoch's
+// reward, exactly like a node slashed on submission or by a spot-check.
+func TestRingOffenceForfeits(t *testing.T) {
+	spec := tinySpec()
+	spec.Epochs, spec.MaxNodes = 1, 4
+	e := newEnv(t, 4, spec)
+	h := trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring())
+	K := e.plan.Syncs()
+	cheat := h.ring[0]
+	for _, i := range h.ring {
+		e.expectAccept(h.files[1][i])
+	}
+	const n = 64
+	frame := e.ringReport(e.keys[cheat], e.job, 1, ring.ScatterReduce, 0, float32(50*e.bound()/math.Sqrt(n)), n)
+	if punished, err := e.j.RingEvidence(e.ctx, e.job, e.ids[cheat], frame); err != nil || !punished {
+		t.Fatalf("a frame at 50 C: punished %v, %v", punished, err)
+	}
+	if e.inRing(cheat) {
+		t.Fatal("the node slashed on ring evidence is still in the ring")
+	}
+	for k := 2; k <= K; k++ {
+		for _, i := range h.ring[1:] {
+			e.expectAccept(h.files[k][i])
+		}
+	}
+	e.stepUntil("epoch 1 merged", func(jb state.Job) bool { return jb.State == state.Published })
+	r := e.report(1)
+	want := []string{jobspec.Slot{Epoch: 1, Step: uint64(e.plan.SyncStep(1, 1)), Node: e.ids[cheat]}.String() + " (node slashed this epoch: " + judge.OffenceRingNorm + ")"}
 	if !slices.Equal(r.Excluded, want) || !slices.Equal(r.Forfeited, []string{e.ids[cheat]}) {
 		t.Fatalf("excluded %v, forfeited %v; want %v and the cheater", r.Excluded, r.Forfeited, want)
 	}

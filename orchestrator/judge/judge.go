@@ -60,6 +60,7 @@ import (
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -91,6 +92,9 @@ type Config struct {
 	// (default 100 GYM).
 	Reward  ledger.Amount
 	Weights [3]float64 // α, β, γ of the quality score; zero: 0.5, 0.3, 0.2
+	// Outliers says which deltas are replayed besides the keyed
+	// spot-check share (epoch.Input.Outliers; zero: merge's defaults).
+	Outliers merge.OutlierConfig
 	// Base is the base model (basemodel.Load, parsed once per process):
 	// jobs' plans are checked against it, deltas scored and replayed on it.
 	Base *model.Weights
@@ -531,10 +535,16 @@ func (j *Judge) record(ctx context.Context, s *submission, job, reason, detail s
 // digests, signatures and metadata; the files themselves are kept under
 // the data directory's evidence/ and are small enough to inline here).
 type Evidence struct {
-	Offence string         `json:"offence"`
-	Detail  string         `json:"detail"`
-	Files   []EvidenceFile `json:"files"`
-	Frames  []RingFrame    `json:"ring_frames,omitempty"` // signed ring frames (RingEvidence)
+	Offence string `json:"offence"`
+	Detail  string `json:"detail"`
+	// Job and Epoch name the epoch of a ring frame's offence: a node
+	// slashed on ring evidence forfeits that epoch's deltas and reward as
+	// one slashed on submission or by a spot-check does (offenders reads
+	// them back from the log).
+	Job    string         `json:"job,omitempty"`
+	Epoch  int            `json:"epoch,omitempty"`
+	Files  []EvidenceFile `json:"files"`
+	Frames []RingFrame    `json:"ring_frames,omitempty"` // signed ring frames (RingEvidence)
 }
 
 // EvidenceFile is one signed delta of the evidence.
@@ -552,9 +562,10 @@ func (j *Judge) punish(ctx context.Context, job, node, offence, detail string, f
 	j.penalize(ctx, job, node, Evidence{Offence: offence, Detail: detail}, files)
 }
 
-// punishRing slashes and ejects node for a ring frame above the norm bound.
-func (j *Judge) punishRing(ctx context.Context, job, node, detail string, f RingFrame) {
-	j.penalize(ctx, job, node, Evidence{Offence: "norm", Detail: detail, Frames: []RingFrame{f}}, nil)
+// punishRing slashes and ejects node for a ring frame of epoch e above the
+// norm bound.
+func (j *Judge) punishRing(ctx context.Context, job string, e int, node, detail string, f RingFrame) {
+	j.penalize(ctx, job, node, Evidence{Offence: "norm", Detail: detail, Job: job, Epoch: e, Frames: []RingFrame{f}}, nil)
 }
 
 func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, files []*submission) {

@@ -43,7 +43,8 @@ type suspectReport struct {
 // honest node sends such a frame in any configuration: a receiver checks
 // each partial sum before it adds its own contribution. Proven, the
 // suspect is slashed ("norm") and ejected as for a delta above the bound;
-// the evidence keeps the frame. Anything else in the report (a timeout, a
+// the evidence keeps the frame and names the frame's epoch, whose deltas
+// and reward the suspect forfeits (Judge.offenders). Anything else in the report (a timeout, a
 // broken link, a frame that does not verify) proves nothing against the
 // suspect and is left to the report rules of the state machine. It
 // reports whether the suspect was punished.
@@ -100,7 +101,7 @@ func (j *Judge) RingEvidence(ctx context.Context, jobID, suspect string, evidenc
 		norm := math.Sqrt(f.NormSq)
 		detail := fmt.Sprintf("ring frame of epoch %d, step %d, %s round %d, chunk %d segment %d: norm %.6g > %d × bound %.6g",
 			f.Header.Epoch, f.Header.Step, f.Header.Phase, f.Header.Round, f.Header.Chunk, f.Header.Segment, norm, contributions, C)
-		j.punishRing(ctx, jobID, suspect, detail, RingFrame{SignedBytes: e.SignedBytes, Signature: e.Signature,
+		j.punishRing(ctx, jobID, int(f.Header.Epoch), suspect, detail, RingFrame{SignedBytes: e.SignedBytes, Signature: e.Signature,
 			Payload: base64.StdEncoding.EncodeToString(e.Payload)})
 		return true, nil
 	}

@@ -14,7 +14,10 @@
 // job went through and the job's plan, it reconstructs what an honest ring
 // produced from the submitted deltas (ring.Reference, bit for bit) and
 // flags the nodes whose claimed base disagrees, re-executes a keyed share
-// of the deltas by deterministic replay (the re-execution is passed in),
+// of the deltas by deterministic replay (the re-execution is passed in)
+// and every delta that stands apart from its sync's others
+// (merge.Outliers: too far from the robust centre or too close to it, a
+// copy of another, a norm far from the median),
 // leaves every delta of a node slashed in the epoch (on submission or by a
 // failed spot-check) out of the merge and its reward,
 // scores every delta (q = α·ΔL + β·S + γ·C on a held-out shard), merges
@@ -78,6 +81,10 @@ type Input struct {
 	Byzantine   int    // the f the job declared
 	SpotCheckBP int    // share of deltas replayed, in basis points
 	SpotKey     []byte // secret keying which deltas are replayed (hanzod's key seed)
+	// Outliers says which deltas are replayed besides the keyed share
+	// (merge.Outliers over each sync's deltas; zero: the defaults). They
+	// are replayed only when SpotCheckBP > 0.
+	Outliers merge.OutlierConfig
 
 	Start  *model.Adapter // the checkpoint of record the epoch started from
 	Deltas []Delta        // accepted for the epoch, in any order
@@ -107,6 +114,9 @@ type Score struct {
 	Norm    float64 `json:"norm"`
 	Weight  float64 `json:"weight,omitempty"`
 	Checked bool    `json:"spot_checked,omitempty"`
+	// Outlier says why the delta stood apart from its sync's others
+	// (merge.Outliers), which had it replayed.
+	Outlier string `json:"outlier,omitempty"`
 }
 
 // Report is what the merge of one epoch found; the judge writes it next to
@@ -127,16 +137,19 @@ type Report struct {
 	// from what the ring should have produced from the submitted deltas.
 	RingDisagreements []string `json:"ring_disagreements,omitempty"`
 	// RingUnknown lists syncs whose ring result matched no configuration.
-	RingUnknown   []int   `json:"ring_unknown,omitempty"`
-	SpotChecks    int     `json:"spot_checks"`
-	LossBefore    float64 `json:"loss_before"`
-	LossAfter     float64 `json:"loss_after"`
-	Accuracy      float64 `json:"accuracy"`
-	Quality       float64 `json:"quality"` // mean over accepted deltas
-	CID           string  `json:"cid"`
-	WeightsCID    string  `json:"weights_cid"`
-	MergeSeconds  float64 `json:"merge_seconds"`
-	CheckpointDir string  `json:"checkpoint_dir"`
+	RingUnknown []int `json:"ring_unknown,omitempty"`
+	SpotChecks  int   `json:"spot_checks"`
+	// Targeted lists the slots replayed because they stood apart from
+	// their sync's others, and why (merge.Outliers).
+	Targeted      []string `json:"targeted,omitempty"`
+	LossBefore    float64  `json:"loss_before"`
+	LossAfter     float64  `json:"loss_after"`
+	Accuracy      float64  `json:"accuracy"`
+	Quality       float64  `json:"quality"` // mean over accepted deltas
+	CID           string   `json:"cid"`
+	WeightsCID    string   `json:"weights_cid"`
+	MergeSeconds  float64  `json:"merge_seconds"`
+	CheckpointDir string   `json:"checkpoint_dir"`
 }
 
 // Slash is a proven offence to punish: the node is slashed, with its
@@ -183,6 +196,7 @@ type entry struct {
 	Delta
 	a       *model.Adapter // nil: left out of the merge
 	checked bool
+	outlier string // why merge.Outliers named it
 }
 
 // Evaluate reconstructs the ring, spot-checks, scores and merges every
@@ -305,13 +319,27 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		forfeit(n, in.Offenders[n])
 	}
 
-	// Spot-checks: re-execute the sampled deltas whose start is known.
+	// Spot-checks: re-execute the sampled deltas and the outliers whose
+	// start is known. A delta that stands apart from its sync's others is
+	// replayed whether or not the keyed share samples it: the in-bound
+	// attacks of the literature (ALIE, IPM, mimic, noise within the bound)
+	// are all outliers of one kind or another, and none replays. Outliers
+	// are found sync by sync among the deltas still in, so a node already
+	// caught no longer makes its twin an outlier.
 	for k := 1; k <= K; k++ {
+		if in.SpotCheckBP > 0 {
+			if err := markOutliers(in.Outliers, syncs[k]); err != nil {
+				return nil, fmt.Errorf("epoch: outliers of sync %d: %w", k, err)
+			}
+		}
 		for _, en := range syncs[k] {
-			if en.a == nil || !Sampled(in.SpotKey, en.Digest, in.SpotCheckBP) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
+			if en.a == nil || !(en.outlier != "" || Sampled(in.SpotKey, en.Digest, in.SpotCheckBP)) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
 				continue
 			}
 			rep.SpotChecks++
+			if en.outlier != "" {
+				rep.Targeted = append(rep.Targeted, en.Slot.String()+" ("+en.outlier+")")
+			}
 			en.checked = true
 			ok, detail, err := spotCheck(ctx, in, k, en, S)
 			if err != nil {
@@ -385,7 +413,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			}
 			sc := merge.Quality(w, before, la, n, nbar, cos)
 			mi = append(mi, merge.Input{Node: en.Node, Vec: v, Quality: sc.Q})
-			scores = append(scores, Score{Node: en.Node, Sync: k, Quality: sc.Q, DeltaL: sc.DeltaL, S: sc.S, C: sc.C, Norm: n, Checked: en.checked})
+			scores = append(scores, Score{Node: en.Node, Sync: k, Quality: sc.Q, DeltaL: sc.DeltaL, S: sc.S, C: sc.C, Norm: n, Checked: en.checked, Outlier: en.outlier})
 			qSum += sc.Q
 		}
 		c := mcfg
@@ -453,6 +481,24 @@ func Rewards(plan jobconf.Plan, scores []Score) []ledger.Contribution {
 	}
 	sort.Slice(cs, func(a, b int) bool { return cs[a].ID < cs[b].ID })
 	return cs
+}
+
+// markOutliers sets the outlier reason of the live entries of one sync
+// that merge.Outliers names.
+func markOutliers(c merge.OutlierConfig, es []*entry) error {
+	var mi []merge.Input
+	by := map[string]*entry{}
+	for _, en := range es {
+		if en.a != nil {
+			mi = append(mi, merge.Input{Node: en.Node, Vec: jobconf.Flatten(en.a)})
+			by[en.Node] = en
+		}
+	}
+	out, err := merge.Outliers(c, mi)
+	for _, o := range out {
+		by[o.Node].outlier = o.Reason
+	}
+	return err
 }
 
 // ringInputs returns the members' deltas in ring order, if every member of

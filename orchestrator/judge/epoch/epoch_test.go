@@ -12,12 +12,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/zooai/gym/attack"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
+	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/ring"
 )
 
@@ -355,4 +357,98 @@ func TestSampled(t *testing.T) {
 
 func slotKey(epoch int, step uint64, node string) string {
 	return jobspec.Slot{Epoch: epoch, Step: step, Node: node}.String()
+}
+
+// TestOutliersReplayed: the in-bound attacks of the literature, mounted on
+// the last sync by node c from the honest updates of a and b, with a
+// keyed spot-check share too small to sample any delta: each attack makes
+// c's delta an outlier of its sync (merge.Outliers), so it is replayed,
+// does not replay, and c is slashed and forfeits the epoch. With the
+// outlier replays switched off nothing is replayed and the attacker is
+// paid: the defence is what catches them.
+func TestOutliersReplayed(t *testing.T) {
+	w := newWorld(t)
+	a, b, c := w.nodes[0], w.nodes[1], w.nodes[2]
+	K := w.plan.Syncs()
+	vec := func(ds []epoch.Delta, n string) []float32 { return jobconf.Flatten(ds[find(ds, n, K)].Adapter) }
+	bound := w.plan.ClipNorm(w.start.NumParams())
+	z, err := attack.ALIEZ(3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacks := map[string]func(ds []epoch.Delta) []float32{
+		"alie": func(ds []epoch.Delta) []float32 {
+			v, _ := attack.ALIE([][]float32{vec(ds, a), vec(ds, b)}, z)
+			return v
+		},
+		"ipm": func(ds []epoch.Delta) []float32 {
+			v, _ := attack.IPM([][]float32{vec(ds, a), vec(ds, b)}, attack.DefaultIPMEpsilon)
+			return v
+		},
+		"mimic": func(ds []epoch.Delta) []float32 {
+			v, _ := attack.Mimic([][]float32{vec(ds, a), vec(ds, b)})
+			return v
+		},
+		"noise": func(ds []epoch.Delta) []float32 {
+			v := attack.Noise(rand.New(rand.NewPCG(1, 2)), w.start.NumParams(), 0.9*bound)
+			for i, x := range vec(ds, c) {
+				v[i] += x
+			}
+			attack.Clip(v, bound)
+			return v
+		},
+	}
+	for _, name := range []string{"alie", "ipm", "mimic", "noise"} {
+		for _, on := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/outlier replays %v", name, on), func(t *testing.T) {
+				ds := w.honest(t)
+				i := find(ds, c, K)
+				d := w.start.ZeroLike()
+				if err := jobconf.AddFlat(d, attacks[name](ds)); err != nil {
+					t.Fatal(err)
+				}
+				ds[i].Adapter = d
+				var calls int
+				in := w.input(ds, w.replay(&calls))
+				in.SpotCheckBP, in.SpotKey = 1, []byte("a key sampling none of these digests")
+				for _, d := range ds {
+					if epoch.Sampled(in.SpotKey, d.Digest, in.SpotCheckBP) {
+						t.Fatalf("%s is sampled: pick another key", d.Digest)
+					}
+				}
+				if !on {
+					in.Outliers = merge.OutlierConfig{Far: -1, Near: -1, Twin: -1, Small: -1, Large: -1}
+				}
+				r, err := epoch.Evaluate(context.Background(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rep := r.Report
+				paid := slices.ContainsFunc(r.Rewards, func(cn ledger.Contribution) bool { return cn.ID == c })
+				if !on {
+					if calls != 0 || len(r.Slashes) != 0 || !paid {
+						t.Fatalf("without outlier replays: %d replays, slashes %+v, attacker paid %v; want none, none, paid", calls, r.Slashes, paid)
+					}
+					return
+				}
+				if len(r.Slashes) != 1 || r.Slashes[0].Node != c || r.Slashes[0].Sync != K {
+					t.Fatalf("slashes %+v, want c's sync %d; targeted %q", r.Slashes, K, rep.Targeted)
+				}
+				if !slices.Equal(rep.Forfeited, []string{c}) || paid {
+					t.Fatalf("forfeited %q, attacker paid %v", rep.Forfeited, paid)
+				}
+				for _, s := range r.Slashes {
+					if s.Node != c {
+						t.Fatalf("honest %s slashed", s.Node[:8])
+					}
+				}
+				// The attacker's delta is among the targeted ones; an honest
+				// twin of a mimic may be too (it replays and is kept).
+				if !slices.ContainsFunc(rep.Targeted, func(s string) bool { return strings.HasPrefix(s, slotKey(1, uint64(K), c)) }) {
+					t.Fatalf("targeted %q does not name the attacker's slot", rep.Targeted)
+				}
+				t.Logf("%d replays; targeted %q", calls, rep.Targeted)
+			})
+		}
+	}
 }
