@@ -31,16 +31,91 @@ func parallel(threads, items int, work int, body func(lo, hi int)) {
 	wg.Wait()
 }
 
-// Tile sizes of matMulT: an item is rowBlock rows of x against colPanel
-// rows of w (a panel of w stays in cache while the rows stream past).
+// Tile sizes of matMulT and matMulNN: an item is rowBlock rows of x
+// against colPanel rows (matMulT) or columns (matMulNN) of w, so a panel of
+// w stays in cache while the rows stream past.
 const (
 	rowBlock = 64
 	colPanel = 64
 )
 
+// useSIMD selects the assembly kernels where the processor has them; tests
+// turn it off to check that the Go kernels give the same bits.
+var useSIMD = haveSIMD
+
+// lanes is the width of the dot products' partial sums.
+const lanes = 16
+
+// Summation orders. matMulT's dot product of two rows of length n (dotL)
+// keeps 16 running sums: lane l adds a[i]·b[i] for i ≡ l (mod 16), i <
+// 16·⌊n/16⌋, in increasing i; the lanes are then added as a tree
+// (reduceLanes: l + l+8, then l + l+4, l + l+2, l + l+1), and the
+// remaining n mod 16 products are added to that in order. matMulNN and
+// axpy add the products of each output element one after the other in
+// index order, starting from zero (or from y). The AVX-512 kernels compute
+// exactly these sums with one vector lane per running sum; the Go kernels
+// compute them with scalars.
+
+// reduceLanes adds 16 partial sums in the tree order of the AVX-512
+// horizontal reduction.
+func reduceLanes(acc *[lanes]float32) float32 {
+	var t8 [8]float32
+	for l := range t8 {
+		t8[l] = acc[l] + acc[l+8]
+	}
+	var t4 [4]float32
+	for l := range t4 {
+		t4[l] = t8[l] + t8[l+4]
+	}
+	return (t4[0] + t4[2]) + (t4[1] + t4[3])
+}
+
+// dotChunksGo is dotChunks: the lane sums of the first 16·chunks products
+// of a and b, reduced.
+func dotChunksGo(a, b []float32, chunks int) float32 {
+	var acc [lanes]float32
+	a, b = a[:chunks*lanes], b[:chunks*lanes]
+	for c := range chunks {
+		a16, b16 := a[c*lanes:(c+1)*lanes], b[c*lanes:(c+1)*lanes]
+		for l := range lanes {
+			acc[l] += float32(a16[l] * b16[l])
+		}
+	}
+	return reduceLanes(&acc)
+}
+
+// dotL is the dot product of a and b in the lane order described above.
+func dotL(a, b []float32) float32 {
+	n := len(a)
+	b = b[:n]
+	ch := n / lanes
+	var s float32
+	if useSIMD && ch > 0 {
+		s = dotChunks(&a[0], &b[0], ch)
+	} else {
+		s = dotChunksGo(a, b, ch)
+	}
+	for i := ch * lanes; i < n; i++ {
+		s += float32(a[i] * b[i])
+	}
+	return s
+}
+
+// tn4x4Go is tn4x4: out[4r+c] = the reduced lane sums of rows x+r·ldx and
+// w+c·ldw over 16·chunks elements.
+func tn4x4Go(x []float32, ldx int, w []float32, ldw int, chunks int, out *[16]float32) {
+	for r := range 4 {
+		for c := range 4 {
+			out[4*r+c] = dotChunksGo(x[r*ldx:], w[c*ldw:], chunks)
+		}
+	}
+}
+
 // matMulT sets y[n,o] = Σ_i x[n,i]·w[o,i] (+ bias[o]) for x [N,in],
-// w [out,in], y [N,out]. bias may be nil.
+// w [out,in], y [N,out], each sum taken in dotL's lane order. bias may be
+// nil.
 func matMulT(threads int, y, x, w, bias []float32, N, in, out int) {
+	_, _, _ = x[:N*in], w[:out*in], y[:N*out] // the kernels index without checks
 	rb := (N + rowBlock - 1) / rowBlock
 	cp := (out + colPanel - 1) / colPanel
 	parallel(threads, rb*cp, N*in*out, func(lo, hi int) {
@@ -62,75 +137,139 @@ func matMulT(threads int, y, x, w, bias []float32, N, in, out int) {
 	}
 }
 
-// matTile computes y[n,o] for n in [n0,n1), o in [o0,o1).
+// matTile computes y[n,o] for n in [n0,n1), o in [o0,o1): tiles of 4 rows
+// × 4 columns, then single rows against 4 columns, then single dot
+// products.
 func matTile(y, x, w []float32, in, out, n0, n1, o0, o1 int) {
+	ch := in / lanes
+	tail := ch * lanes
+	var s [16]float32
 	n := n0
 	for ; n+4 <= n1; n += 4 {
-		x0, x1, x2, x3 := x[n*in:(n+1)*in], x[(n+1)*in:(n+2)*in], x[(n+2)*in:(n+3)*in], x[(n+3)*in:(n+4)*in]
 		o := o0
-		for ; o+2 <= o1; o += 2 {
-			a, b := w[o*in:(o+1)*in], w[(o+1)*in:(o+2)*in]
-			s := dot4x2(x0, x1, x2, x3, a, b)
-			y[n*out+o], y[n*out+o+1] = s[0], s[1]
-			y[(n+1)*out+o], y[(n+1)*out+o+1] = s[2], s[3]
-			y[(n+2)*out+o], y[(n+2)*out+o+1] = s[4], s[5]
-			y[(n+3)*out+o], y[(n+3)*out+o+1] = s[6], s[7]
+		for ; o+4 <= o1; o += 4 {
+			if useSIMD {
+				tn4x4(&x[n*in], in, &w[o*in], in, ch, &s)
+			} else {
+				tn4x4Go(x[n*in:], in, w[o*in:], in, ch, &s)
+			}
+			for r := range 4 {
+				xr := x[(n+r)*in : (n+r+1)*in]
+				yr := y[(n+r)*out+o : (n+r)*out+o+4]
+				for c := range 4 {
+					v := s[4*r+c]
+					wr := w[(o+c)*in : (o+c+1)*in]
+					for i := tail; i < in; i++ {
+						v += float32(xr[i] * wr[i])
+					}
+					yr[c] = v
+				}
+			}
 		}
 		for ; o < o1; o++ {
-			a := w[o*in : (o+1)*in]
-			y[n*out+o] = dot(x0, a)
-			y[(n+1)*out+o] = dot(x1, a)
-			y[(n+2)*out+o] = dot(x2, a)
-			y[(n+3)*out+o] = dot(x3, a)
+			for r := range 4 {
+				y[(n+r)*out+o] = dotL(x[(n+r)*in:(n+r+1)*in], w[o*in:(o+1)*in])
+			}
 		}
 	}
 	for ; n < n1; n++ {
 		xr := x[n*in : (n+1)*in]
 		o := o0
-		for ; o+4 <= o1; o += 4 {
-			y[n*out+o], y[n*out+o+1], y[n*out+o+2], y[n*out+o+3] = dot1x4(xr, w[o*in:(o+1)*in], w[(o+1)*in:(o+2)*in], w[(o+2)*in:(o+3)*in], w[(o+3)*in:(o+4)*in])
+		if useSIMD {
+			var s4 [4]float32
+			for ; o+4 <= o1; o += 4 {
+				tn1x4(&xr[0], &w[o*in], in, ch, &s4)
+				for c := range 4 {
+					v := s4[c]
+					wr := w[(o+c)*in : (o+c+1)*in]
+					for i := tail; i < in; i++ {
+						v += float32(xr[i] * wr[i])
+					}
+					y[n*out+o+c] = v
+				}
+			}
 		}
 		for ; o < o1; o++ {
-			y[n*out+o] = dot(xr, w[o*in:(o+1)*in])
+			y[n*out+o] = dotL(xr, w[o*in:(o+1)*in])
 		}
 	}
 }
 
-// dot4x2 returns the dot products of rows x0…x3 with a and b, in the
-// order x0·a, x0·b, x1·a, x1·b, ….
-func dot4x2(x0, x1, x2, x3, a, b []float32) (s [8]float32) {
-	n := len(a)
-	x0, x1, x2, x3, b = x0[:n], x1[:n], x2[:n], x3[:n], b[:n]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
-	for i := range n {
-		av, bv := a[i], b[i]
-		v := x0[i]
-		s0 += float32(v * av)
-		s1 += float32(v * bv)
-		v = x1[i]
-		s2 += float32(v * av)
-		s3 += float32(v * bv)
-		v = x2[i]
-		s4 += float32(v * av)
-		s5 += float32(v * bv)
-		v = x3[i]
-		s6 += float32(v * av)
-		s7 += float32(v * bv)
-	}
-	return [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
+// kBlock is the depth of the pieces matMulNN cuts its sums into, so that
+// kBlock rows of a panel of w stay in cache across the row tiles; each
+// running sum is carried through y from one piece to the next, so the
+// order of the additions is unchanged.
+const kBlock = 256
+
+// matMulNN sets y[n,m] = Σ_k x[n,k]·w[k,m] for x [N,K], w [K,M], y [N,M],
+// adding the products of each element in increasing k. It is the product
+// with w untransposed: the backward pass's products with a weight matrix,
+// the output head's ([V, D]) among them, without transposing it.
+func matMulNN(threads int, y, x, w []float32, N, K, M int) {
+	_, _, _ = x[:N*K], w[:K*M], y[:N*M]
+	rb := (N + rowBlock - 1) / rowBlock
+	cp := (M + colPanel - 1) / colPanel
+	parallel(threads, rb*cp, N*K*M, func(lo, hi int) {
+		for it := lo; it < hi; it++ {
+			p, r := it/rb, it%rb
+			n0, n1 := r*rowBlock, min((r+1)*rowBlock, N)
+			m0, m1 := p*colPanel, min((p+1)*colPanel, M)
+			for n := n0; n < n1; n++ {
+				clear(y[n*M+m0 : n*M+m1])
+			}
+			for k0 := 0; k0 < K; k0 += kBlock {
+				nnTile(y, x, w, K, M, n0, n1, m0, m1, k0, min(k0+kBlock, K))
+			}
+		}
+	})
 }
 
-// dot1x4 returns the dot products of x with a, b, c and d.
-func dot1x4(x, a, b, c, d []float32) (sa, sb, sc, sd float32) {
-	n := len(x)
-	a, b, c, d = a[:n], b[:n], c[:n], d[:n]
-	for i, v := range x {
-		sa += float32(v * a[i])
-		sb += float32(v * b[i])
-		sc += float32(v * c[i])
-		sd += float32(v * d[i])
+// nnTile adds Σ_{k0≤k<k1} x[n,k]·w[k,m] to y[n,m] for n in [n0,n1), m in
+// [m0,m1), k in increasing order.
+func nnTile(y, x, w []float32, K, M, n0, n1, m0, m1, k0, k1 int) {
+	kn := k1 - k0
+	if useSIMD && m1-m0 == colPanel {
+		n := n0
+		for ; n+4 <= n1; n += 4 {
+			nn4x64(&x[n*K+k0], K, &w[k0*M+m0], M, kn, &y[n*M+m0], M)
+		}
+		for ; n < n1; n++ {
+			nn1x64(&x[n*K+k0], &w[k0*M+m0], M, kn, &y[n*M+m0])
+		}
+		return
 	}
-	return
+	for n := n0; n < n1; n++ {
+		nnRowGo(y[n*M+m0:n*M+m1], x[n*K+k0:n*K+k1], w[k0*M+m0:], M)
+	}
+}
+
+// nnRowGo adds Σ_k x[k]·w[k·ldw+m] to y[m] for k in increasing order: the
+// Go form of nn1x64 and nn4x64 (one row at a time: rows are independent).
+func nnRowGo(y, x, w []float32, ldw int) {
+	for k, xv := range x {
+		wr := w[k*ldw : k*ldw+len(y)]
+		for m, wv := range wr {
+			y[m] += float32(xv * wv)
+		}
+	}
+}
+
+// nnRow adds Σ_k x[k]·w[k·ldw+m] to y[m] (k in increasing order) for a
+// single row, such as attention's probabilities times the values.
+func nnRow(y, x, w []float32, ldw int) {
+	if len(x) == 0 {
+		return
+	}
+	_ = w[(len(x)-1)*ldw+len(y)-1]
+	m := 0
+	if useSIMD {
+		for ; m+colPanel <= len(y); m += colPanel {
+			nn1x64(&x[0], &w[m], ldw, len(x), &y[m])
+		}
+	}
+	if m < len(y) {
+		nnRowGo(y[m:], x, w[m:], ldw)
+	}
 }
 
 // dot is Σ a[i]·b[i] in index order.
@@ -143,11 +282,16 @@ func dot(a, b []float32) float32 {
 	return s
 }
 
-// axpy is y += alpha·x.
+// axpy is y += alpha·x, each element rounded as float32(alpha·x[i]) + y[i].
 func axpy(alpha float32, x, y []float32) {
 	y = y[:len(x)]
-	for i, v := range x {
-		y[i] += float32(alpha * v)
+	i := 0
+	if ch := len(x) / lanes; useSIMD && ch > 0 {
+		axpyChunks(alpha, &x[0], &y[0], ch)
+		i = ch * lanes
+	}
+	for ; i < len(x); i++ {
+		y[i] += float32(alpha * x[i])
 	}
 }
 
