@@ -198,13 +198,14 @@ func (md *Model) linearBack(l int, m Module, act *linAct, dy []float32, N int, g
 	for i, v := range dy {
 		dlu[i] = float32(v * s)
 	}
-	// ∂B [out, r] = dluᵀ·u.
+	// ∂B [out, r] = dluᵀ·u and ∂u [N, r] = dlu·B, as products with
+	// transposed operands: their r columns are too few for matMulNN's
+	// panels.
 	gb := make([]float32, out*r)
-	matMulNN(th, gb, transposed(th, dlu, N, out), act.u, out, N, r)
+	matMulT(th, gb, transposed(th, dlu, N, out), transposed(th, act.u, N, r), nil, out, N, r)
 	add(g.B[l][m], gb)
-	// ∂u [N, r] = dlu·B.
 	du := make([]float32, N*r)
-	matMulNN(th, du, dlu, md.A.B[l][m], N, out, r)
+	matMulT(th, du, dlu, transposed(th, md.A.B[l][m], out, r), nil, N, out, r)
 	// ∂A [r, in] = ∂uᵀ·x.
 	ga := make([]float32, r*in)
 	matMulNN(th, ga, transposed(th, du, N, r), act.in, r, N, in)
@@ -286,6 +287,7 @@ func (md *Model) attentionBack(la *layerAct, dout []float32, B, T int) (dq, dk, 
 					// The scores exactly as the forward pass computed them.
 					sc := p[:n]
 					scores(sc, qi, k[b*T*kvw+kh*hd:], kvw, scale)
+					scores(dp[:n], doi, v[b*T*kvw+kh*hd:], kvw, 1) // dp[j] = doi·v_j
 					var sum float32
 					for j := range n {
 						k0 := (b*T+j)*kvw + kh*hd
@@ -293,7 +295,6 @@ func (md *Model) attentionBack(la *layerAct, dout []float32, B, T int) (dq, dk, 
 						if p[j] < tiny {
 							p[j] = 0
 						}
-						dp[j] = dot(doi, v[k0:k0+hd])
 						axpy(p[j], doi, dv[k0:k0+hd])
 						sum += float32(p[j] * dp[j])
 					}

@@ -272,16 +272,6 @@ func nnRow(y, x, w []float32, ldw int) {
 	}
 }
 
-// dot is Σ a[i]·b[i] in index order.
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s float32
-	for i, v := range a {
-		s += float32(v * b[i])
-	}
-	return s
-}
-
 // axpy is y += alpha·x, each element rounded as float32(alpha·x[i]) + y[i].
 func axpy(alpha float32, x, y []float32) {
 	y = y[:len(x)]

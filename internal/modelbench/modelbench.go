@@ -25,7 +25,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/zooai/gym/internal/pyenv"
@@ -443,14 +442,13 @@ func Print(w io.Writer, r *Result) {
 		r.CPUs, r.Threads, r.Seq, Group, Steps, Prompt, Rank)
 	for _, m := range r.Models {
 		fmt.Fprintf(w, "\n%s (%.1fM parameters)\n", m.Name, float64(m.Params)/1e6)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "figure\tGo\ttorch\tGo/torch\t")
+		fmt.Fprintf(w, "%-26s %12s %12s %9s\n", "figure", "Go", "torch", "Go/torch")
 		row := func(name string, g, t float64, format func(float64) string) {
 			ts, rs := "-", "-"
 			if m.Torch != nil {
 				ts, rs = format(t), fmt.Sprintf("%.2f", ratio(g, t))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", name, format(g), ts, rs)
+			fmt.Fprintf(w, "%-26s %12s %12s %9s\n", name, format(g), ts, rs)
 		}
 		tps := func(v float64) string { return fmt.Sprintf("%.1f", v) }
 		mib := func(v float64) string { return fmt.Sprintf("%.0f MiB", v/(1<<20)) }
@@ -462,7 +460,6 @@ func Print(w io.Writer, r *Result) {
 		row("decode tokens/s", m.Go.DecodeTPS, t.DecodeTPS, tps)
 		row("LoRA train step tokens/s", m.Go.TrainTPS, t.TrainTPS, tps)
 		row("peak RSS", float64(m.Go.PeakRSSBytes), float64(t.PeakRSSBytes), mib)
-		tw.Flush()
 		if m.TorchSkipped != "" {
 			fmt.Fprintf(w, "torch: skipped (%s)\n", m.TorchSkipped)
 		}
