@@ -352,13 +352,9 @@ func scores(row, q, kb []float32, ld int, scale float32) {
 		ch := hd / lanes
 		var s4 [4]float32
 		for ; j+4 <= n; j += 4 {
-			tn1x4(&q[0], &kb[j*ld], ld, ch, &s4)
+			tn1x4(&q[0], &kb[j*ld], ld, ch, &s4[0])
 			for c := range 4 {
-				v := s4[c]
-				k := kb[(j+c)*ld : (j+c)*ld+hd]
-				for i := ch * lanes; i < hd; i++ {
-					v += float32(q[i] * k[i])
-				}
+				v := dotTail(s4[c], q, kb[(j+c)*ld:(j+c)*ld+hd], ch*lanes)
 				row[j+c] = float32(v * scale)
 			}
 		}

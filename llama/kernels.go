@@ -5,12 +5,47 @@ import (
 	"sync"
 )
 
-// Kernels. Every output element is a sum over its inputs in index order
-// with a single accumulator, and every product is rounded explicitly
-// (float32(a*b)), so no code path may fuse a multiply-add: whichever tile,
-// remainder loop or goroutine computes an element, its bits are the same.
-// Work is split into items whose boundaries depend only on the problem
-// size; threads take contiguous runs of items.
+// fma32 is a·b + c rounded once to float32, as a fused multiply-add
+// instruction computes it. a·b is exact in float64; the sum is rounded to
+// float64 with round-to-odd (the nearest float64, moved one unit toward
+// the exact sum when it is inexact and even), and rounding that to float32
+// is then the correctly rounded result, since float64 has more than 24+1
+// extra bits (Boldo and Melquiond, "Emulation of FMA and correctly rounded
+// sums: proved algorithms using rounding to odd", 2008).
+func fma32(a, b, c float32) float32 {
+	p := float64(a) * float64(b)
+	cc := float64(c)
+	s := p + cc
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s)
+	}
+	// The exact error of the sum (Knuth's TwoSum); s is zero only when the
+	// sum is exactly zero.
+	bv := s - p
+	e := (p - (s - bv)) + (cc - bv)
+	if bits := math.Float64bits(s); e != 0 && bits&1 == 0 {
+		if (e > 0) == (s > 0) {
+			bits++ // away from zero
+		} else {
+			bits--
+		}
+		s = math.Float64frombits(bits)
+	}
+	return float32(s)
+}
+
+// Kernels. Every output element is a sum over its inputs in a documented
+// order (see "Summation orders" below), computed by one goroutine, so
+// whichever tile, remainder loop or goroutine computes an element, its bits
+// are the same. Work is split into items whose boundaries depend only on
+// the problem size; threads take contiguous runs of items.
+//
+// The multiply-adds of the matrix kernels are fused: acc = a·b + acc
+// rounded once (fma32), which the AVX-512 kernels compute with
+// VFMADD231PS and the Go kernels compute exactly in float64. Elsewhere a
+// product that is added is rounded explicitly (float32(a*b)), because Go
+// fuses x*y+z on arm64 (and on amd64 with GOAMD64=v3) unless the product
+// is converted; fusing there would make results depend on the machine.
 
 // parallel runs body(i) for i in [0, items) on up to threads goroutines.
 // work is the approximate number of multiply-adds in total; small jobs
@@ -46,8 +81,10 @@ var useSIMD = haveSIMD
 // lanes is the width of the dot products' partial sums.
 const lanes = 16
 
-// Summation orders. matMulT's dot product of two rows of length n (dotL)
-// keeps 16 running sums: lane l adds a[i]·b[i] for i ≡ l (mod 16), i <
+// Summation orders. Each step below is one fma32 (acc = a·b + acc
+// rounded once), except the tree additions. matMulT's dot product of two
+// rows of length n (dotL) keeps 16 running sums: lane l adds a[i]·b[i] for
+// i ≡ l (mod 16), i <
 // 16·⌊n/16⌋, in increasing i; the lanes are then added as a tree
 // (reduceLanes: l + l+8, then l + l+4, l + l+2, l + l+1), and the
 // remaining n mod 16 products are added to that in order. matMulNN and
@@ -78,7 +115,7 @@ func dotChunksGo(a, b []float32, chunks int) float32 {
 	for c := range chunks {
 		a16, b16 := a[c*lanes:(c+1)*lanes], b[c*lanes:(c+1)*lanes]
 		for l := range lanes {
-			acc[l] += float32(a16[l] * b16[l])
+			acc[l] = fma32(a16[l], b16[l], acc[l])
 		}
 	}
 	return reduceLanes(&acc)
@@ -96,17 +133,17 @@ func dotL(a, b []float32) float32 {
 		s = dotChunksGo(a, b, ch)
 	}
 	for i := ch * lanes; i < n; i++ {
-		s += float32(a[i] * b[i])
+		s = fma32(a[i], b[i], s)
 	}
 	return s
 }
 
-// tn4x4Go is tn4x4: out[4r+c] = the reduced lane sums of rows x+r·ldx and
-// w+c·ldw over 16·chunks elements.
-func tn4x4Go(x []float32, ldx int, w []float32, ldw int, chunks int, out *[16]float32) {
+// tn4x4Go is tn4x4: y[r·ldy+c] = the reduced lane sums of rows x+r·ldx
+// and w+c·ldw over 16·chunks elements, for r, c < 4.
+func tn4x4Go(x []float32, ldx int, w []float32, ldw int, chunks int, y []float32, ldy int) {
 	for r := range 4 {
 		for c := range 4 {
-			out[4*r+c] = dotChunksGo(x[r*ldx:], w[c*ldw:], chunks)
+			y[r*ldy+c] = dotChunksGo(x[r*ldx:], w[c*ldw:], chunks)
 		}
 	}
 }
@@ -143,26 +180,20 @@ func matMulT(threads int, y, x, w, bias []float32, N, in, out int) {
 func matTile(y, x, w []float32, in, out, n0, n1, o0, o1 int) {
 	ch := in / lanes
 	tail := ch * lanes
-	var s [16]float32
 	n := n0
 	for ; n+4 <= n1; n += 4 {
 		o := o0
 		for ; o+4 <= o1; o += 4 {
 			if useSIMD {
-				tn4x4(&x[n*in], in, &w[o*in], in, ch, &s)
+				tn4x4(&x[n*in], in, &w[o*in], in, ch, &y[n*out+o], out)
 			} else {
-				tn4x4Go(x[n*in:], in, w[o*in:], in, ch, &s)
+				tn4x4Go(x[n*in:], in, w[o*in:], in, ch, y[n*out+o:], out)
 			}
-			for r := range 4 {
-				xr := x[(n+r)*in : (n+r+1)*in]
-				yr := y[(n+r)*out+o : (n+r)*out+o+4]
-				for c := range 4 {
-					v := s[4*r+c]
-					wr := w[(o+c)*in : (o+c+1)*in]
-					for i := tail; i < in; i++ {
-						v += float32(xr[i] * wr[i])
+			if tail < in {
+				for r := range 4 {
+					for c := range 4 {
+						y[(n+r)*out+o+c] = dotTail(y[(n+r)*out+o+c], x[(n+r)*in:(n+r+1)*in], w[(o+c)*in:(o+c+1)*in], tail)
 					}
-					yr[c] = v
 				}
 			}
 		}
@@ -176,16 +207,10 @@ func matTile(y, x, w []float32, in, out, n0, n1, o0, o1 int) {
 		xr := x[n*in : (n+1)*in]
 		o := o0
 		if useSIMD {
-			var s4 [4]float32
 			for ; o+4 <= o1; o += 4 {
-				tn1x4(&xr[0], &w[o*in], in, ch, &s4)
+				tn1x4(&xr[0], &w[o*in], in, ch, &y[n*out+o])
 				for c := range 4 {
-					v := s4[c]
-					wr := w[(o+c)*in : (o+c+1)*in]
-					for i := tail; i < in; i++ {
-						v += float32(xr[i] * wr[i])
-					}
-					y[n*out+o+c] = v
+					y[n*out+o+c] = dotTail(y[n*out+o+c], xr, w[(o+c)*in:(o+c+1)*in], tail)
 				}
 			}
 		}
@@ -193,6 +218,15 @@ func matTile(y, x, w []float32, in, out, n0, n1, o0, o1 int) {
 			y[n*out+o] = dotL(xr, w[o*in:(o+1)*in])
 		}
 	}
+}
+
+// dotTail continues the sum s with the products a[i]·b[i], i ≥ from.
+func dotTail(s float32, a, b []float32, from int) float32 {
+	b = b[:len(a)]
+	for i := from; i < len(a); i++ {
+		s = fma32(a[i], b[i], s)
+	}
+	return s
 }
 
 // kBlock is the depth of the pieces matMulNN cuts its sums into, so that
@@ -249,7 +283,7 @@ func nnRowGo(y, x, w []float32, ldw int) {
 	for k, xv := range x {
 		wr := w[k*ldw : k*ldw+len(y)]
 		for m, wv := range wr {
-			y[m] += float32(xv * wv)
+			y[m] = fma32(xv, wv, y[m])
 		}
 	}
 }
@@ -272,7 +306,7 @@ func nnRow(y, x, w []float32, ldw int) {
 	}
 }
 
-// axpy is y += alpha·x, each element rounded as float32(alpha·x[i]) + y[i].
+// axpy is y += alpha·x, each element fma32(alpha, x[i], y[i]).
 func axpy(alpha float32, x, y []float32) {
 	y = y[:len(x)]
 	i := 0
@@ -281,7 +315,7 @@ func axpy(alpha float32, x, y []float32) {
 		i = ch * lanes
 	}
 	for ; i < len(x); i++ {
-		y[i] += float32(alpha * x[i])
+		y[i] = fma32(alpha, x[i], y[i])
 	}
 }
 

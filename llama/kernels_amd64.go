@@ -12,10 +12,10 @@ var haveSIMD = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 // same name with the suffix Go) in kernels.go.
 
 //go:noescape
-func tn4x4(x *float32, ldx int, w *float32, ldw int, chunks int, out *[16]float32)
+func tn4x4(x *float32, ldx int, w *float32, ldw int, chunks int, y *float32, ldy int)
 
 //go:noescape
-func tn1x4(x *float32, w *float32, ldw int, chunks int, out *[4]float32)
+func tn1x4(x *float32, w *float32, ldw int, chunks int, y *float32)
 
 //go:noescape
 func dotChunks(a *float32, b *float32, chunks int) float32

@@ -2,15 +2,15 @@
 
 #include "textflag.h"
 
-// AVX-512 kernels of kernels.go. No fused multiply-add: every product is
-// rounded (VMULPS) before it is added (VADDPS), as the portable Go code
-// rounds float32(a*b). Each function computes exactly what its Go
+// AVX-512 kernels of kernels.go. Every multiply-add is a fused one
+// (VFMADD231PS: a·b + c rounded once), which the Go kernels compute
+// exactly with fma32. Each function computes exactly what its Go
 // counterpart (same name with a Go suffix) computes, bit for bit; see the
 // comments there for the summation orders.
 
 // REDUCE16 sums the 16 lanes of acc in the tree order of reduceLanes and
-// stores the float32 at off(DX). Clobbers Z0, Z1.
-#define REDUCE16(acc, off) \
+// stores the float32 at dst. Clobbers Z0, Z1.
+#define REDUCE16(acc, dst) \
 	VEXTRACTF64X4 $1, acc, Y1; \
 	VMOVAPS acc, Z0; \
 	VADDPS Y1, Y0, Y0; \
@@ -20,14 +20,14 @@
 	VADDPS X1, X0, X0; \
 	VMOVSHDUP X0, X1; \
 	VADDSS X1, X0, X0; \
-	MOVSS X0, off(DX)
+	MOVSS X0, dst
 
+// PRODADD sets acc = a·b + acc with a single rounding (fma32); t is unused.
 #define PRODADD(a, b, t, acc) \
-	VMULPS b, a, t; \
-	VADDPS t, acc, acc
+	VFMADD231PS b, a, acc
 
-// func tn4x4(x *float32, ldx int, w *float32, ldw int, chunks int, out *[16]float32)
-TEXT ·tn4x4(SB), NOSPLIT, $0-48
+// func tn4x4(x *float32, ldx int, w *float32, ldw int, chunks int, y *float32, ldy int)
+TEXT ·tn4x4(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
 	MOVQ ldx+8(FP), AX
 	SHLQ $2, AX
@@ -35,9 +35,8 @@ TEXT ·tn4x4(SB), NOSPLIT, $0-48
 	MOVQ ldw+24(FP), BX
 	SHLQ $2, BX
 	MOVQ chunks+32(FP), CX
-	MOVQ out+40(FP), DX
-	LEAQ (SI)(AX*2), R8
 	LEAQ (DI)(BX*2), R9
+	LEAQ (SI)(AX*2), R8
 	VXORPS Z16, Z16, Z16
 	VXORPS Z17, Z17, Z17
 	VXORPS Z18, Z18, Z18
@@ -90,33 +89,37 @@ tn4x4loop:
 	JNE tn4x4loop
 
 tn4x4reduce:
-	REDUCE16(Z16, 0)
-	REDUCE16(Z17, 4)
-	REDUCE16(Z18, 8)
-	REDUCE16(Z19, 12)
-	REDUCE16(Z20, 16)
-	REDUCE16(Z21, 20)
-	REDUCE16(Z22, 24)
-	REDUCE16(Z23, 28)
-	REDUCE16(Z24, 32)
-	REDUCE16(Z25, 36)
-	REDUCE16(Z26, 40)
-	REDUCE16(Z27, 44)
-	REDUCE16(Z28, 48)
-	REDUCE16(Z29, 52)
-	REDUCE16(Z30, 56)
-	REDUCE16(Z31, 60)
+	MOVQ y+40(FP), DX
+	MOVQ ldy+48(FP), R10
+	SHLQ $2, R10
+	LEAQ (DX)(R10*2), R11
+	REDUCE16(Z16, (DX))
+	REDUCE16(Z17, 4(DX))
+	REDUCE16(Z18, 8(DX))
+	REDUCE16(Z19, 12(DX))
+	REDUCE16(Z20, (DX)(R10*1))
+	REDUCE16(Z21, 4(DX)(R10*1))
+	REDUCE16(Z22, 8(DX)(R10*1))
+	REDUCE16(Z23, 12(DX)(R10*1))
+	REDUCE16(Z24, (R11))
+	REDUCE16(Z25, 4(R11))
+	REDUCE16(Z26, 8(R11))
+	REDUCE16(Z27, 12(R11))
+	REDUCE16(Z28, (R11)(R10*1))
+	REDUCE16(Z29, 4(R11)(R10*1))
+	REDUCE16(Z30, 8(R11)(R10*1))
+	REDUCE16(Z31, 12(R11)(R10*1))
 	VZEROUPPER
 	RET
 
-// func tn1x4(x *float32, w *float32, ldw int, chunks int, out *[4]float32)
+// func tn1x4(x *float32, w *float32, ldw int, chunks int, y *float32)
 TEXT ·tn1x4(SB), NOSPLIT, $0-40
 	MOVQ x+0(FP), SI
 	MOVQ w+8(FP), DI
 	MOVQ ldw+16(FP), BX
 	SHLQ $2, BX
 	MOVQ chunks+24(FP), CX
-	MOVQ out+32(FP), DX
+	MOVQ y+32(FP), DX
 	LEAQ (DI)(BX*2), R9
 	VXORPS Z16, Z16, Z16
 	VXORPS Z17, Z17, Z17
@@ -142,10 +145,10 @@ tn1x4loop:
 	JNE tn1x4loop
 
 tn1x4reduce:
-	REDUCE16(Z16, 0)
-	REDUCE16(Z17, 4)
-	REDUCE16(Z18, 8)
-	REDUCE16(Z19, 12)
+	REDUCE16(Z16, (DX))
+	REDUCE16(Z17, 4(DX))
+	REDUCE16(Z18, 8(DX))
+	REDUCE16(Z19, 12(DX))
 	VZEROUPPER
 	RET
 
@@ -169,7 +172,7 @@ dotloop:
 	JNE dotloop
 
 dotreduce:
-	REDUCE16(Z16, 0)
+	REDUCE16(Z16, (DX))
 	VZEROUPPER
 	RET
 

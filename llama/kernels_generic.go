@@ -6,11 +6,11 @@ package llama
 // with the purego tag), and the Go kernels compute the same bits.
 const haveSIMD = false
 
-func tn4x4(x *float32, ldx int, w *float32, ldw int, chunks int, out *[16]float32) {
+func tn4x4(x *float32, ldx int, w *float32, ldw int, chunks int, y *float32, ldy int) {
 	panic("llama: no SIMD kernels")
 }
 
-func tn1x4(x *float32, w *float32, ldw int, chunks int, out *[4]float32) {
+func tn1x4(x *float32, w *float32, ldw int, chunks int, y *float32) {
 	panic("llama: no SIMD kernels")
 }
 

@@ -2,6 +2,8 @@ package llama
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"testing"
 
 	"github.com/zooai/gym/prng"
@@ -35,7 +37,7 @@ func refDotL(a, b []float32) float32 {
 	var acc [lanes]float32
 	ch := len(a) / lanes
 	for i := range ch * lanes {
-		acc[i%lanes] += float32(a[i] * b[i])
+		acc[i%lanes] = fma32(a[i], b[i], acc[i%lanes])
 	}
 	var t8 [8]float32
 	for l := range 8 {
@@ -44,7 +46,7 @@ func refDotL(a, b []float32) float32 {
 	t4 := [4]float32{t8[0] + t8[4], t8[1] + t8[5], t8[2] + t8[6], t8[3] + t8[7]}
 	s := (t4[0] + t4[2]) + (t4[1] + t4[3])
 	for i := ch * lanes; i < len(a); i++ {
-		s += float32(a[i] * b[i])
+		s = fma32(a[i], b[i], s)
 	}
 	return s
 }
@@ -82,7 +84,7 @@ func TestKernelsBitExact(t *testing.T) {
 			for m := range s.out {
 				var v float32
 				for k := range s.in {
-					v += float32(x[n*s.in+k] * wn[k*s.out+m])
+					v = fma32(x[n*s.in+k], wn[k*s.out+m], v)
 				}
 				wantNN[n*s.out+m] = v
 			}
@@ -113,7 +115,7 @@ func TestKernelsBitExact(t *testing.T) {
 		})
 		want := append([]float32(nil), y0...)
 		for i := range want {
-			want[i] += float32(0.37 * a[i])
+			want[i] = fma32(0.37, a[i], want[i])
 		}
 		if !sameBits(y1, want) || !sameBits(y2, want) {
 			t.Errorf("axpy n=%d differs", n)
@@ -176,4 +178,68 @@ func TestModelSIMDMatchesGo(t *testing.T) {
 	if !sameBits(s, p) {
 		t.Fatalf("SIMD and Go kernels differ by %g", maxAbsDiff(s, p))
 	}
+}
+
+// TestFMA32: fma32 is the correctly rounded a·b + c (computed exactly with
+// math/big) and equals the processor's fused multiply-add (through the
+// AVX-512 axpy) on random operands chosen to hit hard cases: cancellation,
+// sums near a rounding boundary, subnormal and huge values.
+func TestFMA32(t *testing.T) {
+	r := prng.New(99, 1)
+	rf := func() float32 {
+		m := float32(r.Norm())
+		switch r.Uint64() % 8 {
+		case 0:
+			return m * 0x1p-130 // subnormal range
+		case 1:
+			return m * 0x1p100
+		case 2:
+			return m * 0x1p-60
+		case 3:
+			return float32(int(m * 1000)) // small integers: exact ties
+		}
+		return m
+	}
+	const n = 1 << 16
+	a, b, c := make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range n {
+		a[i], b[i], c[i] = rf(), rf(), rf()
+		switch r.Uint64() % 4 {
+		case 0: // c cancels most of a·b
+			c[i] = -float32(float64(a[i]) * float64(b[i]))
+		case 1: // c makes the exact sum fall near a float32 tie
+			c[i] = float32(float64(a[i])*float64(b[i])) * 0x1p24
+		}
+	}
+	for i := range n {
+		want := exactFMA32(a[i], b[i], c[i])
+		if got := fma32(a[i], b[i], c[i]); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("fma32(%g, %g, %g) = %g, want %g", a[i], b[i], c[i], got, want)
+		}
+	}
+	if !haveSIMD {
+		return
+	}
+	// The hardware: axpy with one alpha per call of 16 elements.
+	for i := 0; i < n; i += lanes {
+		y := append([]float32(nil), c[i:i+lanes]...)
+		axpyChunks(a[i], &b[i], &y[0], 1)
+		for l := range lanes {
+			if want := fma32(a[i], b[i+l], c[i+l]); math.Float32bits(y[l]) != math.Float32bits(want) {
+				t.Fatalf("VFMADD231PS(%g, %g, %g) = %g, fma32 %g", a[i], b[i+l], c[i+l], y[l], want)
+			}
+		}
+	}
+}
+
+// exactFMA32 rounds the exact a·b + c to float32 with math/big.
+func exactFMA32(a, b, c float32) float32 {
+	x := new(big.Float).SetPrec(400).SetFloat64(float64(a))
+	x.Mul(x, new(big.Float).SetFloat64(float64(b)))
+	x.Add(x, new(big.Float).SetFloat64(float64(c)))
+	if x.Sign() == 0 {
+		return float32(float64(a)*float64(b) + float64(c)) // the sign of an exact zero
+	}
+	f, _ := x.Float32()
+	return f
 }

@@ -401,7 +401,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		default:
 			fmt.Fprintf(progress, "%s: PyTorch\n", m.name)
 			var tf Figures
-			if err := runJSON(ctx, append([]string{py, script}, args(m.dir)...), &tf); err != nil {
+			if err := runJSON(ctx, append([]string{py, script}, args(m.dir)...), &tf, torchEnv...); err != nil {
 				return nil, fmt.Errorf("modelbench: torch side on %s: %w", m.name, err)
 			}
 			mr.Torch = &tf
@@ -411,10 +411,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// runJSON runs argv and decodes its standard output, one JSON object, into v.
-func runJSON(ctx context.Context, argv []string, v any) error {
+// torchEnv is added to the torch side's environment unless already set:
+// OpenMP threads that sleep rather than spin while waiting, so that torch
+// does not collapse when the machine is shared (a spinning thread holds a
+// core another thread of the same operation needs); on an idle machine it
+// changes little.
+var torchEnv = []string{"OMP_WAIT_POLICY=PASSIVE"}
+
+// runJSON runs argv (with env added to the environment where not already
+// set) and decodes its standard output, one JSON object, into v.
+func runJSON(ctx context.Context, argv []string, v any, env ...string) error {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = os.Environ()
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); os.Getenv(k) == "" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
