@@ -14,15 +14,28 @@ import (
 // sums: proved algorithms using rounding to odd", 2008).
 func fma32(a, b, c float32) float32 {
 	p := float64(a) * float64(b)
-	cc := float64(c)
-	s := p + cc
+	s := p + float64(c)
+	// Rounding s to float32 can differ from rounding the exact sum only when
+	// s is exactly halfway between two float32 values (rounding to float64
+	// is monotonic and every such midpoint is a float64). In the float32
+	// normal range a midpoint has its 29 low mantissa bits equal to 1<<28;
+	// outside it (subnormal, overflow, not finite) take the slow path too.
+	bits := math.Float64bits(s)
+	if e := bits >> 52 & 0x7ff; e > 1023-126 && e < 1023+127 && bits&(1<<29-1) != 1<<28 {
+		return float32(s)
+	}
+	return fma32Slow(p, float64(c), s)
+}
+
+// fma32Slow rounds s = p + c (p exact) to float32 through round-to-odd.
+func fma32Slow(p, c, s float64) float32 {
 	if math.IsInf(s, 0) || math.IsNaN(s) {
 		return float32(s)
 	}
 	// The exact error of the sum (Knuth's TwoSum); s is zero only when the
 	// sum is exactly zero.
 	bv := s - p
-	e := (p - (s - bv)) + (cc - bv)
+	e := (p - (s - bv)) + (c - bv)
 	if bits := math.Float64bits(s); e != 0 && bits&1 == 0 {
 		if (e > 0) == (s > 0) {
 			bits++ // away from zero
