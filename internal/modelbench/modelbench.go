@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/zooai/gym/internal/pyenv"
@@ -96,9 +97,14 @@ func (c Config) Validate() error {
 
 // Figures are one engine's measurements on one model.
 type Figures struct {
-	PrefillTPS   float64 `json:"prefill_tokens_per_s"`
-	DecodeTPS    float64 `json:"decode_tokens_per_s"`
-	TrainTPS     float64 `json:"train_tokens_per_s"`
+	PrefillTPS float64 `json:"prefill_tokens_per_s"`
+	DecodeTPS  float64 `json:"decode_tokens_per_s"`
+	TrainTPS   float64 `json:"train_tokens_per_s"`
+	// Tokens per second of CPU time (all threads): less sensitive than
+	// wall-clock to other jobs on a shared machine.
+	PrefillCPU   float64 `json:"prefill_tokens_per_cpu_s"`
+	DecodeCPU    float64 `json:"decode_tokens_per_cpu_s"`
+	TrainCPU     float64 `json:"train_tokens_per_cpu_s"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 	Threads      int     `json:"threads"`
 	TorchVersion string  `json:"torch,omitempty"` // the torch side's version
@@ -177,30 +183,53 @@ func benchTokens(n, vocab, salt int) []int {
 	return ids
 }
 
-// best runs fn once to warm up, then iters times, and returns the shortest
-// duration fn reports.
-func best(iters int, fn func() (time.Duration, error)) (time.Duration, error) {
-	if _, err := fn(); err != nil {
-		return 0, err
+// span is the wall-clock and CPU time (user + system, all threads) of a
+// piece of work.
+type span struct{ wall, cpu time.Duration }
+
+// cpuTime is the CPU time this process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
 	}
-	var b time.Duration
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// start returns a function that returns the span since start was called.
+func start() func() span {
+	w, c := time.Now(), cpuTime()
+	return func() span { return span{time.Since(w), cpuTime() - c} }
+}
+
+// best runs fn once to warm up, then iters times, and returns the shortest
+// wall-clock and the smallest CPU time fn reports (each the best of its
+// own).
+func best(iters int, fn func() (span, error)) (span, error) {
+	if _, err := fn(); err != nil {
+		return span{}, err
+	}
+	var b span
 	for i := range iters {
 		d, err := fn()
 		if err != nil {
-			return 0, err
+			return span{}, err
 		}
-		if i == 0 || d < b {
-			b = d
+		if i == 0 || d.wall < b.wall {
+			b.wall = d.wall
+		}
+		if i == 0 || d.cpu < b.cpu {
+			b.cpu = d.cpu
 		}
 	}
 	return b, nil
 }
 
-func timed(fn func() error) func() (time.Duration, error) {
-	return func() (time.Duration, error) {
-		t0 := time.Now()
+func timed(fn func() error) func() (span, error) {
+	return func() (span, error) {
+		stop := start()
 		err := fn()
-		return time.Since(t0), err
+		return stop(), err
 	}
 }
 
@@ -234,29 +263,29 @@ func MeasureGo(dir string, threads, seq, iters int) (Figures, error) {
 	if err != nil {
 		return f, err
 	}
-	f.PrefillTPS = float64(seq) / d.Seconds()
+	f.PrefillTPS, f.PrefillCPU = perSecond(seq, d)
 
 	prompt, step := benchTokens(Group*Prompt, c.Vocab, 1), benchTokens(Group, c.Vocab, 2)
-	d, err = best(iters, func() (time.Duration, error) {
+	d, err = best(iters, func() (span, error) {
 		ch, err := md.NewCache(Group, Prompt+Steps)
 		if err != nil {
-			return 0, err
+			return span{}, err
 		}
 		if _, err := md.PrefillLast(ch, prompt, Prompt); err != nil {
-			return 0, err
+			return span{}, err
 		}
-		t0 := time.Now()
+		stop := start()
 		for range Steps {
 			if _, err := md.Step(ch, step); err != nil {
-				return 0, err
+				return span{}, err
 			}
 		}
-		return time.Since(t0), nil
+		return stop(), nil
 	})
 	if err != nil {
 		return f, err
 	}
-	f.DecodeTPS = float64(Group*Steps) / d.Seconds()
+	f.DecodeTPS, f.DecodeCPU = perSecond(Group*Steps, d)
 
 	a, err := llama.NewAdapter(c, Rank, Alpha, Targets)
 	if err != nil {
@@ -299,9 +328,14 @@ func MeasureGo(dir string, threads, seq, iters int) (Figures, error) {
 	if err != nil {
 		return f, err
 	}
-	f.TrainTPS = float64(seq) / d.Seconds()
+	f.TrainTPS, f.TrainCPU = perSecond(seq, d)
 	f.PeakRSSBytes, err = PeakRSS()
 	return f, err
+}
+
+// perSecond is tokens per second of wall-clock and per second of CPU time.
+func perSecond(tokens int, d span) (wall, cpu float64) {
+	return float64(tokens) / d.wall.Seconds(), float64(tokens) / d.cpu.Seconds()
 }
 
 // PeakRSS is this process's peak resident memory (VmHWM) in bytes.
@@ -473,6 +507,9 @@ func Print(w io.Writer, r *Result) {
 		row("prefill tokens/s", m.Go.PrefillTPS, t.PrefillTPS, tps)
 		row("decode tokens/s", m.Go.DecodeTPS, t.DecodeTPS, tps)
 		row("LoRA train step tokens/s", m.Go.TrainTPS, t.TrainTPS, tps)
+		row("prefill tokens/CPU-s", m.Go.PrefillCPU, t.PrefillCPU, tps)
+		row("decode tokens/CPU-s", m.Go.DecodeCPU, t.DecodeCPU, tps)
+		row("LoRA train tokens/CPU-s", m.Go.TrainCPU, t.TrainCPU, tps)
 		row("peak RSS", float64(m.Go.PeakRSSBytes), float64(t.PeakRSSBytes), mib)
 		if m.TorchSkipped != "" {
 			fmt.Fprintf(w, "torch: skipped (%s)\n", m.TorchSkipped)

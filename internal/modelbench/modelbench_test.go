@@ -88,8 +88,8 @@ func TestValidate(t *testing.T) {
 
 func TestPrint(t *testing.T) {
 	r := &Result{CPUs: 2, Threads: 2, Seq: 128, Models: []ModelResult{
-		{Name: "m", Params: 134_515_008, Go: Figures{PrefillTPS: 100, DecodeTPS: 30, TrainTPS: 50, PeakRSSBytes: 600 << 20},
-			Torch: &Figures{PrefillTPS: 400, DecodeTPS: 60, TrainTPS: 50, PeakRSSBytes: 900 << 20}},
+		{Name: "m", Params: 134_515_008, Go: Figures{PrefillTPS: 100, DecodeTPS: 30, TrainTPS: 50, PeakRSSBytes: 600 << 20, PrefillCPU: 200},
+			Torch: &Figures{PrefillTPS: 400, DecodeTPS: 60, TrainTPS: 50, PeakRSSBytes: 900 << 20, PrefillCPU: 100}},
 		{Name: "alone", Go: Figures{PrefillTPS: 1}, TorchSkipped: "no interpreter"},
 	}}
 	var b bytes.Buffer
@@ -101,6 +101,7 @@ func TestPrint(t *testing.T) {
 		"decode tokens/s                    30.0         60.0      0.50\n",
 		"LoRA train step tokens/s           50.0         50.0      1.00\n",
 		"peak RSS                        600 MiB      900 MiB      0.67\n",
+		"prefill tokens/CPU-s              200.0        100.0      2.00\n",
 		"prefill tokens/s                    1.0            -         -\n",
 		"torch: skipped (no interpreter)",
 	} {
@@ -125,7 +126,8 @@ func TestRunGoOnly(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 	g := r.Models[0].Go
-	if !(g.PrefillTPS > 0 && g.DecodeTPS > 0 && g.TrainTPS > 0 && g.PeakRSSBytes > 1<<20 && g.Threads == 2) {
+	if !(g.PrefillTPS > 0 && g.DecodeTPS > 0 && g.TrainTPS > 0 && g.PeakRSSBytes > 1<<20 && g.Threads == 2 &&
+		g.PrefillCPU > 0 && g.DecodeCPU > 0 && g.TrainCPU > 0) {
 		t.Fatalf("Go figures %+v", g)
 	}
 }
@@ -141,7 +143,8 @@ func TestRunTorch(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf := r.Models[0].Torch
-	if tf == nil || !(tf.PrefillTPS > 0 && tf.DecodeTPS > 0 && tf.TrainTPS > 0 && tf.PeakRSSBytes > 1<<20) || tf.Threads != 2 {
+	if tf == nil || !(tf.PrefillTPS > 0 && tf.DecodeTPS > 0 && tf.TrainTPS > 0 && tf.PeakRSSBytes > 1<<20) || tf.Threads != 2 ||
+		!(tf.PrefillCPU > 0 && tf.DecodeCPU > 0 && tf.TrainCPU > 0) {
 		t.Fatalf("torch figures %+v (%s)", tf, r.Models[0].TorchSkipped)
 	}
 	var b bytes.Buffer
