@@ -313,6 +313,9 @@ func nnRow(y, x, w []float32, ldw int) {
 		for ; m+colPanel <= len(y); m += colPanel {
 			nn1x64(&x[0], &w[m], ldw, len(x), &y[m])
 		}
+		for ; m+lanes <= len(y); m += lanes {
+			nn1x16(&x[0], &w[m], ldw, len(x), &y[m])
+		}
 	}
 	if m < len(y) {
 		nnRowGo(y[m:], x, w[m:], ldw)

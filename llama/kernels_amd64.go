@@ -28,3 +28,6 @@ func nn1x64(x *float32, w *float32, ldw int, kn int, y *float32)
 
 //go:noescape
 func axpyChunks(alpha float32, x *float32, y *float32, chunks int)
+
+//go:noescape
+func nn1x16(x *float32, w *float32, ldw int, kn int, y *float32)

@@ -323,3 +323,29 @@ axpyloop:
 axpydone:
 	VZEROUPPER
 	RET
+
+// func nn1x16(x *float32, w *float32, ldw int, kn int, y *float32)
+TEXT ·nn1x16(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ldw+16(FP), BX
+	SHLQ $2, BX
+	MOVQ kn+24(FP), CX
+	MOVQ y+32(FP), DX
+	VMOVUPS (DX), Z16
+	TESTQ CX, CX
+	JEQ nn1x16store
+
+nn1x16loop:
+	VBROADCASTSS (SI), Z0
+	VMOVUPS (DI), Z4
+	PRODADD(Z0, Z4, Z8, Z16)
+	ADDQ $4, SI
+	ADDQ BX, DI
+	DECQ CX
+	JNE nn1x16loop
+
+nn1x16store:
+	VMOVUPS Z16, (DX)
+	VZEROUPPER
+	RET

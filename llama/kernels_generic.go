@@ -23,3 +23,5 @@ func nn4x64(x *float32, ldx int, w *float32, ldw int, kn int, y *float32, ldy in
 func nn1x64(x *float32, w *float32, ldw int, kn int, y *float32) { panic("llama: no SIMD kernels") }
 
 func axpyChunks(alpha float32, x *float32, y *float32, chunks int) { panic("llama: no SIMD kernels") }
+
+func nn1x16(x *float32, w *float32, ldw int, kn int, y *float32) { panic("llama: no SIMD kernels") }

@@ -122,7 +122,7 @@ func TestKernelsBitExact(t *testing.T) {
 		}
 	}
 	// Attention's scores and nnRow on strided keys and values.
-	for _, hd := range []int{16, 20, 64, 128} {
+	for _, hd := range []int{16, 20, 48, 64, 100, 128} {
 		const n, ld = 11, 200
 		q, kb := randVec(r, hd), randVec(r, n*ld)
 		a, b := withSIMD(t, func() []float32 {
