@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zooai/gym/internal/modelbench"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/safetensors"
 )
 
@@ -299,7 +301,7 @@ func TestOpenSSLKey(t *testing.T) {
 }
 
 func TestHelpEverywhere(t *testing.T) {
-	for _, args := range [][]string{{}, {"delta"}, {"delta", "pack"}, {"delta", "unpack"}, {"delta", "inspect"}, {"delta", "verify"}, {"keygen"}, {"bench", "delta"}, {"demo"}} {
+	for _, args := range [][]string{{}, {"delta"}, {"delta", "pack"}, {"delta", "unpack"}, {"delta", "inspect"}, {"delta", "verify"}, {"keygen"}, {"bench", "delta"}, {"bench", "model"}, {"demo"}} {
 		out := mustGym(t, append(args, "--help")...)
 		if !strings.Contains(out, "Usage:") {
 			t.Errorf("gym %v --help: no usage\n%s", args, out)
@@ -340,6 +342,33 @@ func TestBenchDeltaSmall(t *testing.T) {
 	for _, c := range r.Codecs {
 		if c.PackMBps <= 0 || c.PeakRSS <= 0 {
 			t.Fatalf("%+v", c)
+		}
+	}
+}
+
+// bench model runs end to end, Go side only, on a tiny model (a test of
+// the command and its child process, not a measurement); bad flags are
+// usage errors.
+func TestBenchModelSmall(t *testing.T) {
+	w, err := modelbench.RandomWeights(modelbench.TinyShape(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := llama.Save(dir, w); err != nil {
+		t.Fatal(err)
+	}
+	var r modelbench.Result
+	out := mustGym(t, "bench", "model", "--model", dir, "--baseline", "none", "--threads", "2", "--seq", "8", "--iters", "1", "--json")
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(r.Models) != 1 || r.Models[0].Go.PrefillTPS <= 0 || r.Models[0].Go.TrainTPS <= 0 || r.Models[0].Go.PeakRSSBytes <= 0 || r.Models[0].Torch != nil {
+		t.Fatalf("%s", out)
+	}
+	for _, args := range [][]string{{"--threads", "0"}, {"--seq", "1"}, {"--baseline", "jax"}, {"--iters", "0"}} {
+		if res := gym(t, append([]string{"bench", "model", "--model", dir}, args...)...); res.code == 0 {
+			t.Errorf("bench model %v succeeded", args)
 		}
 	}
 }
