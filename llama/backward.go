@@ -90,7 +90,6 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 	}
 	H, KV, hd := c.Heads, c.KVHeads, c.HeadDim
 	th := md.Threads
-	bw := &backWork{threads: th}
 
 	// logits = hf·Headᵀ, hf = RMSNorm(xf).
 	// Rows are independent: take them in runs of headRows so that the
@@ -100,11 +99,10 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 	if gw != nil {
 		dlT = make([]float32, V*N)
 	}
-	headT := bw.transpose(md.W.Head, V, D)
 	for n0 := 0; n0 < N; n0 += headRows {
 		n1 := min(n0+headRows, N)
 		fl := flushTiny(th, dLogits[n0*V:n1*V])
-		matMulTK(th, dh[n0*D:n1*D], fl, headT, n1-n0, V, D)
+		matMulNN(th, dh[n0*D:n1*D], fl, md.W.Head, n1-n0, V, D)
 		if gw != nil {
 			for v := range V {
 				for n := n0; n < n1; n++ {
@@ -117,7 +115,7 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 	if gw != nil {
 		// ∂Head [V, D] = dLogitsᵀ·hf.
 		gh = make([]float32, V*D)
-		matMulTK(th, gh, dlT, transposed(th, a.hf, N, D), V, N, D)
+		matMulNN(th, gh, dlT, a.hf, V, N, D)
 		if !c.Tied {
 			add(gw.Head, gh)
 			gh = make([]float32, V*D)
@@ -141,7 +139,7 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 			return f(gL)
 		}
 		// x_out = x2 + down(silu(gate(h2))·up(h2)), h2 = RMSNorm(x2).
-		dAct := md.linearBack(bw, l, DownProj, &la.lin[DownProj], dx, N, ga, gL, true)
+		dAct := md.linearBack(l, DownProj, &la.lin[DownProj], dx, N, ga, gL, true)
 		dGate, dUp := make([]float32, len(dAct)), make([]float32, len(dAct))
 		parallel(th, len(dAct), 16*len(dAct), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
@@ -150,13 +148,13 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 				dGate[i] = float32(float32(dAct[i]*la.up[i]) * siluGrad(gt))
 			}
 		})
-		dh2 := md.linearBack(bw, l, GateProj, &la.lin[GateProj], dGate, N, ga, gL, true)
-		add(dh2, md.linearBack(bw, l, UpProj, &la.lin[UpProj], dUp, N, ga, gL, true))
+		dh2 := md.linearBack(l, GateProj, &la.lin[GateProj], dGate, N, ga, gL, true)
+		add(dh2, md.linearBack(l, UpProj, &la.lin[UpProj], dUp, N, ga, gL, true))
 		dx2 := dx // the residual path; the norm's gradient is added to it
 		rmsNormBack(dx2, dh2, la.x2, la.r2, L.PostNorm, lg(func(L *Layer) []float32 { return L.PostNorm }), N, D)
 
 		// x2 = x + o(attention(rope(norm(q(h1))), rope(norm(k(h1))), v(h1))), h1 = RMSNorm(x).
-		dAtt := md.linearBack(bw, l, OProj, &la.lin[OProj], dx2, N, ga, gL, true)
+		dAtt := md.linearBack(l, OProj, &la.lin[OProj], dx2, N, ga, gL, true)
 		dq, dk, dv := md.attentionBack(la, dAtt, a.B, a.T)
 		for n := range N {
 			t := n % a.T
@@ -172,9 +170,9 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 		// The first layer's input is the embedding: only its gradient and
 		// the first input norm's need the gradient with respect to it.
 		need := l > 0 || gw != nil
-		dh1 := md.linearBack(bw, l, QProj, &la.lin[QProj], dq, N, ga, gL, need)
-		dhk := md.linearBack(bw, l, KProj, &la.lin[KProj], dk, N, ga, gL, need)
-		dhv := md.linearBack(bw, l, VProj, &la.lin[VProj], dv, N, ga, gL, need)
+		dh1 := md.linearBack(l, QProj, &la.lin[QProj], dq, N, ga, gL, need)
+		dhk := md.linearBack(l, KProj, &la.lin[KProj], dk, N, ga, gL, need)
+		dhv := md.linearBack(l, VProj, &la.lin[VProj], dv, N, ga, gL, need)
 		if need {
 			add(dh1, dhk)
 			add(dh1, dhv)
@@ -226,25 +224,9 @@ func flushTiny(threads int, x []float32) []float32 {
 }
 
 // headRows is the number of rows of dLogits the head's backward product
-// takes at a time (a multiple of rowBlock).
+// takes at a time (a multiple of rowBlock), so that the flushed copy of
+// dLogits stays small.
 const headRows = 4 * rowBlock
-
-// backWork is the scratch space of one Backward call.
-type backWork struct {
-	threads int
-	buf     []float32
-}
-
-// transpose returns the transpose [cols, rows] of x [rows, cols] in the
-// scratch buffer (valid until the next call).
-func (bw *backWork) transpose(x []float32, rows, cols int) []float32 {
-	if cap(bw.buf) < rows*cols {
-		bw.buf = make([]float32, rows*cols)
-	}
-	y := bw.buf[:rows*cols]
-	transposeInto(bw.threads, y, x, rows, cols)
-	return y
-}
 
 // transposeInto sets y [cols, rows] to the transpose of x [rows, cols],
 // in square blocks, writing runs of y contiguously.
@@ -285,19 +267,19 @@ func add(dst, src []float32) {
 // s·(x·Aᵀ)·Bᵀ): it adds the gradients of the module's LoRA matrices to ga
 // (when not nil), those of its weight and bias to gL (when not nil) and,
 // when needDx is set, returns the gradient with respect to x.
-func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []float32, N int, ga *Adapter, gL *Layer, needDx bool) []float32 {
+func (md *Model) linearBack(l int, m Module, act *linAct, dy []float32, N int, ga *Adapter, gL *Layer, needDx bool) []float32 {
 	c := md.W.Cfg
 	th := md.Threads
 	in, out := c.Dims(m)
 	var dx []float32
 	if needDx {
 		dx = make([]float32, N*in)
-		matMulTK(th, dx, dy, bw.transpose(md.W.Layers[l].W[m], out, in), N, out, in)
+		matMulNN(th, dx, dy, md.W.Layers[l].W[m], N, out, in)
 	}
 	if gL != nil {
 		// ∂W [out, in] = dyᵀ·x; ∂b [out] = Σ_n dy[n].
 		gw := make([]float32, out*in)
-		matMulTK(th, gw, transposed(th, dy, N, out), bw.transpose(act.in, N, in), out, N, in)
+		matMulNN(th, gw, transposed(th, dy, N, out), act.in, out, N, in)
 		add(gL.W[m], gw)
 		if gb := gL.Bias[m]; gb != nil {
 			s := make([]float64, out)
@@ -320,7 +302,8 @@ func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []flo
 	for i, v := range dy {
 		dlu[i] = float32(v * s)
 	}
-	// ∂u [N, r] = dlu·B.
+	// ∂u [N, r] = dlu·B (and ∂B below), as products with transposed
+	// operands: their r columns are too few for matMulNN's panels.
 	du := make([]float32, N*r)
 	matMulT(th, du, dlu, transposed(th, md.A.B[l][m], out, r), nil, N, out, r)
 	if ga != nil {
@@ -330,13 +313,13 @@ func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []flo
 		add(ga.B[l][m], gb)
 		// ∂A [r, in] = ∂uᵀ·x.
 		gA := make([]float32, r*in)
-		matMulT(th, gA, transposed(th, du, N, r), bw.transpose(act.in, N, in), nil, r, N, in)
+		matMulNN(th, gA, transposed(th, du, N, r), act.in, r, N, in)
 		add(ga.A[l][m], gA)
 	}
 	if needDx {
 		// ∂x += ∂u·A.
 		dxa := make([]float32, N*in)
-		matMulT(th, dxa, du, transposed(th, md.A.A[l][m], r, in), nil, N, r, in)
+		matMulNN(th, dxa, du, md.A.A[l][m], N, r, in)
 		add(dx, dxa)
 	}
 	return dx
@@ -422,15 +405,17 @@ func (md *Model) attentionBack(la *layerAct, dout []float32, B, T int) (dq, dk, 
 					q0 := (b*T+t)*qw + h*hd
 					qi, doi, dqi := q[q0:q0+hd], dout[q0:q0+hd], dq[q0:q0+hd]
 					lse := la.lse[(b*H+h)*T+t]
+					// The scores exactly as the forward pass computed them.
+					sc := p[:n]
+					scores(sc, qi, k[b*T*kvw+kh*hd:], kvw, scale)
+					scores(dp[:n], doi, v[b*T*kvw+kh*hd:], kvw, 1) // dp[j] = doi·v_j
 					var sum float32
 					for j := range n {
 						k0 := (b*T+j)*kvw + kh*hd
-						s := float32(dot(qi, k[k0:k0+hd]) * scale)
-						p[j] = float32(math.Exp(float64(s - lse)))
+						p[j] = float32(math.Exp(float64(sc[j] - lse)))
 						if p[j] < tiny {
 							p[j] = 0
 						}
-						dp[j] = dot(doi, v[k0:k0+hd])
 						axpy(p[j], doi, dv[k0:k0+hd])
 						sum += float32(p[j] * dp[j])
 					}
@@ -448,97 +433,4 @@ func (md *Model) attentionBack(la *layerAct, dout []float32, B, T int) (dq, dk, 
 		}
 	})
 	return dq, dk, dv
-}
-
-// kChunk is the length of the pieces matMulTK cuts long rows into.
-const kChunk = 512
-
-// matMulTK is matMulT (without bias) for long rows, such as the output
-// head's backward product whose rows span the vocabulary: the sum over i is
-// taken in pieces of kChunk, each accumulator carried through y from one
-// piece to the next, so the products are added in the same order as
-// matMulT adds them and the results are bitwise equal; but a piece of x
-// and of w stays in cache while a tile is computed.
-func matMulTK(threads int, y, x, w []float32, N, in, out int) {
-	if in <= kChunk {
-		matMulT(threads, y, x, w, nil, N, in, out)
-		return
-	}
-	rb := (N + rowBlock - 1) / rowBlock
-	cp := (out + colPanel - 1) / colPanel
-	parallel(threads, rb*cp, N*in*out, func(lo, hi int) {
-		for it := lo; it < hi; it++ {
-			p, r := it/rb, it%rb
-			n0, n1 := r*rowBlock, min((r+1)*rowBlock, N)
-			o0, o1 := p*colPanel, min((p+1)*colPanel, out)
-			for n := n0; n < n1; n++ {
-				clear(y[n*out+o0 : n*out+o1])
-			}
-			for k0 := 0; k0 < in; k0 += kChunk {
-				matTileAcc(y, x, w, in, out, n0, n1, o0, o1, k0, min(k0+kChunk, in))
-			}
-		}
-	})
-}
-
-// matTileAcc adds Σ_{k0≤i<k1} x[n,i]·w[o,i] to y[n,o] for n in [n0,n1), o
-// in [o0,o1), with matTile's tiles and summation order.
-func matTileAcc(y, x, w []float32, in, out, n0, n1, o0, o1, k0, k1 int) {
-	row := func(m []float32, i int) []float32 { return m[i*in+k0 : i*in+k1] }
-	n := n0
-	for ; n+4 <= n1; n += 4 {
-		x0, x1, x2, x3 := row(x, n), row(x, n+1), row(x, n+2), row(x, n+3)
-		y0, y1, y2, y3 := y[n*out:(n+1)*out], y[(n+1)*out:(n+2)*out], y[(n+2)*out:(n+3)*out], y[(n+3)*out:(n+4)*out]
-		o := o0
-		for ; o+2 <= o1; o += 2 {
-			s := [8]float32{y0[o], y0[o+1], y1[o], y1[o+1], y2[o], y2[o+1], y3[o], y3[o+1]}
-			s = dot4x2Acc(s, x0, x1, x2, x3, row(w, o), row(w, o+1))
-			y0[o], y0[o+1], y1[o], y1[o+1], y2[o], y2[o+1], y3[o], y3[o+1] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
-		}
-		for ; o < o1; o++ {
-			a := row(w, o)
-			y0[o] = dotAcc(y0[o], x0, a)
-			y1[o] = dotAcc(y1[o], x1, a)
-			y2[o] = dotAcc(y2[o], x2, a)
-			y3[o] = dotAcc(y3[o], x3, a)
-		}
-	}
-	for ; n < n1; n++ {
-		xr, yr := row(x, n), y[n*out:(n+1)*out]
-		for o := o0; o < o1; o++ {
-			yr[o] = dotAcc(yr[o], xr, row(w, o))
-		}
-	}
-}
-
-// dot4x2Acc is dot4x2 continuing from the sums s.
-func dot4x2Acc(s [8]float32, x0, x1, x2, x3, a, b []float32) [8]float32 {
-	n := len(a)
-	x0, x1, x2, x3, b = x0[:n], x1[:n], x2[:n], x3[:n], b[:n]
-	s0, s1, s2, s3, s4, s5, s6, s7 := s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
-	for i := range n {
-		av, bv := a[i], b[i]
-		v := x0[i]
-		s0 += float32(v * av)
-		s1 += float32(v * bv)
-		v = x1[i]
-		s2 += float32(v * av)
-		s3 += float32(v * bv)
-		v = x2[i]
-		s4 += float32(v * av)
-		s5 += float32(v * bv)
-		v = x3[i]
-		s6 += float32(v * av)
-		s7 += float32(v * bv)
-	}
-	return [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
-}
-
-// dotAcc is s + Σ a[i]·b[i], added in index order.
-func dotAcc(s float32, a, b []float32) float32 {
-	b = b[:len(a)]
-	for i, v := range a {
-		s += float32(v * b[i])
-	}
-	return s
 }

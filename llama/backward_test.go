@@ -213,33 +213,6 @@ func TestBackwardRefuses(t *testing.T) {
 	}
 }
 
-// TestMatMulTK: the chunked product equals matMulT bit for bit, on shapes
-// with remainders in every dimension.
-func TestMatMulTK(t *testing.T) {
-	r := prng.New(5, 5)
-	for _, s := range []struct{ N, in, out int }{{7, 3*kChunk + 5, 9}, {70, kChunk + 1, 131}, {5, 100, 3}} {
-		x, w := make([]float32, s.N*s.in), make([]float32, s.out*s.in)
-		for i := range x {
-			x[i] = float32(r.Norm())
-		}
-		for i := range w {
-			w[i] = float32(r.Norm())
-		}
-		want := make([]float32, s.N*s.out)
-		matMulT(1, want, x, w, nil, s.N, s.in, s.out)
-		for _, th := range []int{1, 3} {
-			got := make([]float32, s.N*s.out)
-			for i := range got {
-				got[i] = 7 // overwritten, not added to
-			}
-			matMulTK(th, got, x, w, s.N, s.in, s.out)
-			if !sameBits(got, want) {
-				t.Fatalf("%+v, %d threads: max |Δ| %g", s, th, maxAbsDiff(got, want))
-			}
-		}
-	}
-}
-
 // TestBackwardBatch: the gradient of a batch of 13 sequences (299 rows, so
 // the head's backward takes several runs of rows) is the sum of the
 // gradients of its sequences taken one at a time.

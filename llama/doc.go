@@ -28,7 +28,11 @@
 // Matrix products and attention run on Model.Threads goroutines. Work is
 // split into tiles whose boundaries do not depend on the thread count, and
 // every output element is computed by exactly one goroutine with a fixed
-// summation order, so results are bitwise identical for any thread count;
-// products are rounded explicitly (float32(a*b)) so no fused multiply-add
-// can make two code paths differ.
+// summation order (kernels.go documents each), so results are bitwise
+// identical for any thread count; products are rounded explicitly
+// (float32(a*b)) so no fused multiply-add can make two code paths differ.
+// On amd64 with AVX-512 the kernels are assembly (kernels_amd64.s) that
+// computes the same sums in the same order, one vector lane per running
+// sum, with separate multiply and add instructions; elsewhere, or built
+// with the purego tag, Go kernels compute the same bits.
 package llama

@@ -322,22 +322,44 @@ func (md *Model) attention(q, keys, vals []float32, B, T, p0, stride int) (out, 
 		for it := lo; it < hi; it++ {
 			b, h := it/H, it%H
 			kh := h / group
+			kb := keys[b*stride*kvw+kh*hd:] // key j at kb[j·kvw:]
+			vb := vals[b*stride*kvw+kh*hd:]
 			for t := range T {
 				n := p0 + t + 1 // keys 0 … p0+t
 				qi := q[(b*T+t)*qw+h*hd : (b*T+t)*qw+(h+1)*hd]
 				row := s[:n]
-				for j := range n {
-					k0 := (b*stride+j)*kvw + kh*hd
-					row[j] = float32(dot(qi, keys[k0:k0+hd]) * scale)
-				}
+				scores(row, qi, kb, kvw, scale)
 				lse[(b*H+h)*T+t] = softmaxRow(row)
 				oi := out[(b*T+t)*qw+h*hd : (b*T+t)*qw+(h+1)*hd]
-				for j := range n {
-					v0 := (b*stride+j)*kvw + kh*hd
-					axpy(row[j], vals[v0:v0+hd], oi)
-				}
+				nnRow(oi, row, vb, kvw)
 			}
 		}
 	})
 	return out, lse
+}
+
+// scores sets row[j] = dotL(q, k_j)·scale for the keys k_j = kb[j·ld :
+// j·ld+len(q)], four keys at a time where the SIMD kernels are available.
+func scores(row, q, kb []float32, ld int, scale float32) {
+	hd := len(q)
+	n := len(row)
+	if n == 0 {
+		return
+	}
+	_ = kb[(n-1)*ld+hd-1]
+	j := 0
+	if useSIMD {
+		ch := hd / lanes
+		var s4 [4]float32
+		for ; j+4 <= n; j += 4 {
+			tn1x4(&q[0], &kb[j*ld], ld, ch, &s4[0])
+			for c := range 4 {
+				v := dotTail(s4[c], q, kb[(j+c)*ld:(j+c)*ld+hd], ch*lanes)
+				row[j+c] = float32(v * scale)
+			}
+		}
+	}
+	for ; j < n; j++ {
+		row[j] = float32(dotL(q, kb[j*ld:j*ld+hd]) * scale)
+	}
 }

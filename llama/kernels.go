@@ -5,12 +5,47 @@ import (
 	"sync"
 )
 
-// Kernels. Every output element is a sum over its inputs in index order
-// with a single accumulator, and every product is rounded explicitly
-// (float32(a*b)), so no code path may fuse a multiply-add: whichever tile,
-// remainder loop or goroutine computes an element, its bits are the same.
-// Work is split into items whose boundaries depend only on the problem
-// size; threads take contiguous runs of items.
+// fma32 is a·b + c rounded once to float32, as a fused multiply-add
+// instruction computes it. a·b is exact in float64; the sum is rounded to
+// float64 with round-to-odd (the nearest float64, moved one unit toward
+// the exact sum when it is inexact and even), and rounding that to float32
+// is then the correctly rounded result, since float64 has more than 24+1
+// extra bits (Boldo and Melquiond, "Emulation of FMA and correctly rounded
+// sums: proved algorithms using rounding to odd", 2008).
+func fma32(a, b, c float32) float32 {
+	p := float64(a) * float64(b)
+	cc := float64(c)
+	s := p + cc
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s)
+	}
+	// The exact error of the sum (Knuth's TwoSum); s is zero only when the
+	// sum is exactly zero.
+	bv := s - p
+	e := (p - (s - bv)) + (cc - bv)
+	if bits := math.Float64bits(s); e != 0 && bits&1 == 0 {
+		if (e > 0) == (s > 0) {
+			bits++ // away from zero
+		} else {
+			bits--
+		}
+		s = math.Float64frombits(bits)
+	}
+	return float32(s)
+}
+
+// Kernels. Every output element is a sum over its inputs in a documented
+// order (see "Summation orders" below), computed by one goroutine, so
+// whichever tile, remainder loop or goroutine computes an element, its bits
+// are the same. Work is split into items whose boundaries depend only on
+// the problem size; threads take contiguous runs of items.
+//
+// The multiply-adds of the matrix kernels are fused: acc = a·b + acc
+// rounded once (fma32), which the AVX-512 kernels compute with
+// VFMADD231PS and the Go kernels compute exactly in float64. Elsewhere a
+// product that is added is rounded explicitly (float32(a*b)), because Go
+// fuses x*y+z on arm64 (and on amd64 with GOAMD64=v3) unless the product
+// is converted; fusing there would make results depend on the machine.
 
 // parallel runs body(i) for i in [0, items) on up to threads goroutines.
 // work is the approximate number of multiply-adds in total; small jobs
@@ -31,16 +66,93 @@ func parallel(threads, items int, work int, body func(lo, hi int)) {
 	wg.Wait()
 }
 
-// Tile sizes of matMulT: an item is rowBlock rows of x against colPanel
-// rows of w (a panel of w stays in cache while the rows stream past).
+// Tile sizes of matMulT and matMulNN: an item is rowBlock rows of x
+// against colPanel rows (matMulT) or columns (matMulNN) of w, so a panel of
+// w stays in cache while the rows stream past.
 const (
 	rowBlock = 64
 	colPanel = 64
 )
 
+// useSIMD selects the assembly kernels where the processor has them; tests
+// turn it off to check that the Go kernels give the same bits.
+var useSIMD = haveSIMD
+
+// lanes is the width of the dot products' partial sums.
+const lanes = 16
+
+// Summation orders. Each step below is one fma32 (acc = a·b + acc
+// rounded once), except the tree additions. matMulT's dot product of two
+// rows of length n (dotL) keeps 16 running sums: lane l adds a[i]·b[i] for
+// i ≡ l (mod 16), i <
+// 16·⌊n/16⌋, in increasing i; the lanes are then added as a tree
+// (reduceLanes: l + l+8, then l + l+4, l + l+2, l + l+1), and the
+// remaining n mod 16 products are added to that in order. matMulNN and
+// axpy add the products of each output element one after the other in
+// index order, starting from zero (or from y). The AVX-512 kernels compute
+// exactly these sums with one vector lane per running sum; the Go kernels
+// compute them with scalars.
+
+// reduceLanes adds 16 partial sums in the tree order of the AVX-512
+// horizontal reduction.
+func reduceLanes(acc *[lanes]float32) float32 {
+	var t8 [8]float32
+	for l := range t8 {
+		t8[l] = acc[l] + acc[l+8]
+	}
+	var t4 [4]float32
+	for l := range t4 {
+		t4[l] = t8[l] + t8[l+4]
+	}
+	return (t4[0] + t4[2]) + (t4[1] + t4[3])
+}
+
+// dotChunksGo is dotChunks: the lane sums of the first 16·chunks products
+// of a and b, reduced.
+func dotChunksGo(a, b []float32, chunks int) float32 {
+	var acc [lanes]float32
+	a, b = a[:chunks*lanes], b[:chunks*lanes]
+	for c := range chunks {
+		a16, b16 := a[c*lanes:(c+1)*lanes], b[c*lanes:(c+1)*lanes]
+		for l := range lanes {
+			acc[l] = fma32(a16[l], b16[l], acc[l])
+		}
+	}
+	return reduceLanes(&acc)
+}
+
+// dotL is the dot product of a and b in the lane order described above.
+func dotL(a, b []float32) float32 {
+	n := len(a)
+	b = b[:n]
+	ch := n / lanes
+	var s float32
+	if useSIMD && ch > 0 {
+		s = dotChunks(&a[0], &b[0], ch)
+	} else {
+		s = dotChunksGo(a, b, ch)
+	}
+	for i := ch * lanes; i < n; i++ {
+		s = fma32(a[i], b[i], s)
+	}
+	return s
+}
+
+// tn4x4Go is tn4x4: y[r·ldy+c] = the reduced lane sums of rows x+r·ldx
+// and w+c·ldw over 16·chunks elements, for r, c < 4.
+func tn4x4Go(x []float32, ldx int, w []float32, ldw int, chunks int, y []float32, ldy int) {
+	for r := range 4 {
+		for c := range 4 {
+			y[r*ldy+c] = dotChunksGo(x[r*ldx:], w[c*ldw:], chunks)
+		}
+	}
+}
+
 // matMulT sets y[n,o] = Σ_i x[n,i]·w[o,i] (+ bias[o]) for x [N,in],
-// w [out,in], y [N,out]. bias may be nil.
+// w [out,in], y [N,out], each sum taken in dotL's lane order. bias may be
+// nil.
 func matMulT(threads int, y, x, w, bias []float32, N, in, out int) {
+	_, _, _ = x[:N*in], w[:out*in], y[:N*out] // the kernels index without checks
 	rb := (N + rowBlock - 1) / rowBlock
 	cp := (out + colPanel - 1) / colPanel
 	parallel(threads, rb*cp, N*in*out, func(lo, hi int) {
@@ -62,92 +174,148 @@ func matMulT(threads int, y, x, w, bias []float32, N, in, out int) {
 	}
 }
 
-// matTile computes y[n,o] for n in [n0,n1), o in [o0,o1).
+// matTile computes y[n,o] for n in [n0,n1), o in [o0,o1): tiles of 4 rows
+// × 4 columns, then single rows against 4 columns, then single dot
+// products.
 func matTile(y, x, w []float32, in, out, n0, n1, o0, o1 int) {
+	ch := in / lanes
+	tail := ch * lanes
 	n := n0
 	for ; n+4 <= n1; n += 4 {
-		x0, x1, x2, x3 := x[n*in:(n+1)*in], x[(n+1)*in:(n+2)*in], x[(n+2)*in:(n+3)*in], x[(n+3)*in:(n+4)*in]
 		o := o0
-		for ; o+2 <= o1; o += 2 {
-			a, b := w[o*in:(o+1)*in], w[(o+1)*in:(o+2)*in]
-			s := dot4x2(x0, x1, x2, x3, a, b)
-			y[n*out+o], y[n*out+o+1] = s[0], s[1]
-			y[(n+1)*out+o], y[(n+1)*out+o+1] = s[2], s[3]
-			y[(n+2)*out+o], y[(n+2)*out+o+1] = s[4], s[5]
-			y[(n+3)*out+o], y[(n+3)*out+o+1] = s[6], s[7]
+		for ; o+4 <= o1; o += 4 {
+			if useSIMD {
+				tn4x4(&x[n*in], in, &w[o*in], in, ch, &y[n*out+o], out)
+			} else {
+				tn4x4Go(x[n*in:], in, w[o*in:], in, ch, y[n*out+o:], out)
+			}
+			if tail < in {
+				for r := range 4 {
+					for c := range 4 {
+						y[(n+r)*out+o+c] = dotTail(y[(n+r)*out+o+c], x[(n+r)*in:(n+r+1)*in], w[(o+c)*in:(o+c+1)*in], tail)
+					}
+				}
+			}
 		}
 		for ; o < o1; o++ {
-			a := w[o*in : (o+1)*in]
-			y[n*out+o] = dot(x0, a)
-			y[(n+1)*out+o] = dot(x1, a)
-			y[(n+2)*out+o] = dot(x2, a)
-			y[(n+3)*out+o] = dot(x3, a)
+			for r := range 4 {
+				y[(n+r)*out+o] = dotL(x[(n+r)*in:(n+r+1)*in], w[o*in:(o+1)*in])
+			}
 		}
 	}
 	for ; n < n1; n++ {
 		xr := x[n*in : (n+1)*in]
 		o := o0
-		for ; o+4 <= o1; o += 4 {
-			y[n*out+o], y[n*out+o+1], y[n*out+o+2], y[n*out+o+3] = dot1x4(xr, w[o*in:(o+1)*in], w[(o+1)*in:(o+2)*in], w[(o+2)*in:(o+3)*in], w[(o+3)*in:(o+4)*in])
+		if useSIMD {
+			for ; o+4 <= o1; o += 4 {
+				tn1x4(&xr[0], &w[o*in], in, ch, &y[n*out+o])
+				for c := range 4 {
+					y[n*out+o+c] = dotTail(y[n*out+o+c], xr, w[(o+c)*in:(o+c+1)*in], tail)
+				}
+			}
 		}
 		for ; o < o1; o++ {
-			y[n*out+o] = dot(xr, w[o*in:(o+1)*in])
+			y[n*out+o] = dotL(xr, w[o*in:(o+1)*in])
 		}
 	}
 }
 
-// dot4x2 returns the dot products of rows x0…x3 with a and b, in the
-// order x0·a, x0·b, x1·a, x1·b, ….
-func dot4x2(x0, x1, x2, x3, a, b []float32) (s [8]float32) {
-	n := len(a)
-	x0, x1, x2, x3, b = x0[:n], x1[:n], x2[:n], x3[:n], b[:n]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
-	for i := range n {
-		av, bv := a[i], b[i]
-		v := x0[i]
-		s0 += float32(v * av)
-		s1 += float32(v * bv)
-		v = x1[i]
-		s2 += float32(v * av)
-		s3 += float32(v * bv)
-		v = x2[i]
-		s4 += float32(v * av)
-		s5 += float32(v * bv)
-		v = x3[i]
-		s6 += float32(v * av)
-		s7 += float32(v * bv)
-	}
-	return [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
-}
-
-// dot1x4 returns the dot products of x with a, b, c and d.
-func dot1x4(x, a, b, c, d []float32) (sa, sb, sc, sd float32) {
-	n := len(x)
-	a, b, c, d = a[:n], b[:n], c[:n], d[:n]
-	for i, v := range x {
-		sa += float32(v * a[i])
-		sb += float32(v * b[i])
-		sc += float32(v * c[i])
-		sd += float32(v * d[i])
-	}
-	return
-}
-
-// dot is Σ a[i]·b[i] in index order.
-func dot(a, b []float32) float32 {
+// dotTail continues the sum s with the products a[i]·b[i], i ≥ from.
+func dotTail(s float32, a, b []float32, from int) float32 {
 	b = b[:len(a)]
-	var s float32
-	for i, v := range a {
-		s += float32(v * b[i])
+	for i := from; i < len(a); i++ {
+		s = fma32(a[i], b[i], s)
 	}
 	return s
 }
 
-// axpy is y += alpha·x.
+// kBlock is the depth of the pieces matMulNN cuts its sums into, so that
+// kBlock rows of a panel of w stay in cache across the row tiles; each
+// running sum is carried through y from one piece to the next, so the
+// order of the additions is unchanged.
+const kBlock = 256
+
+// matMulNN sets y[n,m] = Σ_k x[n,k]·w[k,m] for x [N,K], w [K,M], y [N,M],
+// adding the products of each element in increasing k. It is the product
+// with w untransposed: the backward pass's products with a weight matrix,
+// the output head's ([V, D]) among them, without transposing it.
+func matMulNN(threads int, y, x, w []float32, N, K, M int) {
+	_, _, _ = x[:N*K], w[:K*M], y[:N*M]
+	rb := (N + rowBlock - 1) / rowBlock
+	cp := (M + colPanel - 1) / colPanel
+	parallel(threads, rb*cp, N*K*M, func(lo, hi int) {
+		for it := lo; it < hi; it++ {
+			p, r := it/rb, it%rb
+			n0, n1 := r*rowBlock, min((r+1)*rowBlock, N)
+			m0, m1 := p*colPanel, min((p+1)*colPanel, M)
+			for n := n0; n < n1; n++ {
+				clear(y[n*M+m0 : n*M+m1])
+			}
+			for k0 := 0; k0 < K; k0 += kBlock {
+				nnTile(y, x, w, K, M, n0, n1, m0, m1, k0, min(k0+kBlock, K))
+			}
+		}
+	})
+}
+
+// nnTile adds Σ_{k0≤k<k1} x[n,k]·w[k,m] to y[n,m] for n in [n0,n1), m in
+// [m0,m1), k in increasing order.
+func nnTile(y, x, w []float32, K, M, n0, n1, m0, m1, k0, k1 int) {
+	kn := k1 - k0
+	if useSIMD && m1-m0 == colPanel {
+		n := n0
+		for ; n+4 <= n1; n += 4 {
+			nn4x64(&x[n*K+k0], K, &w[k0*M+m0], M, kn, &y[n*M+m0], M)
+		}
+		for ; n < n1; n++ {
+			nn1x64(&x[n*K+k0], &w[k0*M+m0], M, kn, &y[n*M+m0])
+		}
+		return
+	}
+	for n := n0; n < n1; n++ {
+		nnRowGo(y[n*M+m0:n*M+m1], x[n*K+k0:n*K+k1], w[k0*M+m0:], M)
+	}
+}
+
+// nnRowGo adds Σ_k x[k]·w[k·ldw+m] to y[m] for k in increasing order: the
+// Go form of nn1x64 and nn4x64 (one row at a time: rows are independent).
+func nnRowGo(y, x, w []float32, ldw int) {
+	for k, xv := range x {
+		wr := w[k*ldw : k*ldw+len(y)]
+		for m, wv := range wr {
+			y[m] = fma32(xv, wv, y[m])
+		}
+	}
+}
+
+// nnRow adds Σ_k x[k]·w[k·ldw+m] to y[m] (k in increasing order) for a
+// single row, such as attention's probabilities times the values.
+func nnRow(y, x, w []float32, ldw int) {
+	if len(x) == 0 {
+		return
+	}
+	_ = w[(len(x)-1)*ldw+len(y)-1]
+	m := 0
+	if useSIMD {
+		for ; m+colPanel <= len(y); m += colPanel {
+			nn1x64(&x[0], &w[m], ldw, len(x), &y[m])
+		}
+	}
+	if m < len(y) {
+		nnRowGo(y[m:], x, w[m:], ldw)
+	}
+}
+
+// axpy is y += alpha·x, each element fma32(alpha, x[i], y[i]).
 func axpy(alpha float32, x, y []float32) {
 	y = y[:len(x)]
-	for i, v := range x {
-		y[i] += float32(alpha * v)
+	i := 0
+	if ch := len(x) / lanes; useSIMD && ch > 0 {
+		axpyChunks(alpha, &x[0], &y[0], ch)
+		i = ch * lanes
+	}
+	for ; i < len(x); i++ {
+		y[i] = fma32(alpha, x[i], y[i])
 	}
 }
 

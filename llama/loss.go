@@ -65,15 +65,24 @@ func TokenLogProbsBackward(threads int, logits []float32, V int, targets []int, 
 	}
 	d := make([]float32, len(logits))
 	parallel(threads, len(targets), len(logits)*8, func(lo, hi int) {
+		e := make([]float64, V) // exp(x − max) of a row, computed once
 		for n := lo; n < hi; n++ {
 			t, g := targets[n], dLogP[n]
 			if t < 0 || g == 0 {
 				continue
 			}
 			row, dr := logits[n*V:(n+1)*V], d[n*V:(n+1)*V]
-			lse := rowLSE(row)
+			mx := row[0]
+			for _, x := range row[1:] {
+				mx = max(mx, x)
+			}
+			var s float64
 			for v, x := range row {
-				dr[v] = -float32(g * float32(math.Exp(float64(x)-lse)))
+				e[v] = math.Exp(float64(x - mx))
+				s += e[v]
+			}
+			for v := range row {
+				dr[v] = -float32(g * float32(e[v]/s))
 			}
 			dr[t] += g
 		}

@@ -5,19 +5,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/internal/deltabench"
+	"github.com/zooai/gym/internal/modelbench"
 )
 
 func newBench() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure this machine: delta packing and verification",
+		Short: "Measure this machine: delta packing and verification, the model engine against PyTorch",
 	}
-	cmd.AddCommand(newBenchDelta(), newBenchVerifyRSS())
+	cmd.AddCommand(newBenchDelta(), newBenchVerifyRSS(), newBenchModel(), newBenchModelGo())
 	return cmd
 }
 
@@ -117,4 +119,88 @@ func printBench(w io.Writer, r *deltabench.Result) {
 	} else {
 		fmt.Fprintf(w, "Python reference writer: skipped (%s)\n", r.PythonSkipped)
 	}
+}
+
+// newBenchModelGo is the child bench model runs for the Go engine's
+// figures, so that its peak RSS is its own.
+func newBenchModelGo() *cobra.Command {
+	var dir string
+	var threads, seq, iters int
+	cmd := &cobra.Command{
+		Use:    "model-go --dir DIR --threads N --seq L --iters I",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if threads < 1 || seq < 2 || iters < 1 {
+				return usageError{fmt.Errorf("--threads %d, --seq %d, --iters %d", threads, seq, iters)}
+			}
+			runtime.GOMAXPROCS(threads)
+			f, err := modelbench.MeasureGo(dir, threads, seq, iters)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(f)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "model directory")
+	cmd.Flags().IntVar(&threads, "threads", 1, "threads")
+	cmd.Flags().IntVar(&seq, "seq", 128, "sequence length")
+	cmd.Flags().IntVar(&iters, "iters", 3, "repetitions")
+	return cmd
+}
+
+func newBenchModel() *cobra.Command {
+	cfg := modelbench.DefaultConfig()
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "model [--model DIR] --baseline torch [--threads N] [--seq L] [--json]",
+		Short: "Prefill, decode and LoRA training speed of the Go engine against PyTorch",
+		Long: `bench model measures, in one run on this machine with the same number of
+threads, the Go engine and PyTorch (CPU, float32, transformers + PEFT from the
+project's virtual environment) on the same checkpoint:
+
+  - prefill tokens/s: one sequence of --seq tokens, logits of the last position;
+  - decode tokens/s: 8 sequences, a 16-token prompt, then 32 KV-cached steps;
+  - LoRA training step tokens/s: forward, per-token log-probabilities, and the
+    backward pass into a rank-8 adapter on q_proj and v_proj, on --seq tokens;
+  - the peak resident memory of each engine's process.
+
+Without --model it writes two random models into a temporary directory: one
+shaped like SmolLM2-135M and a tiny Llama of the built-in base's size. The
+interpreter is --python, else $GYM_PYTHON, else the nearest .venv/bin/python.
+Each figure is the best of --iters.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Baseline == "none" {
+				cfg.Baseline = ""
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.GoCmd = []string{self, "bench", "model-go"}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			cfg.Progress = cmd.ErrOrStderr()
+			res, err := modelbench.Run(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			modelbench.Print(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfg.ModelDir, "model", "", "a Hugging Face model directory (default: the generated models)")
+	cmd.Flags().StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "torch, or none for the Go engine alone")
+	cmd.Flags().IntVar(&cfg.Threads, "threads", cfg.Threads, "threads of each engine")
+	cmd.Flags().IntVar(&cfg.Seq, "seq", cfg.Seq, "tokens of the prefill and training sequences")
+	cmd.Flags().IntVar(&cfg.Iters, "iters", cfg.Iters, "repetitions of each figure (the best counts)")
+	cmd.Flags().StringVar(&cfg.Python, "python", "", "Python interpreter with torch, transformers and peft")
+	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "scratch directory (default: the system's temporary directory)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
 }
