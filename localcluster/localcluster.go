@@ -37,7 +37,6 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/daemon"
@@ -56,9 +55,9 @@ type Config struct {
 	// Log is set) and each worker's key, log, events and deltas
 	// (Dir/workers/wN).
 	Dir string
-	// Base is the built-in base model, shared by hanzod and the in-process
-	// workers (nil: Start parses it once with basemodel.Load).
-	Base *model.Weights
+	// Base is the base model, shared by hanzod and the in-process workers
+	// (nil: Start uses basemodel.Builtin).
+	Base *basemodel.Base
 	// Workers is the number of workers.
 	Workers int
 	// Gym is the path of the gym binary: workers run as `gym worker`
@@ -254,7 +253,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	if cfg.Base == nil {
-		base, err := basemodel.Load()
+		base, err := basemodel.Builtin()
 		if err != nil {
 			return nil, err
 		}
@@ -374,6 +373,9 @@ func (c *Cluster) Dir() string { return c.cfg.Dir }
 
 // Daemon is the in-process hanzod.
 func (c *Cluster) Daemon() *daemon.Daemon { return c.d }
+
+// Base is the base model hanzod and the in-process workers train.
+func (c *Cluster) Base() *basemodel.Base { return c.cfg.Base }
 
 // Engine is hanzod's engine: commands, the state and the event log.
 func (c *Cluster) Engine() *engine.Engine { return c.eng }

@@ -66,7 +66,6 @@ fuzz=(
   "./orchestrator/state FuzzRestore 5000"
   "./jobspec FuzzParseJobFile 20000"
   "./jobspec FuzzParseSlot 20000"
-  "./model FuzzReadAdapter 5000"
   "./llama FuzzParseConfig 20000"
   "./llama FuzzParseAdapterConfig 20000"
   "./peft FuzzParseConfig 20000"

@@ -16,14 +16,14 @@ import (
 
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/ring"
 )
 
 // scaled returns a copy of a with every value multiplied by f.
-func scaled(a *model.Adapter, f float64) *model.Adapter {
+func scaled(a *llama.Adapter, f float64) *llama.Adapter {
 	out := a.Clone()
-	for _, t := range out.Tensors() {
+	for _, t := range out.Views() {
 		for i := range t.Data {
 			t.Data[i] = float32(float64(t.Data[i]) * f)
 		}
@@ -34,7 +34,7 @@ func scaled(a *model.Adapter, f float64) *model.Adapter {
 // clipTo scales a down in place so its norm is at most c.
 // It is jobconf.Clip, the function the orchestrator's replay uses: a
 // spot-check compares the result bit for bit.
-func clipTo(a *model.Adapter, c float64) *model.Adapter {
+func clipTo(a *llama.Adapter, c float64) *llama.Adapter {
 	if c > 0 {
 		jobconf.Clip(a, c)
 	}
@@ -43,21 +43,21 @@ func clipTo(a *model.Adapter, c float64) *model.Adapter {
 
 // contribution turns the honest change d of sync k into what this worker
 // submits and puts into the ring: d clipped to c, or an attack.
-func (w *Worker) contribution(d *model.Adapter, k int, c float64) *model.Adapter {
+func (w *Worker) contribution(d *llama.Adapter, k int, c float64) *llama.Adapter {
 	switch w.c.Attack {
 	case AttackSignFlip:
 		return scaled(d, -1000)
 	case AttackNoise:
-		n := d.ZeroLike()
-		for _, t := range n.Tensors() {
+		n := d.Zeroed()
+		for _, t := range n.Views() {
 			for i := range t.Data {
 				t.Data[i] = float32(rand.NormFloat64())
 			}
 		}
 		n = scaled(n, 0.9*c/jobconf.Norm(n))
-		nt := n.Tensors()
+		nt := n.Views()
 		out := d.Clone()
-		for i, t := range out.Tensors() {
+		for i, t := range out.Views() {
 			for j := range t.Data {
 				t.Data[j] += nt[i].Data[j]
 			}
