@@ -56,8 +56,11 @@ type Config struct {
 	// (Dir/workers/wN).
 	Dir string
 	// Base is the base model, shared by hanzod and the in-process workers
-	// (nil: Start uses basemodel.Builtin).
+	// (nil: Start uses basemodel.Builtin, or basemodel.Open(ModelDir)).
 	Base *basemodel.Base
+	// ModelDir is the Hugging Face directory Base was loaded from ("":
+	// the built-in base): worker processes load it with --model-dir.
+	ModelDir string
 	// Workers is the number of workers.
 	Workers int
 	// Gym is the path of the gym binary: workers run as `gym worker`
@@ -254,6 +257,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.Base == nil {
 		base, err := basemodel.Builtin()
+		if cfg.ModelDir != "" {
+			base, err = basemodel.Open(cfg.ModelDir)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -518,6 +524,9 @@ func (c *Cluster) startProcess(w *Worker) error {
 	}
 	if w.Attack != "" {
 		args = append(args, "--attack", w.Attack)
+	}
+	if cfg.ModelDir != "" {
+		args = append(args, "--model-dir", cfg.ModelDir)
 	}
 	cmd := exec.Command(cfg.Gym, args...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/judge"
@@ -77,7 +78,11 @@ func TestUp(t *testing.T) {
 	if err != nil || im.Root.String() != s.CheckpointCID {
 		t.Fatalf("checkpoint %s imports as %v (%v), summary says %s", s.CheckpointDir, im.Root, err, s.CheckpointCID)
 	}
-	if _, _, err := peft.Read(s.CheckpointDir); err != nil {
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := peft.Read(s.CheckpointDir, base.Weights.Cfg); err != nil {
 		t.Fatal(err)
 	}
 	// And kubo agrees, where a kubo binary is on PATH (see
