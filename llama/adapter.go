@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -318,7 +319,12 @@ func ReadAdapter(dir string, c Config) (*Adapter, AdapterConfig, error) {
 
 // readSmall reads a file of at most limit bytes.
 func readSmall(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	return readSmallFS(os.DirFS(filepath.Dir(path)), filepath.Base(path), limit)
+}
+
+// readSmallFS reads file name of fsys, of at most limit bytes.
+func readSmallFS(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -328,14 +334,14 @@ func readSmall(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d", filepath.Base(path), st.Size(), limit)
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", name, st.Size(), limit)
 	}
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(f); err != nil {
 		return nil, err
 	}
 	if int64(b.Len()) > limit {
-		return nil, fmt.Errorf("%s: more than %d bytes", filepath.Base(path), limit)
+		return nil, fmt.Errorf("%s: more than %d bytes", name, limit)
 	}
 	return b.Bytes(), nil
 }

@@ -33,14 +33,9 @@ func (a *Adapter) Zeroed() *Adapter {
 // fixed order, with products rounded explicitly.
 func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 	c := md.W.Cfg
-	D, N, V := c.Hidden, a.B*a.T, c.Vocab
 	switch {
 	case md.A == nil:
 		return fmt.Errorf("llama: backward of a model without an adapter")
-	case a.layers == nil || len(a.layers) != c.Layers || len(a.Logits) != N*V:
-		return fmt.Errorf("llama: backward needs the activations of Forward on this model")
-	case len(dLogits) != N*V:
-		return fmt.Errorf("llama: dLogits has %d values, want %d", len(dLogits), N*V)
 	case g == nil || g.Rank != md.A.Rank || g.check(c) != nil:
 		return fmt.Errorf("%w: gradient adapter does not match the model's adapter", ErrAdapter)
 	}
@@ -51,6 +46,48 @@ func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 			}
 		}
 	}
+	return md.backward(a, dLogits, g, nil)
+}
+
+// BackwardFull propagates dLogits as Backward does and adds the gradient of
+// every base parameter to the matching slice of g (weights of md.W's shape,
+// such as NewWeights(md.W.Cfg) returns): embeddings, every norm's gain,
+// every projection's weight and bias, Qwen3's q_norm and k_norm, the final
+// norm and the output head. With tied embeddings g.Head must be g.Embed
+// (as NewWeights makes it), so the head's gradient and the embedding's add
+// up in one tensor, as in PyTorch. An adapter on md, if any, is applied in
+// the forward pass but receives no gradient. Bitwise the same for any
+// md.Threads.
+func (md *Model) BackwardFull(a *Activations, dLogits []float32, g *Weights) error {
+	c := md.W.Cfg
+	if g == nil || g.Cfg.Vocab != c.Vocab || len(g.Layers) != c.Layers {
+		return fmt.Errorf("llama: gradient weights do not match the model's shape")
+	}
+	want, got := c.specs(md.W), c.specs(g)
+	for i, s := range want {
+		if len(*got[i].dst) != len(*s.dst) {
+			return fmt.Errorf("llama: gradient tensor %s has %d values, want %d", s.name, len(*got[i].dst), len(*s.dst))
+		}
+	}
+	if len(g.Head) != len(md.W.Head) || (c.Tied && len(g.Head) > 0 && &g.Head[0] != &g.Embed[0]) {
+		return fmt.Errorf("llama: gradient head must be the gradient embedding when embeddings are tied")
+	}
+	return md.backward(a, dLogits, nil, g)
+}
+
+// backward is the backward pass of Backward and BackwardFull: it computes
+// the gradient with respect to the residual stream layer by layer, adds
+// LoRA gradients to ga when ga is not nil and base-parameter gradients to
+// gw when gw is not nil.
+func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *Weights) error {
+	c := md.W.Cfg
+	D, N, V := c.Hidden, a.B*a.T, c.Vocab
+	switch {
+	case a.layers == nil || len(a.layers) != c.Layers || len(a.Logits) != N*V:
+		return fmt.Errorf("llama: backward needs the activations of Forward on this model")
+	case len(dLogits) != N*V:
+		return fmt.Errorf("llama: dLogits has %d values, want %d", len(dLogits), N*V)
+	}
 	H, KV, hd := c.Heads, c.KVHeads, c.HeadDim
 	th := md.Threads
 	bw := &backWork{threads: th}
@@ -59,20 +96,52 @@ func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 	// Rows are independent: take them in runs of headRows so that the
 	// flushed copy of dLogits stays small.
 	dh := make([]float32, N*D)
+	var dlT []float32 // flushed dLogitsᵀ [V, N], for the head's gradient
+	if gw != nil {
+		dlT = make([]float32, V*N)
+	}
 	headT := bw.transpose(md.W.Head, V, D)
 	for n0 := 0; n0 < N; n0 += headRows {
 		n1 := min(n0+headRows, N)
-		matMulTK(th, dh[n0*D:n1*D], flushTiny(th, dLogits[n0*V:n1*V]), headT, n1-n0, V, D)
+		fl := flushTiny(th, dLogits[n0*V:n1*V])
+		matMulTK(th, dh[n0*D:n1*D], fl, headT, n1-n0, V, D)
+		if gw != nil {
+			for v := range V {
+				for n := n0; n < n1; n++ {
+					dlT[v*N+n] = fl[(n-n0)*V+v]
+				}
+			}
+		}
+	}
+	var gh []float32
+	if gw != nil {
+		// ∂Head [V, D] = dLogitsᵀ·hf.
+		gh = make([]float32, V*D)
+		matMulTK(th, gh, dlT, transposed(th, a.hf, N, D), V, N, D)
+		if !c.Tied {
+			add(gw.Head, gh)
+			gh = make([]float32, V*D)
+		}
 	}
 	dx := make([]float32, N*D)
-	rmsNormBack(dx, dh, a.xf, a.rf, md.W.Norm, N, D)
+	rmsNormBack(dx, dh, a.xf, a.rf, md.W.Norm, gradOf(gw, func(w *Weights) []float32 { return w.Norm }), N, D)
 	rope := newRopeTable(md.inv, 0, a.T)
 
 	for l := c.Layers - 1; l >= 0; l-- {
 		la := &a.layers[l]
 		L := &md.W.Layers[l]
+		var gL *Layer
+		if gw != nil {
+			gL = &gw.Layers[l]
+		}
+		lg := func(f func(*Layer) []float32) []float32 {
+			if gL == nil {
+				return nil
+			}
+			return f(gL)
+		}
 		// x_out = x2 + down(silu(gate(h2))·up(h2)), h2 = RMSNorm(x2).
-		dAct := md.linearBack(bw, l, DownProj, &la.lin[DownProj], dx, N, g, true)
+		dAct := md.linearBack(bw, l, DownProj, &la.lin[DownProj], dx, N, ga, gL, true)
 		dGate, dUp := make([]float32, len(dAct)), make([]float32, len(dAct))
 		parallel(th, len(dAct), 16*len(dAct), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
@@ -81,13 +150,13 @@ func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 				dGate[i] = float32(float32(dAct[i]*la.up[i]) * siluGrad(gt))
 			}
 		})
-		dh2 := md.linearBack(bw, l, GateProj, &la.lin[GateProj], dGate, N, g, true)
-		add(dh2, md.linearBack(bw, l, UpProj, &la.lin[UpProj], dUp, N, g, true))
+		dh2 := md.linearBack(bw, l, GateProj, &la.lin[GateProj], dGate, N, ga, gL, true)
+		add(dh2, md.linearBack(bw, l, UpProj, &la.lin[UpProj], dUp, N, ga, gL, true))
 		dx2 := dx // the residual path; the norm's gradient is added to it
-		rmsNormBack(dx2, dh2, la.x2, la.r2, L.PostNorm, N, D)
+		rmsNormBack(dx2, dh2, la.x2, la.r2, L.PostNorm, lg(func(L *Layer) []float32 { return L.PostNorm }), N, D)
 
 		// x2 = x + o(attention(rope(norm(q(h1))), rope(norm(k(h1))), v(h1))), h1 = RMSNorm(x).
-		dAtt := md.linearBack(bw, l, OProj, &la.lin[OProj], dx2, N, g, true)
+		dAtt := md.linearBack(bw, l, OProj, &la.lin[OProj], dx2, N, ga, gL, true)
 		dq, dk, dv := md.attentionBack(la, dAtt, a.B, a.T)
 		for n := range N {
 			t := n % a.T
@@ -96,24 +165,41 @@ func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 		}
 		if c.QKNorm {
 			dqp, dkp := make([]float32, len(dq)), make([]float32, len(dk))
-			rmsNormBack(dqp, dq, la.qPre, la.qr, L.QNorm, N*H, hd)
-			rmsNormBack(dkp, dk, la.kPre, la.kr, L.KNorm, N*KV, hd)
+			rmsNormBack(dqp, dq, la.qPre, la.qr, L.QNorm, lg(func(L *Layer) []float32 { return L.QNorm }), N*H, hd)
+			rmsNormBack(dkp, dk, la.kPre, la.kr, L.KNorm, lg(func(L *Layer) []float32 { return L.KNorm }), N*KV, hd)
 			dq, dk = dqp, dkp
 		}
-		// The first layer's input is the embedding, which is frozen: only
-		// the adapters need these gradients.
-		need := l > 0
-		dh1 := md.linearBack(bw, l, QProj, &la.lin[QProj], dq, N, g, need)
-		dhk := md.linearBack(bw, l, KProj, &la.lin[KProj], dk, N, g, need)
-		dhv := md.linearBack(bw, l, VProj, &la.lin[VProj], dv, N, g, need)
+		// The first layer's input is the embedding: only its gradient and
+		// the first input norm's need the gradient with respect to it.
+		need := l > 0 || gw != nil
+		dh1 := md.linearBack(bw, l, QProj, &la.lin[QProj], dq, N, ga, gL, need)
+		dhk := md.linearBack(bw, l, KProj, &la.lin[KProj], dk, N, ga, gL, need)
+		dhv := md.linearBack(bw, l, VProj, &la.lin[VProj], dv, N, ga, gL, need)
 		if need {
 			add(dh1, dhk)
 			add(dh1, dhv)
-			rmsNormBack(dx2, dh1, la.x, la.r1, L.InputNorm, N, D)
+			rmsNormBack(dx2, dh1, la.x, la.r1, L.InputNorm, lg(func(L *Layer) []float32 { return L.InputNorm }), N, D)
 		}
 		dx = dx2
 	}
+	if gw != nil {
+		// The embedding lookup: row tok of ∂Embed gathers the gradients of
+		// the positions holding tok, added in position order (to the head's
+		// gradient when tied), then added to g in one go.
+		for n, tok := range a.Tokens {
+			add(gh[tok*D:(tok+1)*D], dx[n*D:(n+1)*D])
+		}
+		add(gw.Embed, gh)
+	}
 	return nil
+}
+
+// gradOf returns f(g), or nil when g is nil.
+func gradOf(g *Weights, f func(*Weights) []float32) []float32 {
+	if g == nil {
+		return nil
+	}
+	return f(g)
 }
 
 // tiny is the magnitude below which Backward treats a softmax-derived
@@ -196,9 +282,10 @@ func add(dst, src []float32) {
 }
 
 // linearBack is the backward pass of module m of layer l (y = x·Wᵀ + b +
-// s·(x·Aᵀ)·Bᵀ): it adds the gradients of the module's LoRA matrices to g
-// and, when needDx is set, returns the gradient with respect to x.
-func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []float32, N int, g *Adapter, needDx bool) []float32 {
+// s·(x·Aᵀ)·Bᵀ): it adds the gradients of the module's LoRA matrices to ga
+// (when not nil), those of its weight and bias to gL (when not nil) and,
+// when needDx is set, returns the gradient with respect to x.
+func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []float32, N int, ga *Adapter, gL *Layer, needDx bool) []float32 {
 	c := md.W.Cfg
 	th := md.Threads
 	in, out := c.Dims(m)
@@ -206,6 +293,23 @@ func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []flo
 	if needDx {
 		dx = make([]float32, N*in)
 		matMulTK(th, dx, dy, bw.transpose(md.W.Layers[l].W[m], out, in), N, out, in)
+	}
+	if gL != nil {
+		// ∂W [out, in] = dyᵀ·x; ∂b [out] = Σ_n dy[n].
+		gw := make([]float32, out*in)
+		matMulTK(th, gw, transposed(th, dy, N, out), bw.transpose(act.in, N, in), out, N, in)
+		add(gL.W[m], gw)
+		if gb := gL.Bias[m]; gb != nil {
+			s := make([]float64, out)
+			for n := range N {
+				for o, v := range dy[n*out : (n+1)*out] {
+					s[o] += float64(v)
+				}
+			}
+			for o, v := range s {
+				gb[o] += float32(v)
+			}
+		}
 	}
 	if act.u == nil {
 		return dx
@@ -216,18 +320,19 @@ func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []flo
 	for i, v := range dy {
 		dlu[i] = float32(v * s)
 	}
-	dluT := transposed(th, dlu, N, out)
-	// ∂B [out, r] = dluᵀ·u.
-	gb := make([]float32, out*r)
-	matMulT(th, gb, dluT, transposed(th, act.u, N, r), nil, out, N, r)
-	add(g.B[l][m], gb)
 	// ∂u [N, r] = dlu·B.
 	du := make([]float32, N*r)
 	matMulT(th, du, dlu, transposed(th, md.A.B[l][m], out, r), nil, N, out, r)
-	// ∂A [r, in] = ∂uᵀ·x.
-	ga := make([]float32, r*in)
-	matMulT(th, ga, transposed(th, du, N, r), bw.transpose(act.in, N, in), nil, r, N, in)
-	add(g.A[l][m], ga)
+	if ga != nil {
+		// ∂B [out, r] = dluᵀ·u.
+		gb := make([]float32, out*r)
+		matMulT(th, gb, transposed(th, dlu, N, out), transposed(th, act.u, N, r), nil, out, N, r)
+		add(ga.B[l][m], gb)
+		// ∂A [r, in] = ∂uᵀ·x.
+		gA := make([]float32, r*in)
+		matMulT(th, gA, transposed(th, du, N, r), bw.transpose(act.in, N, in), nil, r, N, in)
+		add(ga.A[l][m], gA)
+	}
 	if needDx {
 		// ∂x += ∂u·A.
 		dxa := make([]float32, N*in)
@@ -241,7 +346,9 @@ func (md *Model) linearBack(bw *backWork, l int, m Module, act *linAct, dy []flo
 // + eps), for N rows of width D, given dy, the input x and the 1/rms values
 // r the forward pass kept:
 // dx = r·(g⊙dy) − r³·(Σ g⊙dy⊙x)/D · x.
-func rmsNormBack(dx, dy, x, r, g []float32, N, D int) {
+// When gg is not nil it also adds the gain's gradient Σ_n dy[n]⊙(x[n]·r[n])
+// to gg, summed over rows in order in float64.
+func rmsNormBack(dx, dy, x, r, g, gg []float32, N, D int) {
 	for n := range N {
 		xr, dyr, dxr := x[n*D:(n+1)*D], dy[n*D:(n+1)*D], dx[n*D:(n+1)*D]
 		rr := r[n]
@@ -253,6 +360,19 @@ func rmsNormBack(dx, dy, x, r, g []float32, N, D int) {
 		for i, v := range xr {
 			dxr[i] += float32(float32(dyr[i]*g[i])*rr) - float32(k*v)
 		}
+	}
+	if gg == nil {
+		return
+	}
+	acc := make([]float64, D)
+	for n := range N {
+		xr, dyr, rr := x[n*D:(n+1)*D], dy[n*D:(n+1)*D], r[n]
+		for i, v := range xr {
+			acc[i] += float64(dyr[i]) * float64(float32(v*rr))
+		}
+	}
+	for i, v := range acc {
+		gg[i] += float32(v)
 	}
 }
 

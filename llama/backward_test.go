@@ -275,3 +275,146 @@ func TestBackwardBatch(t *testing.T) {
 		}
 	}
 }
+
+// fullGrad returns the full-parameter gradient of weightedLoss.
+func fullGrad(t testing.TB, md *Model, ids, targets []int, w []float32, B, T int) *Weights {
+	t.Helper()
+	a, err := md.Forward(ids, B, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := TokenLogProbsBackward(md.Threads, a.Logits, md.W.Cfg.Vocab, targets, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewWeights(md.W.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := md.BackwardFull(a, dl, g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestBackwardFullThreads: full-parameter gradients are bitwise identical
+// for 1, 2, 3 and 7 threads (on a batch large enough to split the head's
+// rows), with and without an adapter in the forward pass; BackwardFull
+// adds to what g holds; a mismatched g is refused.
+func TestBackwardFullThreads(t *testing.T) {
+	for _, arch := range []Arch{Llama, Qwen2, Qwen3, Mistral} {
+		t.Run(string(arch), func(t *testing.T) {
+			c := testConfig(arch)
+			var ad *Adapter
+			if arch == Mistral {
+				ad = randomAdapter(t, c, 8)
+			}
+			md, err := New(randomWeights(t, c, 7), ad, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			B, T := 13, 23
+			ids := randomTokens(9, B*T, c.Vocab)
+			targets := randomTokens(10, B*T, c.Vocab)
+			w := randomWeightsVec(11, B*T)
+			ref := fullGrad(t, md, ids, targets, w, B, T)
+			for _, s := range c.specs(ref) {
+				nz := false
+				for _, v := range *s.dst {
+					nz = nz || v != 0
+				}
+				if !nz {
+					t.Errorf("%s: gradient is zero", s.name)
+				}
+			}
+			for _, th := range []int{2, 3, 7} {
+				md.Threads = th
+				got := fullGrad(t, md, ids, targets, w, B, T)
+				gs := c.specs(got)
+				for i, s := range c.specs(ref) {
+					if !sameBits(*gs[i].dst, *s.dst) {
+						t.Fatalf("%d threads: %s differs from 1 thread (max |Δ| %g)", th, s.name, maxAbsDiff(*gs[i].dst, *s.dst))
+					}
+				}
+			}
+			a, _ := md.Forward(ids, B, T)
+			dl, _ := TokenLogProbsBackward(md.Threads, a.Logits, c.Vocab, targets, w)
+			g, _ := NewWeights(c)
+			for range 2 {
+				if err := md.BackwardFull(a, dl, g); err != nil {
+					t.Fatal(err)
+				}
+			}
+			gs := c.specs(g)
+			for i, s := range c.specs(ref) {
+				for j, v := range *gs[i].dst {
+					if v != 2*(*s.dst)[j] {
+						t.Fatalf("%s: accumulated %g, want %g", s.name, v, 2*(*s.dst)[j])
+					}
+				}
+			}
+			bad, _ := NewWeights(c)
+			bad.Layers[1].W[UpProj] = bad.Layers[1].W[UpProj][1:]
+			if err := md.BackwardFull(a, dl, bad); err == nil {
+				t.Error("short gradient tensor accepted")
+			}
+			if err := md.BackwardFull(a, dl, nil); err == nil {
+				t.Error("nil gradient accepted")
+			}
+			if c.Tied {
+				untied, _ := NewWeights(c)
+				untied.Head = make([]float32, len(untied.Embed))
+				if err := md.BackwardFull(a, dl, untied); err == nil {
+					t.Error("untied gradient head accepted for tied embeddings")
+				}
+			}
+		})
+	}
+}
+
+// TestBackwardFullFiniteDifferences: on a tiny Qwen3 model (q/k norms),
+// a few coordinates of every tensor's gradient agree with central
+// differences of the loss.
+func TestBackwardFullFiniteDifferences(t *testing.T) {
+	for _, arch := range []Arch{Llama, Qwen3} {
+		t.Run(string(arch), func(t *testing.T) {
+			c := testConfig(arch)
+			md, err := New(randomWeights(t, c, 21), nil, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			B, T := 2, 7
+			ids := randomTokens(22, B*T, c.Vocab)
+			targets := randomTokens(23, B*T, c.Vocab)
+			w := randomWeightsVec(24, B*T)
+			g := fullGrad(t, md, ids, targets, w, B, T)
+			gs := c.specs(g)
+			for ti, s := range c.specs(md.W) {
+				p, gd := *s.dst, *gs[ti].dst
+				big := 0
+				for i, v := range gd {
+					if math.Abs(float64(v)) > math.Abs(float64(gd[big])) {
+						big = i
+					}
+				}
+				i := big
+				fd := func(h float32) float64 {
+					old := p[i]
+					p[i] = old + h
+					up := float64(p[i])
+					lp := weightedLoss(t, md, ids, targets, w, B, T)
+					p[i] = old - h
+					down := float64(p[i])
+					lm := weightedLoss(t, md, ids, targets, w, B, T)
+					p[i] = old
+					return (lp - lm) / (up - down)
+				}
+				const eps = 5e-3
+				est := (4*fd(eps) - fd(2*eps)) / 3
+				if d := math.Abs(est - float64(gd[i])); d > 5e-3*max(1, math.Abs(est)) {
+					t.Errorf("%s[%d]: gradient %.6g, finite differences %.6g", s.name, i, gd[i], est)
+				}
+			}
+		})
+	}
+}

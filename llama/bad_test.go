@@ -397,7 +397,7 @@ func TestShardedIndex(t *testing.T) {
 		parts := [2][]safetensors.Tensor{}
 		for i, s := range w.Cfg.specs(w) {
 			st := ck.tensor[s.name]
-			raw, err := st.shard.sf.ReadTensor(st.shard.f, st.info)
+			raw, err := st.shard.sf.ReadTensor(st.shard.ra, st.info)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 
@@ -38,13 +38,15 @@ const (
 type Checkpoint struct {
 	Dir    string
 	Cfg    Config
+	fsys   fs.FS
 	files  []*shard
 	tensor map[string]stored
 }
 
 type shard struct {
 	name string
-	f    *os.File
+	f    fs.File
+	ra   io.ReaderAt // f
 	sf   *safetensors.File
 }
 
@@ -85,7 +87,30 @@ func Load(dir string) (*Weights, error) {
 // with its shape and a dtype of BF16, F16 or F32. Errors name the file and
 // the tensor.
 func Open(dir string) (*Checkpoint, error) {
-	cb, err := readSmall(filepath.Join(dir, ConfigFile), maxConfigBytes)
+	if dir == "" {
+		dir = "."
+	}
+	ck, err := OpenFS(os.DirFS(dir))
+	if ck != nil {
+		ck.Dir = dir
+	}
+	return ck, err
+}
+
+// LoadFS is Load on a model directory held in fsys (at its root), such as
+// an embed.FS; its safetensors files must implement io.ReaderAt.
+func LoadFS(fsys fs.FS) (*Weights, error) {
+	ck, err := OpenFS(fsys)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	return ck.Read()
+}
+
+// OpenFS is Open on a model directory held in fsys (at its root).
+func OpenFS(fsys fs.FS) (*Checkpoint, error) {
+	cb, err := readSmallFS(fsys, ConfigFile, maxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
@@ -93,7 +118,7 @@ func Open(dir string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
 	}
-	ck := &Checkpoint{Dir: dir, Cfg: cfg, tensor: map[string]stored{}}
+	ck := &Checkpoint{Cfg: cfg, fsys: fsys, tensor: map[string]stored{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -102,12 +127,12 @@ func Open(dir string) (*Checkpoint, error) {
 	}()
 	// transformers prefers the single file when both exist.
 	var where map[string]string // tensor → shard name, from the index
-	if _, err := os.Stat(filepath.Join(dir, WeightsFile)); err == nil {
+	if _, err := fs.Stat(fsys, WeightsFile); err == nil {
 		if err := ck.openShard(WeightsFile); err != nil {
 			return nil, err
 		}
 	} else {
-		ib, err := readSmall(filepath.Join(dir, IndexFile), maxIndexBytes)
+		ib, err := readSmallFS(fsys, IndexFile, maxIndexBytes)
 		if err != nil {
 			return nil, fmt.Errorf("%w: neither %s nor %s: %v", ErrCheckpoint, WeightsFile, IndexFile, err)
 		}
@@ -184,22 +209,22 @@ func (ck *Checkpoint) fileFor(name string, where map[string]string) string {
 }
 
 func (ck *Checkpoint) openShard(name string) error {
-	path := filepath.Join(ck.Dir, name)
-	f, err := os.Open(path)
+	f, err := ck.fsys.Open(name)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
 	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
+	ra, isRA := f.(io.ReaderAt)
+	if err != nil || !st.Mode().IsRegular() || !isRA {
 		f.Close()
 		return ckErr(name, "not a regular file")
 	}
-	sf, err := safetensors.Parse(f, st.Size(), safetensors.Limits{})
+	sf, err := safetensors.Parse(ra, st.Size(), safetensors.Limits{})
 	if err != nil {
 		f.Close()
 		return ckErr(name, "%v", err)
 	}
-	ck.files = append(ck.files, &shard{name: name, f: f, sf: sf})
+	ck.files = append(ck.files, &shard{name: name, f: f, ra: ra, sf: sf})
 	return nil
 }
 
@@ -255,7 +280,7 @@ func (ck *Checkpoint) Read() (*Weights, error) {
 	buf := make([]byte, readChunk)
 	for _, t := range ck.Cfg.specs(w) {
 		st := ck.tensor[t.name]
-		if err := readInto(*t.dst, st.shard.f, st.shard.sf, st.info, buf); err != nil {
+		if err := readInto(*t.dst, st.shard.ra, st.shard.sf, st.info, buf); err != nil {
 			return nil, ckErr(st.shard.name, "%v", err)
 		}
 	}

@@ -39,6 +39,7 @@ var (
 	refDir    string
 	refCases  []refCase
 	gradCases []gradCase
+	fullCases []gradCase
 	refErr    error
 )
 
@@ -74,9 +75,10 @@ func references(t *testing.T) []refCase {
 		var m struct {
 			Cases []refCase  `json:"cases"`
 			Grads []gradCase `json:"grads"`
+			Full  []gradCase `json:"full"`
 		}
 		refErr = json.Unmarshal(b, &m)
-		refCases, gradCases = m.Cases, m.Grads
+		refCases, gradCases, fullCases = m.Cases, m.Grads, m.Full
 	})
 	if refErr != nil {
 		t.Fatalf("making reference models: %v", refErr)
@@ -265,6 +267,62 @@ func TestGradientsMatchTorch(t *testing.T) {
 			}
 			t.Logf("%s, %v: %d tensors, max |Δgrad| = %.3g (largest max(1,|g|) %.3g), max over tensors of |Δ|/max(1,|g|) = %.3g",
 				c.Arch, md.A.Targets, n, worst, scale, rel)
+		})
+	}
+}
+
+// TestFullGradientsMatchTorch: for every reference model (GQA with Llama-3
+// rope scaling; tied embeddings with every bias; Qwen2 biases; Qwen3 q/k
+// norms with tied embeddings; Mistral), every parameter's gradient of
+// Σ w·log p(target) from BackwardFull matches torch autograd within
+// 1e-4·max(1, max |g|) per tensor, as TestGradientsMatchTorch.
+func TestFullGradientsMatchTorch(t *testing.T) {
+	references(t)
+	if len(fullCases) == 0 {
+		t.Fatal("no full-gradient cases in the manifest")
+	}
+	for _, gc := range fullCases {
+		t.Run(gc.Name, func(t *testing.T) {
+			md := loadCase(t, gc.refCase, 2)
+			c := md.W.Cfg
+			a, err := md.Forward(gc.IDs, gc.Batch, gc.Seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dl, err := TokenLogProbsBackward(md.Threads, a.Logits, c.Vocab, gc.Targets, gc.Weights)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := NewWeights(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := md.BackwardFull(a, dl, g); err != nil {
+				t.Fatal(err)
+			}
+			var rel float64
+			n := 0
+			for _, s := range c.specs(g) {
+				want := readTensor(t, gc.Grads, s.name)
+				got := *s.dst
+				if len(want) != len(got) {
+					t.Fatalf("%s: %d values, torch has %d", s.name, len(got), len(want))
+				}
+				var scale float64
+				for _, v := range want {
+					scale = max(scale, math.Abs(float64(v)))
+				}
+				if scale == 0 {
+					t.Errorf("%s: torch's gradient is zero, the comparison proves nothing", s.name)
+				}
+				d := maxAbsDiff(got, want)
+				if d > 1e-4*max(1, scale) {
+					t.Errorf("%s: max |Δ| = %g > %g", s.name, d, 1e-4*max(1, scale))
+				}
+				rel = max(rel, d/max(1, scale))
+				n++
+			}
+			t.Logf("%s: %d tensors, max over tensors of |Δ|/max(1,|g|) = %.3g", c.Arch, n, rel)
 		})
 	}
 }

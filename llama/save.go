@@ -89,6 +89,30 @@ func Save(dir string, w *Weights) error {
 	if err != nil {
 		return err
 	}
+	st, err := EncodeSafetensors(w, nil)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(dir, WeightsFile), 0o644, true, st); err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(filepath.Join(dir, ConfigFile), 0o644, true, cj)
+}
+
+// EncodeSafetensors returns w as the model.safetensors Save writes: every
+// tensor in F32 under its transformers name, in a fixed order, with the
+// metadata {"format": "pt"} plus meta (which may not set "format").
+func EncodeSafetensors(w *Weights, meta map[string]string) ([]byte, error) {
+	md := map[string]string{"format": "pt"}
+	for k, v := range meta {
+		if k == "format" {
+			return nil, fmt.Errorf("llama: metadata key %q is reserved", k)
+		}
+		md[k] = v
+	}
 	var ts []safetensors.Tensor
 	for _, t := range w.Cfg.specs(w) {
 		shape := make([]uint64, len(t.shape))
@@ -97,7 +121,7 @@ func Save(dir string, w *Weights) error {
 		}
 		data := *t.dst
 		if len(data) != t.numel() {
-			return fmt.Errorf("llama: tensor %q has %d values, want %d", t.name, len(data), t.numel())
+			return nil, fmt.Errorf("llama: tensor %q has %d values, want %d", t.name, len(data), t.numel())
 		}
 		b := make([]byte, 4*len(data))
 		for i, v := range data {
@@ -106,14 +130,35 @@ func Save(dir string, w *Weights) error {
 		ts = append(ts, safetensors.Tensor{Name: t.name, DType: "F32", Shape: shape, Data: b})
 	}
 	var buf bytes.Buffer
-	if err := safetensors.Write(&buf, ts, map[string]string{"format": "pt"}); err != nil {
-		return err
+	if err := safetensors.Write(&buf, ts, md); err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	return buf.Bytes(), nil
+}
+
+// Tensor is a named view of one base parameter.
+type Tensor struct {
+	Name  string // transformers' name: model.layers.0.self_attn.q_proj.weight, …
+	Shape []int
+	Data  []float32
+}
+
+// Tensors returns w's parameters in the fixed order of its checkpoint
+// (model.safetensors), each once: with tied embeddings there is no
+// lm_head.weight, the head being model.embed_tokens.weight.
+func (w *Weights) Tensors() []Tensor {
+	var ts []Tensor
+	for _, t := range w.Cfg.specs(w) {
+		ts = append(ts, Tensor{t.name, t.shape, *t.dst})
 	}
-	if err := atomicfile.WriteBytes(filepath.Join(dir, WeightsFile), 0o644, true, buf.Bytes()); err != nil {
-		return err
+	return ts
+}
+
+// Metadata returns the "__metadata__" of a checkpoint's model.safetensors
+// (nil for a sharded checkpoint).
+func (ck *Checkpoint) Metadata() map[string]string {
+	if len(ck.files) != 1 {
+		return nil
 	}
-	return atomicfile.WriteBytes(filepath.Join(dir, ConfigFile), 0o644, true, cj)
+	return ck.files[0].sf.Metadata
 }

@@ -21,6 +21,12 @@ autograd compute loss = sum over b, t of weights[b,t] * log p(targets[b,t])
 term). The grads file holds every lora_A and lora_B gradient under the name
 PEFT saves the matrix with, plus "logp" [B, T] and "dlogits" [B, T, V] (the
 gradient of the loss with respect to the logits).
+
+For every base model a "full" case (same fields as a grads case, adapter
+null) has torch autograd compute the same loss on the model loaded in float32
+with every parameter trainable; its grads file holds the gradient of every
+parameter under its transformers name (model.embed_tokens.weight carries the
+head's gradient too when embeddings are tied), plus "logp" and "dlogits".
 """
 
 import json
@@ -175,5 +181,27 @@ for gname, base, lcfg in grad_adapters:
                        "ids": ids.flatten().tolist(), "targets": targets.flatten().tolist(),
                        "weights": weights.flatten().tolist(), "grads": gf})
 
+# Full-parameter gradient cases.
+full_cases = []
+for name, _, _, _ in models:
+    d = os.path.join(out, name)
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    m.zero_grad()
+    logits = m(input_ids=ids).logits
+    logits.retain_grad()
+    mask = targets >= 0
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.clamp(min=0)[..., None])[..., 0] * mask
+    (weights * logp).sum().backward()
+    grads = {"logp": logp.detach().contiguous(), "dlogits": logits.grad.contiguous()}
+    for n, p in m.named_parameters():
+        if p.grad is None:
+            raise SystemExit(f"parameter {n} has no gradient")
+        grads[n] = p.grad.contiguous()
+    gf = os.path.join(out, "full_" + name + ".grads.safetensors")
+    save_file(grads, gf)
+    full_cases.append({"name": "full_" + name, "dir": d, "adapter": None, "batch": B, "seq": T,
+                       "ids": ids.flatten().tolist(), "targets": targets.flatten().tolist(),
+                       "weights": weights.flatten().tolist(), "grads": gf})
+
 with open(os.path.join(out, "manifest.json"), "w") as f:
-    json.dump({"cases": cases, "grads": grad_cases}, f, indent=1)
+    json.dump({"cases": cases, "grads": grad_cases, "full": full_cases}, f, indent=1)
