@@ -145,6 +145,20 @@ func DecodeAny(ts []delta.Tensor, mc llama.Config, alpha float64) (*llama.Adapte
 	if err != nil {
 		return nil, err
 	}
+	// The adapter the names claim must hold exactly the bytes the delta
+	// carries, checked before it is allocated (a hostile rank would
+	// otherwise size it).
+	var want, have float64
+	for _, m := range targets {
+		in, out := mc.Dims(m)
+		want += 4 * float64(rank) * float64(in+out) * float64(mc.Layers)
+	}
+	for _, t := range ts {
+		have += float64(len(t.Data))
+	}
+	if want != have {
+		return nil, fmt.Errorf("%w: rank %d on %v of this base model is %.0f bytes of tensors, the delta holds %.0f (is the delta for this base model?)", ErrShape, rank, targets, want, have)
+	}
 	a, err := llama.NewAdapter(mc, rank, alpha, targets)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrShape, err)

@@ -87,3 +87,33 @@ func TestDecodeRoundTrip(t *testing.T) {
 		t.Fatalf("DecodeAny with +Inf: %v, want ErrNonFinite", err)
 	}
 }
+
+// FuzzDecodeAny gives DecodeAny a valid delta's tensors with one renamed
+// and reshaped: it must not panic, and what it accepts has exactly the
+// tensors it was given.
+func FuzzDecodeAny(f *testing.F) {
+	mc := tinyllama.Config()
+	a, err := llama.InitAdapter(mc, 2, 4, []llama.Module{llama.QProj, llama.DownProj}, 1)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var base []delta.Tensor
+	for _, v := range a.Views() {
+		base = append(base, delta.Tensor{Name: v.Name, DType: delta.FP32, Shape: []uint64{uint64(v.Shape[0]), uint64(v.Shape[1])}, Data: llama.Float32Bytes(v.Data)})
+	}
+	f.Add(0, base[0].Name, uint64(2), uint64(32))
+	f.Add(1, "base_model.model.model.layers.1.mlp.down_proj.lora_A.weight", uint64(1<<40), uint64(64))
+	f.Add(3, "base_model.model.model.layers.99999.self_attn.k_proj.lora_B.weight", uint64(0), uint64(2))
+	f.Fuzz(func(t *testing.T, i int, name string, d0, d1 uint64) {
+		ts := append([]delta.Tensor(nil), base...)
+		i = ((i % len(ts)) + len(ts)) % len(ts)
+		ts[i].Name, ts[i].Shape = name, []uint64{d0, d1}
+		got, err := DecodeAny(ts, mc, 4)
+		if err != nil {
+			return
+		}
+		if len(got.Views()) != len(ts) {
+			t.Fatalf("accepted %d tensors as an adapter of %d", len(ts), len(got.Views()))
+		}
+	})
+}

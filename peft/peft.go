@@ -355,8 +355,21 @@ func Read(dir string, mc llama.Config) (*llama.Adapter, Config, error) {
 	if err != nil {
 		return nil, Config{}, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, WeightsFile)); err != nil {
+	wst, err := os.Stat(filepath.Join(dir, WeightsFile))
+	if err != nil {
 		return nil, Config{}, fmt.Errorf("peft: %s has no %s: %w", dir, WeightsFile, err)
+	}
+	// The adapter the config describes is allocated before its tensors are
+	// read: the file must be large enough to hold it (2 bytes a value at
+	// the least, in BF16 or F16), so a config cannot size it alone.
+	var params float64
+	for _, m := range cfg.Adapter.Targets {
+		in, out := mc.Dims(m)
+		params += float64(cfg.Adapter.Rank) * float64(in+out) * float64(mc.Layers)
+	}
+	if float64(wst.Size()) < 2*params {
+		return nil, Config{}, fmt.Errorf("%w: %s: r=%d on %v of this base model is %.0f values, %s has %d bytes",
+			ErrFormat, ConfigFile, cfg.Adapter.Rank, cfg.Adapter.Targets, params, WeightsFile, wst.Size())
 	}
 	a, _, err := llama.ReadAdapter(dir, mc)
 	if err != nil {

@@ -320,6 +320,7 @@ func TestReadRefuses(t *testing.T) {
 			return c, ts
 		}, "-Inf"},
 		{"rank differs", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["r"] = 3; return c, ts }, "shape"},
+		{"huge rank", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["r"] = 60000; return c, ts }, "values, adapter_model.safetensors has"},
 		{"target differs", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			c["target_modules"] = []string{"v_proj", "k_proj", "down_proj"}
 			return c, ts

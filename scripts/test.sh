@@ -69,6 +69,7 @@ fuzz=(
   "./llama FuzzParseConfig 20000"
   "./llama FuzzParseAdapterConfig 20000"
   "./peft FuzzParseConfig 20000"
+  "./jobconf FuzzDecodeAny 20000"
   "./tokenizer FuzzParse 5000"
   "./tokenizer FuzzEncode 10000"
   "./orchestrator/judge FuzzSubmit 3000"
