@@ -1,46 +1,309 @@
-// Package basemodel is a TEMPORARY stand-in for branch basellm's package
-// of the same name (Base, Builtin, Open), so that branch port builds and
-// tests before basellm lands: Builtin returns a random tiny model. It is
-// replaced wholesale by basellm's package at the merge.
+// Package basemodel ships the built-in base model, the one `gym up` and the
+// built-in trainer start from: a tiny LlamaForCausalLM stored as a Hugging
+// Face model directory (config.json, model.safetensors, tokenizer.json,
+// tokenizer_config.json, generation_config.json) under builtin/ and embedded
+// in the binary. transformers loads it (AutoModelForCausalLM and
+// AutoTokenizer on the directory `gym base export DIR` writes) and computes
+// the logits the Go engine computes.
+//
+// The weights are produced by sft.Run with Recipe (a deterministic
+// supervised pre-training from scratch on a mixture of correct and
+// typically-wrong task answers, so the base holds both behaviours and GSPO
+// has something to select); model.safetensors records the recipe and its
+// SHA3 in its metadata. The tokenizer is TokenizerJSON, generated from the
+// task vocabulary. Regenerate the directory with `go generate ./basemodel`
+// after changing Recipe or the tokenizer; a test fails while the embedded
+// files and the code disagree.
+//
+// The recipe, its hash, the measured behaviour of the shipped base and the
+// sizes of its files are in docs/models.md ("The built-in base").
+//
+// Load is the previous built-in base (package model's 101k-parameter
+// network, base.safetensors), kept until its callers move to Builtin.
 package basemodel
 
-import (
-	"crypto/sha3"
-	"encoding/hex"
-	"path/filepath"
+//go:generate go run ./mkbase -out builtin
 
-	"github.com/zooai/gym/internal/tinyllama"
+import (
+	"bytes"
+	"crypto/sha3"
+	"embed"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/sft"
+	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/tokenizer"
 )
 
-// Base is a base model: weights, tokenizer, name and hash.
+//go:embed builtin
+var builtinFS embed.FS
+
+// Files of a Hugging Face model directory this package reads or writes.
+const (
+	ConfigFile           = llama.ConfigFile
+	WeightsFile          = llama.WeightsFile
+	TokenizerFile        = "tokenizer.json"
+	TokenizerConfigFile  = "tokenizer_config.json"
+	GenerationConfigFile = "generation_config.json"
+)
+
+// BuiltinFiles are the files of the built-in directory, sorted.
+var BuiltinFiles = []string{ConfigFile, GenerationConfigFile, WeightsFile, TokenizerFile, TokenizerConfigFile}
+
+// BuiltinName is the built-in base's name.
+const BuiltinName = "builtin"
+
+// Metadata keys of the built-in model.safetensors.
+const (
+	MetaRecipe     = "gym.sft_recipe"
+	MetaRecipeHash = "gym.sft_recipe_sha3"
+)
+
+// Recipe is the pre-training run that produced the built-in weights.
+func Recipe() sft.Config {
+	return sft.Config{
+		Model: sft.Model{
+			Vocab: task.VocabSize + 1, Hidden: 64, Intermediate: 256, Layers: 2, Heads: 4, KVHeads: 4,
+			HeadDim: 16, MaxPositions: 16, NormEps: 1e-6, RopeTheta: 10000, EOS: EOSID,
+		},
+		InitStd:     0.02,
+		Tasks:       []string{"addition", "sort"},
+		BugFrac:     0.7,
+		Steps:       1200,
+		Batch:       64,
+		LR:          2e-3,
+		Warmup:      50,
+		WeightDecay: 0.01,
+		Seed:        0,
+	}
+}
+
+// RecipeHash is the hex SHA3-256 of the recipe's JSON.
+func RecipeHash(c sft.Config) string {
+	b, _ := json.Marshal(c)
+	h := sha3.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// Tokenizer parses TokenizerJSON.
+func Tokenizer() (*tokenizer.Tokenizer, error) {
+	return tokenizer.Parse(TokenizerJSON())
+}
+
+// GenerationConfigJSON is the built-in generation_config.json.
+func GenerationConfigJSON() []byte {
+	return []byte(fmt.Sprintf("{\n  \"eos_token_id\": %d\n}\n", EOSID))
+}
+
+// Base is a base model: weights, tokenizer and the identity of the
+// directory they came from.
 type Base struct {
-	Name      string
+	Name      string // "builtin", or the directory's base name
 	Weights   *llama.Weights
 	Tokenizer *tokenizer.Tokenizer
-	SHA3      string
+	// SHA3 identifies the directory: DirSHA3 of its files.
+	SHA3 string
 }
 
-// Builtin is the built-in base (here: a random tiny model).
-func Builtin() (*Base, error) {
-	w, err := tinyllama.Weights(tinyllama.Config(), 1, 0.3)
+// BuiltinFS returns the built-in directory as a file system (its files at
+// the root).
+func BuiltinFS() fs.FS {
+	sub, err := fs.Sub(builtinFS, "builtin")
 	if err != nil {
-		return nil, err
+		panic(err) // a constant path into the embedded tree
 	}
-	h := sha3.Sum256(tinyllama.TokenizerJSON())
-	return &Base{Name: "builtin", Weights: w, Tokenizer: tinyllama.Tokenizer(), SHA3: hex.EncodeToString(h[:])}, nil
+	return sub
 }
 
-// Open loads a Hugging Face model directory.
+// Builtin parses the built-in base (each call parses anew; callers cache).
+// It refuses an embedded directory made by another recipe or tokenizer
+// than the code's.
+func Builtin() (*Base, error) {
+	fsys := BuiltinFS()
+	ck, err := llama.OpenFS(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("basemodel: built-in: %w", err)
+	}
+	defer ck.Close()
+	if got, want := ck.Metadata()[MetaRecipeHash], RecipeHash(Recipe()); got != want {
+		return nil, fmt.Errorf("basemodel: the embedded weights were made by recipe %.12s, the code has %.12s: run go generate ./basemodel", got, want)
+	}
+	w, err := ck.Read()
+	if err != nil {
+		return nil, fmt.Errorf("basemodel: built-in: %w", err)
+	}
+	tj, err := fs.ReadFile(fsys, TokenizerFile)
+	if err != nil {
+		return nil, fmt.Errorf("basemodel: built-in: %w", err)
+	}
+	if !bytes.Equal(tj, TokenizerJSON()) {
+		return nil, fmt.Errorf("basemodel: the embedded tokenizer.json is not TokenizerJSON's: run go generate ./basemodel")
+	}
+	tok, err := tokenizer.Parse(tj)
+	if err != nil {
+		return nil, fmt.Errorf("basemodel: built-in: %w", err)
+	}
+	sum, err := DirSHA3(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("basemodel: built-in: %w", err)
+	}
+	return &Base{Name: BuiltinName, Weights: w, Tokenizer: tok, SHA3: sum}, nil
+}
+
+// Open reads a Hugging Face model directory: its config.json and weights
+// (llama.Load) and its tokenizer.json (tokenizer.Load). A missing file is
+// an error naming it; so is a tokenizer with ids beyond the model's
+// vocabulary.
 func Open(dir string) (*Base, error) {
+	for _, f := range []string{ConfigFile, TokenizerFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return nil, fmt.Errorf("basemodel: %s: no %s: %w", dir, f, err)
+		}
+	}
 	w, err := llama.Load(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("basemodel: %s: %w", dir, err)
 	}
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("basemodel: %s: %w", dir, err)
 	}
-	return &Base{Name: filepath.Base(dir), Weights: w, Tokenizer: tok, SHA3: "0000"}, nil
+	if n := tok.VocabSize(); n > w.Cfg.Vocab {
+		return nil, fmt.Errorf("basemodel: %s: %s has ids up to %d, %s has vocab_size %d", dir, TokenizerFile, n-1, ConfigFile, w.Cfg.Vocab)
+	}
+	sum, err := DirSHA3(os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("basemodel: %s: %w", dir, err)
+	}
+	abs, _ := filepath.Abs(dir)
+	return &Base{Name: filepath.Base(abs), Weights: w, Tokenizer: tok, SHA3: sum}, nil
+}
+
+// DirSHA3 is the identity of a model directory: the hex SHA3-256 of, for
+// each regular file at its top level whose name does not begin with "." in
+// byte order of names (subdirectories are not included; symbolic links are
+// followed),
+//
+//	uint64 big-endian length of the name ‖ name ‖ uint64 big-endian length of the contents ‖ contents.
+func DirSHA3(fsys fs.FS) (string, error) {
+	ents, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	h := sha3.New256()
+	var n [8]byte
+	for _, name := range names {
+		st, err := fs.Stat(fsys, name)
+		if err != nil {
+			return "", err
+		}
+		if !st.Mode().IsRegular() {
+			continue
+		}
+		f, err := fsys.Open(name)
+		if err != nil {
+			return "", err
+		}
+		binary.BigEndian.PutUint64(n[:], uint64(len(name)))
+		h.Write(n[:])
+		h.Write([]byte(name))
+		binary.BigEndian.PutUint64(n[:], uint64(st.Size()))
+		h.Write(n[:])
+		k, err := io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return "", err
+		}
+		if k != st.Size() {
+			return "", fmt.Errorf("%s changed while being hashed", name)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ErrExists reports an export into a directory that already has files.
+var ErrExists = errors.New("basemodel: directory is not empty")
+
+// Export writes the built-in directory to dir byte for byte, creating dir;
+// it refuses a dir that exists and is not empty.
+func Export(dir string) error { return export(dir, false) }
+
+// ExportOverwrite is Export into a directory that may hold files: the
+// built-in files replace those of the same names; other files stay.
+func ExportOverwrite(dir string) error { return export(dir, true) }
+
+func export(dir string, overwrite bool) error {
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 && !overwrite {
+		return fmt.Errorf("%w: %s", ErrExists, dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("basemodel: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("basemodel: %w", err)
+	}
+	fsys := BuiltinFS()
+	for _, f := range BuiltinFiles {
+		b, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return fmt.Errorf("basemodel: built-in: %w", err)
+		}
+		if err := atomicfile.WriteBytes(filepath.Join(dir, f), 0o644, true, b); err != nil {
+			return fmt.Errorf("basemodel: %w", err)
+		}
+	}
+	return nil
+}
+
+// WriteDir writes a base model directory for weights w made by recipe rc
+// with the built-in tokenizer: what mkbase writes, and what the embedded
+// directory holds.
+func WriteDir(dir string, w *llama.Weights, rc sft.Config) error {
+	recipe, err := json.Marshal(rc)
+	if err != nil {
+		return err
+	}
+	st, err := llama.EncodeSafetensors(w, map[string]string{MetaRecipe: string(recipe), MetaRecipeHash: RecipeHash(rc)})
+	if err != nil {
+		return err
+	}
+	cj, err := w.Cfg.ConfigJSON()
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		ConfigFile: cj, WeightsFile: st, TokenizerFile: TokenizerJSON(),
+		TokenizerConfigFile: TokenizerConfigJSON(w.Cfg.MaxPositions), GenerationConfigFile: GenerationConfigJSON(),
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range BuiltinFiles {
+		if err := atomicfile.WriteBytes(filepath.Join(dir, f), 0o644, true, files[f]); err != nil {
+			return err
+		}
+	}
+	if len(files) != len(BuiltinFiles) || !slices.IsSorted(BuiltinFiles) {
+		return fmt.Errorf("basemodel: BuiltinFiles out of date")
+	}
+	return nil
 }

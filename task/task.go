@@ -21,6 +21,14 @@ import (
 	"github.com/zooai/gym/tokenizer"
 )
 
+// Vocab are the characters the built-in tasks write with; '^' starts every
+// prompt. The built-in base model's tokenizer gives character i the id i
+// (package basemodel).
+const Vocab = "^0123456789+=:"
+
+// VocabSize is the number of characters in Vocab.
+const VocabSize = len(Vocab)
+
 // Problem is one prompt and its reference answer.
 type Problem struct {
 	Prompt, Answer string
