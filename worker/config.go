@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/ring"
 )
 

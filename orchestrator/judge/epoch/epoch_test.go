@@ -15,8 +15,8 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/ring"
 )
