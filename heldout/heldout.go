@@ -9,9 +9,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/tokenizer"
 )
 
 // MaxN is the largest held-out set Evaluate draws: task.NewSplit draws
@@ -34,11 +35,12 @@ type Result struct {
 	Loss     float64 `json:"loss"`     // mean per-token NLL of the reference answers, teacher-forced (nats)
 }
 
-// Evaluate scores base with adapter a (nil: the base alone) on the first n
-// held-out problems of the named task (task.NewSplit(t, n).Eval, the set the
-// trainer evaluates on when its eval_size is n). threads only changes the
-// speed: the result is the same for any value.
-func Evaluate(base *model.Weights, a *model.Adapter, taskName string, n int, threads int) (Result, error) {
+// Evaluate scores base (whose tokenizer is tok) with adapter a (nil: the
+// base alone) on the first n held-out problems of the named task
+// (task.NewSplit(t, n).Eval, the set the trainer evaluates on when its
+// eval_size is n). threads only changes the speed: the result is the same
+// for any value.
+func Evaluate(base *llama.Weights, tok *tokenizer.Tokenizer, a *llama.Adapter, taskName string, n int, threads int) (Result, error) {
 	t, err := task.Lookup(taskName)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInput, err)
@@ -46,22 +48,19 @@ func Evaluate(base *model.Weights, a *model.Adapter, taskName string, n int, thr
 	if n < 1 || n > MaxN {
 		return Result{}, fmt.Errorf("%w: %d problems, want 1 to %d", ErrInput, n, MaxN)
 	}
-	if base == nil {
-		return Result{}, fmt.Errorf("%w: no base weights", ErrInput)
+	if base == nil || tok == nil {
+		return Result{}, fmt.Errorf("%w: no base weights or tokenizer", ErrInput)
 	}
-	if a != nil && a.Model != base.Cfg {
-		return Result{}, fmt.Errorf("%w: the adapter is for a model of shape %+v, the base is %+v", ErrInput, a.Model, base.Cfg)
-	}
-	if need := t.PromptLen() + t.AnswerLen() - 1; need > base.Cfg.Ctx {
-		return Result{}, fmt.Errorf("%w: task %s needs a context of %d, the model has %d", ErrInput, taskName, need, base.Cfg.Ctx)
+	md, err := llama.New(base, a, threads)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	problems := task.NewSplit(t, n).Eval
-	md := &model.Model{W: base, A: a, Threads: threads}
-	sc, err := rollout.Evaluate(md, problems)
+	sc, err := rollout.Evaluate(md, tok, problems)
 	if err != nil {
 		return Result{}, err
 	}
-	loss, err := Loss(md, problems)
+	loss, err := Loss(md, tok, problems)
 	if err != nil {
 		return Result{}, err
 	}
@@ -70,44 +69,54 @@ func Evaluate(base *model.Weights, a *model.Adapter, taskName string, n int, thr
 
 // Loss is the mean negative log-likelihood per answer token of the
 // reference answers given their prompts, teacher-forced: each sequence is
-// the prompt followed by the answer minus its last token, and answer token
-// i is scored by the logits at position len(prompt)+i-1. It runs forward
-// passes over batches of problems of equal shape and sums in float64 in
-// problem order, so the result is the same on every run and thread count.
-func Loss(md *model.Model, problems []task.Problem) (float64, error) {
-	if md == nil || md.W == nil {
+// the prompt followed by the answer minus its last token (tokenized with
+// tok), and answer token i is scored by the logits at position
+// len(prompt)+i-1. It runs forward passes over runs of problems of equal
+// token lengths and sums in float64 in problem order, so the result is the
+// same on every run and thread count.
+func Loss(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem) (float64, error) {
+	if md == nil || md.W == nil || tok == nil {
 		return 0, fmt.Errorf("%w: no model", ErrInput)
+	}
+	type seq struct{ prompt, answer []int }
+	seqs := make([]seq, len(problems))
+	for i, p := range problems {
+		pr, ans, err := task.Tokenize(tok, p)
+		if err != nil {
+			return 0, fmt.Errorf("%w: problem %d: %w", ErrInput, i, err)
+		}
+		seqs[i] = seq{pr, ans}
 	}
 	var sum float64
 	var tokens int
 	V := md.W.Cfg.Vocab
-	lp := make([]float32, V)
-	for lo := 0; lo < len(problems); {
-		pl, al := len(problems[lo].Prompt), len(problems[lo].Answer)
-		if pl < 1 || al < 1 {
-			return 0, fmt.Errorf("%w: problem %d has a %d-token prompt and a %d-token answer", ErrInput, lo, pl, al)
-		}
+	for lo := 0; lo < len(seqs); {
+		pl, al := len(seqs[lo].prompt), len(seqs[lo].answer)
 		hi := lo + 1
-		for hi < len(problems) && hi-lo < lossBatch && len(problems[hi].Prompt) == pl && len(problems[hi].Answer) == al {
+		for hi < len(seqs) && hi-lo < lossBatch && len(seqs[hi].prompt) == pl && len(seqs[hi].answer) == al {
 			hi++
 		}
 		B, T := hi-lo, pl+al-1
-		seq := make([]int, 0, B*T)
-		for _, p := range problems[lo:hi] {
-			seq = append(append(seq, p.Prompt...), p.Answer[:al-1]...)
+		in := make([]int, 0, B*T)
+		targets := make([]int, B*T)
+		for b, s := range seqs[lo:hi] {
+			in = append(append(in, s.prompt...), s.answer[:al-1]...)
+			for i := range T {
+				targets[b*T+i] = -1
+			}
+			copy(targets[b*T+pl-1:], s.answer)
 		}
-		act, err := md.Forward(seq, B, T)
+		logits, err := md.Logits(in, B, T)
 		if err != nil {
 			return 0, fmt.Errorf("heldout: problems %d to %d: %w", lo, hi-1, err)
 		}
-		for b, p := range problems[lo:hi] {
-			for i, want := range p.Answer {
-				row := act.Logits[(b*T+pl-1+i)*V : (b*T+pl+i)*V]
-				if want < 0 || want >= V {
-					return 0, fmt.Errorf("%w: problem %d: answer token %d outside vocabulary of %d", ErrInput, lo+b, want, V)
-				}
-				model.LogSoftmax(lp, row)
-				sum -= float64(lp[want])
+		lp, err := llama.TokenLogProbs(md.Threads, logits, V, targets)
+		if err != nil {
+			return 0, fmt.Errorf("%w: problems %d to %d: %w", ErrInput, lo, hi-1, err)
+		}
+		for b := range B {
+			for i := range al {
+				sum -= float64(lp[b*T+pl-1+i])
 			}
 		}
 		tokens += B * al

@@ -6,27 +6,38 @@ import (
 	"math"
 	"testing"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/internal/tinyllama"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
 )
 
-func loadBase(t testing.TB) *model.Weights {
+var tok = tinyllama.Tokenizer()
+
+func loadBase(t testing.TB) *llama.Weights {
 	t.Helper()
-	w, err := basemodel.Load()
+	w, err := tinyllama.Weights(tinyllama.Config(), 2, 0.3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
 }
 
+func newModel(t testing.TB, w *llama.Weights, a *llama.Adapter, threads int) *llama.Model {
+	t.Helper()
+	md, err := llama.New(w, a, threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
 // noisyAdapter is an adapter on every module with random A and B, so the
 // adapted model differs from the base everywhere.
-func noisyAdapter(t testing.TB, mc model.Config, scale float64) *model.Adapter {
+func noisyAdapter(t testing.TB, mc llama.Config, scale float64) *llama.Adapter {
 	t.Helper()
-	a, err := model.InitAdapter(mc, model.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", "k", "v", "o", "fc1", "fc2"}}, 3)
+	a, err := llama.InitAdapter(mc, 4, 8, []llama.Module{llama.QProj, llama.KProj, llama.VProj, llama.OProj, llama.GateProj, llama.UpProj, llama.DownProj}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,21 +71,22 @@ func mixed(t testing.TB, n int) []task.Problem {
 
 // stepwiseLoss is Loss computed another way: one problem at a time, through
 // the KV cache, reading the next-token logits after each fed token.
-func stepwiseLoss(t *testing.T, md *model.Model, ps []task.Problem) float64 {
+func stepwiseLoss(t *testing.T, md *llama.Model, ps []task.Problem) float64 {
 	t.Helper()
 	var sum float64
 	var n int
 	lp := make([]float32, md.W.Cfg.Vocab)
 	for _, p := range ps {
-		ch := md.NewCache(1)
-		seq := append(append([]int{}, p.Prompt...), p.Answer...)
+		prompt, answer, _ := task.Tokenize(tok, p)
+		seq := append(append([]int{}, prompt...), answer...)
+		ch, _ := md.NewCache(1, len(seq))
 		for pos := 0; pos < len(seq)-1; pos++ {
 			logits, err := md.Step(ch, seq[pos:pos+1])
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pos+1 >= len(p.Prompt) {
-				model.LogSoftmax(lp, logits)
+			if pos+1 >= len(prompt) {
+				llama.LogSoftmax(lp, logits)
 				sum -= float64(lp[seq[pos+1]])
 				n++
 			}
@@ -86,9 +98,9 @@ func stepwiseLoss(t *testing.T, md *model.Model, ps []task.Problem) float64 {
 func TestLossMatchesStepwise(t *testing.T) {
 	base := loadBase(t)
 	ps := mixed(t, 40)
-	for _, a := range []*model.Adapter{nil, noisyAdapter(t, base.Cfg, 0.3)} {
-		md := &model.Model{W: base, A: a, Threads: 2}
-		got, err := Loss(md, ps)
+	for _, a := range []*llama.Adapter{nil, noisyAdapter(t, base.Cfg, 0.3)} {
+		md := newModel(t, base, a, 2)
+		got, err := Loss(md, tok, ps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +117,7 @@ func TestLossDeterministic(t *testing.T) {
 	a := noisyAdapter(t, base.Cfg, 0.2)
 	var first float64
 	for i, threads := range []int{1, 2, 3, 1} {
-		l, err := Loss(&model.Model{W: base, A: a, Threads: threads}, ps)
+		l, err := Loss(newModel(t, base, a, threads), tok, ps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,28 +137,28 @@ func TestLossFallsAlongItsGradient(t *testing.T) {
 	base := loadBase(t)
 	add, _ := task.Lookup("addition")
 	ps := task.NewSplit(add, 64).Eval
-	a, err := model.InitAdapter(base.Cfg, model.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "fc2"}}, 1)
+	a, err := llama.InitAdapter(base.Cfg, 4, 8, []llama.Module{llama.QProj, llama.VProj, llama.DownProj}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	md := &model.Model{W: base, A: a, Threads: 2}
-	before, err := Loss(md, ps)
+	md := newModel(t, base, a, 2)
+	before, err := Loss(md, tok, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if base0, _ := Loss(&model.Model{W: base, Threads: 2}, ps); base0 != before {
+	if base0, _ := Loss(newModel(t, base, nil, 2), tok, ps); base0 != before {
 		t.Fatalf("zero-B adapter changes the loss: %v vs base %v", before, base0)
 	}
 	g := answerGrad(t, md, ps)
 	for _, dir := range []float32{-1, 1} {
 		step := a.Clone()
-		st, gt := step.Tensors(), g.Tensors()
+		st, gt := step.Views(), g.Views()
 		for i := range st {
 			for j := range st[i].Data {
 				st[i].Data[j] += dir * 0.5 * gt[i].Data[j]
 			}
 		}
-		after, err := Loss(&model.Model{W: base, A: step, Threads: 2}, ps)
+		after, err := Loss(newModel(t, base, step, 2), tok, ps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,14 +175,18 @@ func TestLossFallsAlongItsGradient(t *testing.T) {
 // answerGrad is the gradient of the mean answer-token NLL with respect to
 // md's adapter, over full sequences (prompt and whole answer: a layout other
 // than Loss's).
-func answerGrad(t *testing.T, md *model.Model, ps []task.Problem) *model.Adapter {
+func answerGrad(t *testing.T, md *llama.Model, ps []task.Problem) *llama.Adapter {
 	t.Helper()
-	pl, al := len(ps[0].Prompt), len(ps[0].Answer)
-	T, V := pl+al, md.W.Cfg.Vocab
 	var seq []int
+	var answers [][]int
+	pl, al := 0, 0
 	for _, p := range ps {
-		seq = append(append(seq, p.Prompt...), p.Answer...)
+		prompt, answer, _ := task.Tokenize(tok, p)
+		seq = append(append(seq, prompt...), answer...)
+		answers = append(answers, answer)
+		pl, al = len(prompt), len(answer)
 	}
+	T, V := pl+al, md.W.Cfg.Vocab
 	act, err := md.Forward(seq, len(ps), T)
 	if err != nil {
 		t.Fatal(err)
@@ -178,18 +194,18 @@ func answerGrad(t *testing.T, md *model.Model, ps []task.Problem) *model.Adapter
 	d := make([]float32, len(act.Logits))
 	lp := make([]float32, V)
 	inv := 1 / float32(len(ps)*al)
-	for b, p := range ps {
-		for i, want := range p.Answer {
+	for b, answer := range answers {
+		for i, want := range answer {
 			r := (b*T + pl - 1 + i) * V
-			model.LogSoftmax(lp, act.Logits[r:r+V])
+			llama.LogSoftmax(lp, act.Logits[r:r+V])
 			for j := range lp {
 				d[r+j] = float32(math.Exp(float64(lp[j]))) * inv
 			}
 			d[r+want] -= inv
 		}
 	}
-	g := md.A.ZeroLike()
-	if err := md.Backward(act, d, nil, g); err != nil {
+	g := md.A.Zeroed()
+	if err := md.Backward(act, d, g); err != nil {
 		t.Fatal(err)
 	}
 	return g
@@ -199,19 +215,19 @@ func TestEvaluateMatchesRollout(t *testing.T) {
 	base := loadBase(t)
 	a := noisyAdapter(t, base.Cfg, 0.05)
 	for _, name := range task.Names() {
-		for _, ad := range []*model.Adapter{nil, a} {
-			res, err := Evaluate(base, ad, name, 100, 2)
+		for _, ad := range []*llama.Adapter{nil, a} {
+			res, err := Evaluate(base, tok, ad, name, 100, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tk, _ := task.Lookup(name)
 			ps := task.NewSplit(tk, 100).Eval
-			md := &model.Model{W: base, A: ad, Threads: 1}
-			sc, err := rollout.Evaluate(md, ps)
+			md := newModel(t, base, ad, 1)
+			sc, err := rollout.Evaluate(md, tok, ps)
 			if err != nil {
 				t.Fatal(err)
 			}
-			loss, _ := Loss(md, ps)
+			loss, _ := Loss(md, tok, ps)
 			want := Result{Task: name, N: 100, Accuracy: sc.Accuracy, Reward: sc.Reward, Loss: loss}
 			if res != want {
 				t.Fatalf("%s (adapter %v): %+v, want %+v", name, ad != nil, res, want)
@@ -223,28 +239,30 @@ func TestEvaluateMatchesRollout(t *testing.T) {
 
 func TestRefuses(t *testing.T) {
 	base := loadBase(t)
-	other, _ := model.InitAdapter(model.Config{Vocab: 14, Ctx: 11, Dim: 8, Layers: 2, Heads: 2, Hidden: 16},
-		model.LoRAConfig{Rank: 2, Alpha: 2, Targets: []string{"q"}}, 1)
-	small := base.Clone()
-	small.Cfg.Ctx = 8
+	oc := tinyllama.Config()
+	oc.Hidden = 16
+	other, _ := llama.InitAdapter(oc, 2, 2, []llama.Module{llama.QProj}, 1)
+	small := *base
+	small.Cfg.MaxPositions = 8
+	md := newModel(t, base, nil, 1)
 	for name, f := range map[string]func() error{
-		"unknown task":  func() error { _, err := Evaluate(base, nil, "chess", 10, 1); return err },
-		"n = 0":         func() error { _, err := Evaluate(base, nil, "addition", 0, 1); return err },
-		"n > MaxN":      func() error { _, err := Evaluate(base, nil, "addition", MaxN+1, 1); return err },
-		"no base":       func() error { _, err := Evaluate(nil, nil, "addition", 10, 1); return err },
-		"adapter shape": func() error { _, err := Evaluate(base, other, "addition", 10, 1); return err },
-		"short context": func() error { _, err := Evaluate(small, nil, "sort", 10, 1); return err },
-		"no problems":   func() error { _, err := Loss(&model.Model{W: base}, nil); return err },
-		"empty answer":  func() error { _, err := Loss(&model.Model{W: base}, []task.Problem{{Prompt: []int{0}}}); return err },
-		"token outside": func() error {
-			_, err := Loss(&model.Model{W: base}, []task.Problem{{Prompt: []int{0}, Answer: []int{99}}})
-			return err
-		},
+		"unknown task":  func() error { _, err := Evaluate(base, tok, nil, "chess", 10, 1); return err },
+		"n = 0":         func() error { _, err := Evaluate(base, tok, nil, "addition", 0, 1); return err },
+		"n > MaxN":      func() error { _, err := Evaluate(base, tok, nil, "addition", MaxN+1, 1); return err },
+		"no base":       func() error { _, err := Evaluate(nil, tok, nil, "addition", 10, 1); return err },
+		"no tokenizer":  func() error { _, err := Evaluate(base, nil, nil, "addition", 10, 1); return err },
+		"adapter shape": func() error { _, err := Evaluate(base, tok, other, "addition", 10, 1); return err },
+		"no problems":   func() error { _, err := Loss(md, tok, nil); return err },
+		"empty answer":  func() error { _, err := Loss(md, tok, []task.Problem{{Prompt: "^1"}}); return err },
+		"not UTF-8":     func() error { _, err := Loss(md, tok, []task.Problem{{Prompt: "^1", Answer: "\xff"}}); return err },
 	} {
 		err := f()
 		if !errors.Is(err, ErrInput) {
 			t.Errorf("%s: %v, want ErrInput", name, err)
 		}
+	}
+	if _, err := Evaluate(&small, tok, nil, "sort", 10, 1); err == nil {
+		t.Error("sort in an 8-token context accepted")
 	}
 }
 
@@ -254,13 +272,13 @@ func BenchmarkLoss128(b *testing.B) {
 	base := loadBase(b)
 	add, _ := task.Lookup("addition")
 	ps := task.NewSplit(add, 128).Eval
-	for _, ad := range []*model.Adapter{nil, noisyAdapter(b, base.Cfg, 0.1)} {
+	for _, ad := range []*llama.Adapter{nil, noisyAdapter(b, base.Cfg, 0.1)} {
 		for _, threads := range []int{1, 2} {
 			name := fmt.Sprintf("adapter=%v/threads=%d", ad != nil, threads)
 			b.Run(name, func(b *testing.B) {
-				md := &model.Model{W: base, A: ad, Threads: threads}
+				md := newModel(b, base, ad, threads)
 				for b.Loop() {
-					if _, err := Loss(md, ps); err != nil {
+					if _, err := Loss(md, tok, ps); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 )
 
 // KeySync is the metadata key of a delta's sync number within its epoch
@@ -48,13 +48,14 @@ type SyncDelta struct {
 	ClaimedLoss float64
 	Samples     uint64
 	Time        time.Time
-	Delta       *model.Adapter
+	Delta       *llama.Adapter
 	// Binding is the job binding hanzod sent with the assignment (written
 	// under KeyBinding when set).
 	Binding string
 }
 
-// Encode writes d as a signed delta file (fp32 tensors, zstd, LoRA flag).
+// Encode writes d as a signed delta file (fp32 tensors under PEFT's names,
+// zstd, LoRA flag).
 func Encode(ctx context.Context, key ed25519.PrivateKey, d SyncDelta) ([]byte, error) {
 	meta := delta.NewMetadata(delta.MetadataFields{
 		Job: d.Job, Epoch: uint64(d.Epoch), Step: d.Step, Node: d.Node, Sequence: d.Sequence,
@@ -69,12 +70,12 @@ func Encode(ctx context.Context, key ed25519.PrivateKey, d SyncDelta) ([]byte, e
 		}
 	}
 	var ts []delta.Tensor
-	for _, t := range d.Delta.Tensors() {
+	for _, t := range d.Delta.Views() {
 		shape := make([]uint64, len(t.Shape))
 		for i, s := range t.Shape {
 			shape[i] = uint64(s)
 		}
-		ts = append(ts, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: model.Float32Bytes(t.Data)})
+		ts = append(ts, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: llama.Float32Bytes(t.Data)})
 	}
 	var b bytes.Buffer
 	if _, err := delta.Write(ctx, &b, key, ts, delta.WriteOptions{Compression: delta.Zstd, Flags: delta.FlagLoRA, Metadata: meta}); err != nil {
@@ -84,17 +85,17 @@ func Encode(ctx context.Context, key ed25519.PrivateKey, d SyncDelta) ([]byte, e
 }
 
 // ErrShape reports tensors that do not match the job's adapter.
-var ErrShape = model.ErrShape
+var ErrShape = llama.ErrShape
 
 // ErrNonFinite reports a NaN or infinite value.
-var ErrNonFinite = model.ErrNonFinite
+var ErrNonFinite = llama.ErrNonFinite
 
 // Decode fills a copy of template (an adapter of the job's shape) from
 // verified tensors: the same names in the same order, fp32, the same
 // shapes, finite values — or ErrShape / ErrNonFinite saying what differs.
-func Decode(template *model.Adapter, ts []delta.Tensor) (*model.Adapter, error) {
-	out := template.ZeroLike()
-	if err := model.Fill(out.Tensors(), DeltaSource(ts, true)); err != nil {
+func Decode(template *llama.Adapter, ts []delta.Tensor) (*llama.Adapter, error) {
+	out := template.Zeroed()
+	if err := llama.Fill(out.Views(), DeltaSource(ts), true); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -104,8 +105,8 @@ func Decode(template *model.Adapter, ts []delta.Tensor) (*model.Adapter, error) 
 // order, dtypes, shapes; not their data — against template (an adapter of
 // the job's shape), as Decode does before it reads any value: a file that
 // passes decodes within exactly the template's size.
-func CheckDeclared(template *model.Adapter, ts []delta.Tensor) error {
-	want := template.Tensors()
+func CheckDeclared(template *llama.Adapter, ts []delta.Tensor) error {
+	want := template.Views()
 	if len(ts) != len(want) {
 		return fmt.Errorf("%w: %d tensors, want %d", ErrShape, len(ts), len(want))
 	}
@@ -130,38 +131,51 @@ func CheckDeclared(template *model.Adapter, ts []delta.Tensor) error {
 }
 
 // DecodeAny builds an adapter for a model of shape mc from a delta's
-// tensors named as model.Adapter.Tensors names them, in any order: the
-// rank and targets come from the names and shapes (model.InferLoRA), alpha
-// from the caller; every tensor the adapter needs must be there, F32, with
-// its shape, finite, and nothing else.
-func DecodeAny(ts []delta.Tensor, mc model.Config, alpha float64) (*model.Adapter, error) {
+// tensors named as PEFT names them (llama.Adapter.Views), in any order:
+// the rank and targets come from the names and shapes
+// (llama.InferAdapter), alpha from the caller; every tensor the adapter
+// needs must be there, F32, with its shape, finite, and nothing else.
+func DecodeAny(ts []delta.Tensor, mc llama.Config, alpha float64) (*llama.Adapter, error) {
 	names := make([]string, len(ts))
 	shapes := make([][]uint64, len(ts))
 	for i, t := range ts {
 		names[i], shapes[i] = t.Name, t.Shape
 	}
-	lc, err := model.InferLoRA(names, shapes, alpha)
+	rank, targets, err := llama.InferAdapter(names, shapes)
 	if err != nil {
 		return nil, err
 	}
-	a, err := model.NewAdapter(mc, lc)
-	if err != nil {
-		return nil, err
+	// The adapter the names claim must hold exactly the bytes the delta
+	// carries, checked before it is allocated (a hostile rank would
+	// otherwise size it).
+	var want, have float64
+	for _, m := range targets {
+		in, out := mc.Dims(m)
+		want += 4 * float64(rank) * float64(in+out) * float64(mc.Layers)
 	}
-	if err := model.Fill(a.Tensors(), DeltaSource(ts, false)); err != nil {
-		return nil, fmt.Errorf("%w (is the delta for this base model, rank %d on %v?)", err, lc.Rank, lc.Targets)
+	for _, t := range ts {
+		have += float64(len(t.Data))
+	}
+	if want != have {
+		return nil, fmt.Errorf("%w: rank %d on %v of this base model is %.0f bytes of tensors, the delta holds %.0f (is the delta for this base model?)", ErrShape, rank, targets, want, have)
+	}
+	a, err := llama.NewAdapter(mc, rank, alpha, targets)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrShape, err)
+	}
+	if err := llama.Fill(a.Views(), DeltaSource(ts), false); err != nil {
+		return nil, fmt.Errorf("%w (is the delta for this base model, rank %d on %v?)", err, rank, targets)
 	}
 	return a, nil
 }
 
-// DeltaSource is a delta file's tensors as a model.Source (see
-// model.SliceSource for ordered).
-func DeltaSource(ts []delta.Tensor, ordered bool) model.Source {
-	st := make([]model.Stored, len(ts))
+// DeltaSource is a delta file's tensors as llama.Fill reads them.
+func DeltaSource(ts []delta.Tensor) []llama.Stored {
+	st := make([]llama.Stored, len(ts))
 	for i, t := range ts {
-		st[i] = model.Stored{Name: t.Name, DType: safetensorsDType(t.DType), Shape: t.Shape, Read: model.Bytes(t.Data)}
+		st[i] = llama.Stored{Name: t.Name, DType: safetensorsDType(t.DType), Shape: t.Shape, Read: llama.Bytes(t.Data)}
 	}
-	return model.SliceSource(st, ordered)
+	return st
 }
 
 // safetensorsDType names a delta dtype as safetensors does.

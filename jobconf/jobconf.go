@@ -1,4 +1,4 @@
-// Package jobconf maps an orchestrator job onto the built-in trainer and fixes
+// Package jobconf maps an orchestrator job onto the trainer and fixes
 // the schedule both sides of the protocol compute from it: the worker trains
 // by it, the orchestrator validates and replays by it. Everything here is a
 // pure function of the job spec, so the two can never disagree.
@@ -19,16 +19,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/trainer"
 )
 
 // BuiltinModel is the model name of the embedded base model.
 const BuiltinModel = "builtin"
 
-// ErrJob reports a job the built-in trainer cannot run.
-var ErrJob = errors.New("jobconf: job cannot run on the built-in trainer")
+// ErrJob reports a job the trainer cannot run on the base model at hand.
+var ErrJob = errors.New("jobconf: job cannot run on this base model")
 
 // Plan is everything a job fixes for training.
 type Plan struct {
@@ -63,36 +64,40 @@ func BuiltinGSPO(interval int) jobspec.GSPO {
 	}
 }
 
-// Check applies the built-in trainer's own rules to a job file's spec
+// Check applies the trainer's own rules to a job file's spec
 // (jobspec.ParseFile's check): hanzod would accept a job that breaks them
-// and fail it once it ran. Any other model passes (hanzod records it; no
-// worker of this build trains it). base loads the built-in base model
-// (basemodel.Load); it is called only for a job on it.
-func Check(s jobspec.Spec, base func() (*model.Weights, error)) error {
+// and fail it once it ran. A job on another model than the built-in one
+// passes (its base is not at hand to check against). base loads the
+// built-in base model (basemodel.Builtin); it is called only for a job on
+// it.
+func Check(s jobspec.Spec, base func() (*basemodel.Base, error)) error {
 	if s.Model != BuiltinModel {
 		return nil
 	}
-	w, err := base()
+	b, err := base()
 	if err != nil {
 		return err
 	}
-	if _, err := FromSpec("job", s, w); err != nil {
+	if _, err := FromSpec("job", s, b); err != nil {
 		msg := err.Error()
 		for _, pre := range []string{ErrJob.Error() + ": ", trainer.ErrConfig.Error() + ": "} {
 			msg = strings.TrimPrefix(msg, pre)
 		}
-		return fmt.Errorf("the built-in trainer cannot run these settings: %s", msg)
+		return fmt.Errorf("the trainer cannot run these settings on the built-in model: %s", msg)
 	}
 	return nil
 }
 
 // FromSpec returns the plan of job id with spec s (as accepted by hanzod)
-// for the base model base (the embedded one: basemodel.Load, parsed once
-// by the caller), whose configuration the trainer settings are checked
+// on base (parsed once by the caller), the model the job names: its
+// configuration and tokenizer are what the trainer settings are checked
 // against.
-func FromSpec(id string, s jobspec.Spec, base *model.Weights) (Plan, error) {
-	if s.Model != BuiltinModel {
-		return Plan{}, fmt.Errorf("%w: model %q (this build trains only %q, the embedded base model)", ErrJob, s.Model, BuiltinModel)
+func FromSpec(id string, s jobspec.Spec, base *basemodel.Base) (Plan, error) {
+	if base == nil || base.Weights == nil || base.Tokenizer == nil {
+		return Plan{}, errors.New("jobconf: FromSpec needs the base model")
+	}
+	if s.Model != base.Name {
+		return Plan{}, fmt.Errorf("%w: the job trains model %q, this base model is %q", ErrJob, s.Model, base.Name)
 	}
 	g := s.GSPO
 	c := trainer.DefaultConfig()
@@ -123,10 +128,7 @@ func FromSpec(id string, s jobspec.Spec, base *model.Weights) (Plan, error) {
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}
-	if base == nil {
-		return Plan{}, errors.New("jobconf: FromSpec needs the base model")
-	}
-	if err := c.Validate(base.Cfg); err != nil {
+	if err := c.Validate(base.Weights.Cfg, base.Tokenizer); err != nil {
 		return Plan{}, fmt.Errorf("%w: %v", ErrJob, err)
 	}
 	return p, nil
@@ -178,27 +180,24 @@ func Worker(node string) (uint64, error) {
 	return strconv.ParseUint(node[:16], 16, 64)
 }
 
-// Digest is the hex SHA3-256 of an adapter's tensors (model.Digest): the
+// Digest is the hex SHA3-256 of an adapter's tensors (llama.Digest): the
 // base_checkpoint a delta names.
-func Digest(a *model.Adapter) string {
-	d := model.Digest(a.Tensors())
+func Digest(a *llama.Adapter) string {
+	d := llama.Digest(a.Views())
 	return hex.EncodeToString(d[:])
 }
 
-// InitialAdapter is the adapter every worker starts epoch 1 from.
-func (p Plan) InitialAdapter(base *model.Weights) (*model.Adapter, error) {
-	t, err := trainer.New(base, p.Trainer, 0, 1)
-	if err != nil {
-		return nil, err
-	}
-	return t.Adapter().Clone(), nil
+// InitialAdapter is the adapter every worker starts epoch 1 from on a base
+// of shape mc.
+func (p Plan) InitialAdapter(mc llama.Config) (*llama.Adapter, error) {
+	return trainer.InitialAdapter(mc, p.Trainer)
 }
 
 // Sub returns a − b tensor by tensor (the pseudo-gradient of a sync).
-func Sub(a, b *model.Adapter) *model.Adapter {
+func Sub(a, b *llama.Adapter) *llama.Adapter {
 	out := a.Clone()
-	bt := b.Tensors()
-	for i, t := range out.Tensors() {
+	bt := b.Views()
+	for i, t := range out.Views() {
 		for j := range t.Data {
 			t.Data[j] -= bt[i].Data[j]
 		}
@@ -207,21 +206,21 @@ func Sub(a, b *model.Adapter) *model.Adapter {
 }
 
 // Flatten concatenates an adapter's tensors in order.
-func Flatten(a *model.Adapter) []float32 {
+func Flatten(a *llama.Adapter) []float32 {
 	var v []float32
-	for _, t := range a.Tensors() {
+	for _, t := range a.Views() {
 		v = append(v, t.Data...)
 	}
 	return v
 }
 
 // AddFlat adds v (laid out as Flatten does) into a.
-func AddFlat(a *model.Adapter, v []float32) error {
+func AddFlat(a *llama.Adapter, v []float32) error {
 	if len(v) != a.NumParams() {
 		return fmt.Errorf("%w: vector of %d values for an adapter of %d", ErrJob, len(v), a.NumParams())
 	}
 	off := 0
-	for _, t := range a.Tensors() {
+	for _, t := range a.Views() {
 		for j := range t.Data {
 			t.Data[j] += v[off+j]
 		}
@@ -232,9 +231,9 @@ func AddFlat(a *model.Adapter, v []float32) error {
 
 // Norm is the L2 norm of an adapter's values (float64 accumulation in
 // Flatten order).
-func Norm(a *model.Adapter) float64 {
+func Norm(a *llama.Adapter) float64 {
 	var s float64
-	for _, t := range a.Tensors() {
+	for _, t := range a.Views() {
 		for _, v := range t.Data {
 			s += float64(v) * float64(v)
 		}
@@ -245,13 +244,13 @@ func Norm(a *model.Adapter) float64 {
 // Clip scales a in place so that its norm is at most bound and returns the
 // factor applied (1: unchanged). Honest workers clip every contribution
 // with it; the orchestrator's replay does the same.
-func Clip(a *model.Adapter, bound float64) float64 {
+func Clip(a *llama.Adapter, bound float64) float64 {
 	n := Norm(a)
 	if n <= bound || n == 0 {
 		return 1
 	}
 	f := float32(bound / n)
-	for _, t := range a.Tensors() {
+	for _, t := range a.Views() {
 		for j := range t.Data {
 			t.Data[j] *= f
 		}

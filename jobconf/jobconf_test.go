@@ -8,7 +8,6 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -42,28 +41,57 @@ func TestBuiltinProfile(t *testing.T) {
 func TestCheck(t *testing.T) {
 	c := trainer.DefaultConfig()
 	s := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: c.Task, Epochs: 1, MinNodes: 3, GSPO: jobconf.BuiltinGSPO(5)}
-	if err := jobconf.Check(s, basemodel.Load); err != nil {
+	if err := jobconf.Check(s, basemodel.Builtin); err != nil {
 		t.Fatal(err)
 	}
 	s.Dataset = "gsm8k"
-	if err := jobconf.Check(s, basemodel.Load); err == nil || !strings.HasPrefix(err.Error(), `the built-in trainer cannot run these settings: task: unknown task "gsm8k"`) {
+	if err := jobconf.Check(s, basemodel.Builtin); err == nil || !strings.HasPrefix(err.Error(), `the trainer cannot run these settings on the built-in model: task: unknown task "gsm8k"`) {
 		t.Fatalf("%v", err)
 	}
 	s.Model = "Qwen/Qwen3-0.6B"
-	if err := jobconf.Check(s, basemodel.Load); err != nil {
+	if err := jobconf.Check(s, basemodel.Builtin); err != nil {
 		t.Fatalf("another model: %v", err)
 	}
 	s.Model, s.Dataset, s.GSPO.MaxSeqLen = jobconf.BuiltinModel, c.Task, 3
-	if err := jobconf.Check(s, basemodel.Load); err == nil || !strings.Contains(err.Error(), "max_seq_len 3 <") {
+	if err := jobconf.Check(s, basemodel.Builtin); err == nil || !strings.Contains(err.Error(), "max_seq_len 3 <") {
 		t.Fatalf("%v", err)
 	}
 }
 
-func mustBase(t *testing.T) *model.Weights {
+func mustBase(t *testing.T) *basemodel.Base {
 	t.Helper()
-	w, err := basemodel.Load()
+	b, err := basemodel.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w
+	return b
+}
+
+// A plan is for the base model the job names, and built-in jobs train
+// q_proj and v_proj.
+func TestFromSpecNamesTheBase(t *testing.T) {
+	c := trainer.DefaultConfig()
+	s := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: c.Task, Epochs: 1, MinNodes: 3, GSPO: jobconf.BuiltinGSPO(5)}
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	b := mustBase(t)
+	p, err := jobconf.FromSpec("j", s, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Trainer.LoRATargets, []string{"q_proj", "v_proj"}) {
+		t.Fatalf("targets %v", p.Trainer.LoRATargets)
+	}
+	a, err := p.InitialAdapter(b.Weights.Cfg)
+	if err != nil || a.Views()[0].Name != "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" {
+		t.Fatalf("initial adapter: %v %v", err, a.Views()[0].Name)
+	}
+	s.Model = "bafyother"
+	if _, err := jobconf.FromSpec("j", s, b); err == nil || !strings.Contains(err.Error(), `"bafyother"`) {
+		t.Fatalf("a job on another model: %v", err)
+	}
+	if _, err := jobconf.FromSpec("j", s, nil); err == nil {
+		t.Fatal("no base accepted")
+	}
 }

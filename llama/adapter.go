@@ -124,6 +124,7 @@ var adapterMetadataKeys = []string{
 	"init_lora_weights", "lora_dropout", "loftq_config", "eva_config", "corda_config",
 	"megatron_config", "megatron_core", "peft_version", "qalora_group_size", "layers_pattern",
 	"ensure_weight_tying", "lora_ga_config",
+	"zoo_gym", // gym's own provenance (package peft)
 }
 
 // adapterDefaultKeys must hold their default (or be absent): other values

@@ -39,7 +39,6 @@ import (
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/daemon"
@@ -58,9 +57,12 @@ type Config struct {
 	// Log is set) and each worker's key, log, events and deltas
 	// (Dir/workers/wN).
 	Dir string
-	// Base is the built-in base model, shared by hanzod and the in-process
-	// workers (nil: Start parses it once with basemodel.Load).
-	Base *model.Weights
+	// Base is the base model, shared by hanzod and the in-process workers
+	// (nil: Start uses basemodel.Builtin, or basemodel.Open(ModelDir)).
+	Base *basemodel.Base
+	// ModelDir is the Hugging Face directory Base was loaded from ("":
+	// the built-in base): worker processes load it with --model-dir.
+	ModelDir string
 	// Workers is the number of workers.
 	Workers int
 	// Gym is the path of the gym binary: workers run as `gym worker`
@@ -269,7 +271,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	if cfg.Base == nil {
-		base, err := basemodel.Load()
+		base, err := basemodel.Builtin()
+		if cfg.ModelDir != "" {
+			base, err = basemodel.Open(cfg.ModelDir)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -390,6 +395,9 @@ func (c *Cluster) Dir() string { return c.cfg.Dir }
 
 // Daemon is the in-process hanzod.
 func (c *Cluster) Daemon() *daemon.Daemon { return c.d }
+
+// Base is the base model hanzod and the in-process workers train.
+func (c *Cluster) Base() *basemodel.Base { return c.cfg.Base }
 
 // Engine is hanzod's engine: commands, the state and the event log.
 func (c *Cluster) Engine() *engine.Engine { return c.eng }
@@ -562,6 +570,9 @@ func (c *Cluster) startProcess(w *Worker) error {
 		if dirs := c.honestDeltaDirs(); len(dirs) > 0 {
 			args = append(args, "--attack-peek", strings.Join(dirs, ","))
 		}
+	}
+	if cfg.ModelDir != "" {
+		args = append(args, "--model-dir", cfg.ModelDir)
 	}
 	cmd := exec.Command(cfg.Gym, args...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")

@@ -260,11 +260,11 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	if err != nil {
 		return nil, err
 	}
-	init, err := plan.InitialAdapter(base)
+	init, err := plan.InitialAdapter(base.Weights.Cfg)
 	if err != nil {
 		return nil, err
 	}
-	before, err := heldout.Evaluate(base, init, spec.Dataset, 500, threads)
+	before, err := heldout.Evaluate(base.Weights, base.Tokenizer, init, spec.Dataset, 500, threads)
 	if err != nil {
 		return nil, err
 	}
@@ -293,11 +293,11 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		if err := CopyDir(c.d.Judge().CheckpointDir(jb.ID, len(jb.CIDs)), dst); err != nil {
 			return nil, err
 		}
-		a, _, err := peft.Read(dst)
+		a, _, err := peft.Read(dst, base.Weights.Cfg)
 		if err != nil {
 			return nil, err
 		}
-		after, err := heldout.Evaluate(base, a, spec.Dataset, 500, threads)
+		after, err := heldout.Evaluate(base.Weights, base.Tokenizer, a, spec.Dataset, 500, threads)
 		if err != nil {
 			return nil, err
 		}

@@ -40,7 +40,7 @@ import (
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/worker"
@@ -320,8 +320,8 @@ func (c *Client) ReportSuspect(ctx context.Context, s worker.Suspect) error {
 // FetchCheckpoint implements worker.Orchestrator: the checkpoint is fetched
 // from hanzod's artifact server into the node's store (blocks already held
 // are not fetched again), its manifest must be signed by hanzod's key, and
-// it is read back as a PEFT adapter.
-func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapter, error) {
+// it is read back as a PEFT adapter for a base model of shape mc.
+func (c *Client) FetchCheckpoint(ctx context.Context, root string, mc llama.Config) (*llama.Adapter, error) {
 	rc, err := cid.Decode(root)
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: checkpoint %q: %w", root, err)
@@ -363,7 +363,7 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string) (*model.Adapt
 			return nil, err
 		}
 	}
-	a, _, err := peft.Read(dir)
+	a, _, err := peft.Read(dir, mc)
 	return a, err
 }
 

@@ -24,7 +24,7 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/peft"
 )
 
@@ -84,12 +84,15 @@ func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.h.ServeHTTP(w, r)
 }
 
+// testModel is the shape of the checkpoints' base model.
+var testModel = llama.Config{Arch: llama.Qwen2, Vocab: 64, Hidden: 256, Intermediate: 1024, Layers: 8, Heads: 4, KVHeads: 4,
+	HeadDim: 64, MaxPositions: 32, NormEps: 1e-6, RopeTheta: 10000}
+
 // checkpoint publishes a PEFT adapter of about 9 MiB (36 chunks) as
 // hanzod's checkpoint of job-1, epoch 1.
-func checkpoint(t *testing.T, st *store.Store, signer ed25519.PrivateKey, name string) (*model.Adapter, cid.Cid) {
+func checkpoint(t *testing.T, st *store.Store, signer ed25519.PrivateKey, name string) (*llama.Adapter, cid.Cid) {
 	t.Helper()
-	mc := model.Config{Vocab: 64, Ctx: 32, Dim: 256, Layers: 8, Heads: 4, Hidden: 1024}
-	a, err := model.InitAdapter(mc, model.LoRAConfig{Rank: 64, Alpha: 16, Targets: []string{"q", "k", "v", "o", "fc1", "fc2"}}, 1)
+	a, err := llama.InitAdapter(testModel, 48, 16, []llama.Module{llama.QProj, llama.KProj, llama.VProj, llama.OProj, llama.GateProj, llama.UpProj, llama.DownProj}, 1)
 	must(t, err)
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	must(t, peft.Write(dir, a, peft.Card{BaseModel: "zooai/gym-base", BaseSHA3: strings.Repeat("0", 64), Job: name, Epoch: 1, WeightsCID: "bafk-test"}))
@@ -105,7 +108,7 @@ type bed struct {
 	hanzod    *counting
 	hanzodURL string
 	root      cid.Cid
-	adapter   *model.Adapter
+	adapter   *llama.Adapter
 	assign    *pb.Assignment
 }
 
@@ -153,9 +156,9 @@ func serve(t *testing.T, c *Client, cfg ServeConfig) (transfer.Peer, *counting) 
 	return transfer.Peer{URL: hs.URL, Key: pub(c.cfg.Key)}, h
 }
 
-func sameAdapter(t *testing.T, got, want *model.Adapter) {
+func sameAdapter(t *testing.T, got, want *llama.Adapter) {
 	t.Helper()
-	if model.Digest(got.Tensors()) != model.Digest(want.Tensors()) {
+	if llama.Digest(got.Views()) != llama.Digest(want.Views()) {
 		t.Fatal("the fetched checkpoint differs from the published one")
 	}
 }
@@ -167,7 +170,7 @@ func TestFetchCheckpointFromPeers(t *testing.T) {
 	a, bk := key(1), key(2)
 	b := newBed(t, a, bk)
 	na := b.node(t, a)
-	got, err := na.FetchCheckpoint(ctx, b.root.String())
+	got, err := na.FetchCheckpoint(ctx, b.root.String(), testModel)
 	must(t, err)
 	sameAdapter(t, got, b.adapter)
 	fromHanzod := b.hanzod.n.Load()
@@ -175,7 +178,7 @@ func TestFetchCheckpointFromPeers(t *testing.T) {
 
 	nb := b.node(t, bk, peerA)
 	b.hanzod.leave.Store(fromHanzod + 8) // hanzod leaves after 8 more blocks
-	got, err = nb.FetchCheckpoint(ctx, b.root.String())
+	got, err = nb.FetchCheckpoint(ctx, b.root.String(), testModel)
 	must(t, err)
 	sameAdapter(t, got, b.adapter)
 	if !b.hanzod.closed.Load() {
@@ -189,7 +192,7 @@ func TestFetchCheckpointFromPeers(t *testing.T) {
 
 	// Another fetch of what B holds asks nobody.
 	before := servedA.n.Load()
-	_, err = nb.FetchCheckpoint(ctx, b.root.String())
+	_, err = nb.FetchCheckpoint(ctx, b.root.String(), testModel)
 	must(t, err)
 	if servedA.n.Load() != before {
 		t.Fatal("a held checkpoint was fetched again")
@@ -206,7 +209,7 @@ func TestFetchCheckpointDeadPeers(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
 	nb := b.node(t, bk, empty, transfer.Peer{URL: dead.URL}) // keyless: resolving fails, skipped
-	got, err := nb.FetchCheckpoint(context.Background(), b.root.String())
+	got, err := nb.FetchCheckpoint(context.Background(), b.root.String(), testModel)
 	must(t, err)
 	sameAdapter(t, got, b.adapter)
 }
@@ -217,7 +220,7 @@ func TestArtifactServerPolicy(t *testing.T) {
 	a, named, stranger, allowed := key(1), key(2), key(3), key(4)
 	b := newBed(t, a, named)
 	na := b.node(t, a)
-	_, err := na.FetchCheckpoint(ctx, b.root.String())
+	_, err := na.FetchCheckpoint(ctx, b.root.String(), testModel)
 	must(t, err)
 	// Something in A's store that hanzod did not sign.
 	_, foreign := checkpoint(t, na.Store(), key(50), "private")

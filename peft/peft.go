@@ -1,28 +1,32 @@
 // Package peft reads and writes LoRA adapters in the Hugging Face PEFT
-// layout, so a checkpoint gym publishes loads with PeftModel.from_pretrained
-// and a checkpoint directory is the unit that `gym eval` and the
-// orchestrator pass around.
+// layout, so a checkpoint gym publishes loads with
+// PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base),
+// checkpoint), and a checkpoint directory is the unit that `gym eval` and
+// the orchestrator pass around.
 //
 // A checkpoint is a directory of three files:
 //
-//	adapter_model.safetensors  the LoRA matrices, F32, named
-//	                           base_model.model.<module>.lora_A.weight [r, in] and
-//	                           base_model.model.<module>.lora_B.weight [out, r],
-//	                           <module> being the base weight's path without
-//	                           ".weight" (blocks.0.attn.q); __metadata__ is
-//	                           {"format": "pt"}, as PEFT writes it
+//	adapter_model.safetensors  the LoRA matrices, F32, under PEFT's names for
+//	                           the architecture:
+//	                           base_model.model.model.layers.<l>.self_attn.q_proj.lora_A.weight [r, in],
+//	                           …mlp.down_proj.lora_B.weight [out, r] (llama.Adapter.Views);
+//	                           __metadata__ is {"format": "pt"}, as PEFT writes it
 //	adapter_config.json        what LoraConfig.save_pretrained writes (sorted
-//	                           keys, 2-space indent) plus "zoo_gym": the model's
-//	                           shape, the base model's SHA3, job, epoch and
-//	                           free-form extra fields (Extra["task"] is the task)
+//	                           keys, 2-space indent): target_modules are the
+//	                           transformers module names, base_model_name_or_path
+//	                           the base model's name; plus "zoo_gym": the base
+//	                           model's SHA3, job, epoch and free-form extra fields
+//	                           (Extra["task"] is the task)
 //	README.md                  the model card: YAML front matter, then the base
-//	                           model, job, epoch, quality, held-out accuracy,
-//	                           the CID of adapter_model.safetensors and how to
-//	                           load it
+//	                           model's name and SHA3, job, epoch, quality,
+//	                           held-out accuracy, the CID of
+//	                           adapter_model.safetensors and how to load it
 //
-// The shapes are PEFT's and ours alike (lora_A is nn.Linear(in, r), its
-// weight [r, in]), so no tensor is transposed. The scale is lora_alpha/r
-// (use_rslora false).
+// The shapes are PEFT's and the engine's alike (lora_A is nn.Linear(in, r),
+// its weight [r, in]), so no tensor is transposed. The scale is
+// lora_alpha/r (use_rslora false). Read checks a directory against the base
+// model's shape with llama.ReadAdapter (strict: unknown keys and LoRA
+// variants the engine does not compute are refused).
 //
 // PEFT releases that drop unknown adapter_config.json keys (0.14 and later
 // warn and ignore "zoo_gym") load the directory as is; older ones raise on
@@ -43,7 +47,7 @@ import (
 	"strings"
 
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/safetensors"
 )
 
@@ -58,11 +62,8 @@ const (
 // adapter was trained on.
 const ExtraTask = "task"
 
-// Limits on what Read accepts before it allocates anything.
-const (
-	maxConfigBytes  = 1 << 20
-	maxWeightsBytes = 1 << 30
-)
+// maxConfigBytes bounds adapter_config.json.
+const maxConfigBytes = 1 << 20
 
 var (
 	// ErrFormat reports a checkpoint whose files do not match each other or
@@ -74,8 +75,8 @@ var (
 
 // Card is what the model card (README.md) says about the adapter.
 type Card struct {
-	BaseModel  string   // base_model_name_or_path, e.g. zooai/gym-base
-	BaseSHA3   string   // hex SHA3-256 of the base weights file
+	BaseModel  string   // base_model_name_or_path: the base model's name (builtin, a CID, a Hub id)
+	BaseSHA3   string   // hex SHA3-256 identifying the base model
 	Job        string   // the job that trained it
 	Epoch      int      // the epoch it closes
 	Quality    float64  // the orchestrator's validation score
@@ -86,22 +87,20 @@ type Card struct {
 
 // Config is what Read learns from adapter_config.json.
 type Config struct {
-	BaseModel string           // base_model_name_or_path
-	LoRA      model.LoRAConfig // r, lora_alpha, target_modules
-	Model     model.Config     // zoo_gym.model_config
-	BaseSHA3  string           // zoo_gym.base_sha3
-	Job       string           // zoo_gym.job
-	Epoch     int              // zoo_gym.epoch
+	BaseModel string // base_model_name_or_path
+	Adapter   llama.AdapterConfig
+	BaseSHA3  string // zoo_gym.base_sha3
+	Job       string // zoo_gym.job
+	Epoch     int    // zoo_gym.epoch
 	Extra     map[string]string
 }
 
 // gymConfig is the "zoo_gym" object of adapter_config.json.
 type gymConfig struct {
-	ModelConfig *model.Config     `json:"model_config"`
-	BaseSHA3    string            `json:"base_sha3"`
-	Job         string            `json:"job"`
-	Epoch       int               `json:"epoch"`
-	Extra       map[string]string `json:"extra"`
+	BaseSHA3 string            `json:"base_sha3"`
+	Job      string            `json:"job"`
+	Epoch    int               `json:"epoch"`
+	Extra    map[string]string `json:"extra"`
 }
 
 // loraConfig is adapter_config.json as LoraConfig.save_pretrained writes it
@@ -130,33 +129,20 @@ type loraConfig struct {
 	ZooGym            *gymConfig     `json:"zoo_gym"`
 }
 
-// tensorName is the PEFT name of our adapter tensor (lora.<module>.A.weight
-// becomes base_model.model.<module>.lora_A.weight).
-func tensorName(ours string) string {
-	p := strings.TrimPrefix(ours, "lora.")
-	switch {
-	case strings.HasSuffix(p, ".A.weight"):
-		return "base_model.model." + strings.TrimSuffix(p, ".A.weight") + ".lora_A.weight"
-	case strings.HasSuffix(p, ".B.weight"):
-		return "base_model.model." + strings.TrimSuffix(p, ".B.weight") + ".lora_B.weight"
-	}
-	return ours // not reached: model.Adapter names every tensor so
-}
-
 // WeightsBytes returns the adapter_model.safetensors bytes of a: the same
 // bytes Write puts in the directory, so a caller can compute their CID
 // before writing the card.
-func WeightsBytes(a *model.Adapter) ([]byte, error) {
+func WeightsBytes(a *llama.Adapter) ([]byte, error) {
 	if err := checkAdapter(a); err != nil {
 		return nil, err
 	}
 	var ts []safetensors.Tensor
-	for _, t := range a.Tensors() {
+	for _, t := range a.Views() {
 		shape := make([]uint64, len(t.Shape))
 		for i, d := range t.Shape {
 			shape[i] = uint64(d)
 		}
-		ts = append(ts, safetensors.Tensor{Name: tensorName(t.Name), DType: "F32", Shape: shape, Data: model.Float32Bytes(t.Data)})
+		ts = append(ts, safetensors.Tensor{Name: t.Name, DType: "F32", Shape: shape, Data: llama.Float32Bytes(t.Data)})
 	}
 	var b bytes.Buffer
 	if err := safetensors.Write(&b, ts, map[string]string{"format": "pt"}); err != nil {
@@ -165,17 +151,14 @@ func WeightsBytes(a *model.Adapter) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func checkAdapter(a *model.Adapter) error {
-	if a == nil {
-		return fmt.Errorf("%w: no adapter", ErrFormat)
+func checkAdapter(a *llama.Adapter) error {
+	if a == nil || a.Rank < 1 || len(a.Targets) == 0 || !(a.Alpha > 0) || math.IsInf(a.Alpha, 0) {
+		return fmt.Errorf("%w: no adapter, or one without rank, alpha or targets", ErrFormat)
 	}
-	if err := a.Model.Validate(); err != nil {
-		return err
+	if a.RSLoRA {
+		return fmt.Errorf("%w: rsLoRA adapters are not written", ErrFormat)
 	}
-	if err := a.Cfg.Validate(); err != nil {
-		return err
-	}
-	for _, t := range a.Tensors() {
+	for _, t := range a.Views() {
 		if n := t.Shape[0] * t.Shape[1]; len(t.Data) != n {
 			return fmt.Errorf("%w: tensor %s holds %d values, its shape %v needs %d", ErrFormat, t.Name, len(t.Data), t.Shape, n)
 		}
@@ -190,20 +173,23 @@ func checkAdapter(a *model.Adapter) error {
 
 // ConfigBytes returns the adapter_config.json bytes Write puts in the
 // directory for a and card.
-func ConfigBytes(a *model.Adapter, card Card) ([]byte, error) {
+func ConfigBytes(a *llama.Adapter, card Card) ([]byte, error) {
 	if err := checkAdapter(a); err != nil {
 		return nil, err
 	}
-	mc := a.Model
+	targets := make([]string, len(a.Targets))
+	for i, m := range a.Targets {
+		targets[i] = m.String()
+	}
 	extra := card.Extra
 	if extra == nil {
 		extra = map[string]string{}
 	}
 	c := loraConfig{
 		AlphaPattern: map[string]any{}, BaseModel: card.BaseModel, Bias: "none", InferenceMode: true, InitLoraWeights: true,
-		LoraAlpha: a.Cfg.Alpha, PeftType: "LORA", R: a.Cfg.Rank, RankPattern: map[string]any{},
-		TargetModules: slices.Clone(a.Cfg.Targets), TaskType: "CAUSAL_LM",
-		ZooGym: &gymConfig{ModelConfig: &mc, BaseSHA3: card.BaseSHA3, Job: card.Job, Epoch: card.Epoch, Extra: extra},
+		LoraAlpha: a.Alpha, PeftType: "LORA", R: a.Rank, RankPattern: map[string]any{},
+		TargetModules: targets, TaskType: "CAUSAL_LM",
+		ZooGym: &gymConfig{BaseSHA3: card.BaseSHA3, Job: card.Job, Epoch: card.Epoch, Extra: extra},
 	}
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
@@ -246,10 +232,11 @@ func CardBytes(card Card) ([]byte, error) {
 	for _, k := range slices.Sorted(maps.Keys(card.Extra)) {
 		row(k, card.Extra[k])
 	}
-	b.WriteString("\n## How to load\n\nWith Hugging Face PEFT, on a model whose module names match the base model's:\n\n```python\n")
-	b.WriteString("from peft import PeftModel\n\n")
-	b.WriteString("model = PeftModel.from_pretrained(base_model, \"path/to/this/directory\")\n```\n\n")
-	b.WriteString("With gym, which evaluates it and the base model on the task's held-out set:\n\n```sh\ngym eval --checkpoint path/to/this/directory\n```\n")
+	b.WriteString("\n## How to load\n\nWith Hugging Face PEFT, on the base model (its directory: `gym base export DIR` writes the built-in one):\n\n```python\n")
+	b.WriteString("from peft import PeftModel\nfrom transformers import AutoModelForCausalLM\n\n")
+	b.WriteString("base = AutoModelForCausalLM.from_pretrained(\"path/to/the/base/model\")\n")
+	b.WriteString("model = PeftModel.from_pretrained(base, \"path/to/this/directory\")\n```\n\n")
+	b.WriteString("With gym, which evaluates it and the base model on the task's held-out set:\n\n```sh\ngym eval [--model DIR] --checkpoint path/to/this/directory\n```\n")
 	return []byte(b.String()), nil
 }
 
@@ -280,7 +267,7 @@ func (c Card) check() error {
 // one with different bytes makes Write fail with an error wrapping
 // fs.ErrExist before anything is written: a published checkpoint is never
 // changed in place.
-func Write(dir string, a *model.Adapter, card Card) error {
+func Write(dir string, a *llama.Adapter, card Card) error {
 	w, err := WeightsBytes(a)
 	if err != nil {
 		return err
@@ -321,74 +308,37 @@ func Write(dir string, a *model.Adapter, card Card) error {
 	return nil
 }
 
-// ParseConfig parses adapter_config.json. It accepts keys it does not know
-// (PEFT adds some in every release) but refuses values that would make PEFT
-// apply the adapter differently from gym: another peft_type, biases,
-// fan_in_fan_out, DoRA, rsLoRA, rank or alpha patterns, layer subsets.
+// ParseConfig parses adapter_config.json as llama.ParseAdapterConfig does
+// (strictly: what the engine would not compute as PEFT does is refused)
+// and reads gym's "zoo_gym" fields, which must be there.
 func ParseConfig(b []byte) (Config, error) {
 	if len(b) > maxConfigBytes {
 		return Config{}, fmt.Errorf("%w: %s is %d bytes, more than %d", ErrFormat, ConfigFile, len(b), maxConfigBytes)
 	}
-	var c loraConfig
+	ac, err := llama.ParseAdapterConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	var c struct {
+		ZooGym *gymConfig `json:"zoo_gym"`
+	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Config{}, fmt.Errorf("%w: %s: %v", ErrFormat, ConfigFile, err)
 	}
-	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: %s: "+format, append([]any{ErrFormat, ConfigFile}, args...)...)
+	if c.ZooGym == nil {
+		return Config{}, fmt.Errorf("%w: %s: no zoo_gym object: not written by gym", ErrFormat, ConfigFile)
 	}
-	switch {
-	case c.PeftType != "LORA":
-		return bad("peft_type %q, want LORA", c.PeftType)
-	case c.Bias != "none":
-		return bad("bias %q, want none", c.Bias)
-	case c.FanInFanOut:
-		return bad("fan_in_fan_out is true: gym's weights are [out, in]")
-	case c.UseDora || c.UseRslora:
-		return bad("use_dora/use_rslora set: gym applies plain LoRA with scale lora_alpha/r")
-	case len(c.RankPattern) > 0 || len(c.AlphaPattern) > 0:
-		return bad("rank_pattern/alpha_pattern set: gym uses one rank and alpha")
-	case c.LayersToTransform != nil:
-		return bad("layers_to_transform set: gym adapts every layer")
-	case c.ZooGym == nil || c.ZooGym.ModelConfig == nil:
-		return bad("no zoo_gym.model_config: not written by gym, the model shape is unknown")
-	}
-	out := Config{BaseModel: c.BaseModel, Model: *c.ZooGym.ModelConfig,
-		LoRA:     model.LoRAConfig{Rank: c.R, Alpha: c.LoraAlpha, Targets: c.TargetModules},
-		BaseSHA3: c.ZooGym.BaseSHA3, Job: c.ZooGym.Job, Epoch: c.ZooGym.Epoch, Extra: c.ZooGym.Extra}
-	if err := out.Model.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%w: %s: %w", ErrFormat, ConfigFile, err)
-	}
-	if err := out.LoRA.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%w: %s: %w", ErrFormat, ConfigFile, err)
-	}
+	out := Config{BaseModel: ac.Base, Adapter: ac, BaseSHA3: c.ZooGym.BaseSHA3, Job: c.ZooGym.Job, Epoch: c.ZooGym.Epoch, Extra: c.ZooGym.Extra}
 	if out.Extra == nil {
 		out.Extra = map[string]string{}
 	}
 	return out, nil
 }
 
-// adapterBytes is the size in bytes of the F32 tensors of an adapter, in
-// float64 so absurd configs cannot overflow.
-func adapterBytes(c Config) float64 {
-	var n float64
-	for _, t := range c.LoRA.Targets {
-		in, out := float64(c.Model.Dim), float64(c.Model.Dim)
-		switch t {
-		case "fc1":
-			out = float64(c.Model.Hidden)
-		case "fc2":
-			in = float64(c.Model.Hidden)
-		}
-		n += float64(c.LoRA.Rank) * (in + out)
-	}
-	return 4 * n * float64(c.Model.Layers)
-}
-
-// Read loads the checkpoint in dir. It is strict: the tensors must be
-// exactly those the config implies (names, shapes, F32), finite, and their
-// total size is checked against the config before anything is allocated.
-// README.md is not read.
-func Read(dir string) (*model.Adapter, Config, error) {
+// Read loads the checkpoint in dir for a base model of shape mc
+// (llama.ReadAdapter: the tensors exactly those the config implies for
+// that shape, finite). README.md is not read.
+func Read(dir string, mc llama.Config) (*llama.Adapter, Config, error) {
 	cp := filepath.Join(dir, ConfigFile)
 	st, err := os.Stat(cp)
 	if err != nil {
@@ -405,36 +355,25 @@ func Read(dir string) (*model.Adapter, Config, error) {
 	if err != nil {
 		return nil, Config{}, err
 	}
-	f, err := os.Open(filepath.Join(dir, WeightsFile))
+	wst, err := os.Stat(filepath.Join(dir, WeightsFile))
 	if err != nil {
 		return nil, Config{}, fmt.Errorf("peft: %s has no %s: %w", dir, WeightsFile, err)
 	}
-	defer f.Close()
-	fst, err := f.Stat()
-	if err != nil {
-		return nil, Config{}, err
+	// The adapter the config describes is allocated before its tensors are
+	// read: the file must be large enough to hold it (2 bytes a value at
+	// the least, in BF16 or F16), so a config cannot size it alone.
+	var params float64
+	for _, m := range cfg.Adapter.Targets {
+		in, out := mc.Dims(m)
+		params += float64(cfg.Adapter.Rank) * float64(in+out) * float64(mc.Layers)
 	}
-	if fst.Size() > maxWeightsBytes {
-		return nil, Config{}, fmt.Errorf("%w: %s is %d bytes, more than %d", ErrFormat, WeightsFile, fst.Size(), maxWeightsBytes)
+	if float64(wst.Size()) < 2*params {
+		return nil, Config{}, fmt.Errorf("%w: %s: r=%d on %v of this base model is %.0f values, %s has %d bytes",
+			ErrFormat, ConfigFile, cfg.Adapter.Rank, cfg.Adapter.Targets, params, WeightsFile, wst.Size())
 	}
-	sf, err := safetensors.Parse(f, fst.Size(), safetensors.DefaultLimits())
-	if err != nil {
-		return nil, Config{}, fmt.Errorf("peft: %s: %w", WeightsFile, err)
-	}
-	var have float64
-	for _, t := range sf.Tensors {
-		have += float64(t.Size())
-	}
-	if want := adapterBytes(cfg); have != want {
-		return nil, Config{}, fmt.Errorf("%w: %s implies %.0f bytes of tensors (r=%d, %v), %s holds %.0f",
-			ErrFormat, ConfigFile, want, cfg.LoRA.Rank, cfg.LoRA.Targets, WeightsFile, have)
-	}
-	a, err := model.NewAdapter(cfg.Model, cfg.LoRA)
+	a, _, err := llama.ReadAdapter(dir, mc)
 	if err != nil {
 		return nil, Config{}, fmt.Errorf("%w: %w", ErrFormat, err)
-	}
-	if err := model.Fill(a.Tensors(), model.FileSource(sf, f, tensorName)); err != nil {
-		return nil, Config{}, fmt.Errorf("%w: %s: %w", ErrFormat, WeightsFile, err)
 	}
 	return a, cfg, nil
 }

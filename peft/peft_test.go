@@ -13,22 +13,27 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/internal/tinyllama"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/safetensors"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-var testModel = model.Config{Vocab: 14, Ctx: 11, Dim: 8, Layers: 2, Heads: 2, Hidden: 16}
+var testModel = func() llama.Config {
+	c := tinyllama.Config()
+	c.Hidden, c.Intermediate, c.Heads, c.KVHeads, c.HeadDim = 8, 16, 2, 1, 4
+	return c
+}()
 
 // testAdapter is a deterministic adapter with every A and B non-zero.
-func testAdapter(t testing.TB, targets ...string) *model.Adapter {
+func testAdapter(t testing.TB, targets ...llama.Module) *llama.Adapter {
 	t.Helper()
 	if len(targets) == 0 {
-		targets = []string{"v", "q", "fc2"}
+		targets = []llama.Module{llama.VProj, llama.QProj, llama.DownProj}
 	}
-	a, err := model.InitAdapter(testModel, model.LoRAConfig{Rank: 2, Alpha: 4, Targets: targets}, 7)
+	a, err := llama.InitAdapter(testModel, 2, 4, targets, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,19 +61,24 @@ func TestRoundTrip(t *testing.T) {
 	if err := Write(dir, a, card); err != nil {
 		t.Fatal(err)
 	}
-	b, cfg, err := Read(dir)
+	b, cfg, err := Read(dir, testModel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if model.Digest(a.Tensors()) != model.Digest(b.Tensors()) {
+	if llama.Digest(a.Views()) != llama.Digest(b.Views()) {
 		t.Fatal("tensors differ after the round trip")
 	}
-	if b.Model != a.Model || b.Cfg.Rank != a.Cfg.Rank || b.Cfg.Alpha != a.Cfg.Alpha || !slices.Equal(b.Cfg.Targets, a.Cfg.Targets) {
-		t.Fatalf("adapter config %+v %+v, want %+v %+v", b.Model, b.Cfg, a.Model, a.Cfg)
+	if !b.SameShape(a) {
+		t.Fatalf("adapter r=%d alpha=%v %v, want r=%d alpha=%v %v", b.Rank, b.Alpha, b.Targets, a.Rank, a.Alpha, a.Targets)
 	}
 	if cfg.BaseModel != card.BaseModel || cfg.BaseSHA3 != card.BaseSHA3 || cfg.Job != card.Job || cfg.Epoch != card.Epoch ||
-		cfg.Extra[ExtraTask] != "addition" || cfg.Model != testModel {
+		cfg.Extra[ExtraTask] != "addition" || cfg.Adapter.Rank != 2 || !slices.Equal(cfg.Adapter.Targets, a.Targets) {
 		t.Fatalf("config %+v", cfg)
+	}
+	other := testModel
+	other.Layers = 3
+	if _, _, err := Read(dir, other); !errors.Is(err, ErrFormat) {
+		t.Fatalf("read for a model of another shape: %v", err)
 	}
 	// The directory holds exactly the three files.
 	ents, _ := os.ReadDir(dir)
@@ -146,7 +156,7 @@ func TestConfigIsPEFTs(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
 		}
 	}
-	if tm, _ := m["target_modules"].([]any); len(tm) != 3 || tm[0] != "v" {
+	if tm, _ := m["target_modules"].([]any); len(tm) != 3 || tm[0] != "q_proj" || tm[1] != "v_proj" || tm[2] != "down_proj" {
 		t.Errorf("target_modules %v", m["target_modules"])
 	}
 	// Keys in sorted order, as PEFT's json.dumps(sort_keys=True) writes them.
@@ -164,7 +174,7 @@ func TestConfigIsPEFTs(t *testing.T) {
 	}
 	card, _ := CardBytes(testCard())
 	for _, s := range []string{"---\nbase_model: \"zooai/gym-base\"\nlibrary_name: peft\ntags:\n- zoo-gym\n- gspo\n- lora\n---\n",
-		"job-1", "81.25%", "bafkreiexample", strings.Repeat("ab", 32), "PeftModel.from_pretrained", "gym eval --checkpoint"} {
+		"job-1", "81.25%", "bafkreiexample", strings.Repeat("ab", 32), "PeftModel.from_pretrained", "AutoModelForCausalLM.from_pretrained", "gym eval [--model DIR] --checkpoint"} {
 		if !bytes.Contains(card, []byte(s)) {
 			t.Errorf("card lacks %q:\n%s", s, card)
 		}
@@ -182,7 +192,7 @@ func TestWriteExisting(t *testing.T) {
 	}
 	before, _ := os.ReadFile(filepath.Join(dir, WeightsFile))
 	b := a.Clone()
-	b.B[0][model.Q][0] += 1
+	b.B[0][llama.QProj][0] += 1
 	if err := Write(dir, b, testCard()); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("overwrote a different checkpoint: %v", err)
 	}
@@ -201,7 +211,7 @@ func TestWriteExisting(t *testing.T) {
 	if err := Write(dir2, a, testCard()); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Read(dir2); err != nil {
+	if _, _, err := Read(dir2, testModel); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -209,12 +219,15 @@ func TestWriteExisting(t *testing.T) {
 func TestWriteRefuses(t *testing.T) {
 	a := testAdapter(t)
 	nan := a.Clone()
-	nan.A[1][model.V][3] = float32(math.NaN())
+	nan.A[1][llama.VProj][3] = float32(math.NaN())
+	rs := a.Clone()
+	rs.RSLoRA = true
 	bad := 1.5
 	for name, tc := range map[string]struct {
-		a    *model.Adapter
+		a    *llama.Adapter
 		card Card
 	}{
+		"rslora":           {rs, testCard()},
 		"nil adapter":      {nil, testCard()},
 		"nan":              {nan, testCard()},
 		"newline in job":   {a, Card{Job: "a\nb"}},
@@ -271,7 +284,6 @@ func writeParts(t *testing.T, dir string, cfg map[string]any, ts []stTensor) {
 }
 
 func TestReadRefuses(t *testing.T) {
-	gym := func(m map[string]any) map[string]any { return m["zoo_gym"].(map[string]any) }
 	cases := []struct {
 		name   string
 		break_ func(cfg map[string]any, ts []stTensor) (map[string]any, []stTensor)
@@ -279,25 +291,26 @@ func TestReadRefuses(t *testing.T) {
 	}{
 		{"no config", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { return nil, ts }, "no adapter_config.json"},
 		{"no weights", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { return c, nil }, "no adapter_model.safetensors"},
-		{"missing tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { return c, ts[1:] }, "implies"},
-		{"missing tensor, same size", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			ts[0].Name = "base_model.model.blocks.9.attn.q.lora_A.weight"
+		{"missing tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { return c, ts[1:] }, "holds 11 tensors, want 12"},
+		{"missing tensor, same count", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			ts[0].Name = "base_model.model.model.layers.9.self_attn.q_proj.lora_A.weight"
+			return c, ts
+		}, "missing"},
+		{"old gym names", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			ts[0].Name = "base_model.model.blocks.0.attn.q.lora_A.weight"
 			return c, ts
 		}, "missing"},
 		{"extra tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			return c, append(ts, stTensor{Name: "x", DType: "F32", Shape: []uint64{1}, Data: make([]byte, 4)})
-		}, "implies"},
-		{"extra empty tensor", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			return c, append(ts, stTensor{Name: "x", DType: "F32", Shape: []uint64{0}})
-		}, "13 tensors, want 12"},
+		}, "holds 13 tensors, want 12"},
 		{"transposed", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			ts[0].Shape = []uint64{ts[0].Shape[1], ts[0].Shape[0]}
 			return c, ts
-		}, "want F32"},
+		}, "shape"},
 		{"I32", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			ts[0].DType = "I32"
 			return c, ts
-		}, "want F32"},
+		}, "I32"},
 		{"NaN", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			copy(ts[2].Data[8:], []byte{0, 0, 0xc0, 0x7f})
 			return c, ts
@@ -306,20 +319,16 @@ func TestReadRefuses(t *testing.T) {
 			copy(ts[3].Data[4:], []byte{0, 0, 0x80, 0xff})
 			return c, ts
 		}, "-Inf"},
-		{"rank differs", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["r"] = 3; return c, ts }, "implies"},
+		{"rank differs", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["r"] = 3; return c, ts }, "shape"},
+		{"huge rank", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["r"] = 60000; return c, ts }, "values, adapter_model.safetensors has"},
 		{"target differs", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			c["target_modules"] = []string{"v", "k", "fc2"}
+			c["target_modules"] = []string{"v_proj", "k_proj", "down_proj"}
 			return c, ts
 		}, "missing"},
-		{"bad target", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			c["target_modules"] = []string{"q_proj"}
+		{"old gym target", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["target_modules"] = []string{"q", "v", "fc2"}
 			return c, ts
-		}, "unknown module"},
-		{"huge model", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			gym(c)["model_config"].(map[string]any)["dim"] = 1 << 40
-			gym(c)["model_config"].(map[string]any)["heads"] = 1
-			return c, ts
-		}, "implies"},
+		}, "target_modules"},
 		{"not LORA", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			c["peft_type"] = "IA3"
 			return c, ts
@@ -329,12 +338,12 @@ func TestReadRefuses(t *testing.T) {
 			c["fan_in_fan_out"] = true
 			return c, ts
 		}, "fan_in_fan_out"},
-		{"rslora", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			c["use_rslora"] = true
+		{"dora", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["use_dora"] = true
 			return c, ts
-		}, "use_rslora"},
+		}, "use_dora"},
 		{"rank pattern", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			c["rank_pattern"] = map[string]any{"q": 4}
+			c["rank_pattern"] = map[string]any{"q_proj": 4}
 			return c, ts
 		}, "rank_pattern"},
 		{"layers", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
@@ -342,10 +351,7 @@ func TestReadRefuses(t *testing.T) {
 			return c, ts
 		}, "layers_to_transform"},
 		{"no zoo_gym", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { delete(c, "zoo_gym"); return c, ts }, "zoo_gym"},
-		{"bad model config", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			gym(c)["model_config"].(map[string]any)["heads"] = 3
-			return c, ts
-		}, "multiple of heads"},
+		{"unknown key", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["lora_magic"] = 1; return c, ts }, "lora_magic"},
 		{"alpha 0", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) { c["lora_alpha"] = 0; return c, ts }, "lora_alpha"},
 	}
 	for _, tc := range cases {
@@ -354,7 +360,7 @@ func TestReadRefuses(t *testing.T) {
 			c, ts := checkpointParts(t)
 			c, ts = tc.break_(c, ts)
 			writeParts(t, dir, c, ts)
-			_, _, err := Read(dir)
+			_, _, err := Read(dir, testModel)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -367,24 +373,23 @@ func TestReadRefuses(t *testing.T) {
 	dir := t.TempDir()
 	c, ts := checkpointParts(t)
 	writeParts(t, dir, c, ts)
-	if _, _, err := Read(dir); err != nil {
+	if _, _, err := Read(dir, testModel); err != nil {
 		t.Fatal(err)
 	}
 	// Trailing garbage in the config.
 	os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"peft_type": "LORA"} x`), 0o644)
-	if _, _, err := Read(dir); !errors.Is(err, ErrFormat) {
+	if _, _, err := Read(dir, testModel); !errors.Is(err, ErrFormat) {
 		t.Fatalf("trailing garbage: %v", err)
 	}
 	// An oversized config is refused before it is read.
 	os.WriteFile(filepath.Join(dir, ConfigFile), bytes.Repeat([]byte(" "), maxConfigBytes+1), 0o644)
-	if _, _, err := Read(dir); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "more than") {
+	if _, _, err := Read(dir, testModel); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("oversized config: %v", err)
 	}
 }
 
 // FuzzParseConfig feeds adapter_config.json variants to ParseConfig: it
-// must not panic, and whatever it accepts describes a valid model and
-// adapter whose size is finite.
+// must not panic, and whatever it accepts describes a valid adapter.
 func FuzzParseConfig(f *testing.F) {
 	golden, err := os.ReadFile(filepath.Join("testdata", ConfigFile))
 	if err != nil {
@@ -392,8 +397,8 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	f.Add(golden)
 	f.Add([]byte(`{}`))
-	f.Add([]byte(`{"peft_type":"LORA","bias":"none","r":1,"lora_alpha":1,"target_modules":["q"],"zoo_gym":{"model_config":{"vocab":2,"ctx":1,"dim":1,"layers":1,"heads":1,"hidden":1}}}`))
-	f.Add([]byte(`{"peft_type":"LORA","bias":"none","r":-1,"lora_alpha":1e400,"target_modules":null,"zoo_gym":{"model_config":null}}`))
+	f.Add([]byte(`{"peft_type":"LORA","bias":"none","r":1,"lora_alpha":1,"target_modules":["q_proj"],"zoo_gym":{"job":"j"}}`))
+	f.Add([]byte(`{"peft_type":"LORA","bias":"none","r":-1,"lora_alpha":1e400,"target_modules":null,"zoo_gym":null}`))
 	f.Add([]byte(`[1,2,3]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ParseConfig(b)
@@ -403,11 +408,8 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		if c.Model.Validate() != nil || c.LoRA.Validate() != nil || c.Extra == nil {
+		if c.Adapter.Rank < 1 || !(c.Adapter.Alpha > 0) || len(c.Adapter.Targets) == 0 || c.Extra == nil {
 			t.Fatalf("accepted an invalid config %+v", c)
-		}
-		if n := adapterBytes(c); math.IsNaN(n) || n <= 0 {
-			t.Fatalf("adapter size %v", n)
 		}
 	})
 }

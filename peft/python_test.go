@@ -3,40 +3,33 @@ package peft
 import (
 	"encoding/json"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 
-	"github.com/zooai/gym/internal/pyref"
+	"github.com/zooai/gym/internal/pyenv"
+	"github.com/zooai/gym/internal/tinyllama"
+	"github.com/zooai/gym/llama"
 )
 
-// requireTorch skips unless /usr/bin/python3 can import torch (or, with
-// GYM_REQUIRE_PYTHON=1, fails).
-func requireTorch(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command(pyref.Python, "-c", "import torch").CombinedOutput()
-	if err != nil {
-		msg := "python3 with torch (apt-get install python3-torch) is not available: " + string(out)
-		if os.Getenv("GYM_REQUIRE_PYTHON") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+// PEFTResult is what testdata/peft_logits.py reports.
+type PEFTResult struct {
+	Missing      []string  `json:"missing"`
+	Unexpected   []string  `json:"unexpected"`
+	Warnings     []string  `json:"warnings"`
+	FileTensors  int       `json:"file_tensors"`
+	LoRAParams   int       `json:"lora_params"`
+	WeightsEqual bool      `json:"weights_equal"`
+	Logits       []float64 `json:"logits"`
 }
 
-// TestPythonLoads reads a checkpoint with Python and torch, as PEFT's
-// loader would, and checks every name, shape and value.
-func TestPythonLoads(t *testing.T) {
-	requireTorch(t)
-	dir := filepath.Join(t.TempDir(), "ckpt")
-	a := testAdapter(t, "q", "fc1", "fc2")
-	if err := Write(dir, a, testCard()); err != nil {
-		t.Fatal(err)
-	}
-	script, _ := filepath.Abs(filepath.Join("testdata", "load_peft.py"))
-	cmd := exec.Command(pyref.Python, script, dir)
+// LoadWithPEFT runs testdata/peft_logits.py (in this package's directory)
+// with py: the checkpoint ckpt loaded by PEFT on the base model in baseDir,
+// and the adapted logits on ids ([B][T]).
+func LoadWithPEFT(t testing.TB, py, script, baseDir, ckpt string, ids [][]int) PEFTResult {
+	t.Helper()
+	idsJSON, _ := json.Marshal(ids)
+	cmd := exec.Command(py, script, baseDir, ckpt, string(idsJSON))
 	cmd.Dir = t.TempDir() // keep ./safetensors (a Go package) off Python's path
 	out, err := cmd.Output()
 	if err != nil {
@@ -46,47 +39,71 @@ func TestPythonLoads(t *testing.T) {
 		}
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	var got struct {
-		Loader   string            `json:"loader"`
-		Metadata map[string]string `json:"metadata"`
-		OK       bool              `json:"linear_shapes_ok"`
-		Tensors  []struct {
-			Name   string    `json:"name"`
-			Shape  []int     `json:"shape"`
-			Values []float64 `json:"values"`
-		} `json:"tensors"`
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
+	var r PEFTResult
+	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	t.Logf("read with %s", got.Loader)
-	if !got.OK {
-		t.Fatal("tensor shapes are not those of PEFT's lora_A/lora_B nn.Linear layers")
+	return r
+}
+
+// TestPEFTLoads: a checkpoint Write produced, on a base llama.Save wrote
+// (a tiny Qwen2 with biases), loads in PEFT with no missing or unexpected
+// keys and every LoRA weight as written, and PEFT's adapted logits equal
+// the Go engine's within 1e-4, far closer than the adapter moves them.
+func TestPEFTLoads(t *testing.T) {
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors")
+	c := tinyllama.Config()
+	w, err := tinyllama.Weights(c, 4, 0.3)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got.Loader == "torch" && got.Metadata["format"] != "pt" {
-		t.Fatalf("metadata %v", got.Metadata)
+	baseDir := filepath.Join(t.TempDir(), "base")
+	if err := llama.Save(baseDir, w); err != nil {
+		t.Fatal(err)
 	}
-	want := a.Tensors()
-	if len(got.Tensors) != len(want) {
-		t.Fatalf("python sees %d tensors, want %d", len(got.Tensors), len(want))
+	a, err := llama.InitAdapter(c, 4, 8, []llama.Module{llama.QProj, llama.KProj, llama.VProj, llama.OProj, llama.GateProj, llama.UpProj, llama.DownProj}, 5)
+	if err != nil {
+		t.Fatal(err)
 	}
-	byName := map[string]int{}
-	for i, pt := range got.Tensors {
-		byName[pt.Name] = i
-	}
-	for _, w := range want {
-		i, ok := byName[tensorName(w.Name)]
-		if !ok {
-			t.Fatalf("python lacks %s", tensorName(w.Name))
-		}
-		pt := got.Tensors[i]
-		if !slices.Equal(pt.Shape, w.Shape) || len(pt.Values) != len(w.Data) {
-			t.Fatalf("%s: shape %v, want %v", pt.Name, pt.Shape, w.Shape)
-		}
-		for j, v := range pt.Values {
-			if math.Float32bits(float32(v)) != math.Float32bits(w.Data[j]) {
-				t.Fatalf("%s[%d] = %v, want %v", pt.Name, j, v, w.Data[j])
+	for l := range a.B {
+		for _, b := range a.B[l] {
+			for i := range b {
+				b[i] = float32(math.Sin(float64(i*7+l))) * 0.2
 			}
 		}
+	}
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	if err := Write(ckpt, a, Card{BaseModel: "tiny-qwen2", BaseSHA3: "00", Job: "job-1", Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ids := [][]int{{0, 3, 4, 11, 6, 9, 12, 2, 9}, {0, 1, 2, 3, 4, 5, 6, 7, 8}}
+	script, _ := filepath.Abs(filepath.Join("testdata", "peft_logits.py"))
+	r := LoadWithPEFT(t, py, script, baseDir, ckpt, ids)
+	if len(r.Missing) > 0 || len(r.Unexpected) > 0 || !r.WeightsEqual || r.FileTensors != len(a.Views()) || r.LoRAParams != len(a.Views()) {
+		t.Fatalf("PEFT: missing %v, unexpected %v, weights equal %v, %d file tensors and %d LoRA parameters for %d; warnings %q",
+			r.Missing, r.Unexpected, r.WeightsEqual, r.FileTensors, r.LoRAParams, len(a.Views()), r.Warnings)
+	}
+	var flat []int
+	for _, s := range ids {
+		flat = append(flat, s...)
+	}
+	adapted, _ := llama.New(w, a, 2)
+	got, err := adapted.Logits(flat, len(ids), len(ids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := llama.New(w, nil, 2)
+	baseLogits, _ := plain.Logits(flat, len(ids), len(ids[0]))
+	if len(r.Logits) != len(got) {
+		t.Fatalf("PEFT gave %d logits, Go %d", len(r.Logits), len(got))
+	}
+	var worst, moved float64
+	for i, v := range r.Logits {
+		worst = math.Max(worst, math.Abs(v-float64(got[i])))
+		moved = math.Max(moved, math.Abs(float64(got[i]-baseLogits[i])))
+	}
+	t.Logf("max |PEFT − Go| = %.3g; the adapter moves logits by up to %.3g", worst, moved)
+	if worst > 1e-4 || moved < 1e-2 {
+		t.Fatalf("max |PEFT − Go| = %g (want ≤ 1e-4), adapter effect %g", worst, moved)
 	}
 }

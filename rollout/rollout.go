@@ -2,22 +2,37 @@
 // G samples per prompt with temperature and top-k, recording at generation
 // time the log-probability of every sampled token (π_old for GSPO), and
 // greedy decoding for evaluation.
+//
+// Prompts are tokenized with the base model's tokenizer; prompts of the
+// same length in tokens are prefilled together once (PrefillLast), the
+// cache is repeated G ways and the G·P sequences are decoded step by step.
+// A sequence stops at the model's end-of-sequence token (config.json's
+// eos_token_id) when it samples one, or after the max-new-tokens limit;
+// its completion is decoded to text for the task's reward. Everything is a
+// pure function of the model, the problems and the random stream, and the
+// same for any thread count.
 package rollout
 
 import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/tokenizer"
 )
 
 // Config controls sampling.
 type Config struct {
 	Temperature float64 // > 0; 1 samples from the model's distribution
 	TopK        int     // 0: whole vocabulary; otherwise only the K most likely tokens
+	// MaxNew is the most tokens a completion may have; 0: the longest
+	// reference answer of the batch, in tokens (for the built-in tasks, the
+	// fixed answer length).
+	MaxNew int
 }
 
 // ErrConfig reports invalid sampling settings.
@@ -31,6 +46,9 @@ func (c Config) Validate() error {
 	if c.TopK < 0 {
 		return fmt.Errorf("%w: top_k %d < 0", ErrConfig, c.TopK)
 	}
+	if c.MaxNew < 0 {
+		return fmt.Errorf("%w: max new tokens %d < 0", ErrConfig, c.MaxNew)
+	}
 	return nil
 }
 
@@ -39,15 +57,18 @@ func (c Config) Validate() error {
 type Rollouts struct {
 	Problems []task.Problem
 	G        int
-	// Tokens holds every sequence, prompt then completion, row by row
-	// ([P·G, PromptLen+AnswerLen]).
-	Tokens               []int
-	PromptLen, AnswerLen int
-	// OldLogP [P·G, AnswerLen] is log softmax(logits/T) of each sampled token
-	// under the policy that sampled it, over the whole vocabulary: the same
-	// function the trainer computes for π_θ, so ratios start at 1. Top-k
-	// restricts which tokens can be drawn, not this log-probability.
-	OldLogP []float32
+	Prompts  [][]int // [P] prompt token ids
+	// Completions [P·G] are the sampled token ids, ending with the
+	// end-of-sequence token when the sequence sampled one (what follows it
+	// was never generated: it is masked out of training).
+	Completions [][]int
+	// OldLogP [P·G][len(Completions[i])] is log softmax(logits/T) of each
+	// sampled token under the policy that sampled it, over the whole
+	// vocabulary: the function the trainer computes for π_θ, so ratios
+	// start at 1. Top-k restricts which tokens can be drawn, not this
+	// log-probability.
+	OldLogP [][]float32
+	Texts   []string  // [P·G] decoded completions (end-of-sequence and special tokens left out)
 	Rewards []float64 // [P·G], partial credit in [0, 1]
 	Exact   []bool    // [P·G]
 }
@@ -55,73 +76,163 @@ type Rollouts struct {
 // N is the number of sequences.
 func (r *Rollouts) N() int { return len(r.Problems) * r.G }
 
-// Completion returns the answer tokens of sequence i.
-func (r *Rollouts) Completion(i int) []int {
-	T := r.PromptLen + r.AnswerLen
-	return r.Tokens[i*T+r.PromptLen : (i+1)*T]
+// Tokens is the number of generated tokens.
+func (r *Rollouts) Tokens() int {
+	n := 0
+	for _, c := range r.Completions {
+		n += len(c)
+	}
+	return n
 }
 
-// Generate samples G completions of AnswerLen tokens for each problem. All
-// prompts must have the same length and all answers the same length.
-func Generate(md *model.Model, problems []task.Problem, G int, c Config, rng *prng.Source) (*Rollouts, error) {
+// batch is the problems of a call tokenized, grouped by prompt length.
+type batch struct {
+	prompts [][]int
+	groups  [][]int // indices into the problems, each group of equal prompt length, in order of first appearance
+	maxNew  int
+}
+
+func prepare(tok *tokenizer.Tokenizer, problems []task.Problem, maxNew int) (*batch, error) {
+	b := &batch{prompts: make([][]int, len(problems)), maxNew: maxNew}
+	at := map[int]int{}
+	for i, p := range problems {
+		pr, ans, err := task.Tokenize(tok, p)
+		if err != nil {
+			return nil, err
+		}
+		b.prompts[i] = pr
+		if maxNew == 0 {
+			b.maxNew = max(b.maxNew, len(ans))
+		}
+		g, ok := at[len(pr)]
+		if !ok {
+			g = len(b.groups)
+			at[len(pr)] = g
+			b.groups = append(b.groups, nil)
+		}
+		b.groups[g] = append(b.groups[g], i)
+	}
+	return b, nil
+}
+
+// start prefills the prompts of one group and returns the cache repeated n
+// ways with the next-token logits of each of its len(idx)·n sequences.
+func (b *batch) start(md *llama.Model, idx []int, n int) (*llama.Cache, []float32, error) {
+	pl := len(b.prompts[idx[0]])
+	if pl+b.maxNew > md.W.Cfg.MaxPositions {
+		return nil, nil, fmt.Errorf("rollout: %d prompt and %d new tokens exceed the model context %d", pl, b.maxNew, md.W.Cfg.MaxPositions)
+	}
+	ch, err := md.NewCache(len(idx), pl+b.maxNew)
+	if err != nil {
+		return nil, nil, err
+	}
+	tokens := make([]int, 0, len(idx)*pl)
+	for _, i := range idx {
+		tokens = append(tokens, b.prompts[i]...)
+	}
+	logits, err := md.PrefillLast(ch, tokens, pl)
+	if err != nil || n == 1 {
+		return ch, logits, err
+	}
+	if ch, err = ch.Repeat(n); err != nil {
+		return nil, nil, err
+	}
+	V := md.W.Cfg.Vocab
+	rep := make([]float32, 0, len(logits)*n)
+	for s := range len(idx) {
+		for range n {
+			rep = append(rep, logits[s*V:(s+1)*V]...)
+		}
+	}
+	return ch, rep, nil
+}
+
+// decode runs the sequences of a cache to the limit or their end: pick
+// chooses each live sequence's next token from its logits, in sequence
+// order. It returns each sequence's tokens (ending with the
+// end-of-sequence token when one was picked).
+func decode(md *llama.Model, ch *llama.Cache, logits []float32, maxNew int, pick func(s int, row []float32) int) ([][]int, error) {
+	V, eos := md.W.Cfg.Vocab, md.W.Cfg.EOS
+	out := make([][]int, ch.B)
+	done := make([]bool, ch.B)
+	step := make([]int, ch.B)
+	for a := range maxNew {
+		live := false
+		for s := range ch.B {
+			if done[s] {
+				continue // fed its last token again below: its logits are ignored
+			}
+			t := pick(s, logits[s*V:(s+1)*V])
+			out[s] = append(out[s], t)
+			step[s] = t
+			done[s] = slices.Contains(eos, t)
+			live = live || !done[s]
+		}
+		if !live || a+1 == maxNew {
+			break
+		}
+		var err error
+		if logits, err = md.Step(ch, step); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// text decodes a completion without its end-of-sequence token.
+func text(tok *tokenizer.Tokenizer, ids []int, eos []int) (string, error) {
+	if n := len(ids); n > 0 && slices.Contains(eos, ids[n-1]) {
+		ids = ids[:n-1]
+	}
+	return tok.Decode(ids, true)
+}
+
+// Generate samples G completions of up to c.MaxNew tokens for each problem.
+func Generate(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem, G int, c Config, rng *prng.Source) (*Rollouts, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	if len(problems) == 0 || G < 1 {
 		return nil, fmt.Errorf("rollout: %d problems, G=%d", len(problems), G)
 	}
-	pl, al := len(problems[0].Prompt), len(problems[0].Answer)
-	for _, p := range problems {
-		if len(p.Prompt) != pl || len(p.Answer) != al {
-			return nil, errors.New("rollout: problems of different lengths in one batch")
-		}
+	b, err := prepare(tok, problems, c.MaxNew)
+	if err != nil {
+		return nil, err
 	}
-	N, T, Vo := len(problems)*G, pl+al, md.W.Cfg.Vocab
-	if T > md.W.Cfg.Ctx+1 {
-		return nil, fmt.Errorf("rollout: sequences of %d tokens exceed the model context %d", T, md.W.Cfg.Ctx)
-	}
-	ro := &Rollouts{Problems: problems, G: G, Tokens: make([]int, N*T), PromptLen: pl, AnswerLen: al,
-		OldLogP: make([]float32, N*al), Rewards: make([]float64, N), Exact: make([]bool, N)}
-	for i := 0; i < N; i++ {
-		copy(ro.Tokens[i*T:], problems[i/G].Prompt)
-	}
-	ch := md.NewCache(N)
-	step := make([]int, N)
-	var logits []float32
-	var err error
-	for pos := 0; pos < pl; pos++ {
-		for i := range step {
-			step[i] = ro.Tokens[i*T+pos]
-		}
-		if logits, err = md.Step(ch, step); err != nil {
+	N, V := len(problems)*G, md.W.Cfg.Vocab
+	ro := &Rollouts{Problems: problems, G: G, Prompts: b.prompts, Completions: make([][]int, N),
+		OldLogP: make([][]float32, N), Texts: make([]string, N), Rewards: make([]float64, N), Exact: make([]bool, N)}
+	lp := make([]float32, V)
+	scaled := make([]float32, V)
+	inv := float32(1 / c.Temperature)
+	for _, idx := range b.groups {
+		ch, logits, err := b.start(md, idx, G)
+		if err != nil {
 			return nil, err
 		}
-	}
-	lp := make([]float32, Vo)
-	scaled := make([]float32, Vo)
-	inv := float32(1 / c.Temperature)
-	for a := 0; a < al; a++ {
-		for i := 0; i < N; i++ {
-			row := logits[i*Vo : (i+1)*Vo]
+		comps, err := decode(md, ch, logits, b.maxNew, func(s int, row []float32) int {
 			for j, v := range row {
 				scaled[j] = v * inv
 			}
-			model.LogSoftmax(lp, scaled)
-			tok := sample(lp, c.TopK, rng)
-			ro.Tokens[i*T+pl+a] = tok
-			ro.OldLogP[i*al+a] = lp[tok]
-			step[i] = tok
+			llama.LogSoftmax(lp, scaled)
+			t := sample(lp, c.TopK, rng)
+			i := idx[s/G]*G + s%G
+			ro.OldLogP[i] = append(ro.OldLogP[i], lp[t])
+			return t
+		})
+		if err != nil {
+			return nil, err
 		}
-		if a+1 < al {
-			if logits, err = md.Step(ch, step); err != nil {
-				return nil, err
-			}
+		for s, comp := range comps {
+			ro.Completions[idx[s/G]*G+s%G] = comp
 		}
 	}
-	for i := 0; i < N; i++ {
-		comp := ro.Completion(i)
-		ro.Rewards[i] = task.Reward(problems[i/G], comp)
-		ro.Exact[i] = task.Exact(problems[i/G], comp)
+	for i, comp := range ro.Completions {
+		if ro.Texts[i], err = text(tok, comp, md.W.Cfg.EOS); err != nil {
+			return nil, err
+		}
+		ro.Rewards[i] = task.Reward(problems[i/G], ro.Texts[i])
+		ro.Exact[i] = task.Exact(problems[i/G], ro.Texts[i])
 	}
 	return ro, nil
 }
@@ -133,17 +244,8 @@ func sample(lp []float32, topK int, rng *prng.Source) int {
 	if topK > 0 && topK < len(lp) {
 		// The k-th largest value is the threshold; ties at it are admitted
 		// in id order until k tokens are in.
-		sorted := make([]float32, len(lp))
-		copy(sorted, lp)
-		for i := 0; i < topK; i++ { // partial selection sort, K is small
-			m := i
-			for j := i + 1; j < len(sorted); j++ {
-				if sorted[j] > sorted[m] {
-					m = j
-				}
-			}
-			sorted[i], sorted[m] = sorted[m], sorted[i]
-		}
+		sorted := slices.Clone(lp)
+		slices.SortFunc(sorted, func(a, b float32) int { return -cmpFloat(a, b) })
 		thr := sorted[topK-1]
 		above := 0
 		for _, v := range lp {
@@ -184,53 +286,54 @@ func sample(lp []float32, topK int, rng *prng.Source) int {
 	return last
 }
 
-// Greedy decodes AnswerLen tokens for each problem by always taking the most
-// likely token, in batches of at most batch sequences. It returns the
-// completions.
-func Greedy(md *model.Model, problems []task.Problem, batch int) ([][]int, error) {
-	if batch < 1 {
-		batch = len(problems)
+func cmpFloat(a, b float32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
-	out := make([][]int, 0, len(problems))
-	Vo := md.W.Cfg.Vocab
-	for lo := 0; lo < len(problems); lo += batch {
-		ps := problems[lo:min(lo+batch, len(problems))]
-		pl, al := len(ps[0].Prompt), len(ps[0].Answer)
-		ch := md.NewCache(len(ps))
-		step := make([]int, len(ps))
-		var logits []float32
-		var err error
-		for pos := 0; pos < pl; pos++ {
-			for i, p := range ps {
-				if len(p.Prompt) != pl || len(p.Answer) != al {
-					return nil, errors.New("rollout: problems of different lengths in one batch")
-				}
-				step[i] = p.Prompt[pos]
-			}
-			if logits, err = md.Step(ch, step); err != nil {
+	return 0
+}
+
+// Greedy decodes each problem by always taking the most likely token (the
+// lowest id among equals), up to maxNew tokens (0: the longest answer of
+// the problems, in tokens) or the end-of-sequence token, prefilling at most
+// batch prompts at once. It returns the completions' text.
+func Greedy(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem, maxNew, batchSize int) ([]string, error) {
+	if batchSize < 1 {
+		batchSize = len(problems)
+	}
+	b, err := prepare(tok, problems, maxNew)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(problems))
+	for _, group := range b.groups {
+		for lo := 0; lo < len(group); lo += batchSize {
+			idx := group[lo:min(lo+batchSize, len(group))]
+			ch, logits, err := b.start(md, idx, 1)
+			if err != nil {
 				return nil, err
 			}
-		}
-		comps := make([][]int, len(ps))
-		for a := 0; a < al; a++ {
-			for i := range ps {
-				row := logits[i*Vo : (i+1)*Vo]
+			comps, err := decode(md, ch, logits, b.maxNew, func(_ int, row []float32) int {
 				best := 0
 				for j, v := range row {
 					if v > row[best] {
 						best = j
 					}
 				}
-				comps[i] = append(comps[i], best)
-				step[i] = best
+				return best
+			})
+			if err != nil {
+				return nil, err
 			}
-			if a+1 < al {
-				if logits, err = md.Step(ch, step); err != nil {
+			for s, comp := range comps {
+				if out[idx[s]], err = text(tok, comp, md.W.Cfg.EOS); err != nil {
 					return nil, err
 				}
 			}
 		}
-		out = append(out, comps...)
 	}
 	return out, nil
 }
@@ -241,9 +344,10 @@ type Score struct {
 	Reward   float64 `json:"reward"`   // mean partial-credit reward
 }
 
-// Evaluate decodes every problem greedily and scores the answers.
-func Evaluate(md *model.Model, problems []task.Problem) (Score, error) {
-	comps, err := Greedy(md, problems, 500)
+// Evaluate decodes every problem greedily (up to the longest answer's
+// length in tokens) and scores the answers.
+func Evaluate(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem) (Score, error) {
+	comps, err := Greedy(md, tok, problems, 0, 500)
 	if err != nil {
 		return Score{}, err
 	}

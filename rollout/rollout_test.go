@@ -5,25 +5,23 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/internal/tinyllama"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/task"
 )
 
-func testModel(t *testing.T) *model.Model {
+func testModel(t *testing.T, threads int) *llama.Model {
 	t.Helper()
-	c := model.Config{Vocab: task.VocabSize, Ctx: 11, Dim: 16, Layers: 2, Heads: 2, Hidden: 32}
-	w, err := model.Init(c, 1)
+	w, err := tinyllama.Weights(tinyllama.Config(), 1, 0.5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := prng.New(2)
-	for _, ts := range w.Tensors() {
-		for i := range ts.Data {
-			ts.Data[i] += float32(0.3 * r.Norm())
-		}
+	md, err := llama.New(w, nil, threads)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &model.Model{W: w, Threads: 2}
+	return md
 }
 
 func problems(n int) []task.Problem {
@@ -31,55 +29,104 @@ func problems(n int) []task.Problem {
 	return s.Batch(1, 0, 1, n)
 }
 
+// mixed has prompts of three token lengths, interleaved.
+func mixed() []task.Problem {
+	return []task.Problem{
+		{Prompt: "^1+2=", Answer: "3"}, {Prompt: "^12+34=", Answer: "64"}, {Prompt: "^7+1=", Answer: "8"},
+		{Prompt: "^99:", Answer: "99"}, {Prompt: "^10+20=", Answer: "03"},
+	}
+}
+
 // TestOldLogPMatchesForward: the log-probabilities recorded while sampling
 // with the cache equal log softmax(logits/T) of a full forward pass over the
-// sampled sequence, exactly.
+// sampled sequence, exactly, for prompts of several lengths and sequences
+// that stop at the end-of-sequence token.
 func TestOldLogPMatchesForward(t *testing.T) {
-	md := testModel(t)
+	md := testModel(t, 2)
+	md.W.Cfg.EOS = []int{2, tinyllama.EOS} // '1' ends sequences too: some stop early
+	tok := tinyllama.Tokenizer()
 	const temp = 0.8
-	ro, err := Generate(md, problems(3), 4, Config{Temperature: temp}, prng.New(3))
+	ro, err := Generate(md, tok, mixed(), 4, Config{Temperature: temp, MaxNew: 4}, prng.New(3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	T := ro.PromptLen + ro.AnswerLen
 	V := md.W.Cfg.Vocab
+	stopped, full := 0, 0
 	for i := 0; i < ro.N(); i++ {
-		seq := ro.Tokens[i*T : (i+1)*T]
-		if !slices.Equal(seq[:ro.PromptLen], ro.Problems[i/ro.G].Prompt) {
-			t.Fatalf("sequence %d does not start with its prompt", i)
+		p := ro.Problems[i/ro.G]
+		prompt, _, _ := task.Tokenize(tok, p)
+		if !slices.Equal(prompt, ro.Prompts[i/ro.G]) {
+			t.Fatalf("prompt %d tokens %v", i/ro.G, ro.Prompts[i/ro.G])
 		}
-		act, err := md.Forward(seq[:T-1], 1, T-1)
+		comp := ro.Completions[i]
+		for _, id := range comp[:len(comp)-1] {
+			if slices.Contains(md.W.Cfg.EOS, id) {
+				t.Fatalf("sequence %d continues after the end-of-sequence token: %v", i, comp)
+			}
+		}
+		if slices.Contains(md.W.Cfg.EOS, comp[len(comp)-1]) {
+			stopped++
+		} else if len(comp) != 4 {
+			t.Fatalf("sequence %d: %d tokens without an end-of-sequence token, want 4", i, len(comp))
+		} else {
+			full++
+		}
+		seq := append(slices.Clone(prompt), comp...)
+		logits, err := md.Logits(seq[:len(seq)-1], 1, len(seq)-1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lp := make([]float32, V)
 		scaled := make([]float32, V)
-		for a := 0; a < ro.AnswerLen; a++ {
-			row := act.Logits[(ro.PromptLen-1+a)*V : (ro.PromptLen+a)*V]
+		for a := range comp {
+			row := logits[(len(prompt)-1+a)*V : (len(prompt)+a)*V]
 			for j, v := range row {
 				scaled[j] = v * float32(1/temp)
 			}
-			model.LogSoftmax(lp, scaled)
-			if got, want := ro.OldLogP[i*ro.AnswerLen+a], lp[seq[ro.PromptLen+a]]; got != want {
+			llama.LogSoftmax(lp, scaled)
+			if got, want := ro.OldLogP[i][a], lp[comp[a]]; got != want {
 				t.Fatalf("sequence %d token %d: recorded %v, forward %v", i, a, got, want)
 			}
 		}
-		if ro.Rewards[i] != task.Reward(ro.Problems[i/ro.G], ro.Completion(i)) {
-			t.Fatalf("reward of sequence %d", i)
+		text, _ := tok.Decode(comp, true)
+		if n := len(comp); slices.Contains(md.W.Cfg.EOS, comp[n-1]) {
+			text, _ = tok.Decode(comp[:n-1], true)
 		}
+		if ro.Texts[i] != text || ro.Rewards[i] != task.Reward(p, text) || ro.Exact[i] != (text == p.Answer) {
+			t.Fatalf("sequence %d: text %q reward %v, want %q %v", i, ro.Texts[i], ro.Rewards[i], text, task.Reward(p, text))
+		}
+	}
+	if stopped == 0 || full == 0 {
+		t.Fatalf("%d sequences stopped early and %d ran to the limit: the test needs both", stopped, full)
 	}
 }
 
+// TestGenerateIsDeterministic: the same stream gives the same samples on
+// any thread count; another stream other samples. Without MaxNew the
+// limit is the answer's length in tokens.
 func TestGenerateIsDeterministic(t *testing.T) {
-	md := testModel(t)
-	a, _ := Generate(md, problems(4), 8, Config{Temperature: 1}, prng.New(5))
-	b, _ := Generate(md, problems(4), 8, Config{Temperature: 1}, prng.New(5))
-	c, _ := Generate(md, problems(4), 8, Config{Temperature: 1}, prng.New(6))
-	if !slices.Equal(a.Tokens, b.Tokens) || !slices.Equal(a.OldLogP, b.OldLogP) {
-		t.Fatal("same seed, different samples")
+	tok := tinyllama.Tokenizer()
+	run := func(threads int, seed uint64) *Rollouts {
+		ro, err := Generate(testModel(t, threads), tok, problems(4), 8, Config{Temperature: 1}, prng.New(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ro
 	}
-	if slices.Equal(a.Tokens, c.Tokens) {
+	a, b, c := run(1, 5), run(3, 5), run(1, 6)
+	eq := func(x, y *Rollouts) bool {
+		return slices.EqualFunc(x.Completions, y.Completions, slices.Equal) && slices.EqualFunc(x.OldLogP, y.OldLogP, slices.Equal)
+	}
+	if !eq(a, b) {
+		t.Fatal("same seed, different samples on 1 and 3 threads")
+	}
+	if eq(a, c) {
 		t.Fatal("different seeds, same samples")
+	}
+	for i, comp := range a.Completions {
+		if len(comp) > 3 || (len(comp) < 3 && comp[len(comp)-1] != tinyllama.EOS) {
+			t.Fatalf("sequence %d: %v, want 3 tokens (the answer's length) or an early end", i, comp)
+		}
 	}
 }
 
@@ -119,43 +166,57 @@ func TestSampleFollowsDistribution(t *testing.T) {
 }
 
 func TestGreedyIsArgmax(t *testing.T) {
-	md := testModel(t)
-	ps := problems(5)
-	comps, err := Greedy(md, ps, 2)
+	md := testModel(t, 2)
+	tok := tinyllama.Tokenizer()
+	ps := append(problems(5), mixed()...)
+	comps, err := Greedy(md, tok, ps, 3, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	V := md.W.Cfg.Vocab
 	for i, p := range ps {
-		seq := append(slices.Clone(p.Prompt), comps[i]...)
-		act, _ := md.Forward(seq[:len(seq)-1], 1, len(seq)-1)
-		for a := range comps[i] {
-			row := act.Logits[(len(p.Prompt)-1+a)*V : (len(p.Prompt)+a)*V]
+		prompt, _, _ := task.Tokenize(tok, p)
+		seq := slices.Clone(prompt)
+		for range 3 {
+			logits, _ := md.Logits(seq, 1, len(seq))
+			row := logits[(len(seq)-1)*V:]
 			best := 0
 			for j, v := range row {
 				if v > row[best] {
 					best = j
 				}
 			}
-			if best != comps[i][a] {
-				t.Fatalf("problem %d token %d: greedy %d, argmax %d", i, a, comps[i][a], best)
+			if best == tinyllama.EOS {
+				break
 			}
+			seq = append(seq, best)
+		}
+		want, _ := tok.Decode(seq[len(prompt):], true)
+		if comps[i] != want {
+			t.Fatalf("problem %d: greedy %q, argmax %q", i, comps[i], want)
 		}
 	}
-	sc, err := Evaluate(md, ps)
+	sc, err := Evaluate(md, tok, ps)
 	if err != nil || sc.Accuracy < 0 || sc.Accuracy > 1 || sc.Reward < sc.Accuracy {
 		t.Fatalf("score %+v %v", sc, err)
 	}
 }
 
 func TestValidate(t *testing.T) {
-	md := testModel(t)
-	for _, c := range []Config{{Temperature: 0}, {Temperature: math.Inf(1)}, {Temperature: 1, TopK: -1}} {
-		if _, err := Generate(md, problems(1), 2, c, prng.New(1)); err == nil {
+	md := testModel(t, 1)
+	tok := tinyllama.Tokenizer()
+	for _, c := range []Config{{Temperature: 0}, {Temperature: math.Inf(1)}, {Temperature: 1, TopK: -1}, {Temperature: 1, MaxNew: -1}} {
+		if _, err := Generate(md, tok, problems(1), 2, c, prng.New(1)); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	if _, err := Generate(md, nil, 2, Config{Temperature: 1}, prng.New(1)); err == nil {
+	if _, err := Generate(md, tok, nil, 2, Config{Temperature: 1}, prng.New(1)); err == nil {
 		t.Error("no problems accepted")
+	}
+	if _, err := Generate(md, tok, problems(1), 2, Config{Temperature: 1, MaxNew: 30}, prng.New(1)); err == nil {
+		t.Error("a completion beyond the context accepted")
+	}
+	if _, err := Generate(md, tok, []task.Problem{{Prompt: "^1", Answer: "\xff"}}, 2, Config{Temperature: 1}, prng.New(1)); err == nil {
+		t.Error("an answer that is not UTF-8 accepted")
 	}
 }

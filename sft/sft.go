@@ -86,7 +86,8 @@ func (c Config) Validate() error {
 		if err != nil {
 			return err
 		}
-		if need := t.PromptLen() + t.AnswerLen() - 1; need > c.Model.MaxPositions {
+		pl, al := lengths(t)
+		if need := pl + al - 1; need > c.Model.MaxPositions {
 			return fmt.Errorf("%w: task %s needs %d positions, the model has %d", ErrConfig, n, need, c.Model.MaxPositions)
 		}
 	}
@@ -136,9 +137,8 @@ type Progress struct {
 }
 
 // Run trains a model from scratch and returns its weights. Problems are
-// written as text (task.Decode) and tokenized by tok, whose vocabulary must
-// be the model's and which must give one token per character (the built-in
-// tokenizer does). threads only changes the speed. progress, when not nil,
+// tokenized by tok, whose vocabulary must be the model's and which must
+// give one token per character (the built-in tokenizer does). threads only changes the speed. progress, when not nil,
 // is called after every step; ctx cancels between steps.
 func Run(ctx context.Context, c Config, tok *tokenizer.Tokenizer, threads int, progress func(Progress)) (*llama.Weights, error) {
 	if err := c.Validate(); err != nil {
@@ -203,11 +203,19 @@ func Run(ctx context.Context, c Config, tok *tokenizer.Tokenizer, threads int, p
 // EvalSize is the size of each task's held-out set.
 const EvalSize = 500
 
-// Encode returns the token ids of problem p with answer ans, written as
-// text and tokenized by tok, checking that every character is one token
-// (so the answer's positions are known).
-func Encode(tok *tokenizer.Tokenizer, p task.Problem, ans []int) ([]int, error) {
-	text := task.Decode(append(append([]int{}, p.Prompt...), ans...))
+// lengths are the prompt and answer lengths of a built-in task's problems
+// in characters (the same for every problem of the task), read from one
+// problem drawn from a stream of its own.
+func lengths(t task.Task) (prompt, answer int) {
+	p := t.Generate(prng.New(0, 0x6c656e)) // "len"
+	return len(p.Prompt), len(p.Answer)
+}
+
+// Encode returns the token ids of problem p with answer ans, tokenized by
+// tok, checking that every character is one token (so the answer's
+// positions are known).
+func Encode(tok *tokenizer.Tokenizer, p task.Problem, ans string) ([]int, error) {
+	text := p.Prompt + ans
 	ids, err := tok.Encode(text, false)
 	if err != nil {
 		return nil, err
@@ -222,7 +230,7 @@ func Encode(tok *tokenizer.Tokenizer, p task.Problem, ans []int) ([]int, error) 
 // returns the loss.
 func batchGrad(md *llama.Model, tok *tokenizer.Tokenizer, s *task.Split, c Config, r *prng.Source, g *llama.Weights, weight float32) (float64, error) {
 	t := s.Task
-	pl, al := t.PromptLen(), t.AnswerLen()
+	pl, al := lengths(t)
 	T := pl + al - 1 // inputs: the last answer token is only a target
 	tokens := make([]int, c.Batch*T)
 	targets := make([]int, c.Batch*T)

@@ -3,33 +3,18 @@ package task
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/zooai/gym/prng"
 )
 
-func digits(n, width int) []int {
-	out := make([]int, width)
-	for i := width - 1; i >= 0; i-- {
-		out[i] = n % 10
-		n /= 10
-	}
-	return out
-}
+// digits writes n zero-padded to width digits.
+func digits(n, width int) string { return fmt.Sprintf("%0*d", width, n) }
 
-func tok(s string) []int {
-	ids, err := Encode(s)
-	if err != nil {
-		panic(err)
-	}
-	return ids
-}
-
-func digitTokens(ds []int) []int {
-	out := make([]int, len(ds))
-	for i, d := range ds {
-		out[i] = 1 + d // '0' is token 1
-	}
-	return out
+func reverse(s string) string {
+	b := []byte(s)
+	slices.Reverse(b)
+	return string(b)
 }
 
 // Addition is adding two Digits-digit numbers: prompt "^23+58=", answer the
@@ -39,12 +24,6 @@ type Addition struct{ Digits int }
 
 // Name implements Task.
 func (a Addition) Name() string { return "addition" }
-
-// PromptLen implements Task.
-func (a Addition) PromptLen() int { return 3 + 2*a.Digits }
-
-// AnswerLen implements Task.
-func (a Addition) AnswerLen() int { return a.Digits + 1 }
 
 func (a Addition) max() int {
 	m := 1
@@ -56,13 +35,10 @@ func (a Addition) max() int {
 
 // Make returns the problem x + y.
 func (a Addition) Make(x, y int) Problem {
-	p := append(tok("^"), digitTokens(digits(x, a.Digits))...)
-	p = append(p, tok("+")...)
-	p = append(p, digitTokens(digits(y, a.Digits))...)
-	p = append(p, tok("=")...)
-	ans := digits(x+y, a.Digits+1)
-	slices.Reverse(ans)
-	return Problem{Prompt: p, Answer: digitTokens(ans)}
+	return Problem{
+		Prompt: "^" + digits(x, a.Digits) + "+" + digits(y, a.Digits) + "=",
+		Answer: reverse(digits(x+y, a.Digits+1)),
+	}
 }
 
 // Generate implements Task.
@@ -72,27 +48,35 @@ func (a Addition) Generate(r *prng.Source) Problem {
 
 // Operands parses the prompt back into its two numbers.
 func (a Addition) Operands(p Problem) (x, y int, err error) {
-	if len(p.Prompt) != a.PromptLen() {
-		return 0, 0, fmt.Errorf("task: addition prompt of length %d", len(p.Prompt))
+	s := p.Prompt
+	if len(s) != 3+2*a.Digits || s[0] != '^' || s[1+a.Digits] != '+' || s[len(s)-1] != '=' {
+		return 0, 0, fmt.Errorf("task: %q is not a %d-digit addition prompt", s, a.Digits)
 	}
 	for i := 0; i < a.Digits; i++ {
-		x = 10*x + p.Prompt[1+i] - 1
-		y = 10*y + p.Prompt[2+a.Digits+i] - 1
+		dx, dy := s[1+i], s[2+a.Digits+i]
+		if dx < '0' || dx > '9' || dy < '0' || dy > '9' {
+			return 0, 0, fmt.Errorf("task: %q is not a %d-digit addition prompt", s, a.Digits)
+		}
+		x = 10*x + int(dx-'0')
+		y = 10*y + int(dy-'0')
 	}
 	return x, y, nil
 }
 
 // Buggy implements Task: the sum without carries, (x_i + y_i) mod 10 for
 // every digit and a leading 0 — the classic "forgot the carry".
-func (a Addition) Buggy(p Problem) []int {
-	out := make([]int, a.AnswerLen())
-	for i := 0; i < a.Digits; i++ { // i-th least significant digit
-		xd := p.Prompt[a.Digits-i] - 1
-		yd := p.Prompt[1+2*a.Digits-i] - 1
-		out[i] = (xd+yd)%10 + 1
+func (a Addition) Buggy(p Problem) string {
+	x, y, err := a.Operands(p)
+	if err != nil {
+		return ""
 	}
-	out[a.Digits] = 1 // '0'
-	return out
+	var b strings.Builder
+	for i := 0; i < a.Digits; i++ { // i-th least significant digit
+		b.WriteByte(byte('0' + (x%10+y%10)%10))
+		x, y = x/10, y/10
+	}
+	b.WriteByte('0')
+	return b.String()
 }
 
 // Sort is sorting Len digits ascending: prompt "^72915:", answer "12579".
@@ -101,19 +85,15 @@ type Sort struct{ Len int }
 // Name implements Task.
 func (s Sort) Name() string { return "sort" }
 
-// PromptLen implements Task.
-func (s Sort) PromptLen() int { return s.Len + 2 }
-
-// AnswerLen implements Task.
-func (s Sort) AnswerLen() int { return s.Len }
-
-// Make returns the problem of sorting ds.
+// Make returns the problem of sorting ds (digits 0 to 9).
 func (s Sort) Make(ds []int) Problem {
-	p := append(tok("^"), digitTokens(ds)...)
-	p = append(p, tok(":")...)
-	sorted := slices.Clone(ds)
+	var in strings.Builder
+	for _, d := range ds {
+		in.WriteByte(byte('0' + d))
+	}
+	sorted := []byte(in.String())
 	slices.Sort(sorted)
-	return Problem{Prompt: p, Answer: digitTokens(sorted)}
+	return Problem{Prompt: "^" + in.String() + ":", Answer: string(sorted)}
 }
 
 // Generate implements Task.
@@ -128,12 +108,15 @@ func (s Sort) Generate(r *prng.Source) Problem {
 // Buggy implements Task: a single bubble-sort pass (the outer loop run
 // once), which moves the largest digit to the end and leaves the rest
 // mostly in place.
-func (s Sort) Buggy(p Problem) []int {
-	out := slices.Clone(p.Prompt[1 : 1+s.Len])
+func (s Sort) Buggy(p Problem) string {
+	if len(p.Prompt) != s.Len+2 {
+		return ""
+	}
+	out := []byte(p.Prompt[1 : 1+s.Len])
 	for i := 0; i+1 < len(out); i++ {
 		if out[i] > out[i+1] {
 			out[i], out[i+1] = out[i+1], out[i]
 		}
 	}
-	return out
+	return string(out)
 }

@@ -5,88 +5,84 @@
 // for any (job seed, worker, step), a pure function so a step can be
 // replayed exactly.
 //
-// All tasks share one character vocabulary (Vocab) and have fixed-length
-// prompts and answers, so there is no end-of-sequence token and no way to
-// game the reward through length.
+// Tasks speak text: a problem is a prompt and a reference answer as
+// strings, the reward compares the decoded completion with the answer
+// character by character, and the base model's tokenizer maps text to
+// token ids (Tokenize). The built-in tasks write over the characters
+// "^0123456789+=:" and have fixed-length prompts and answers.
 package task
 
 import (
 	"fmt"
-	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/tokenizer"
 )
 
-// Vocab is the shared character vocabulary; a token id is an index into it.
-// '^' starts every prompt.
+// Vocab are the characters the built-in tasks write with; '^' starts every
+// prompt. The built-in base model's tokenizer gives character i the id i
+// (package basemodel).
 const Vocab = "^0123456789+=:"
 
-// VocabSize is the number of token ids.
+// VocabSize is the number of characters in Vocab.
 const VocabSize = len(Vocab)
 
-// Encode maps characters of Vocab to token ids.
-func Encode(s string) ([]int, error) {
-	out := make([]int, len(s))
-	for i := range len(s) {
-		j := strings.IndexByte(Vocab, s[i])
-		if j < 0 {
-			return nil, fmt.Errorf("task: character %q is not in the vocabulary", s[i])
-		}
-		out[i] = j
-	}
-	return out, nil
-}
-
-// Decode maps token ids back to characters ('?' for an unknown id).
-func Decode(ids []int) string {
-	var b strings.Builder
-	for _, id := range ids {
-		if id >= 0 && id < VocabSize {
-			b.WriteByte(Vocab[id])
-		} else {
-			b.WriteByte('?')
-		}
-	}
-	return b.String()
-}
-
-// Problem is one prompt and its reference answer, as token ids.
+// Problem is one prompt and its reference answer.
 type Problem struct {
-	Prompt, Answer []int
+	Prompt, Answer string
 }
 
 // Task is a problem family with a verifiable reward.
 type Task interface {
 	Name() string
-	PromptLen() int
-	AnswerLen() int
 	// Generate draws a problem uniformly from the task's whole space
 	// (held-out problems included).
 	Generate(r *prng.Source) Problem
 	// Buggy is the answer with the task's typical mistake (used to build a
 	// base model that holds both behaviours).
-	Buggy(p Problem) []int
+	Buggy(p Problem) string
 }
 
-// Reward is the fraction of answer positions the completion gets right, in
-// [0, 1]; 1 only for an exact match.
-func Reward(p Problem, completion []int) float64 {
-	if len(p.Answer) == 0 {
+// Reward is the fraction of the answer's characters the completion has at
+// the same position, in [0, 1]; 1 only for an exact match (a completion
+// longer than the answer loses the extra characters' share).
+func Reward(p Problem, completion string) float64 {
+	n := utf8.RuneCountInString(p.Answer)
+	if n == 0 {
 		return 0
 	}
 	ok := 0
-	for i, a := range p.Answer {
-		if i < len(completion) && completion[i] == a {
+	c := []rune(completion)
+	for i, a := range []rune(p.Answer) {
+		if i < len(c) && c[i] == a {
 			ok++
 		}
 	}
-	return float64(ok) / float64(len(p.Answer))
+	if extra := len(c) - n; extra > 0 {
+		return float64(ok) / float64(n+extra)
+	}
+	return float64(ok) / float64(n)
 }
 
 // Exact reports whether the completion is exactly the answer.
-func Exact(p Problem, completion []int) bool {
-	return len(completion) == len(p.Answer) && slices.Equal(p.Answer, completion)
+func Exact(p Problem, completion string) bool { return completion == p.Answer }
+
+// Tokenize returns the token ids of a problem's prompt (with the
+// tokenizer's special tokens, as a model sees a prompt) and answer
+// (without).
+func Tokenize(tok *tokenizer.Tokenizer, p Problem) (prompt, answer []int, err error) {
+	if prompt, err = tok.Encode(p.Prompt, true); err != nil {
+		return nil, nil, fmt.Errorf("task: prompt %q: %w", p.Prompt, err)
+	}
+	if answer, err = tok.Encode(p.Answer, false); err != nil {
+		return nil, nil, fmt.Errorf("task: answer %q: %w", p.Answer, err)
+	}
+	if len(prompt) == 0 || len(answer) == 0 {
+		return nil, nil, fmt.Errorf("task: problem %q → %q tokenizes to %d and %d tokens", p.Prompt, p.Answer, len(prompt), len(answer))
+	}
+	return prompt, answer, nil
 }
 
 // Names lists the built-in tasks.
@@ -119,22 +115,19 @@ func NewSplit(t Task, n int) *Split {
 	r := prng.New(HeldOutSeed, 0x6576616c) // "eval"
 	for len(s.Eval) < n {
 		p := t.Generate(r)
-		k := key(p.Prompt)
-		if !s.heldOut[k] {
-			s.heldOut[k] = true
+		if !s.heldOut[p.Prompt] {
+			s.heldOut[p.Prompt] = true
 			s.Eval = append(s.Eval, p)
 		}
 	}
 	return s
 }
 
-func key(prompt []int) string { return Decode(prompt) }
-
 // Train draws a training problem: never one of the held-out set.
 func (s *Split) Train(r *prng.Source) Problem {
 	for {
 		p := s.Task.Generate(r)
-		if !s.heldOut[key(p.Prompt)] {
+		if !s.heldOut[p.Prompt] {
 			return p
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // generation + reference pass + 2 optimiser passes) on the shipped base
 // model with 1 and 2 threads, in generated and processed tokens per second.
 func BenchmarkStep(b *testing.B) {
-	base, err := basemodel.Load()
+	base, err := basemodel.Builtin()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -20,7 +20,7 @@ func BenchmarkStep(b *testing.B) {
 		b.Run(fmt.Sprintf("threads=%d", th), func(b *testing.B) {
 			c := DefaultConfig()
 			c.Steps = 1 << 20
-			tr, err := New(base, c, 0, th)
+			tr, err := New(base.Weights, base.Tokenizer, c, 0, th)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/zooai/gym/gspo"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/optim"
 	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/tokenizer"
 )
 
 // Config is a GSPO job's training configuration. Keys follow the seed's
@@ -34,11 +36,11 @@ type Config struct {
 	// AggregateInterval is the number of local steps between ring syncs. A
 	// single node never syncs; the ring worker reads it.
 	AggregateInterval int  `json:"aggregate_interval"`
-	Use4Bit           bool `json:"use_4bit"` // accepted; not applicable to the built-in float32 model
+	Use4Bit           bool `json:"use_4bit"` // accepted; not applicable to the float32 engine
 
 	LoRARank    int      `json:"lora_rank"`
 	LoRAAlpha   float64  `json:"lora_alpha"`
-	LoRATargets []string `json:"lora_target_modules"`
+	LoRATargets []string `json:"lora_target_modules"` // transformers module names: q_proj … down_proj
 
 	MaxSeqLen                 int     `json:"max_seq_len"`
 	GradientAccumulationSteps int     `json:"gradient_accumulation_steps"`
@@ -56,7 +58,7 @@ type Config struct {
 }
 
 // DefaultConfig is the embedded default: GSPO on 2-digit addition with the
-// paper's clipping and the seed's β, LoRA rank 8 on q and v. It is the
+// paper's clipping and the seed's β, LoRA rank 8 on q_proj and v_proj. It is the
 // built-in model's training profile, the one source of it: gym train runs
 // it, and gym up's jobs carry it as their GSPO settings
 // (jobconf.BuiltinGSPO). A job's own defaults, for real models, are
@@ -66,7 +68,7 @@ func DefaultConfig() Config {
 		Task: "addition", Seed: 0, Steps: 100,
 		ImportanceSamplingLevel: "sequence", Beta: 0.1, EpsilonLow: 3e-4, EpsilonHigh: 4e-4,
 		GroupSize: 8, PromptsPerStep: 16, NumIterations: 2, AggregateInterval: 10,
-		LoRARank: 8, LoRAAlpha: 16, LoRATargets: []string{"q", "v"},
+		LoRARank: 8, LoRAAlpha: 16, LoRATargets: []string{"q_proj", "v_proj"},
 		MaxSeqLen: 12, GradientAccumulationSteps: 1,
 		LearningRate: 2e-3, WarmupSteps: 0, WeightDecay: 0,
 		Temperature: 1, TopK: 0, EvalSize: 500,
@@ -76,8 +78,11 @@ func DefaultConfig() Config {
 // ErrConfig reports an invalid training configuration.
 var ErrConfig = errors.New("trainer: invalid config")
 
-// Validate reports whether c can train a model of shape mc.
-func (c Config) Validate(mc model.Config) error {
+// Validate reports whether c can train a model of shape mc whose
+// tokenizer is tok: the settings, and every held-out problem of the task
+// (prompt and answer, in tokens) within max_seq_len and the model's
+// context.
+func (c Config) Validate(mc llama.Config, tok *tokenizer.Tokenizer) error {
 	t, err := task.Lookup(c.Task)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
@@ -85,8 +90,11 @@ func (c Config) Validate(mc model.Config) error {
 	if _, err := c.objective(); err != nil {
 		return err
 	}
-	if _, err := c.lora(mc); err != nil {
+	if _, err := c.targets(); err != nil {
 		return err
+	}
+	if c.LoRARank < 1 || c.LoRARank > 1<<16 || !(c.LoRAAlpha > 0) || math.IsInf(c.LoRAAlpha, 0) {
+		return fmt.Errorf("%w: lora_rank %d must be in [1, 65536], lora_alpha %v positive and finite", ErrConfig, c.LoRARank, c.LoRAAlpha)
 	}
 	if err := c.optimizer().Validate(); err != nil {
 		return err
@@ -105,22 +113,56 @@ func (c Config) Validate(mc model.Config) error {
 	case c.GradientAccumulationSteps < 1 || c.PromptsPerStep%c.GradientAccumulationSteps != 0:
 		return fmt.Errorf("%w: gradient_accumulation_steps %d must divide prompts_per_step %d",
 			ErrConfig, c.GradientAccumulationSteps, c.PromptsPerStep)
+	case c.EvalSize > maxEvalSize:
+		return fmt.Errorf("%w: eval_size %d > %d", ErrConfig, c.EvalSize, maxEvalSize)
+	case tok == nil:
+		return fmt.Errorf("%w: no tokenizer", ErrConfig)
 	}
-	need := t.PromptLen() + t.AnswerLen()
+	need := 0
+	for _, p := range task.NewSplit(t, c.EvalSize).Eval {
+		pr, ans, err := task.Tokenize(tok, p)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		need = max(need, len(pr)+len(ans))
+	}
 	if c.MaxSeqLen < need {
-		return fmt.Errorf("%w: max_seq_len %d < %d, the length of a %s sequence", ErrConfig, c.MaxSeqLen, need, c.Task)
+		return fmt.Errorf("%w: max_seq_len %d < %d, the length of a %s sequence in tokens", ErrConfig, c.MaxSeqLen, need, c.Task)
 	}
-	if need-1 > mc.Ctx {
-		return fmt.Errorf("%w: task %s needs a context of %d, the model has %d", ErrConfig, c.Task, need-1, mc.Ctx)
+	if need > mc.MaxPositions {
+		return fmt.Errorf("%w: task %s needs a context of %d, the model has %d", ErrConfig, c.Task, need, mc.MaxPositions)
 	}
 	return nil
+}
+
+// maxEvalSize bounds eval_size: the held-out set is drawn and tokenized
+// to validate a config.
+const maxEvalSize = 5000
+
+// targets parses lora_target_modules (transformers names, each once).
+func (c Config) targets() ([]llama.Module, error) {
+	if len(c.LoRATargets) == 0 {
+		return nil, fmt.Errorf("%w: no LoRA target modules", ErrConfig)
+	}
+	var ms []llama.Module
+	for _, n := range c.LoRATargets {
+		m, ok := llama.ParseModule(n)
+		if !ok {
+			return nil, fmt.Errorf("%w: LoRA target %q is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj", ErrConfig, n)
+		}
+		if slices.Contains(ms, m) {
+			return nil, fmt.Errorf("%w: LoRA target %q given twice", ErrConfig, n)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
 }
 
 // Notes lists settings that were accepted but have no effect here.
 func (c Config) Notes() []string {
 	var n []string
 	if c.Use4Bit {
-		n = append(n, "use_4bit: not applicable to the built-in float32 model; ignored")
+		n = append(n, "use_4bit: not applicable to the float32 engine; ignored")
 	}
 	return n
 }
@@ -132,14 +174,6 @@ func (c Config) objective() (gspo.Config, error) {
 	}
 	g := gspo.Config{Level: lvl, EpsLow: c.EpsilonLow, EpsHigh: c.EpsilonHigh, Beta: c.Beta, AdvEps: 1e-4}
 	return g, g.Validate()
-}
-
-func (c Config) lora(mc model.Config) (model.LoRAConfig, error) {
-	lc := model.LoRAConfig{Rank: c.LoRARank, Alpha: c.LoRAAlpha, Targets: c.LoRATargets}
-	if err := mc.Validate(); err != nil {
-		return lc, err
-	}
-	return lc, lc.Validate()
 }
 
 func (c Config) optimizer() optim.Config {

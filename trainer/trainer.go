@@ -1,10 +1,11 @@
-// Package trainer runs GSPO on LoRA adapters of the built-in model: for each
-// step it draws the step's problems (a pure function of job seed, worker and
-// step), samples G completions per prompt recording π_old, scores them with
-// the task's verifiable reward, evaluates the gspo objective against the
-// frozen base as reference, back-propagates into the adapter and applies
-// AdamW. Everything is deterministic: Replay recomputes any step bit for bit,
-// which is what the orchestrator's spot-checks rely on.
+// Package trainer runs GSPO on LoRA adapters of a base model (package
+// llama): for each step it draws the step's problems (a pure function of
+// job seed, worker and step), samples G completions per prompt recording
+// π_old, scores their decoded text with the task's verifiable reward,
+// evaluates the gspo objective against the frozen base as reference,
+// back-propagates into the adapter and applies AdamW. Everything is
+// deterministic and independent of the thread count: Replay recomputes any
+// step bit for bit, which is what the orchestrator's spot-checks rely on.
 //
 // The trainer never reads the clock; callers time steps themselves.
 package trainer
@@ -15,11 +16,12 @@ import (
 	"math"
 
 	"github.com/zooai/gym/gspo"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/optim"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/tokenizer"
 )
 
 // Trainer is one worker's training state.
@@ -28,8 +30,9 @@ type Trainer struct {
 	obj    gspo.Config
 	worker uint64
 	split  *task.Split
-	policy *model.Model // base + adapter
-	ref    *model.Model // base alone (frozen reference)
+	tok    *tokenizer.Tokenizer
+	policy *llama.Model // base + adapter
+	ref    *llama.Model // base alone (frozen reference)
 	opt    *optim.AdamW
 	step   int
 }
@@ -57,24 +60,34 @@ type StepStats struct {
 	SyncDue     bool `json:"sync_due"` // step is a multiple of aggregate_interval
 }
 
-// New returns a trainer for worker starting from base weights with a freshly
-// initialised adapter. threads only changes the speed, never the results.
-func New(base *model.Weights, c Config, worker uint64, threads int) (*Trainer, error) {
-	if err := c.Validate(base.Cfg); err != nil {
+// New returns a trainer for worker starting from base weights (whose
+// tokenizer is tok) with a freshly initialised adapter. threads only
+// changes the speed, never the results.
+func New(base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint64, threads int) (*Trainer, error) {
+	if err := c.Validate(base.Cfg, tok); err != nil {
 		return nil, err
 	}
-	lc, _ := c.lora(base.Cfg)
-	a, err := model.InitAdapter(base.Cfg, lc, c.Seed)
+	a, err := InitialAdapter(base.Cfg, c)
 	if err != nil {
 		return nil, err
 	}
-	return resume(base, c, worker, threads, State{Adapter: a})
+	return resume(base, tok, c, worker, threads, State{Adapter: a})
+}
+
+// InitialAdapter is the adapter a run of c starts from on a model of shape
+// mc: lora_A drawn from the job seed, lora_B zero.
+func InitialAdapter(mc llama.Config, c Config) (*llama.Adapter, error) {
+	ts, err := c.targets()
+	if err != nil {
+		return nil, err
+	}
+	return llama.InitAdapter(mc, c.LoRARank, c.LoRAAlpha, ts, c.Seed)
 }
 
 // State is what a worker carries from one step to the next.
 type State struct {
 	Step    int // training steps taken
-	Adapter *model.Adapter
+	Adapter *llama.Adapter
 	Updates int         // optimiser updates applied (num_iterations per step)
 	M, V    [][]float32 // AdamW moments, one per adapter tensor; nil at step 0
 }
@@ -90,18 +103,32 @@ func (t *Trainer) State() State {
 }
 
 // Resume returns a trainer continuing from s (as returned by State).
-func Resume(base *model.Weights, c Config, worker uint64, threads int, s State) (*Trainer, error) {
-	if err := c.Validate(base.Cfg); err != nil {
+func Resume(base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint64, threads int, s State) (*Trainer, error) {
+	if err := c.Validate(base.Cfg, tok); err != nil {
 		return nil, err
 	}
-	return resume(base, c, worker, threads, s)
+	return resume(base, tok, c, worker, threads, s)
 }
 
-func resume(base *model.Weights, c Config, worker uint64, threads int, s State) (*Trainer, error) {
+func resume(base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint64, threads int, s State) (*Trainer, error) {
 	obj, _ := c.objective()
 	tk, _ := task.Lookup(c.Task)
+	if s.Adapter == nil {
+		return nil, fmt.Errorf("%w: state without an adapter", ErrConfig)
+	}
+	if want, err := InitialAdapter(base.Cfg, c); err != nil || !want.SameShape(s.Adapter) {
+		return nil, fmt.Errorf("%w: the state's adapter does not have the shape lora_rank %d, lora_alpha %v on %v give", ErrConfig, c.LoRARank, c.LoRAAlpha, c.LoRATargets)
+	}
 	a := s.Adapter.Clone()
-	ts := a.Tensors()
+	policy, err := llama.New(base, a, threads)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := llama.New(base, nil, threads)
+	if err != nil {
+		return nil, err
+	}
+	ts := a.Views()
 	sizes := make([]int, len(ts))
 	for i, x := range ts {
 		sizes[i] = len(x.Data)
@@ -125,24 +152,27 @@ func resume(base *model.Weights, c Config, worker uint64, threads int, s State) 
 	opt.Step = s.Updates
 	return &Trainer{
 		cfg: c, obj: obj, worker: worker,
-		split:  task.NewSplit(tk, c.EvalSize),
-		policy: &model.Model{W: base, A: a, Threads: threads},
-		ref:    &model.Model{W: base, Threads: threads},
-		opt:    opt, step: s.Step,
+		split: task.NewSplit(tk, c.EvalSize), tok: tok,
+		policy: policy, ref: ref,
+		opt: opt, step: s.Step,
 	}, nil
 }
 
 // Adapter returns the current adapter (not a copy).
-func (t *Trainer) Adapter() *model.Adapter { return t.policy.A }
+func (t *Trainer) Adapter() *llama.Adapter { return t.policy.A }
 
 // StepCount is the number of steps taken.
 func (t *Trainer) StepCount() int { return t.step }
 
 // Evaluate returns greedy held-out performance of the current policy.
-func (t *Trainer) Evaluate() (rollout.Score, error) { return rollout.Evaluate(t.policy, t.split.Eval) }
+func (t *Trainer) Evaluate() (rollout.Score, error) {
+	return rollout.Evaluate(t.policy, t.tok, t.split.Eval)
+}
 
 // EvaluateBase returns greedy held-out performance of the base model.
-func (t *Trainer) EvaluateBase() (rollout.Score, error) { return rollout.Evaluate(t.ref, t.split.Eval) }
+func (t *Trainer) EvaluateBase() (rollout.Score, error) {
+	return rollout.Evaluate(t.ref, t.tok, t.split.Eval)
+}
 
 // Step runs one training step: sampling, num_iterations optimiser updates.
 // ctx is checked before the step starts; a started step runs to completion
@@ -155,11 +185,11 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 	c := t.cfg
 	k := t.step + 1
 	problems := t.split.Batch(c.Seed, t.worker, uint64(k), c.PromptsPerStep)
-	ro, err := rollout.Generate(t.policy, problems, c.GroupSize, c.sampling(), prng.New(c.Seed, task.StreamSample, t.worker, uint64(k)))
+	ro, err := rollout.Generate(t.policy, t.tok, problems, c.GroupSize, c.sampling(), prng.New(c.Seed, task.StreamSample, t.worker, uint64(k)))
 	if err != nil {
 		return StepStats{}, err
 	}
-	st := StepStats{Step: k, GenTokens: ro.N() * ro.AnswerLen, SyncDue: k%c.AggregateInterval == 0}
+	st := StepStats{Step: k, GenTokens: ro.Tokens(), SyncDue: k%c.AggregateInterval == 0}
 	for i := range ro.Rewards {
 		st.RewardMean += ro.Rewards[i] / float64(ro.N())
 		if ro.Exact[i] {
@@ -168,19 +198,21 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 	}
 	var refLogP [][]float64
 	if c.Beta > 0 {
-		if refLogP, _, err = t.logProbs(t.ref, ro, 0, ro.N()); err != nil {
+		lb, err := t.logProbs(t.ref, ro, 0, ro.N(), false)
+		if err != nil {
 			return StepStats{}, err
 		}
-		st.TrainTokens += ro.N() * (ro.PromptLen + ro.AnswerLen - 1)
+		refLogP = lb.logP
+		st.TrainTokens += lb.tokens
 	}
-	params := tensorsData(t.policy.A.Tensors())
+	params := tensorsData(t.policy.A.Views())
 	micro := c.PromptsPerStep / c.GradientAccumulationSteps * c.GroupSize
 	passes := float64(c.NumIterations * c.GradientAccumulationSteps)
 	st.RatioMin, st.RatioMax = math.Inf(1), math.Inf(-1)
 	for it := 0; it < c.NumIterations; it++ {
-		grad := t.policy.A.ZeroLike()
+		grad := t.policy.A.Zeroed()
 		for lo := 0; lo < ro.N(); lo += micro {
-			s, err := t.microBatch(ro, refLogP, lo, lo+micro, grad, 1/float32(c.GradientAccumulationSteps))
+			s, tokens, err := t.microBatch(ro, refLogP, lo, lo+micro, grad, 1/float32(c.GradientAccumulationSteps))
 			if err != nil {
 				return StepStats{}, err
 			}
@@ -195,9 +227,9 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 			if it == 0 {
 				st.ZeroVar += s.ZeroVarGroups
 			}
-			st.TrainTokens += micro * (ro.PromptLen + ro.AnswerLen - 1)
+			st.TrainTokens += tokens
 		}
-		lr, err := t.opt.Update(params, tensorsData(grad.Tensors()))
+		lr, err := t.opt.Update(params, tensorsData(grad.Views()))
 		if err != nil {
 			return StepStats{}, err
 		}
@@ -207,7 +239,7 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 	return st, nil
 }
 
-func tensorsData(ts []model.Tensor) [][]float32 {
+func tensorsData(ts []llama.AdapterTensor) [][]float32 {
 	out := make([][]float32, len(ts))
 	for i, x := range ts {
 		out[i] = x.Data
@@ -215,65 +247,88 @@ func tensorsData(ts []model.Tensor) [][]float32 {
 	return out
 }
 
-// logProbs runs md over sequences [lo, hi) of ro and returns the
-// temperature-scaled log-probability of every completion token, with the
-// activations and the softmax probabilities for the backward pass.
-func (t *Trainer) logProbs(md *model.Model, ro *rollout.Rollouts, lo, hi int) ([][]float64, *lpCache, error) {
-	T := ro.PromptLen + ro.AnswerLen
-	in := T - 1
-	n := hi - lo
-	tokens := make([]int, n*in)
-	for i := 0; i < n; i++ {
-		copy(tokens[i*in:(i+1)*in], ro.Tokens[(lo+i)*T:(lo+i)*T+in])
-	}
-	act, err := md.Forward(tokens, n, in)
-	if err != nil {
-		return nil, nil, err
-	}
-	Vo := md.W.Cfg.Vocab
-	invT := float32(1 / t.cfg.Temperature)
-	out := make([][]float64, n)
-	cache := &lpCache{act: act, probs: make([]float32, n*ro.AnswerLen*Vo), in: in}
-	scaled := make([]float32, Vo)
-	lp := make([]float32, Vo)
-	for i := 0; i < n; i++ {
-		out[i] = make([]float64, ro.AnswerLen)
-		for a := 0; a < ro.AnswerLen; a++ {
-			row := (i*in + ro.PromptLen - 1 + a) * Vo
-			for j, v := range act.Logits[row : row+Vo] {
-				scaled[j] = v * invT
-			}
-			model.LogSoftmax(lp, scaled)
-			tok := ro.Tokens[(lo+i)*T+ro.PromptLen+a]
-			out[i][a] = float64(lp[tok])
-			pr := cache.probs[(i*ro.AnswerLen+a)*Vo:]
-			for j := range lp {
-				pr[j] = float32(math.Exp(float64(lp[j])))
-			}
-		}
-	}
-	return out, cache, nil
+// lpBatch is a forward pass over sequences of a rollout: each sequence is
+// its prompt and completion without the last token, right-padded to the
+// longest (causal attention: padding after a position cannot change it).
+type lpBatch struct {
+	act     *llama.Activations // kept for the backward pass (nil for the reference)
+	scaled  []float32          // logits / temperature [n·T, V]
+	targets []int              // the completion token each row predicts, -1 elsewhere
+	rows    [][]int            // per sequence, the rows of its completion tokens
+	logP    [][]float64        // log softmax(logits/T) of each completion token
+	tokens  int                // positions run through the model (padding excluded)
 }
 
-type lpCache struct {
-	act   *model.Activations
-	probs []float32 // softmax(logits/T) at each completion position
-	in    int
+// logProbs runs md over sequences [lo, hi) of ro and returns the
+// temperature-scaled log-probability of every completion token.
+func (t *Trainer) logProbs(md *llama.Model, ro *rollout.Rollouts, lo, hi int, keep bool) (*lpBatch, error) {
+	n := hi - lo
+	T := 0
+	for i := lo; i < hi; i++ {
+		T = max(T, len(ro.Prompts[i/ro.G])+len(ro.Completions[i])-1)
+	}
+	tokens := make([]int, n*T) // padding: token 0
+	lb := &lpBatch{targets: make([]int, n*T), rows: make([][]int, n), logP: make([][]float64, n)}
+	for i := range lb.targets {
+		lb.targets[i] = -1
+	}
+	for s := range n {
+		prompt, comp := ro.Prompts[(lo+s)/ro.G], ro.Completions[lo+s]
+		seq := append(append(tokens[s*T:s*T], prompt...), comp[:len(comp)-1]...)
+		lb.tokens += len(seq)
+		for a, tok := range comp {
+			r := s*T + len(prompt) - 1 + a
+			lb.targets[r] = tok
+			lb.rows[s] = append(lb.rows[s], r)
+		}
+	}
+	var logits []float32
+	if keep {
+		act, err := md.Forward(tokens, n, T)
+		if err != nil {
+			return nil, err
+		}
+		lb.act, logits = act, act.Logits
+	} else {
+		var err error
+		if logits, err = md.Logits(tokens, n, T); err != nil {
+			return nil, err
+		}
+	}
+	invT := float32(1 / t.cfg.Temperature)
+	lb.scaled = logits
+	if invT != 1 {
+		lb.scaled = make([]float32, len(logits))
+		for i, v := range logits {
+			lb.scaled[i] = v * invT
+		}
+	}
+	lp, err := llama.TokenLogProbs(md.Threads, lb.scaled, md.W.Cfg.Vocab, lb.targets)
+	if err != nil {
+		return nil, err
+	}
+	for s, rows := range lb.rows {
+		lb.logP[s] = make([]float64, len(rows))
+		for a, r := range rows {
+			lb.logP[s][a] = float64(lp[r])
+		}
+	}
+	return lb, nil
 }
 
 // microBatch evaluates the objective on sequences [lo, hi) (whole groups)
-// and adds weight·gradient to grad.
-func (t *Trainer) microBatch(ro *rollout.Rollouts, refLogP [][]float64, lo, hi int, grad *model.Adapter, weight float32) (gspo.Stats, error) {
-	lp, cache, err := t.logProbs(t.policy, ro, lo, hi)
+// and adds weight·gradient to grad. It returns the objective's statistics
+// and the number of positions it ran through the model.
+func (t *Trainer) microBatch(ro *rollout.Rollouts, refLogP [][]float64, lo, hi int, grad *llama.Adapter, weight float32) (gspo.Stats, int, error) {
+	lb, err := t.logProbs(t.policy, ro, lo, hi, true)
 	if err != nil {
-		return gspo.Stats{}, err
+		return gspo.Stats{}, 0, err
 	}
-	al := ro.AnswerLen
-	b := gspo.Batch{G: ro.G, Rewards: ro.Rewards[lo:hi], LogP: lp, OldLogP: make([][]float64, hi-lo)}
+	b := gspo.Batch{G: ro.G, Rewards: ro.Rewards[lo:hi], LogP: lb.logP, OldLogP: make([][]float64, hi-lo)}
 	for i := range b.OldLogP {
-		b.OldLogP[i] = make([]float64, al)
-		for a := 0; a < al; a++ {
-			b.OldLogP[i][a] = float64(ro.OldLogP[(lo+i)*al+a])
+		b.OldLogP[i] = make([]float64, len(ro.OldLogP[lo+i]))
+		for a, v := range ro.OldLogP[lo+i] {
+			b.OldLogP[i][a] = float64(v)
 		}
 	}
 	if refLogP != nil {
@@ -281,42 +336,35 @@ func (t *Trainer) microBatch(ro *rollout.Rollouts, refLogP [][]float64, lo, hi i
 	}
 	res, err := gspo.Compute(t.obj, b)
 	if err != nil {
-		return gspo.Stats{}, err
+		return gspo.Stats{}, 0, err
 	}
-	// ∂loss/∂z_j = ∂loss/∂lp · (1[j = token] − p_j)/T at each completion position.
-	Vo := t.policy.W.Cfg.Vocab
-	T := ro.PromptLen + al
+	// ∂loss/∂z = ∂loss/∂lp · ∂lp/∂(z/T) / T at each completion position.
 	invT := float32(1 / t.cfg.Temperature)
-	dl := make([]float32, len(cache.act.Logits))
-	for i := 0; i < hi-lo; i++ {
-		for a := 0; a < al; a++ {
-			g := weight * float32(res.DLogP[i][a]) * invT
-			if g == 0 {
-				continue
-			}
-			row := (i*cache.in + ro.PromptLen - 1 + a) * Vo
-			pr := cache.probs[(i*al+a)*Vo : (i*al+a+1)*Vo]
-			for j, p := range pr {
-				dl[row+j] = -g * p
-			}
-			dl[row+ro.Tokens[(lo+i)*T+ro.PromptLen+a]] += g
+	dLogP := make([]float32, len(lb.targets))
+	for s, rows := range lb.rows {
+		for a, r := range rows {
+			dLogP[r] = weight * float32(res.DLogP[s][a]) * invT
 		}
 	}
-	if err := t.policy.Backward(cache.act, dl, nil, grad); err != nil {
-		return gspo.Stats{}, err
+	dl, err := llama.TokenLogProbsBackward(t.policy.Threads, lb.scaled, t.policy.W.Cfg.Vocab, lb.targets, dLogP)
+	if err != nil {
+		return gspo.Stats{}, 0, err
 	}
-	return res.Stats, nil
+	if err := t.policy.Backward(lb.act, dl, grad); err != nil {
+		return gspo.Stats{}, 0, err
+	}
+	return res.Stats, lb.tokens, nil
 }
 
 // Replay recomputes a worker's run from the base weights: it trains steps 1
 // to step with config c and returns the loss claimed at that step and the
 // adapter after it. The result is bit-for-bit what the worker produced, on
 // any thread count.
-func Replay(ctx context.Context, base *model.Weights, c Config, worker uint64, step int, threads int) (float64, *model.Adapter, error) {
+func Replay(ctx context.Context, base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint64, step int, threads int) (float64, *llama.Adapter, error) {
 	if step < 1 {
 		return 0, nil, fmt.Errorf("%w: replay of step %d", ErrConfig, step)
 	}
-	t, err := New(base, c, worker, threads)
+	t, err := New(base, tok, c, worker, threads)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -331,8 +379,8 @@ func Replay(ctx context.Context, base *model.Weights, c Config, worker uint64, s
 
 // ReplayStep recomputes the single step that follows state s: what a
 // spot-check does with the checkpoint a worker started the step from.
-func ReplayStep(ctx context.Context, base *model.Weights, c Config, worker uint64, s State, threads int) (float64, *model.Adapter, error) {
-	t, err := Resume(base, c, worker, threads, s)
+func ReplayStep(ctx context.Context, base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint64, s State, threads int) (float64, *llama.Adapter, error) {
+	t, err := Resume(base, tok, c, worker, threads, s)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -7,26 +7,22 @@ import (
 	"math"
 	"testing"
 
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/internal/tinyllama"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/rollout"
-	"github.com/zooai/gym/task"
 )
 
-var tinyModel = model.Config{Vocab: task.VocabSize, Ctx: 11, Dim: 16, Layers: 1, Heads: 2, Hidden: 32}
+var tinyModel = tinyllama.Config()
 
-func tinyBase(t *testing.T) *model.Weights {
+var tok = tinyllama.Tokenizer()
+
+func tinyBase(t *testing.T) *llama.Weights {
 	t.Helper()
-	w, err := model.Init(tinyModel, 5)
+	// Larger than a language model's init so samples differ and rewards vary.
+	w, err := tinyllama.Weights(tinyModel, 5, 0.3)
 	if err != nil {
 		t.Fatal(err)
-	}
-	// Larger than the default init so samples differ and rewards vary.
-	r := prng.New(6)
-	for _, ts := range w.Tensors() {
-		for i := range ts.Data {
-			ts.Data[i] += float32(0.2 * r.Norm())
-		}
 	}
 	return w
 }
@@ -35,14 +31,14 @@ func tinyConfig() Config {
 	c := DefaultConfig()
 	c.PromptsPerStep, c.GroupSize, c.EvalSize, c.Steps = 4, 4, 50, 3
 	c.LearningRate = 1e-2
-	c.LoRARank, c.LoRAAlpha, c.LoRATargets = 2, 4, []string{"q", "v", "fc2"}
+	c.LoRARank, c.LoRAAlpha, c.LoRATargets = 2, 4, []string{"q_proj", "v_proj", "down_proj"}
 	return c
 }
 
-func adapterBytes(a *model.Adapter) []byte {
+func adapterBytes(a *llama.Adapter) []byte {
 	var b []byte
-	for _, ts := range a.Tensors() {
-		b = append(b, model.Float32Bytes(ts.Data)...)
+	for _, ts := range a.Views() {
+		b = append(b, llama.Float32Bytes(ts.Data)...)
 	}
 	return b
 }
@@ -54,7 +50,7 @@ func TestReplayIsBitForBit(t *testing.T) {
 	base := tinyBase(t)
 	c := tinyConfig()
 	c.GradientAccumulationSteps = 2
-	tr, err := New(base, c, 7, 1)
+	tr, err := New(base, tok, c, 7, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,14 +66,14 @@ func TestReplayIsBitForBit(t *testing.T) {
 	if math.IsNaN(st.Loss) {
 		t.Fatal("NaN loss")
 	}
-	loss, a, err := Replay(ctx, base, c, 7, 3, 2)
+	loss, a, err := Replay(ctx, base, tok, c, 7, 3, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if math.Float64bits(loss) != math.Float64bits(st.Loss) || !bytes.Equal(adapterBytes(a), adapterBytes(tr.Adapter())) {
 		t.Fatalf("Replay: loss %v vs %v, adapters equal %v", loss, st.Loss, bytes.Equal(adapterBytes(a), adapterBytes(tr.Adapter())))
 	}
-	loss, a, err = ReplayStep(ctx, base, c, 7, before, 3)
+	loss, a, err = ReplayStep(ctx, base, tok, c, 7, before, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +81,7 @@ func TestReplayIsBitForBit(t *testing.T) {
 		t.Fatal("ReplayStep differs from the original step")
 	}
 	// A different worker draws different data: a different result.
-	loss2, a2, err := Replay(ctx, base, c, 8, 3, 1)
+	loss2, a2, err := Replay(ctx, base, tok, c, 8, 3, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,47 +99,53 @@ func TestAdapterGradientMatchesFiniteDifferences(t *testing.T) {
 		c := tinyConfig()
 		c.ImportanceSamplingLevel = lvl
 		c.EpsilonLow, c.EpsilonHigh, c.Beta, c.Temperature = 0.2, 0.2, 0.3, 0.7
-		tr, err := New(base, c, 1, 1)
+		tr, err := New(base, tok, c, 1, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Make B non-zero so A has a gradient too, and the policy differs from
 		// the reference so the KL term is live.
 		r := prng.New(9)
-		for _, ts := range tr.Adapter().Tensors() {
+		for _, ts := range tr.Adapter().Views() {
 			for i := range ts.Data {
 				ts.Data[i] += float32(0.1 * r.Norm())
 			}
 		}
 		problems := tr.split.Batch(c.Seed, 1, 1, c.PromptsPerStep)
-		ro, err := rollout.Generate(tr.policy, problems, c.GroupSize, c.sampling(), prng.New(1))
+		ro, err := rollout.Generate(tr.policy, tok, problems, c.GroupSize, c.sampling(), prng.New(1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Move π_old away from π_θ so ratios are not all 1 but stay inside the clip.
 		for i := range ro.OldLogP {
-			ro.OldLogP[i] += float32(0.05 * r.Norm())
+			for a := range ro.OldLogP[i] {
+				ro.OldLogP[i][a] += float32(0.05 * r.Norm())
+			}
 		}
-		refLogP, _, _ := tr.logProbs(tr.ref, ro, 0, ro.N())
+		lb, err := tr.logProbs(tr.ref, ro, 0, ro.N(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refLogP := lb.logP
 		loss := func() float64 {
-			g := tr.Adapter().ZeroLike()
-			s, err := tr.microBatch(ro, refLogP, 0, ro.N(), g, 1)
+			g := tr.Adapter().Zeroed()
+			s, _, err := tr.microBatch(ro, refLogP, 0, ro.N(), g, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s.Loss
 		}
-		grad := tr.Adapter().ZeroLike()
-		s, err := tr.microBatch(ro, refLogP, 0, ro.N(), grad, 1)
+		grad := tr.Adapter().Zeroed()
+		s, _, err := tr.microBatch(ro, refLogP, 0, ro.N(), grad, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if s.ClipFrac > 0.3 {
 			t.Fatalf("%s: clip fraction %v leaves too little to check", lvl, s.ClipFrac)
 		}
-		gts := grad.Tensors()
+		gts := grad.Views()
 		checked := 0
-		for k, p := range tr.Adapter().Tensors() {
+		for k, p := range tr.Adapter().Views() {
 			for trial := 0; trial < 4; trial++ {
 				i := r.IntN(len(p.Data))
 				old := p.Data[i]
@@ -174,7 +176,7 @@ func TestRatioStartsAtOne(t *testing.T) {
 	base := tinyBase(t)
 	c := tinyConfig()
 	c.NumIterations = 1
-	tr, _ := New(base, c, 0, 1)
+	tr, _ := New(base, tok, c, 0, 1)
 	st, err := tr.Step(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +195,9 @@ func TestConfigValidation(t *testing.T) {
 		func(c *Config) { c.MaxSeqLen = 5 },
 		func(c *Config) { c.LoRARank = 0 },
 		func(c *Config) { c.LoRATargets = []string{"x"} },
+		func(c *Config) { c.LoRATargets = []string{"q"} },
+		func(c *Config) { c.LoRATargets = []string{"q_proj", "q_proj"} },
+		func(c *Config) { c.LoRATargets = nil },
 		func(c *Config) { c.LearningRate = 0 },
 		func(c *Config) { c.WeightDecay = math.NaN() },
 		func(c *Config) { c.Temperature = 0 },
@@ -202,20 +207,56 @@ func TestConfigValidation(t *testing.T) {
 	for i, m := range mut {
 		c := DefaultConfig()
 		m(&c)
-		if err := c.Validate(tinyModel); err == nil {
+		if err := c.Validate(tinyModel, tok); err == nil {
 			t.Errorf("mutation %d accepted", i)
 		}
 	}
 	c := DefaultConfig()
 	c.Use4Bit = true
-	if err := c.Validate(tinyModel); err != nil || len(c.Notes()) != 1 {
+	if err := c.Validate(tinyModel, tok); err != nil || len(c.Notes()) != 1 {
 		t.Fatalf("use_4bit: %v %v", err, c.Notes())
 	}
 	c = DefaultConfig()
 	c.Task = "sort"
 	small := tinyModel
-	small.Ctx = 9
-	if err := c.Validate(small); !errors.Is(err, ErrConfig) {
-		t.Fatalf("sort in a 9-token context: %v", err)
+	small.MaxPositions = 11
+	if err := c.Validate(small, tok); !errors.Is(err, ErrConfig) {
+		t.Fatalf("sort in an 11-token context: %v", err)
+	}
+	small.MaxPositions = 12
+	if err := c.Validate(small, tok); err != nil {
+		t.Fatalf("sort in a 12-token context: %v", err)
+	}
+	if err := c.Validate(tinyModel, nil); !errors.Is(err, ErrConfig) {
+		t.Fatalf("no tokenizer: %v", err)
+	}
+}
+
+// TestStopsAtEOS: with a model whose end-of-sequence token is common,
+// completions of several lengths train: replay stays exact, the gradient
+// is finite, and tokens after an end are never generated.
+func TestStopsAtEOS(t *testing.T) {
+	base := tinyBase(t)
+	base.Cfg.EOS = []int{1, 2, tinyllama.EOS} // '0' and '1' end a completion
+	c := tinyConfig()
+	tr, err := New(base, tok, c, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st StepStats
+	for range 2 {
+		if st, err = tr.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if full := c.PromptsPerStep * c.GroupSize * 3; st.GenTokens >= full || st.GenTokens <= c.PromptsPerStep*c.GroupSize {
+		t.Fatalf("%d tokens generated; without early ends %d", st.GenTokens, full)
+	}
+	loss, a, err := Replay(context.Background(), base, tok, c, 3, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Float64bits(loss) != math.Float64bits(st.Loss) || !bytes.Equal(adapterBytes(a), adapterBytes(tr.Adapter())) || math.IsNaN(loss) {
+		t.Fatalf("replay with early ends: loss %v vs %v", loss, st.Loss)
 	}
 }

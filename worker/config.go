@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/ring"
 )
 
@@ -101,9 +101,10 @@ type Config struct {
 	// accepted delta file (DataDir/deltas/).
 	DataDir string
 	Threads int // trainer threads (default 1); only changes the speed
-	// Base is the built-in base model, parsed once by the process and
-	// shared read-only (nil: New parses it with basemodel.Load).
-	Base *model.Weights
+	// Base is the base model jobs train (the built-in one or a directory),
+	// parsed once by the process and shared read-only (nil: New uses
+	// basemodel.Builtin).
+	Base *basemodel.Base
 
 	// Heartbeat is the interval of the background heartbeat; MinGap the
 	// least time between two orchestrator heartbeat calls (hanzod refuses

@@ -18,14 +18,14 @@ import (
 	"github.com/zooai/gym/attack"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/ring"
 )
 
 // scaled returns a copy of a with every value multiplied by f.
-func scaled(a *model.Adapter, f float64) *model.Adapter {
+func scaled(a *llama.Adapter, f float64) *llama.Adapter {
 	out := a.Clone()
-	for _, t := range out.Tensors() {
+	for _, t := range out.Views() {
 		for i := range t.Data {
 			t.Data[i] = float32(float64(t.Data[i]) * f)
 		}
@@ -36,7 +36,7 @@ func scaled(a *model.Adapter, f float64) *model.Adapter {
 // clipTo scales a down in place so its norm is at most c.
 // It is jobconf.Clip, the function the orchestrator's replay uses: a
 // spot-check compares the result bit for bit.
-func clipTo(a *model.Adapter, c float64) *model.Adapter {
+func clipTo(a *llama.Adapter, c float64) *llama.Adapter {
 	if c > 0 {
 		jobconf.Clip(a, c)
 	}
@@ -46,13 +46,13 @@ func clipTo(a *model.Adapter, c float64) *model.Adapter {
 // contribution turns the honest change d of sync k of epoch e of job into
 // what this worker submits and puts into the ring: d clipped to c, or an
 // attack; members is the ring's size (ALIE's n).
-func (w *Worker) contribution(ctx context.Context, d *model.Adapter, job string, e, k int, c float64, members int) (*model.Adapter, error) {
+func (w *Worker) contribution(ctx context.Context, d *llama.Adapter, job string, e, k int, c float64, members int) (*llama.Adapter, error) {
 	if NeedsPeek(w.c.Attack) {
 		v, err := w.inBound(ctx, jobconf.Flatten(clipTo(d.Clone(), c)), job, e, k, c, members)
 		if err != nil {
 			return nil, err
 		}
-		out := d.ZeroLike()
+		out := d.Zeroed()
 		if err := jobconf.AddFlat(out, v); err != nil {
 			return nil, err
 		}
@@ -104,21 +104,21 @@ func (w *Worker) inBound(ctx context.Context, own []float32, job string, e, k in
 
 // contributionOf is contribution for the attacks that need no honest
 // update (and for none).
-func (w *Worker) contributionOf(d *model.Adapter, c float64) *model.Adapter {
+func (w *Worker) contributionOf(d *llama.Adapter, c float64) *llama.Adapter {
 	switch w.c.Attack {
 	case AttackSignFlip:
 		return scaled(d, -1000)
 	case AttackNoise:
-		n := d.ZeroLike()
-		for _, t := range n.Tensors() {
+		n := d.Zeroed()
+		for _, t := range n.Views() {
 			for i := range t.Data {
 				t.Data[i] = float32(rand.NormFloat64())
 			}
 		}
 		n = scaled(n, 0.9*c/jobconf.Norm(n))
-		nt := n.Tensors()
+		nt := n.Views()
 		out := d.Clone()
-		for i, t := range out.Tensors() {
+		for i, t := range out.Views() {
 			for j := range t.Data {
 				t.Data[j] += nt[i].Data[j]
 			}

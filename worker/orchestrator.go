@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 )
 
 // Peer is another node as the orchestrator describes it.
@@ -64,6 +64,7 @@ type Orchestrator interface {
 	ReportBandwidth(ctx context.Context, job string, kbps map[string]uint64) (Assignment, error)
 	SubmitDelta(ctx context.Context, file []byte) (Verdict, error)
 	ReportSuspect(ctx context.Context, s Suspect) error
-	// FetchCheckpoint returns the adapter of a published checkpoint.
-	FetchCheckpoint(ctx context.Context, cid string) (*model.Adapter, error)
+	// FetchCheckpoint returns the adapter of a published checkpoint for a
+	// base model of shape mc.
+	FetchCheckpoint(ctx context.Context, cid string, mc llama.Config) (*llama.Adapter, error)
 }

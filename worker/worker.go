@@ -17,7 +17,7 @@ import (
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/ring/tcp"
@@ -41,7 +41,7 @@ type Worker struct {
 	id   string
 	pub  ed25519.PublicKey
 	widx uint64
-	base *model.Weights
+	base *basemodel.Base
 	seq  *sequencer
 
 	tr    *tcp.Transport
@@ -75,7 +75,7 @@ type Worker struct {
 	kbpsJob  string
 	doneJob  string // job of the last completed epoch
 	doneEp   int
-	first    *model.Adapter // replay attack: the first sync's contribution
+	first    *llama.Adapter // replay attack: the first sync's contribution
 	plan     jobconf.Plan
 	planJob  string
 	finished map[string]bool // jobs whose job_done was emitted
@@ -101,7 +101,7 @@ func New(c Config) (*Worker, error) {
 	}
 	base := c.Base
 	if base == nil {
-		if base, err = basemodel.Load(); err != nil {
+		if base, err = basemodel.Builtin(); err != nil {
 			return nil, err
 		}
 	}
@@ -446,17 +446,17 @@ func (w *Worker) retry(ctx context.Context, what string, attempts int, f func() 
 // was submitted.
 func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 	plan, e, job := w.plan, a.Epoch, a.Job
-	var start *model.Adapter
+	var start *llama.Adapter
 	var err error
 	switch {
 	case e == 1 && a.Checkpoint == "":
-		start, err = plan.InitialAdapter(w.base)
+		start, err = plan.InitialAdapter(w.base.Weights.Cfg)
 	case a.Checkpoint == "":
 		err = fmt.Errorf("worker: epoch %d of job %s has no checkpoint", e, job)
 	default:
 		err = w.retry(ctx, "fetch checkpoint", 8, func() error {
 			var ferr error
-			start, ferr = w.c.Orchestrator.FetchCheckpoint(ctx, a.Checkpoint)
+			start, ferr = w.c.Orchestrator.FetchCheckpoint(ctx, a.Checkpoint, w.base.Weights.Cfg)
 			return ferr
 		})
 		if err == nil {
@@ -467,7 +467,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		return false, err
 	}
 	if a.Checkpoint != "" {
-		want, err := plan.InitialAdapter(w.base)
+		want, err := plan.InitialAdapter(w.base.Weights.Cfg)
 		if err != nil {
 			return false, err
 		}
@@ -475,7 +475,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			return false, fmt.Errorf("worker: checkpoint %s: %w", a.Checkpoint, err)
 		}
 	}
-	tr, err := trainer.Resume(w.base, plan.Trainer, w.widx, w.c.Threads, trainer.State{Step: plan.FirstStep(e), Adapter: start})
+	tr, err := trainer.Resume(w.base.Weights, w.base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, trainer.State{Step: plan.FirstStep(e), Adapter: start})
 	if err != nil {
 		return false, err
 	}
@@ -552,7 +552,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		}
 		st := tr.State()
 		st.Adapter = s
-		if tr, err = trainer.Resume(w.base, plan.Trainer, w.widx, w.c.Threads, st); err != nil {
+		if tr, err = trainer.Resume(w.base.Weights, w.base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, st); err != nil {
 			return false, err
 		}
 		w.emit(Event{Kind: EventRingReduced, Job: job, Epoch: e, Sync: k, Step: plan.SyncStep(e, k), Seconds: secs,
@@ -773,8 +773,8 @@ func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta) error {
 }
 
 // sameShape reports how a's tensors differ from want's, or nil.
-func sameShape(a, want *model.Adapter) error {
-	at, wt := a.Tensors(), want.Tensors()
+func sameShape(a, want *llama.Adapter) error {
+	at, wt := a.Views(), want.Views()
 	if len(at) != len(wt) {
 		return fmt.Errorf("%d tensors, the job's adapter has %d", len(at), len(wt))
 	}

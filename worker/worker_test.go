@@ -451,7 +451,7 @@ func TestRingOfThree(t *testing.T) {
 		t.Errorf("ring syncs %v, want epoch 1 and 2 sync 1", red)
 	}
 	// Epoch 2 starts from hanzod's merge of epoch 1, on every worker.
-	cp, _, err := peft.Read(cl.Daemon().Judge().CheckpointDir(cl.job, 1))
+	cp, _, err := peft.Read(cl.Daemon().Judge().CheckpointDir(cl.job, 1), cl.Base().Weights.Cfg)
 	if err != nil {
 		t.Fatalf("checkpoint of epoch 1: %v", err)
 	}

@@ -59,7 +59,7 @@ func run(ctx context.Context, rc sft.Config, out string, steps int, bugFrac floa
 	evaluate := func(w *llama.Weights) string {
 		line := ""
 		for _, n := range rc.Tasks {
-			r, err := probe.Measure(w, n, sft.EvalSize, threads)
+			r, err := probe.Measure(w, tok, n, sft.EvalSize, threads)
 			if err != nil {
 				return err.Error()
 			}

@@ -18,33 +18,33 @@ import (
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trainer"
 )
 
 type evalOptions struct {
-	checkpoint, task, basePath string
+	checkpoint, task, modelDir string
 	n, threads                 int
 	json                       bool
 }
 
-// maxCheckpointFile caps the adapter.safetensors or .delta file gym eval reads.
+// maxCheckpointFile caps the .delta file gym eval reads.
 const maxCheckpointFile = 1 << 30
 
 func newEval() *cobra.Command {
 	o := evalOptions{n: trainer.DefaultConfig().EvalSize}
 	cmd := &cobra.Command{
-		Use:   "eval --checkpoint PATH [--task NAME] [--n N] [--json]",
+		Use:   "eval [--model DIR] --checkpoint PATH [--task NAME] [--n N] [--json]",
 		Short: "Evaluate a trained LoRA adapter and the base model on a task's held-out problems",
 		Long: `eval loads a LoRA adapter and scores it, and the base model it was trained on,
 on the first N held-out problems of a task (the set gym train evaluates on
 and never trains on). PATH is one of:
 
-  a directory   a checkpoint in the Hugging Face PEFT layout, as gym up and
-                hanzod publish it (adapter_model.safetensors, adapter_config.json)
-  *.safetensors the adapter.safetensors that gym train writes
+  a directory   a checkpoint in the Hugging Face PEFT layout, as gym up,
+                hanzod and gym train (DIR/checkpoint) write it
+                (adapter_model.safetensors, adapter_config.json)
   *.delta       a signed LoRA delta whose tensors are the adapter (gym train's
                 adapter.delta); its signature is verified
 
@@ -55,12 +55,13 @@ object: task, n, accuracy, reward, loss, base_accuracy, base_reward,
 base_loss, seconds.
 
 The task defaults to the one recorded in the checkpoint, else addition.
-Tasks: ` + strings.Join(task.Names(), ", ") + `. A checkpoint that records the SHA3 of
-its base model is refused with a different base (--base).`,
+Tasks: ` + strings.Join(task.Names(), ", ") + `. The base model is the built-in one, or the
+Hugging Face model directory of --model; a checkpoint that records the SHA3
+of its base model is refused with a different base.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.checkpoint == "" {
-				return usageError{errors.New("--checkpoint is required: pass a checkpoint directory, an adapter.safetensors or an adapter.delta")}
+				return usageError{errors.New("--checkpoint is required: pass a checkpoint directory or an adapter.delta")}
 			}
 			if o.n < 1 || o.n > heldout.MaxN {
 				return usageError{fmt.Errorf("--n %d: want 1 to %d held-out problems", o.n, heldout.MaxN)}
@@ -74,11 +75,11 @@ its base model is refused with a different base (--base).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.checkpoint, "checkpoint", "", "checkpoint directory, adapter.safetensors or adapter.delta")
+	f.StringVar(&o.checkpoint, "checkpoint", "", "checkpoint directory (PEFT layout) or adapter.delta")
 	f.StringVar(&o.task, "task", "", "task (default: the checkpoint's, else addition): "+strings.Join(task.Names(), ", "))
 	f.IntVar(&o.n, "n", o.n, "held-out problems to evaluate on")
 	f.BoolVar(&o.json, "json", false, "print one JSON object")
-	f.StringVar(&o.basePath, "base", "", "base weights (safetensors written by gym) instead of the built-in base model")
+	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	f.IntVar(&o.threads, "threads", runtime.GOMAXPROCS(0), "goroutines for matrix products (results do not depend on it)")
 	return cmd
 }
@@ -95,14 +96,14 @@ type evalSummary struct {
 	BaseLoss     float64 `json:"base_loss"`
 	Seconds      float64 `json:"seconds"`
 	Checkpoint   string  `json:"checkpoint"`
-	Format       string  `json:"format"` // peft, safetensors or delta
+	Format       string  `json:"format"` // peft or delta
 	AdapterSHA3  string  `json:"adapter_sha3"`
 	BaseSHA3     string  `json:"base_sha3"`
 }
 
 // evalCheckpoint is what gym eval learns from the checkpoint.
 type evalCheckpoint struct {
-	adapter  *model.Adapter
+	adapter  *llama.Adapter
 	format   string
 	task     string // "" when not recorded
 	baseSHA3 string // "" when not recorded
@@ -110,25 +111,22 @@ type evalCheckpoint struct {
 
 func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
 	start := time.Now()
-	base, baseHash, err := trainLoadBase(o.basePath)
+	base, err := loadBase(o.modelDir)
 	if err != nil {
 		return err
 	}
-	ck, err := loadEvalCheckpoint(ctx, o.checkpoint, base.Cfg)
+	baseHash := base.SHA3
+	which := "the built-in base model"
+	if o.modelDir != "" {
+		which = o.modelDir
+	}
+	ck, err := loadEvalCheckpoint(ctx, o.checkpoint, base.Weights.Cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (is it an adapter for %s? pass --model with the base model it was trained on)", err, which)
 	}
 	if ck.baseSHA3 != "" && ck.baseSHA3 != baseHash {
-		which := "the built-in base model"
-		if o.basePath != "" {
-			which = o.basePath
-		}
-		return fmt.Errorf("%s was trained on base model %.16s…, %s is %.16s…: pass --base with the base weights it was trained on",
+		return fmt.Errorf("%s was trained on base model %.16s…, %s is %.16s…: pass --model with the base model it was trained on",
 			o.checkpoint, ck.baseSHA3, which, baseHash)
-	}
-	if ck.adapter.Model != base.Cfg {
-		return fmt.Errorf("%s is an adapter for a model of shape %+v, the base model is %+v: pass --base with the base weights it was trained on",
-			o.checkpoint, ck.adapter.Model, base.Cfg)
 	}
 	taskName := o.task
 	if taskName == "" {
@@ -140,15 +138,15 @@ func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
 	if _, err := task.Lookup(taskName); err != nil {
 		return fmt.Errorf("%s records task %q, which this gym does not know: pass --task NAME: %w", o.checkpoint, taskName, err)
 	}
-	after, err := heldout.Evaluate(base, ck.adapter, taskName, o.n, o.threads)
+	after, err := heldout.Evaluate(base.Weights, base.Tokenizer, ck.adapter, taskName, o.n, o.threads)
 	if err != nil {
 		return err
 	}
-	before, err := heldout.Evaluate(base, nil, taskName, o.n, o.threads)
+	before, err := heldout.Evaluate(base.Weights, base.Tokenizer, nil, taskName, o.n, o.threads)
 	if err != nil {
 		return err
 	}
-	h := model.Digest(ck.adapter.Tensors())
+	h := llama.Digest(ck.adapter.Views())
 	sum := evalSummary{Task: taskName, N: o.n, Accuracy: after.Accuracy, Reward: after.Reward, Loss: after.Loss,
 		BaseAccuracy: before.Accuracy, BaseReward: before.Reward, BaseLoss: before.Loss,
 		Seconds: time.Since(start).Seconds(), Checkpoint: o.checkpoint, Format: ck.format,
@@ -164,23 +162,23 @@ func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
 	return nil
 }
 
-// loadEvalCheckpoint reads a PEFT directory, an adapter.safetensors or a
-// signed .delta. mc is the base model's shape, which a delta does not carry.
-func loadEvalCheckpoint(ctx context.Context, path string, mc model.Config) (*evalCheckpoint, error) {
+// loadEvalCheckpoint reads a PEFT directory or a signed .delta for a base
+// model of shape mc.
+func loadEvalCheckpoint(ctx context.Context, path string, mc llama.Config) (*evalCheckpoint, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("--checkpoint: %w", err)
 	}
 	if st.IsDir() {
 		if _, err := os.Stat(filepath.Join(path, peft.WeightsFile)); errors.Is(err, fs.ErrNotExist) {
-			for _, f := range []string{"adapter.safetensors", "adapter.delta"} {
+			for _, f := range []string{"checkpoint", "adapter.delta"} {
 				if _, err := os.Stat(filepath.Join(path, f)); err == nil {
 					return nil, fmt.Errorf("%s has no %s but has %s (gym train's output): pass --checkpoint %s", path, peft.WeightsFile, f, filepath.Join(path, f))
 				}
 			}
-			return nil, fmt.Errorf("%s has no %s: pass the directory gym up/hanzod published, or an adapter.safetensors or adapter.delta file", path, peft.WeightsFile)
+			return nil, fmt.Errorf("%s has no %s: pass the directory gym up/hanzod published, or an adapter.delta file", path, peft.WeightsFile)
 		}
-		a, cfg, err := peft.Read(path)
+		a, cfg, err := peft.Read(path, mc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -193,30 +191,15 @@ func loadEvalCheckpoint(ctx context.Context, path string, mc model.Config) (*eva
 	if err != nil {
 		return nil, err
 	}
-	if bytes.HasPrefix(raw, []byte("DELTA")) {
-		return evalFromDelta(ctx, path, raw, mc)
+	if !bytes.HasPrefix(raw, []byte("DELTA")) {
+		return nil, fmt.Errorf("%s is not a signed delta: pass a checkpoint directory or an adapter.delta", path)
 	}
-	a, meta, err := model.ReadAdapter(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s is neither a signed delta nor an adapter.safetensors from gym train (%w): pass a checkpoint directory, an adapter.safetensors or an adapter.delta", path, err)
-	}
-	ck := &evalCheckpoint{adapter: a, format: "safetensors", baseSHA3: meta["gym.base_sha3"]}
-	if tc, ok := meta["gym.train_config"]; ok {
-		var c struct {
-			Task string `json:"task"`
-		}
-		if err := json.Unmarshal([]byte(tc), &c); err != nil {
-			return nil, fmt.Errorf("%s: metadata gym.train_config: %w", path, err)
-		}
-		ck.task = c.Task
-	}
-	return ck, nil
+	return evalFromDelta(ctx, path, raw, mc)
 }
 
 // evalFromDelta rebuilds the adapter carried by a signed LoRA delta (tensors
-// lora.<module>.<A|B>.weight, lora_alpha in the metadata) for a model of
-// shape mc.
-func evalFromDelta(ctx context.Context, path string, raw []byte, mc model.Config) (*evalCheckpoint, error) {
+// under PEFT's names, lora_alpha in the metadata) for a model of shape mc.
+func evalFromDelta(ctx context.Context, path string, raw []byte, mc llama.Config) (*evalCheckpoint, error) {
 	d, err := delta.Read(ctx, bytes.NewReader(raw), delta.Limits{MaxTotalBytes: maxCheckpointFile})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -11,24 +11,25 @@ import (
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/heldout"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/internal/tinyllama"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/trainer"
 )
 
 // evalFixture trains an adapter on sort for a few steps and writes it in
-// all three forms gym eval reads: a PEFT directory, gym train's
-// adapter.safetensors and its signed adapter.delta.
-func evalFixture(t *testing.T) (ad *model.Adapter, peftDir, trainDir string) {
+// the forms gym eval reads: a PEFT directory, and gym train's
+// checkpoint/ and signed adapter.delta.
+func evalFixture(t *testing.T) (ad *llama.Adapter, peftDir, trainDir string) {
 	t.Helper()
-	base, err := basemodel.Load()
+	base, err := basemodel.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := trainer.DefaultConfig()
 	cfg.Task, cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.EvalSize = "sort", 3, 4, 4, 50
-	tr, err := trainer.New(base, cfg, 0, 2)
+	tr, err := trainer.New(base.Weights, base.Tokenizer, cfg, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func evalFixture(t *testing.T) (ad *model.Adapter, peftDir, trainDir string) {
 	dir := t.TempDir()
 	peftDir = filepath.Join(dir, "ckpt")
 	acc := 0.5
-	card := peft.Card{BaseModel: "zooai/gym-base", BaseSHA3: basemodel.SHA3(), Job: "job-eval", Epoch: 1, Quality: 0.5,
+	card := peft.Card{BaseModel: base.Name, BaseSHA3: base.SHA3, Job: "job-eval", Epoch: 1, Quality: 0.5,
 		Accuracy: &acc, WeightsCID: "bafk-test", Extra: map[string]string{peft.ExtraTask: "sort"}}
 	if err := peft.Write(peftDir, ad, card); err != nil {
 		t.Fatal(err)
@@ -50,8 +51,8 @@ func evalFixture(t *testing.T) (ad *model.Adapter, peftDir, trainDir string) {
 	trainDir = filepath.Join(dir, "train")
 	os.MkdirAll(trainDir, 0o755)
 	key, _ := nodekey.Generate(nil)
-	h := model.Digest(ad.Tensors())
-	if _, err := trainWriteOutputs(context.Background(), trainDir, key, ad, cfg, last, basemodel.SHA3(), hex.EncodeToString(h[:]),
+	h := llama.Digest(ad.Views())
+	if _, err := trainWriteOutputs(context.Background(), trainDir, key, ad, cfg, last, base, hex.EncodeToString(h[:]),
 		[]float64{1}, []float64{0.5}, []trainEvalMark{{Step: 0, Accuracy: 0.1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,22 +61,22 @@ func evalFixture(t *testing.T) (ad *model.Adapter, peftDir, trainDir string) {
 
 func TestEval(t *testing.T) {
 	ad, peftDir, trainDir := evalFixture(t)
-	base, _ := basemodel.Load()
-	want, err := heldout.Evaluate(base, ad, "sort", 60, 1)
+	base, _ := basemodel.Builtin()
+	want, err := heldout.Evaluate(base.Weights, base.Tokenizer, ad, "sort", 60, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantBase, err := heldout.Evaluate(base, nil, "sort", 60, 1)
+	wantBase, err := heldout.Evaluate(base.Weights, base.Tokenizer, nil, "sort", 60, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want == wantBase {
 		t.Fatal("the trained adapter scores exactly as the base: the fixture does not test anything")
 	}
-	h := model.Digest(ad.Tensors())
+	h := llama.Digest(ad.Views())
 	for _, tc := range []struct{ path, format string }{
 		{peftDir, "peft"},
-		{filepath.Join(trainDir, "adapter.safetensors"), "safetensors"},
+		{filepath.Join(trainDir, "checkpoint"), "peft"},
 		{filepath.Join(trainDir, "adapter.delta"), "delta"},
 	} {
 		out := mustGym(t, "eval", "--checkpoint", tc.path, "--n", "60", "--json", "--threads", "2")
@@ -87,7 +88,7 @@ func TestEval(t *testing.T) {
 			t.Fatalf("%s: more than one line:\n%s", tc.format, out)
 		}
 		for k, v := range map[string]any{
-			"task": "sort", "n": 60.0, "format": tc.format, "adapter_sha3": hex.EncodeToString(h[:]), "base_sha3": basemodel.SHA3(),
+			"task": "sort", "n": 60.0, "format": tc.format, "adapter_sha3": hex.EncodeToString(h[:]), "base_sha3": base.SHA3,
 			"accuracy": want.Accuracy, "reward": want.Reward, "loss": want.Loss,
 			"base_accuracy": wantBase.Accuracy, "base_reward": wantBase.Reward, "base_loss": wantBase.Loss,
 		} {
@@ -110,12 +111,13 @@ func TestEval(t *testing.T) {
 
 func TestEvalRefuses(t *testing.T) {
 	ad, _, trainDir := evalFixture(t)
-	trainSafetensors := filepath.Join(trainDir, "adapter.safetensors")
+	trainCheckpoint := filepath.Join(trainDir, "checkpoint")
 	dir := t.TempDir()
 	wrongBase := filepath.Join(dir, "wrongbase")
 	if err := peft.Write(wrongBase, ad, peft.Card{BaseSHA3: strings.Repeat("0", 64)}); err != nil {
 		t.Fatal(err)
 	}
+	other := tinyOtherBase(t)
 	junk := filepath.Join(dir, "junk.safetensors")
 	os.WriteFile(junk, []byte("not an adapter"), 0o644)
 	for _, tc := range []struct {
@@ -128,13 +130,35 @@ func TestEvalRefuses(t *testing.T) {
 		{[]string{"eval", "--checkpoint", dir, "--n", "0"}, 2, "--n 0"},
 		{[]string{"eval", "--checkpoint", dir}, 1, "has no adapter_model.safetensors: pass the directory gym up/hanzod published"},
 		{[]string{"eval", "--checkpoint", filepath.Join(dir, "missing")}, 1, "no such file"},
-		{[]string{"eval", "--checkpoint", filepath.Dir(trainSafetensors)}, 1, "pass --checkpoint " + trainSafetensors},
-		{[]string{"eval", "--checkpoint", wrongBase}, 1, "pass --base"},
-		{[]string{"eval", "--checkpoint", junk}, 1, "neither a signed delta nor an adapter.safetensors"},
+		{[]string{"eval", "--checkpoint", filepath.Dir(trainCheckpoint)}, 1, "pass --checkpoint " + trainCheckpoint},
+		{[]string{"eval", "--checkpoint", wrongBase}, 1, "pass --model"},
+		{[]string{"eval", "--checkpoint", junk}, 1, "is not a signed delta"},
+		{[]string{"eval", "--model", other, "--checkpoint", trainCheckpoint}, 1, "pass --model"},
+		{[]string{"eval", "--model", filepath.Join(dir, "nomodel"), "--checkpoint", trainCheckpoint}, 1, "--model " + filepath.Join(dir, "nomodel")},
 	} {
 		r := gym(t, tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.say) {
 			t.Errorf("gym %v: exit %d, stderr %q; want exit %d saying %q", tc.args, r.code, r.stderr, tc.code, tc.say)
 		}
 	}
+}
+
+// tinyOtherBase saves a random model of another shape than the built-in
+// base, with the built-in tokenizer, as a Hugging Face directory.
+func tinyOtherBase(t *testing.T) string {
+	t.Helper()
+	c := tinyllama.Config()
+	c.Hidden, c.Intermediate = 16, 24
+	w, err := tinyllama.Weights(c, 3, 0.3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "other")
+	if err := llama.Save(dir, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tinyllama.TokenizerJSON(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -44,8 +44,9 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/promdoc"
+	"github.com/zooai/gym/internal/tinyllama"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
@@ -894,7 +895,7 @@ func TestJobCheckpointFetch(t *testing.T) {
 	}
 	defer st.Close()
 	publish := func(name string, signer ed25519.PrivateKey) string {
-		a, err := model.InitAdapter(model.Config{Vocab: 16, Ctx: 8, Dim: 16, Layers: 1, Heads: 2, Hidden: 32}, model.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q", "v"}}, 1)
+		a, err := llama.InitAdapter(tinyllama.Config(), 2, 4, []llama.Module{llama.QProj, llama.VProj}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -927,7 +928,7 @@ func TestJobCheckpointFetch(t *testing.T) {
 	if err != nil || root != good {
 		t.Fatalf("fetch: %q %v\n%s", root, err, log.String())
 	}
-	if _, _, err := peft.Read(out); err != nil {
+	if _, _, err := peft.Read(out, tinyllama.Config()); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(log.String(), "throwaway key") || !strings.Contains(log.String(), "verified: 3 files") {

@@ -30,4 +30,4 @@ func readJobFile(path string, stdin io.Reader, now time.Time) (*jobspec.File, er
 
 // checkBuiltin is jobconf.Check with the embedded base model, parsed only
 // for a job on it.
-func checkBuiltin(s jobspec.Spec) error { return jobconf.Check(s, basemodel.Load) }
+func checkBuiltin(s jobspec.Spec) error { return jobconf.Check(s, basemodel.Builtin) }

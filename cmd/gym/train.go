@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha3"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,8 +19,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/plot"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trainer"
@@ -29,7 +29,7 @@ import (
 
 // trainOptions are gym train's flags beyond the training config itself.
 type trainOptions struct {
-	out, keyPath, configPath, basePath string
+	out, keyPath, configPath, modelDir string
 	json                               bool
 	threads, evalEvery                 int
 	worker                             uint64
@@ -42,14 +42,15 @@ func newTrain() *cobra.Command {
 		Use:   "train [--task NAME] [--steps N] [--group-size G] [--seed S] [--out DIR] [--json]",
 		Short: "Train a LoRA adapter with GSPO on a built-in task, on this machine",
 		Long: `train runs GSPO on one node: it starts from the built-in base model (a small
-transformer shipped with gym), samples group-size completions per prompt,
+Llama-family model shipped with gym) or the Hugging Face model directory of
+--model, samples group-size completions per prompt,
 rewards them by checking the answers, and trains a LoRA adapter. It shows
 a progress bar with the live reward (or, with --json, prints one JSON object
 per step and a final summary) and writes to DIR:
 
   adapter.delta        the adapter as a signed delta (key: --key, else DIR/node.key,
                        made if missing)
-  adapter.safetensors  the adapter as safetensors
+  checkpoint/          the adapter in the Hugging Face PEFT layout
   reward.png           sample reward and held-out accuracy per step
 
 Tasks: ` + strings.Join(task.Names(), ", ") + `. Runs are deterministic: the same seed and
@@ -57,7 +58,7 @@ config give the same adapter (adapter_sha3) on any number of threads.
 --config FILE reads a JSON object with the GSPOConfig keys
 (importance_sampling_level, beta, group_size, lora_rank, learning_rate, ...);
 flags given explicitly override it. use_4bit is accepted and ignored: it does
-not apply to the built-in float32 model.`,
+not apply to the float32 engine.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.configPath != "" {
@@ -98,7 +99,7 @@ not apply to the built-in float32 model.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object per step and a final summary")
 	f.StringVar(&o.keyPath, "key", "", "node key signing the delta (default DIR/node.key, made if missing)")
 	f.StringVar(&o.configPath, "config", "", "JSON file with training config keys")
-	f.StringVar(&o.basePath, "base", "", "base weights (safetensors written by gym) instead of the built-in base model")
+	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	f.IntVar(&o.threads, "threads", runtime.GOMAXPROCS(0), "goroutines for matrix products (results do not depend on it)")
 	f.IntVar(&o.evalEvery, "eval-every", 10, "held-out evaluation every N steps")
 	f.Uint64Var(&o.worker, "worker", 0, "worker index (selects this worker's data)")
@@ -161,11 +162,12 @@ type trainEvalMark struct {
 
 func runTrain(ctx context.Context, cfg trainer.Config, o trainOptions, stdout, stderr io.Writer) error {
 	start := time.Now()
-	base, baseHash, err := trainLoadBase(o.basePath)
+	base, err := loadBase(o.modelDir)
 	if err != nil {
 		return err
 	}
-	if err := cfg.Validate(base.Cfg); err != nil {
+	baseHash := base.SHA3
+	if err := cfg.Validate(base.Weights.Cfg, base.Tokenizer); err != nil {
 		return usageError{err}
 	}
 	notes := cfg.Notes()
@@ -179,7 +181,7 @@ func runTrain(ctx context.Context, cfg trainer.Config, o trainOptions, stdout, s
 	if err != nil {
 		return err
 	}
-	tr, err := trainer.New(base, cfg, o.worker, o.threads)
+	tr, err := trainer.New(base.Weights, base.Tokenizer, cfg, o.worker, o.threads)
 	if err != nil {
 		return err
 	}
@@ -236,10 +238,10 @@ func runTrain(ctx context.Context, cfg trainer.Config, o trainOptions, stdout, s
 	}
 	sum.TrainSeconds, sum.TokensPerS = trainDur.Seconds(), float64(tokens)/trainDur.Seconds()
 	ad := tr.Adapter()
-	h := model.Digest(ad.Tensors())
+	h := llama.Digest(ad.Views())
 	sum.AdapterSHA3 = hex.EncodeToString(h[:])
 
-	files, err := trainWriteOutputs(ctx, o.out, key, ad, cfg, last, baseHash, sum.AdapterSHA3, rewardX, rewardY, sum.Curve)
+	files, err := trainWriteOutputs(ctx, o.out, key, ad, cfg, last, base, sum.AdapterSHA3, rewardX, rewardY, sum.Curve)
 	if err != nil {
 		return err
 	}
@@ -257,21 +259,17 @@ func runTrain(ctx context.Context, cfg trainer.Config, o trainOptions, stdout, s
 	return nil
 }
 
-func trainLoadBase(path string) (*model.Weights, string, error) {
-	if path == "" {
-		w, err := basemodel.Load()
-		return w, basemodel.SHA3(), err
+// loadBase is the base model of --model DIR: a Hugging Face model
+// directory (basemodel.Open), or the built-in one when dir is empty.
+func loadBase(dir string) (*basemodel.Base, error) {
+	if dir == "" {
+		return basemodel.Builtin()
 	}
-	raw, err := os.ReadFile(path)
+	b, err := basemodel.Open(dir)
 	if err != nil {
-		return nil, "", err
+		return nil, fmt.Errorf("--model %s: %w", dir, err)
 	}
-	w, _, err := model.ReadWeights(raw)
-	if err != nil {
-		return nil, "", fmt.Errorf("--base %s: %w", path, err)
-	}
-	h := sha3.Sum256(raw)
-	return w, hex.EncodeToString(h[:]), nil
+	return b, nil
 }
 
 // trainKey loads --key, or DIR/node.key, making the latter if it is missing.
@@ -301,30 +299,33 @@ func trainProgress(w io.Writer, step, total int, reward, acc float64, d time.Dur
 	fmt.Fprintf(w, "\r%s %3d/%d  reward %.3f  held-out %.1f%%  %5.1fs", bar, step, total, reward, 100*acc, d.Seconds())
 }
 
-func trainWriteOutputs(ctx context.Context, dir string, priv ed25519.PrivateKey, ad *model.Adapter, cfg trainer.Config, last trainer.StepStats,
-	baseHash, adapterHash string, rx, ry []float64, curve []trainEvalMark) ([]string, error) {
+func trainWriteOutputs(ctx context.Context, dir string, priv ed25519.PrivateKey, ad *llama.Adapter, cfg trainer.Config, last trainer.StepStats,
+	base *basemodel.Base, adapterHash string, rx, ry []float64, curve []trainEvalMark) ([]string, error) {
 	var files []string
 	write := func(name string, data []byte) error {
 		p := filepath.Join(dir, name)
 		files = append(files, p)
 		return os.WriteFile(p, data, 0o644)
 	}
-	cfgJSON, _ := json.Marshal(cfg)
-	var st bytes.Buffer
-	if err := model.WriteAdapter(&st, ad, map[string]string{"gym.train_config": string(cfgJSON), "gym.base_sha3": baseHash}); err != nil {
+	baseHash := base.SHA3
+	ckpt := filepath.Join(dir, "checkpoint")
+	if err := os.RemoveAll(ckpt); err != nil {
 		return nil, err
 	}
-	if err := write("adapter.safetensors", st.Bytes()); err != nil {
+	card := peft.Card{BaseModel: base.Name, BaseSHA3: baseHash, Job: "local-" + cfg.Task, Epoch: 1,
+		Extra: map[string]string{peft.ExtraTask: cfg.Task, "seed": fmt.Sprint(cfg.Seed)}}
+	if err := peft.Write(ckpt, ad, card); err != nil {
 		return nil, err
 	}
+	files = append(files, ckpt)
 
 	var tensors []delta.Tensor
-	for _, t := range ad.Tensors() {
+	for _, t := range ad.Views() {
 		shape := make([]uint64, len(t.Shape))
 		for i, d := range t.Shape {
 			shape[i] = uint64(d)
 		}
-		tensors = append(tensors, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: model.Float32Bytes(t.Data)})
+		tensors = append(tensors, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: llama.Float32Bytes(t.Data)})
 	}
 	meta := delta.NewMetadata(delta.MetadataFields{
 		Job: "local-" + cfg.Task, Step: uint64(last.Step), Node: nodekey.PublicHex(priv), Sequence: uint64(last.Step),

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/peft"
 )
 
 // runTrainCmd runs `gym train args...` in process (the command is not wired
@@ -78,7 +80,8 @@ func TestTrainContract(t *testing.T) {
 		hashes = append(hashes, final["adapter_sha3"].(string))
 
 		// The delta verifies, is signed by the key in DIR, carries the
-		// adapter and the claimed loss; the safetensors copy matches it.
+		// adapter under PEFT's names and the claimed loss; the PEFT
+		// checkpoint matches it.
 		raw, err := os.ReadFile(filepath.Join(out, "adapter.delta"))
 		if err != nil {
 			t.Fatal(err)
@@ -93,20 +96,20 @@ func TestTrainContract(t *testing.T) {
 		if loss, ok := d.Info.Metadata.ClaimedLoss(); !ok || loss != lines[2]["loss"].(float64) {
 			t.Fatalf("claimed loss %v, last step loss %v", loss, lines[2]["loss"])
 		}
-		st, err := os.ReadFile(filepath.Join(out, "adapter.safetensors"))
+		base, err := basemodel.Builtin()
 		if err != nil {
 			t.Fatal(err)
 		}
-		ad, _, err := model.ReadAdapter(st)
+		ad, _, err := peft.Read(filepath.Join(out, "checkpoint"), base.Weights.Cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := ad.Tensors()
-		if len(ts) != len(d.Tensors) || !strings.HasPrefix(ts[0].Name, "lora.") {
-			t.Fatalf("%d safetensors tensors, %d delta tensors", len(ts), len(d.Tensors))
+		ts := ad.Views()
+		if len(ts) != len(d.Tensors) || !strings.HasPrefix(ts[0].Name, "base_model.model.model.layers.0.self_attn.q_proj.lora_A") {
+			t.Fatalf("%d checkpoint tensors (%s), %d delta tensors", len(ts), ts[0].Name, len(d.Tensors))
 		}
 		for j := range ts {
-			if ts[j].Name != d.Tensors[j].Name || !bytes.Equal(model.Float32Bytes(ts[j].Data), d.Tensors[j].Data) {
+			if ts[j].Name != d.Tensors[j].Name || !bytes.Equal(llama.Float32Bytes(ts[j].Data), d.Tensors[j].Data) {
 				t.Fatalf("tensor %s differs between delta and safetensors", ts[j].Name)
 			}
 		}

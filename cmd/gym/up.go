@@ -28,7 +28,7 @@ import (
 // upOptions are gym up's flags.
 type upOptions struct {
 	workers, epochs, stepsPerEpoch, interval, prompts int
-	task, killAt, attack, aggregation, out            string
+	task, killAt, attack, aggregation, out, modelDir  string
 	byzantine, spotCheckBP, threads                   int
 	seed                                              uint64
 	json, restartKilled, noOutlierReplays             bool
@@ -43,7 +43,8 @@ func newUp() *cobra.Command {
 		Short: "Run decentralized GSPO training end to end on this machine: hanzod, N workers, one job",
 		Long: `up starts the orchestrator (hanzod, embedded store) in this process and N
 worker processes on loopback, funds and bonds their stake, submits a job on
-the embedded base model and runs it to Published: the workers train LoRA
+the built-in base model (or the Hugging Face model directory of --model)
+and runs it to Published: the workers train LoRA
 adapters with GSPO, average them every --interval steps over the
 authenticated ring all-reduce, and submit a signed delta for every sync;
 hanzod validates and scores the deltas, spot-checks some by deterministic
@@ -104,6 +105,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.IntVar(&o.interval, "interval", o.interval, "aggregate_interval: local steps between ring syncs")
 	f.IntVar(&o.prompts, "prompts", o.prompts, "prompts per step per worker (group size 8 completions each)")
 	f.StringVar(&o.task, "task", o.task, "built-in task: "+strings.Join(task.Names(), ", "))
+	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	f.Uint64Var(&o.seed, "seed", 0, "job seed (data order, sampling, adapter initialisation)")
 	f.StringVar(&o.aggregation, "aggregation", "", "merge rule: mean (quality-weighted), median or trimmed-mean (default mean; median with --byzantine)")
 	f.IntVar(&o.spotCheckBP, "spot-check-bp", 0, "share of deltas re-executed by replay, in basis points (0: 1000 = 10%; -1: none)")
@@ -217,6 +219,14 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	defer cancel()
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
+	if cfg.Base, err = loadBase(o.modelDir); err != nil {
+		return nil, err
+	}
+	if o.modelDir != "" {
+		if cfg.ModelDir, err = filepath.Abs(o.modelDir); err != nil {
+			return nil, err
+		}
+	}
 	cfg.Treasury = ledger.Amount(o.epochs) * 100 * ledger.GYM
 	if o.noOutlierReplays {
 		cfg.Outliers = merge.OutlierConfig{Far: -1, Near: -1, Twin: -1, Small: -1, Large: -1}
@@ -234,7 +244,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	}
 	cfg.OnEvent = v.event
 	cfg.IPFS = o.ipfs
-	v.spec, v.dir = upSpec(o), filepath.Join(o.out, "hanzod")
+	v.spec, v.dir = upSpec(o, cfg.Base.Name), filepath.Join(o.out, "hanzod")
 	sum, err := localcluster.Run(ctx, cfg, v.spec)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -250,12 +260,12 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	return sum, nil
 }
 
-// upSpec is the job gym up submits: the built-in model's training profile
-// (jobconf.BuiltinGSPO, trainer.DefaultConfig's settings), split over the
-// workers.
-func upSpec(o upOptions) jobspec.Spec {
+// upSpec is the job gym up submits on the base model named model: the
+// built-in model's training profile (jobconf.BuiltinGSPO,
+// trainer.DefaultConfig's settings), split over the workers.
+func upSpec(o upOptions, model string) jobspec.Spec {
 	return jobspec.Spec{
-		Model: jobconf.BuiltinModel, Dataset: o.task, Epochs: o.epochs, MinNodes: o.workers, MaxNodes: o.workers,
+		Model: model, Dataset: o.task, Epochs: o.epochs, MinNodes: o.workers, MaxNodes: o.workers,
 		Aggregation: o.aggregation, Byzantine: o.byzantine, SpotCheckBP: o.spotCheckBP,
 		StepsPerEpoch: o.stepsPerEpoch, PromptsPerStep: o.prompts, Seed: o.seed,
 		GSPO: jobconf.BuiltinGSPO(o.interval),

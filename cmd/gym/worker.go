@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/worker"
@@ -43,6 +44,7 @@ func newWorker() *cobra.Command { return newWorkerCmd(dialHanzod) }
 type workerOptions struct {
 	orchestrator, keyPath  string
 	beta, loraRank         string
+	modelDir               string
 	json                   bool
 	logSteps               int
 	tls                    bool
@@ -81,6 +83,9 @@ and the sync is retried in the ring hanzod repairs.
 The node key is --key, else DIR/node.key with --data DIR (made if missing).
 With --data, every accepted delta is kept in DIR/deltas/ and the delta
 sequence counter in DIR/sequence.
+
+The base model is the built-in one, or the Hugging Face model directory of
+--model-dir (a job trains only on the base model it names).
 
 --model, --gspo-beta, --lora-rank and --importance-sampling-level restrict
 the jobs this node accepts (others are refused and the node stays idle);
@@ -131,6 +136,7 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object per event per line")
 	f.IntVar(&o.logSteps, "log-steps", 10, "without --json, print every Nth step")
 	f.StringVar(&cfg.Constraints.Model, "model", os.Getenv("MODEL_NAME"), "only run jobs of this model [MODEL_NAME]")
+	f.StringVar(&o.modelDir, "model-dir", "", "base model to train: a Hugging Face model directory (default: the built-in base model)")
 	f.StringVar(&o.beta, "gspo-beta", os.Getenv("GSPO_BETA"), "only run jobs with this GSPO beta [GSPO_BETA]")
 	f.StringVar(&o.loraRank, "lora-rank", os.Getenv("LORA_RANK"), "only run jobs with this LoRA rank [LORA_RANK]")
 	f.StringVar(&cfg.Constraints.ImportanceSamplingLevel, "importance-sampling-level", os.Getenv("IMPORTANCE_SAMPLING_LEVEL"),
@@ -171,6 +177,13 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 		return usageError{errors.New("--log-steps must be at least 1")}
 	}
 	cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, cfg.PlainRing = o.heartbeat, worker.DefaultMinGap, o.ringTimeout, !o.tls
+	if o.modelDir != "" {
+		b, err := basemodel.Open(o.modelDir)
+		if err != nil {
+			return fmt.Errorf("--model-dir %s: %w", o.modelDir, err)
+		}
+		cfg.Base = b
+	}
 	if o.beta != "" {
 		b, err := strconv.ParseFloat(o.beta, 64)
 		if err != nil {

@@ -42,7 +42,6 @@ import (
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
@@ -105,8 +104,8 @@ type Config struct {
 	// (judge.Config.Outliers).
 	Outliers merge.OutlierConfig
 	// Base is the built-in base model, parsed once by the process (nil:
-	// the daemon parses it with basemodel.Load).
-	Base *model.Weights
+	// the daemon uses basemodel.Builtin).
+	Base *basemodel.Base
 }
 
 // DefaultConfig returns the seed's ports and the embedded store.
@@ -495,7 +494,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 	threads := max(cfg.Threads, 1)
 	base := cfg.Base
 	if base == nil {
-		if base, err = basemodel.Load(); err != nil {
+		if base, err = basemodel.Builtin(); err != nil {
 			return err
 		}
 	}

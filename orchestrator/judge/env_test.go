@@ -16,7 +16,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -48,9 +48,9 @@ func (c *clock) Advance(d time.Duration) {
 
 // testBase is the base model, parsed once for the whole test binary (as
 // a daemon parses it once per process).
-var testBase = sync.OnceValues(basemodel.Load)
+var testBase = sync.OnceValues(basemodel.Builtin)
 
-func base(t testing.TB) *model.Weights {
+func base(t testing.TB) *basemodel.Base {
 	t.Helper()
 	b, err := testBase()
 	if err != nil {
@@ -108,7 +108,7 @@ type env struct {
 	job   string
 	spec  jobspec.Spec
 	plan  jobconf.Plan
-	tmpl  *model.Adapter // the job's adapter shape (its initial adapter)
+	tmpl  *llama.Adapter // the job's adapter shape (its initial adapter)
 	auth  map[string]uint64
 	dseq  map[string]uint64 // last delta sequence per node
 	runMu sync.Mutex
@@ -189,7 +189,7 @@ func newEnv(t testing.TB, n int, spec jobspec.Spec) *env {
 	if e.plan, err = jobconf.FromSpec(e.job, e.jobState().Spec, base(t)); err != nil {
 		t.Fatal(err)
 	}
-	if e.tmpl, err = e.plan.InitialAdapter(base(t)); err != nil {
+	if e.tmpl, err = e.plan.InitialAdapter(base(t).Weights.Cfg); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -289,7 +289,7 @@ func (e *env) slashes(node string) []state.Slashed {
 
 // sd is a SyncDelta of node i for sync k of epoch ep with the next
 // sequence and d as its tensors.
-func (e *env) sd(i, ep, k int, d *model.Adapter) jobconf.SyncDelta {
+func (e *env) sd(i, ep, k int, d *llama.Adapter) jobconf.SyncDelta {
 	e.dseq[e.ids[i]]++
 	return jobconf.SyncDelta{Job: e.job, Node: e.ids[i], Epoch: ep, Sync: k, Step: uint64(e.plan.SyncStep(ep, k)),
 		Sequence: e.dseq[e.ids[i]], Base: jobconf.Digest(e.tmpl), ClaimedLoss: 0.5, Samples: e.plan.Samples(),
@@ -327,10 +327,10 @@ func (e *env) submit(file []byte) judge.Verdict {
 
 // small returns an adapter of the job's shape with values of magnitude
 // scale (seeded), as a stand-in for a trained contribution.
-func (e *env) small(seed uint64, scale float64) *model.Adapter {
+func (e *env) small(seed uint64, scale float64) *llama.Adapter {
 	r := rand.New(rand.NewPCG(seed, 7))
-	a := e.tmpl.ZeroLike()
-	for _, t := range a.Tensors() {
+	a := e.tmpl.Zeroed()
+	for _, t := range a.Views() {
 		for j := range t.Data {
 			t.Data[j] = float32(scale * (2*r.Float64() - 1))
 		}
@@ -346,7 +346,7 @@ func (e *env) bound() float64 { return e.plan.ClipNorm(e.tmpl.NumParams()) }
 // ring), contrib[k][i] the contribution it encodes.
 type honest struct {
 	files   [][][]byte
-	contrib [][]*model.Adapter
+	contrib [][]*llama.Adapter
 	ring    []int
 }
 
@@ -357,27 +357,27 @@ type honest struct {
 // sync but the last the ring all-reduce (ring.Reference over the ring
 // order) is added to the sync's start and training resumes from it with
 // the optimiser moments kept. The sequence of a delta is its global step.
-func trainEpoch(t testing.TB, plan jobconf.Plan, ep int, start *model.Adapter, keys []ed25519.PrivateKey, order []int) *honest {
+func trainEpoch(t testing.TB, plan jobconf.Plan, ep int, start *llama.Adapter, keys []ed25519.PrivateKey, order []int) *honest {
 	t.Helper()
 	ctx := context.Background()
 	base := base(t)
 	K := plan.Syncs()
-	h := &honest{files: make([][][]byte, K+1), contrib: make([][]*model.Adapter, K+1), ring: order}
+	h := &honest{files: make([][][]byte, K+1), contrib: make([][]*llama.Adapter, K+1), ring: order}
 	trs := make([]*trainer.Trainer, len(keys))
 	for _, i := range order {
 		w, err := jobconf.Worker(nodeID(keys[i]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if trs[i], err = trainer.Resume(base, plan.Trainer, w, 2, trainer.State{Step: plan.FirstStep(ep), Adapter: start}); err != nil {
+		if trs[i], err = trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, w, 2, trainer.State{Step: plan.FirstStep(ep), Adapter: start}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clip := plan.ClipNorm(start.NumParams())
 	for k := 1; k <= K; k++ {
 		h.files[k] = make([][]byte, len(keys))
-		h.contrib[k] = make([]*model.Adapter, len(keys))
-		starts := make([]*model.Adapter, len(keys))
+		h.contrib[k] = make([]*llama.Adapter, len(keys))
+		starts := make([]*llama.Adapter, len(keys))
 		var inputs [][]float32
 		for _, i := range order {
 			s := trs[i].Adapter().Clone()
@@ -415,7 +415,7 @@ func trainEpoch(t testing.TB, plan jobconf.Plan, ep int, start *model.Adapter, k
 			st := trs[i].State()
 			st.Adapter = s
 			w, _ := jobconf.Worker(nodeID(keys[i]))
-			if trs[i], err = trainer.Resume(base, plan.Trainer, w, 2, st); err != nil {
+			if trs[i], err = trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, w, 2, st); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -17,13 +17,12 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
@@ -135,11 +134,11 @@ func (j *Judge) CheckpointDir(job string, epoch int) string {
 }
 
 // startAdapter is the adapter epoch e starts from.
-func (j *Judge) startAdapter(plan jobconf.Plan, job string, epoch int) (*model.Adapter, error) {
+func (j *Judge) startAdapter(plan jobconf.Plan, job string, epoch int) (*llama.Adapter, error) {
 	if epoch == 1 {
-		return plan.InitialAdapter(j.base)
+		return plan.InitialAdapter(j.base.Weights.Cfg)
 	}
-	a, _, err := peft.Read(j.CheckpointDir(job, epoch-1))
+	a, _, err := peft.Read(j.CheckpointDir(job, epoch-1), j.base.Weights.Cfg)
 	return a, err
 }
 
@@ -203,7 +202,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	rep.WeightsCID = wcid.String()
 	dir := j.CheckpointDir(jb.ID, e)
 	acc := rep.Accuracy
-	card := peft.Card{BaseModel: "zoo-gym/" + jobconf.BuiltinModel, BaseSHA3: basemodel.SHA3(), Job: jb.ID, Epoch: e,
+	card := peft.Card{BaseModel: j.base.Name, BaseSHA3: j.base.SHA3, Job: jb.ID, Epoch: e,
 		Quality: rep.Quality, Accuracy: &acc, WeightsCID: rep.WeightsCID,
 		Extra: map[string]string{peft.ExtraTask: plan.Trainer.Task, "aggregation": rep.Rule}}
 	if err := os.RemoveAll(dir); err != nil { // a merge interrupted earlier left a partial directory
@@ -239,7 +238,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 // epochInput loads what the evaluation of jb's current epoch depends on:
 // the epoch's accepted deltas (read back from disk and verified again),
 // the job's ring configurations from the log, the merge rule.
-func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job, start *model.Adapter) (epoch.Input, error) {
+func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job, start *llama.Adapter) (epoch.Input, error) {
 	e := jb.Epoch
 	rule, err := merge.ParseRule(jb.Spec.Aggregation)
 	if err != nil {
@@ -249,7 +248,7 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 		SpotCheckBP: jb.Spec.SpotCheckShare(), SpotKey: j.cfg.Key.Seed(), Start: start,
 		Base: j.base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights, Outliers: j.cfg.Outliers,
 		Replay: epoch.Retrain(j.base, plan, e, j.cfg.Threads)}
-	template := start.ZeroLike()
+	template := start.Zeroed()
 	for sl, dig := range jb.Slots {
 		if sl.Epoch != e {
 			continue

@@ -22,7 +22,7 @@ import (
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
@@ -92,9 +92,9 @@ func (e *env) published(epoch int) state.CheckpointPublished {
 // checkPublished checks epoch's checkpoint: a readable PEFT directory, a
 // publication record signed by the judge naming the CID the job holds,
 // the artifact in the store. It returns the checkpoint's adapter.
-func (e *env) checkPublished(epoch int) *model.Adapter {
+func (e *env) checkPublished(epoch int) *llama.Adapter {
 	e.t.Helper()
-	a, _, err := peft.Read(e.j.CheckpointDir(e.job, epoch))
+	a, _, err := peft.Read(e.j.CheckpointDir(e.job, epoch), base(e.t).Weights.Cfg)
 	if err != nil {
 		e.t.Fatalf("checkpoint of epoch %d: %v", epoch, err)
 	}
@@ -132,8 +132,8 @@ func (e *env) checkPublished(epoch int) *model.Adapter {
 	return a
 }
 
-func sameShape(a, b *model.Adapter) error {
-	at, bt := a.Tensors(), b.Tensors()
+func sameShape(a, b *llama.Adapter) error {
+	at, bt := a.Views(), b.Views()
 	if len(at) != len(bt) {
 		return fmt.Errorf("%d tensors, want %d", len(at), len(bt))
 	}
@@ -189,8 +189,8 @@ func TestEpochs(t *testing.T) {
 	cheat := h2.ring[0]
 	d := h2.contrib[K][cheat].Clone()
 	noise := e.small(99, 1e-5)
-	nt := noise.Tensors()
-	for ti, tt := range d.Tensors() {
+	nt := noise.Views()
+	for ti, tt := range d.Views() {
 		for j := range tt.Data {
 			tt.Data[j] += nt[ti].Data[j]
 		}

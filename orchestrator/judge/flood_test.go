@@ -47,7 +47,7 @@ func TestSubmitFlood(t *testing.T) {
 	zeros := make([]byte, bombBytes)
 	stranger := e.rawFile(3, []delta.Tensor{{Name: "w", DType: delta.FP32, Shape: []uint64{bombBytes / 4}, Data: zeros}},
 		meta(e.sd(3, 1, 1, nil)))
-	first := e.tmpl.Tensors()[0].Name
+	first := e.tmpl.Views()[0].Name
 	member := e.rawFile(ring[2], []delta.Tensor{{Name: first, DType: delta.FP32, Shape: []uint64{bombBytes / 4}, Data: zeros}},
 		meta(e.sd(ring[2], 1, K, nil)))
 	zeros = nil

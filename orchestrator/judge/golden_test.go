@@ -116,8 +116,8 @@ func goldenMerge(t *testing.T) goldenRun {
 	h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring())
 	cheat := h2.ring[0]
 	d := h2.contrib[K][cheat].Clone()
-	nt := e.small(99, 1e-5).Tensors()
-	for ti, tt := range d.Tensors() {
+	nt := e.small(99, 1e-5).Views()
+	for ti, tt := range d.Views() {
 		for j := range tt.Data {
 			tt.Data[j] += nt[ti].Data[j]
 		}
@@ -167,7 +167,7 @@ func goldenOffences(t *testing.T) goldenRun {
 	// Norm: 1.5 times the bound.
 	n := e.small(7, 1e-4)
 	f := float32(1.5 * e.bound() / jobconf.Norm(n))
-	for _, tt := range n.Tensors() {
+	for _, tt := range n.Views() {
 		for j := range tt.Data {
 			tt.Data[j] *= f
 		}

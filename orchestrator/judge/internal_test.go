@@ -6,18 +6,17 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
 )
 
 // TestPlanCache: the plan is derived once per job and spec, again when
 // the spec differs.
 func TestPlanCache(t *testing.T) {
-	base, err := basemodel.Load()
+	base, err := basemodel.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	calls := 0
-	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{NewPlan: func(id string, s jobspec.Spec, b *model.Weights) (jobconf.Plan, error) {
+	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base) (jobconf.Plan, error) {
 		calls++
 		if b != base {
 			t.Error("the plan was not derived from the judge's base model")

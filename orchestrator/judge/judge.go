@@ -56,12 +56,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/zooai/gym/artifact/store"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
@@ -95,12 +96,12 @@ type Config struct {
 	// Outliers says which deltas are replayed besides the keyed
 	// spot-check share (epoch.Input.Outliers; zero: merge's defaults).
 	Outliers merge.OutlierConfig
-	// Base is the base model (basemodel.Load, parsed once per process):
+	// Base is the base model (basemodel.Builtin or Open, parsed once per process):
 	// jobs' plans are checked against it, deltas scored and replayed on it.
-	Base *model.Weights
+	Base *basemodel.Base
 	// NewPlan derives a job's plan from its spec (nil: jobconf.FromSpec).
 	// The judge calls it once per job and spec, not on every step.
-	NewPlan func(id string, s jobspec.Spec, base *model.Weights) (jobconf.Plan, error)
+	NewPlan func(id string, s jobspec.Spec, base *basemodel.Base) (jobconf.Plan, error)
 	Log     *slog.Logger
 	Now     func() time.Time
 }
@@ -110,10 +111,10 @@ type Judge struct {
 	cfg  Config
 	eng  Engine
 	log  *slog.Logger
-	base *model.Weights
+	base *basemodel.Base
 
 	mu        sync.Mutex                         // decisions on deltas and their commit; the maps below but templates
-	templates map[string]*model.Adapter          // job → an adapter of its shape (under tmu)
+	templates map[string]*llama.Adapter          // job → an adapter of its shape (under tmu)
 	failures  map[string]int                     // job/epoch → merges failed in a row
 	seen      map[string]map[string]jobspec.Slot // job → node/tensor digest → slot (replay detection)
 	waiting   map[string]time.Time               // job/epoch → when its first member finished
@@ -207,7 +208,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	}
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
 		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{},
-		templates: map[string]*model.Adapter{}, failures: map[string]int{},
+		templates: map[string]*llama.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
 		plans: map[string]cachedPlan{},
 	}
@@ -506,13 +507,13 @@ func (j *Judge) conclude(ctx context.Context, s *submission, job string, a epoch
 
 // template returns an adapter of the job's shape (cached: building one
 // builds a trainer).
-func (j *Judge) template(plan jobconf.Plan) (*model.Adapter, error) {
+func (j *Judge) template(plan jobconf.Plan) (*llama.Adapter, error) {
 	j.tmu.Lock()
 	defer j.tmu.Unlock()
 	if t, ok := j.templates[plan.Job]; ok {
 		return t, nil
 	}
-	t, err := plan.InitialAdapter(j.base)
+	t, err := plan.InitialAdapter(j.base.Weights.Cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -613,7 +614,7 @@ func (j *Judge) deltaPath(job string, s jobspec.Slot) string {
 
 // seenFor returns job's tensor digests (node/digest → slot), loading them
 // from the accepted files on first use after a start.
-func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter) (map[string]jobspec.Slot, error) {
+func (j *Judge) seenFor(ctx context.Context, job string, template *llama.Adapter) (map[string]jobspec.Slot, error) {
 	if s, ok := j.seen[job]; ok {
 		return s, nil
 	}
@@ -632,7 +633,7 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter
 		if err != nil {
 			return nil, err
 		}
-		d := model.Digest(a.Tensors())
+		d := llama.Digest(a.Views())
 		s[sl.Node+"/"+hex.EncodeToString(d[:])] = sl
 	}
 	j.seen[job] = s
@@ -641,7 +642,7 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *model.Adapter
 
 // loadDelta reads an accepted delta back (verifying it again: the disk is
 // not trusted more than the network).
-func (j *Judge) loadDelta(ctx context.Context, job string, sl jobspec.Slot, template *model.Adapter) (*model.Adapter, delta.MetadataFields, error) {
+func (j *Judge) loadDelta(ctx context.Context, job string, sl jobspec.Slot, template *llama.Adapter) (*llama.Adapter, delta.MetadataFields, error) {
 	b, err := os.ReadFile(j.deltaPath(job, sl))
 	if err != nil {
 		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s: %w", sl, err)

@@ -4,9 +4,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge"
 )
 
@@ -18,7 +18,7 @@ func TestPlanDerivedOnce(t *testing.T) {
 	var calls atomic.Int64
 	j, err := judge.New(judge.Config{DataDir: e.jdir(), Key: judgeKey(), Store: e.arts, Threads: 2, ShardSize: 8, EvalSize: 8,
 		Base: base(t), Now: e.clk.Now,
-		NewPlan: func(id string, s jobspec.Spec, b *model.Weights) (jobconf.Plan, error) {
+		NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base) (jobconf.Plan, error) {
 			calls.Add(1)
 			return jobconf.FromSpec(id, s, b)
 		}}, e.eng)

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/ring"
@@ -71,7 +71,7 @@ func (j *Judge) RingEvidence(ctx context.Context, jobID, suspect string, evidenc
 	plan, err := j.plan(job.ID, job.Spec)
 	if err == nil {
 		j.mu.Lock()
-		var template *model.Adapter
+		var template *llama.Adapter
 		if template, err = j.template(plan); err == nil {
 			C = plan.ClipNorm(template.NumParams())
 		}

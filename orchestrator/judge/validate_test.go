@@ -15,7 +15,7 @@ import (
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/state"
 )
@@ -37,14 +37,14 @@ func (e *env) rawFile(i int, ts []delta.Tensor, meta *delta.Metadata) []byte {
 }
 
 // tensors is a as delta tensors (fp32), as jobconf.Encode writes them.
-func tensors(a *model.Adapter) []delta.Tensor {
+func tensors(a *llama.Adapter) []delta.Tensor {
 	var ts []delta.Tensor
-	for _, t := range a.Tensors() {
+	for _, t := range a.Views() {
 		var shape []uint64
 		for _, s := range t.Shape {
 			shape = append(shape, uint64(s))
 		}
-		ts = append(ts, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: model.Float32Bytes(t.Data)})
+		ts = append(ts, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: llama.Float32Bytes(t.Data)})
 	}
 	return ts
 }
@@ -309,7 +309,7 @@ func TestValidation(t *testing.T) {
 		{"non-finite value", func(t *testing.T, e *env) {
 			for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 				a := e.small(1, 1e-4)
-				ts := a.Tensors()
+				ts := a.Views()
 				ts[len(ts)-1].Data[3] = float32(v)
 				e.expectReject(e.encode(0, e.sd(0, 1, 1, a)), true, judge.ReasonNonFinite)
 			}
@@ -319,7 +319,7 @@ func TestValidation(t *testing.T) {
 			a := e.small(1, 1e-4)
 			// Scale to 1.01 times the bound.
 			f := float32(1.01 * e.bound() / jobconf.Norm(a))
-			for _, tt := range a.Tensors() {
+			for _, tt := range a.Views() {
 				for j := range tt.Data {
 					tt.Data[j] *= f
 				}
@@ -330,7 +330,7 @@ func TestValidation(t *testing.T) {
 			// Exactly at the bound is honest (clipped).
 			b := e.small(2, 1e-4)
 			f = float32(e.bound() / jobconf.Norm(b))
-			for _, tt := range b.Tensors() {
+			for _, tt := range b.Views() {
 				for j := range tt.Data {
 					tt.Data[j] *= f
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/tokenizer"
 )
 
 // Result is a model's greedy behaviour on n held-out problems of a task.
@@ -26,23 +27,30 @@ func (r Result) String() string {
 	return fmt.Sprintf("%s exact %.3f buggy %.3f reward %.3f", r.Task, r.Exact, r.Buggy, r.Reward)
 }
 
-// Greedy returns the greedy answers (AnswerLen tokens each) of md to the
-// problems, which share one prompt length, decoding in batches with a KV
-// cache; ties go to the lowest id.
-func Greedy(md *llama.Model, problems []task.Problem, answerLen int) ([][]int, error) {
+// Greedy returns the greedy answers (answerLen tokens each) of md to the
+// problems, tokenized by tok, which share one prompt length, decoding in
+// batches with a KV cache; ties go to the lowest id.
+func Greedy(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem, answerLen int) ([][]int, error) {
 	const batch = 250
 	out := make([][]int, 0, len(problems))
 	V := md.W.Cfg.Vocab
 	for b0 := 0; b0 < len(problems); b0 += batch {
 		ps := problems[b0:min(b0+batch, len(problems))]
-		pl := len(ps[0].Prompt)
 		B := len(ps)
-		tokens := make([]int, 0, B*pl)
-		for _, p := range ps {
-			if len(p.Prompt) != pl {
-				return nil, fmt.Errorf("probe: prompts of lengths %d and %d", pl, len(p.Prompt))
+		var tokens []int
+		pl := 0
+		for i, p := range ps {
+			ids, _, err := task.Tokenize(tok, p)
+			if err != nil {
+				return nil, err
 			}
-			tokens = append(tokens, p.Prompt...)
+			if i == 0 {
+				pl = len(ids)
+			}
+			if len(ids) != pl {
+				return nil, fmt.Errorf("probe: prompts of lengths %d and %d", pl, len(ids))
+			}
+			tokens = append(tokens, ids...)
 		}
 		ch, err := md.NewCache(B, pl+answerLen)
 		if err != nil {
@@ -78,8 +86,8 @@ func Greedy(md *llama.Model, problems []task.Problem, answerLen int) ([][]int, e
 }
 
 // Measure runs Greedy on the first n held-out problems of the named task
-// (task.NewSplit(t, n).Eval).
-func Measure(w *llama.Weights, taskName string, n, threads int) (Result, error) {
+// (task.NewSplit(t, n).Eval), tokenized by tok.
+func Measure(w *llama.Weights, tok *tokenizer.Tokenizer, taskName string, n, threads int) (Result, error) {
 	t, err := task.Lookup(taskName)
 	if err != nil {
 		return Result{}, err
@@ -89,20 +97,28 @@ func Measure(w *llama.Weights, taskName string, n, threads int) (Result, error) 
 		return Result{}, err
 	}
 	problems := task.NewSplit(t, n).Eval
-	comps, err := Greedy(md, problems, t.AnswerLen())
+	_, ans, err := task.Tokenize(tok, problems[0])
+	if err != nil {
+		return Result{}, err
+	}
+	ids, err := Greedy(md, tok, problems, len(ans))
 	if err != nil {
 		return Result{}, err
 	}
 	r := Result{Task: taskName, N: n}
 	differ := 0
 	for i, p := range problems {
-		r.Reward += task.Reward(p, comps[i])
-		if task.Exact(p, comps[i]) {
+		comp, err := tok.Decode(ids[i], true)
+		if err != nil {
+			return Result{}, err
+		}
+		r.Reward += task.Reward(p, comp)
+		if task.Exact(p, comp) {
 			r.Exact++
 		}
 		if bug := t.Buggy(p); !task.Exact(p, bug) {
 			differ++
-			if task.Exact(task.Problem{Answer: bug}, comps[i]) {
+			if bug == comp {
 				r.Buggy++
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 )
 
 // Rejection reasons of a submitted delta (SubmitDeltaResponse.reason). The
@@ -52,17 +52,17 @@ type Submission struct {
 // Decoding is a submission's tensors decoded against a job's adapter
 // (jobconf.Decode), or why they do not decode.
 type Decoding struct {
-	Adapter *model.Adapter
+	Adapter *llama.Adapter
 	Err     error
 }
 
 // Decode decodes s's tensors against template.
-func Decode(template *model.Adapter, s Submission) *Decoding {
+func Decode(template *llama.Adapter, s Submission) *Decoding {
 	a, err := jobconf.Decode(template, s.Tensors)
 	return &Decoding{Adapter: a, Err: err}
 }
 
-func (s Submission) decode(template *model.Adapter) (*model.Adapter, error) {
+func (s Submission) decode(template *llama.Adapter) (*llama.Adapter, error) {
 	if s.Decoded != nil {
 		return s.Decoded.Adapter, s.Decoded.Err
 	}
@@ -73,7 +73,7 @@ func (s Submission) decode(template *model.Adapter) (*model.Adapter, error) {
 // and the node's record in it, at the time of submission.
 type Standing struct {
 	Plan     jobconf.Plan
-	Template *model.Adapter // an adapter of the job's shape
+	Template *llama.Adapter // an adapter of the job's shape
 	Epoch    int            // the job's current epoch
 	State    string         // the job's state
 	Open     bool           // the job is running and takes deltas for Epoch
@@ -82,7 +82,7 @@ type Standing struct {
 	// Held is the digest of the delta already accepted for the slot
 	// ("" none); HeldAdapter its tensors when Held is not this file's.
 	Held        string
-	HeldAdapter *model.Adapter
+	HeldAdapter *llama.Adapter
 	// Seen maps node + "/" + tensor digest to the slot of each of the
 	// job's accepted deltas (replay detection).
 	Seen map[string]jobspec.Slot
@@ -111,7 +111,7 @@ type Admission struct {
 	Offence *Offence
 	// Adapter and TensorDigest are the accepted delta's decoded tensors
 	// and their digest (model.Digest, hex).
-	Adapter      *model.Adapter
+	Adapter      *llama.Adapter
 	TensorDigest string
 }
 
@@ -167,7 +167,7 @@ func Admit(s Submission, st Standing) Admission {
 		// and trained the sync again (deterministically): a duplicate.
 		// Different tensors for one slot are equivocation.
 		if got, err := s.decode(st.Template); err == nil && st.HeldAdapter != nil &&
-			model.Digest(st.HeldAdapter.Tensors()) == model.Digest(got.Tensors()) {
+			llama.Digest(st.HeldAdapter.Views()) == llama.Digest(got.Views()) {
 			return verdict(Admission{Outcome: Duplicate})
 		}
 		return verdict(equivocation(st, slot))
@@ -185,7 +185,7 @@ func Admit(s Submission, st Standing) Admission {
 		a.Offence = &Offence{Name: "norm", Detail: fmt.Sprintf("delta for slot %s has norm %.6g > bound %.6g", slot, n, bound)}
 		return verdict(a)
 	}
-	td := model.Digest(adapt.Tensors())
+	td := llama.Digest(adapt.Views())
 	tdig := hex.EncodeToString(td[:])
 	// A node's own earlier tensors under a new slot are a re-signed copy.
 	// An all-zero contribution (every group had equal rewards) can repeat

@@ -9,25 +9,25 @@ import (
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/model"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 )
 
 // tensors is a as delta tensors (fp32), as jobconf.Encode writes them.
-func tensors(a *model.Adapter) []delta.Tensor {
+func tensors(a *llama.Adapter) []delta.Tensor {
 	var ts []delta.Tensor
-	for _, t := range a.Tensors() {
+	for _, t := range a.Views() {
 		var shape []uint64
 		for _, s := range t.Shape {
 			shape = append(shape, uint64(s))
 		}
-		ts = append(ts, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: model.Float32Bytes(t.Data)})
+		ts = append(ts, delta.Tensor{Name: t.Name, DType: delta.FP32, Shape: shape, Data: llama.Float32Bytes(t.Data)})
 	}
 	return ts
 }
 
-func tensorDigest(a *model.Adapter) string {
-	d := model.Digest(a.Tensors())
+func tensorDigest(a *llama.Adapter) string {
+	d := llama.Digest(a.Views())
 	return hex.EncodeToString(d[:])
 }
 
@@ -38,7 +38,7 @@ func TestAdmit(t *testing.T) {
 	w := newWorld(t)
 	node := w.nodes[0]
 	honest := w.contribution(node, 1)
-	submission := func(a *model.Adapter) epoch.Submission {
+	submission := func(a *llama.Adapter) epoch.Submission {
 		return epoch.Submission{Node: node, Digest: "d-new", SyncKey: []byte("1"), HasSyncKey: true, Tensors: tensors(a),
 			Binding: []byte(`"b-this-hanzod"`), HasBinding: true,
 			Meta: delta.MetadataFields{Job: w.plan.Job, Epoch: 1, Step: 1, Node: node, Sequence: 5, Samples: w.plan.Samples()}}
@@ -47,9 +47,9 @@ func TestAdmit(t *testing.T) {
 		return epoch.Standing{Plan: w.plan, Template: w.start, Epoch: 1, State: "running", Open: true, Member: true, LastSeq: 4,
 			Seen: map[string]jobspec.Slot{}, Binding: "b-this-hanzod"}
 	}
-	scaled := func(a *model.Adapter, f float64) *model.Adapter {
+	scaled := func(a *llama.Adapter, f float64) *llama.Adapter {
 		a = a.Clone()
-		for _, t := range a.Tensors() {
+		for _, t := range a.Views() {
 			for j := range t.Data {
 				t.Data[j] *= float32(f)
 			}
@@ -102,7 +102,7 @@ func TestAdmit(t *testing.T) {
 			epoch.Rejected, epoch.ReasonShape, "", "", ""},
 		{"non-finite", func(s *epoch.Submission, _ *epoch.Standing) {
 			a := honest.Clone()
-			a.Tensors()[0].Data[1] = float32(math.NaN())
+			a.Views()[0].Data[1] = float32(math.NaN())
 			s.Tensors = tensors(a)
 		}, epoch.Rejected, epoch.ReasonNonFinite, "", "", ""},
 		{"step ends no sync", func(s *epoch.Submission, _ *epoch.Standing) { s.Meta.Step = 9 },
@@ -113,9 +113,9 @@ func TestAdmit(t *testing.T) {
 			epoch.Rejected, epoch.ReasonMetadata, "samples ", "", ""},
 		{"declared shape larger than the job's", func(s *epoch.Submission, _ *epoch.Standing) {
 			s.Tensors[0].Shape = []uint64{s.Tensors[0].Shape[0], 1 << 40}
-		}, epoch.Rejected, epoch.ReasonShape, "model: tensors do not match the adapter: tensor ", "", ""},
+		}, epoch.Rejected, epoch.ReasonShape, "llama: tensors do not match the adapter: tensor ", "", ""},
 		{"declared fp16", func(s *epoch.Submission, _ *epoch.Standing) { s.Tensors[1].DType = delta.FP16 },
-			epoch.Rejected, epoch.ReasonShape, "model: tensors do not match the adapter: tensor ", "", ""},
+			epoch.Rejected, epoch.ReasonShape, "llama: tensors do not match the adapter: tensor ", "", ""},
 		{"equivocating in another shape", func(s *epoch.Submission, st *epoch.Standing) {
 			st.Held, st.HeldAdapter = "d-held-0123456789abcdef", honest.Clone()
 			s.Tensors = s.Tensors[1:]

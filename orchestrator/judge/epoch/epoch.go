@@ -40,11 +40,12 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/task"
@@ -62,7 +63,7 @@ type Delta struct {
 	Digest      string // signature digest of its file
 	Base        string // the base_checkpoint it claims (jobconf.Digest of its sync's start)
 	ClaimedLoss float64
-	Adapter     *model.Adapter // the contribution
+	Adapter     *llama.Adapter // the contribution
 }
 
 // Replayer re-executes node's training of syncs 1..k of the epoch exactly
@@ -70,7 +71,7 @@ type Delta struct {
 // steps a sync, continuing after sync s < k from starts[s] with the
 // optimiser state kept. It returns the adapter at the end of sync k and the
 // losses of sync k's steps. len(starts) is k.
-type Replayer func(ctx context.Context, node string, k int, starts []*model.Adapter) (*model.Adapter, []float64, error)
+type Replayer func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error)
 
 // Input is everything an epoch's evaluation depends on.
 type Input struct {
@@ -86,7 +87,7 @@ type Input struct {
 	// are replayed only when SpotCheckBP > 0.
 	Outliers merge.OutlierConfig
 
-	Start  *model.Adapter // the checkpoint of record the epoch started from
+	Start  *llama.Adapter // the checkpoint of record the epoch started from
 	Deltas []Delta        // accepted for the epoch, in any order
 	// Offenders are the nodes proven to cheat on submission during the
 	// epoch (equivocation, a replayed copy, a norm above the bound), with
@@ -95,9 +96,9 @@ type Input struct {
 	Offenders map[string]string
 	Rings     [][]string // the distinct ring orders the job was configured with, newest first
 
-	Base      *model.Weights // the base model scores and accuracy are measured with
-	ShardSize int            // held-out problems ΔL is measured on
-	EvalSize  int            // held-out problems the checkpoint's accuracy is measured on
+	Base      *basemodel.Base // the base model scores and accuracy are measured with
+	ShardSize int             // held-out problems ΔL is measured on
+	EvalSize  int             // held-out problems the checkpoint's accuracy is measured on
 	Threads   int
 	Weights   [3]float64 // α, β, γ of the quality score
 	Replay    Replayer   // re-executes a spot-checked delta
@@ -175,7 +176,7 @@ type Shortfall struct {
 // record and the commands that follow from it.
 type Result struct {
 	Report     Report
-	Merged     *model.Adapter
+	Merged     *llama.Adapter
 	Slashes    []Slash               // in the order found
 	Rewards    []ledger.Contribution // the epoch's contributions by node, sorted; empty: none
 	Shortfalls []Shortfall
@@ -194,7 +195,7 @@ func Sampled(key []byte, digest string, bp int) bool {
 
 type entry struct {
 	Delta
-	a       *model.Adapter // nil: left out of the merge
+	a       *llama.Adapter // nil: left out of the merge
 	checked bool
 	outlier string // why merge.Outliers named it
 }
@@ -226,7 +227,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	// deltas in the order of a ring configuration of the job; the right
 	// configuration is the one whose result the next sync's deltas name as
 	// their base. nil: unknown.
-	S := make([]*model.Adapter, K)
+	S := make([]*llama.Adapter, K)
 	S[0] = in.Start
 	if d := jobconf.Digest(in.Start); K >= 1 {
 		for _, en := range syncs[1] {
@@ -243,7 +244,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		for _, en := range syncs[k+1] {
 			claims[en.Base]++
 		}
-		var best *model.Adapter
+		var best *llama.Adapter
 		bestVotes := 0
 		for _, order := range in.Rings {
 			vecs, ok := ringInputs(order, syncs[k])
@@ -364,8 +365,12 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		return nil, err
 	}
 	shard := task.NewSplit(tk, in.ShardSize).Eval
-	loss := func(a *model.Adapter) (float64, error) {
-		return heldout.Loss(&model.Model{W: in.Base, A: a, Threads: in.Threads}, shard)
+	loss := func(a *llama.Adapter) (float64, error) {
+		md, err := llama.New(in.Base.Weights, a, in.Threads)
+		if err != nil {
+			return 0, err
+		}
+		return heldout.Loss(md, in.Base.Tokenizer, shard)
 	}
 	T := in.Start.Clone()
 	if rep.LossBefore, err = loss(T); err != nil {
@@ -449,7 +454,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	if rep.LossAfter, err = loss(T); err != nil {
 		return nil, err
 	}
-	ev, err := heldout.Evaluate(in.Base, T, plan.Trainer.Task, in.EvalSize, in.Threads)
+	ev, err := heldout.Evaluate(in.Base.Weights, in.Base.Tokenizer, T, plan.Trainer.Task, in.EvalSize, in.Threads)
 	if err != nil {
 		return nil, err
 	}
@@ -522,7 +527,7 @@ func ringInputs(order []string, es []*entry) ([][]float32, bool) {
 // spotCheck replays en's sync k from the start of the epoch, the
 // reconstructed ring results applied between syncs, and compares the
 // delta bit for bit and the claimed loss within 0.05.
-func spotCheck(ctx context.Context, in Input, k int, en *entry, S []*model.Adapter) (bool, string, error) {
+func spotCheck(ctx context.Context, in Input, k int, en *entry, S []*llama.Adapter) (bool, string, error) {
 	if _, err := jobconf.Worker(en.Node); err != nil {
 		return false, err.Error(), nil
 	}
@@ -553,13 +558,13 @@ func spotCheck(ctx context.Context, in Input, k int, en *entry, S []*model.Adapt
 
 // Retrain is the Replayer of the built-in trainer: it trains node's data
 // of the epoch on base with the job's plan, threads goroutines wide.
-func Retrain(base *model.Weights, plan jobconf.Plan, epoch, threads int) Replayer {
-	return func(ctx context.Context, node string, k int, starts []*model.Adapter) (*model.Adapter, []float64, error) {
+func Retrain(base *basemodel.Base, plan jobconf.Plan, epoch, threads int) Replayer {
+	return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error) {
 		worker, err := jobconf.Worker(node)
 		if err != nil {
 			return nil, nil, err
 		}
-		tr, err := trainer.Resume(base, plan.Trainer, worker, threads, trainer.State{Step: plan.FirstStep(epoch), Adapter: starts[0]})
+		tr, err := trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, worker, threads, trainer.State{Step: plan.FirstStep(epoch), Adapter: starts[0]})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -578,7 +583,7 @@ func Retrain(base *model.Weights, plan jobconf.Plan, epoch, threads int) Replaye
 			}
 			st := tr.State()
 			st.Adapter = starts[s].Clone()
-			if tr, err = trainer.Resume(base, plan.Trainer, worker, threads, st); err != nil {
+			if tr, err = trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, worker, threads, st); err != nil {
 				return nil, nil, err
 			}
 		}

@@ -16,23 +16,23 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/model"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/ring"
 )
 
-var testBase = sync.OnceValues(basemodel.Load)
+var testBase = sync.OnceValues(basemodel.Builtin)
 
 // world is a job of one epoch of two syncs (the first all-reduced) over
 // three nodes, with a fake replayer: node i's "training" of sync k adds a
 // fixed seeded contribution to the sync's start. Everything honest is
 // derived from the replayer, so an honest delta replays bit for bit.
 type world struct {
-	base  *model.Weights
+	base  *basemodel.Base
 	plan  jobconf.Plan
-	start *model.Adapter
+	start *llama.Adapter
 	nodes []string // ids, in node order
 	order []string // the ring order
 	loss  float64  // what the replayer's steps report
@@ -59,7 +59,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := plan.InitialAdapter(base)
+	start, err := plan.InitialAdapter(base.Weights.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +74,11 @@ func newWorld(t *testing.T) *world {
 
 // contribution is node's seeded contribution to sync k, well below the
 // clip bound.
-func (w *world) contribution(node string, k int) *model.Adapter {
+func (w *world) contribution(node string, k int) *llama.Adapter {
 	seed := sha256.Sum256(fmt.Appendf(nil, "%s/%d", node, k))
 	r := rand.New(rand.NewPCG(uint64(seed[0])<<8|uint64(seed[1]), uint64(k)))
-	a := w.start.ZeroLike()
-	for _, t := range a.Tensors() {
+	a := w.start.Zeroed()
+	for _, t := range a.Views() {
 		for j := range t.Data {
 			t.Data[j] = float32(1e-4 * (2*r.Float64() - 1))
 		}
@@ -89,7 +89,7 @@ func (w *world) contribution(node string, k int) *model.Adapter {
 // replay is the fake re-execution: the start of sync k plus node's
 // contribution. It counts its calls.
 func (w *world) replay(calls *int) epoch.Replayer {
-	return func(ctx context.Context, node string, k int, starts []*model.Adapter) (*model.Adapter, []float64, error) {
+	return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error) {
 		*calls++
 		if len(starts) != k {
 			return nil, nil, fmt.Errorf("replay of sync %d given %d starts", k, len(starts))
@@ -109,10 +109,10 @@ func (w *world) honest(t *testing.T) []epoch.Delta {
 	t.Helper()
 	var calls int
 	rp := w.replay(&calls)
-	starts := []*model.Adapter{w.start}
+	starts := []*llama.Adapter{w.start}
 	var out []epoch.Delta
 	for k := 1; k <= w.plan.Syncs(); k++ {
-		by := map[string]*model.Adapter{}
+		by := map[string]*llama.Adapter{}
 		for _, n := range w.nodes {
 			got, losses, err := rp(context.Background(), n, k, starts)
 			if err != nil {
@@ -198,7 +198,7 @@ func TestEvaluate(t *testing.T) {
 		{"spot-check mismatch", func(ds []epoch.Delta, in *epoch.Input) {
 			i := find(ds, b, 2)
 			d := ds[i].Adapter.Clone()
-			d.Tensors()[0].Data[0] += 1e-5
+			d.Views()[0].Data[0] += 1e-5
 			ds[i].Adapter = d
 		}, want{scores: 4, checks: 6, excluded: []string{slotKey(1, 2, b), slotKey(1, 1, b) + " (node slashed this epoch: spot_check)"},
 			slashed: []string{b + ": replay differs in 1 of"}, forfeited: []string{b}}, nil},
@@ -214,7 +214,7 @@ func TestEvaluate(t *testing.T) {
 			in.Offenders = map[string]string{a: "replay"}
 			i := find(ds, b, 2)
 			d := ds[i].Adapter.Clone()
-			d.Tensors()[0].Data[0] += 1e-5
+			d.Views()[0].Data[0] += 1e-5
 			ds[i].Adapter = d
 		}, want{scores: 2, checks: 4, excluded: []string{slotKey(1, 1, a) + " (node slashed this epoch: replay)", slotKey(1, 2, a) + " (node slashed",
 			slotKey(1, 2, b), slotKey(1, 1, b) + " (node slashed this epoch: spot_check)"},
@@ -329,7 +329,7 @@ func TestEvaluateDeterministic(t *testing.T) {
 func TestEvaluateReplayError(t *testing.T) {
 	w := newWorld(t)
 	boom := errors.New("out of memory")
-	_, err := epoch.Evaluate(context.Background(), w.input(w.honest(t), func(context.Context, string, int, []*model.Adapter) (*model.Adapter, []float64, error) {
+	_, err := epoch.Evaluate(context.Background(), w.input(w.honest(t), func(context.Context, string, int, []*llama.Adapter) (*llama.Adapter, []float64, error) {
 		return nil, nil, boom
 	}))
 	if !errors.Is(err, boom) {
@@ -403,7 +403,7 @@ func TestOutliersReplayed(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/outlier replays %v", name, on), func(t *testing.T) {
 				ds := w.honest(t)
 				i := find(ds, c, K)
-				d := w.start.ZeroLike()
+				d := w.start.Zeroed()
 				if err := jobconf.AddFlat(d, attacks[name](ds)); err != nil {
 					t.Fatal(err)
 				}
