@@ -67,8 +67,8 @@ func mustBase(t *testing.T) *basemodel.Base {
 	return b
 }
 
-// A plan is for the base model the job names, and built-in jobs train
-// q_proj and v_proj.
+// A plan is for the base model the job names, and built-in jobs train the
+// profile's LoRA targets.
 func TestFromSpecNamesTheBase(t *testing.T) {
 	c := trainer.DefaultConfig()
 	s := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: c.Task, Epochs: 1, MinNodes: 3, GSPO: jobconf.BuiltinGSPO(5)}
@@ -80,7 +80,7 @@ func TestFromSpecNamesTheBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(p.Trainer.LoRATargets, []string{"q_proj", "v_proj"}) {
+	if !reflect.DeepEqual(p.Trainer.LoRATargets, []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
 		t.Fatalf("targets %v", p.Trainer.LoRATargets)
 	}
 	a, err := p.InitialAdapter(b.Weights.Cfg)

@@ -9,10 +9,10 @@ import (
 
 // TestGSPOImprovesBase runs the first 10 steps of the default job on the
 // shipped base and checks that held-out accuracy rises above the base's.
-// Measured (the run is deterministic): 0.334 → 0.400 on the Llama built-in
-// base (0.310 → 0.650 on the previous network: the new base moves more
-// slowly with LoRA on q_proj and v_proj; on all seven modules it reaches
-// 0.562); a rise below 0.05 means the learning loop broke.
+// The run is deterministic; measured figures are in the log line (LoRA on
+// q_proj and v_proj alone rose only 0.304 → 0.326, which is why the profile
+// adapts all seven projections); a rise below 0.05 means the learning loop
+// broke.
 func TestGSPOImprovesBase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains for 10 steps")
