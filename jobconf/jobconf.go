@@ -60,7 +60,7 @@ func BuiltinGSPO(interval int) jobspec.GSPO {
 		ImportanceSamplingLevel: c.ImportanceSamplingLevel, Beta: c.Beta, GroupSize: c.GroupSize, AggregateInterval: interval,
 		Use4Bit: c.Use4Bit, LoRARank: c.LoRARank, LoRAAlpha: c.LoRAAlpha, MaxSeqLen: c.MaxSeqLen,
 		GradientAccumulationSteps: c.GradientAccumulationSteps, LearningRate: c.LearningRate, WarmupSteps: c.WarmupSteps,
-		WeightDecay: c.WeightDecay,
+		WeightDecay: c.WeightDecay, LoRATargets: strings.Join(c.LoRATargets, ","),
 	}
 }
 
@@ -115,6 +115,7 @@ func FromSpec(id string, s jobspec.Spec, base *basemodel.Base) (Plan, error) {
 	c.LearningRate = g.LearningRate
 	c.WarmupSteps = g.WarmupSteps
 	c.WeightDecay = g.WeightDecay
+	c.LoRATargets = g.Targets()
 	c.PromptsPerStep = s.PromptsPerStep
 	if c.PromptsPerStep == 0 {
 		c.PromptsPerStep = int(jobspec.Fields.PromptsPerStep.Default) // a job's default, as hanzod documents it

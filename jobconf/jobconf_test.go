@@ -87,6 +87,15 @@ func TestFromSpecNamesTheBase(t *testing.T) {
 	if err != nil || a.Views()[0].Name != "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" {
 		t.Fatalf("initial adapter: %v %v", err, a.Views()[0].Name)
 	}
+	// A job's own targets reach the trainer; the default set is PEFT's.
+	for targets, want := range map[string][]string{"gate_proj,down_proj": {"gate_proj", "down_proj"}, "": {"q_proj", "v_proj"}} {
+		s2 := s
+		s2.GSPO.LoRATargets = targets
+		p2, err := jobconf.FromSpec("j", s2, b)
+		if err != nil || !reflect.DeepEqual(p2.Trainer.LoRATargets, want) {
+			t.Errorf("targets %q: %v %v", targets, p2.Trainer.LoRATargets, err)
+		}
+	}
 	s.Model = "bafyother"
 	if _, err := jobconf.FromSpec("j", s, b); err == nil || !strings.Contains(err.Error(), `"bafyother"`) {
 		t.Fatalf("a job on another model: %v", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Whole describes a whole-number setting: the values a job file may give
@@ -78,6 +79,48 @@ type Choice struct {
 // Contains reports whether v is one of Values.
 func (c Choice) Contains(v string) bool { return slices.Contains(c.Values, v) }
 
+// Modules describes a set of LoRA target modules: a non-empty subset of
+// Values, or All for every one of them (PEFT's "all-linear"). Its canonical
+// form, as a job spec stores it, is the names joined by commas in Values
+// order, so two specs naming the same set are equal.
+type Modules struct {
+	Key     string
+	Values  []string
+	All     string
+	Default string // canonical form
+	Hint    string
+}
+
+// Canonical returns the canonical form of names (each a module name, or
+// All alone), or an error naming the first name that is not allowed or
+// given twice.
+func (m Modules) Canonical(names []string) (string, error) {
+	if len(names) == 1 && names[0] == m.All {
+		return strings.Join(m.Values, ","), nil
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("%s is empty; give %s", m.Key, m.Hint)
+	}
+	seen := make([]bool, len(m.Values))
+	for _, n := range names {
+		i := slices.Index(m.Values, n)
+		switch {
+		case i < 0:
+			return "", fmt.Errorf("%s: %q is not one of %s (or %s)", m.Key, n, strings.Join(m.Values, ", "), m.All)
+		case seen[i]:
+			return "", fmt.Errorf("%s: %q is given twice", m.Key, n)
+		}
+		seen[i] = true
+	}
+	var out []string
+	for i, v := range m.Values {
+		if seen[i] {
+			out = append(out, v)
+		}
+	}
+	return strings.Join(out, ","), nil
+}
+
 // Text describes a free-form string setting of at most MaxLen bytes.
 type Text struct {
 	Key    string
@@ -114,6 +157,7 @@ var Fields = struct {
 	GroupSize, AggregateInterval, LoRARank, MaxSeqLen, GradientAccumulationSteps Whole
 	WarmupSteps                                                                  Whole
 	Use4Bit                                                                      Flag
+	LoRATargetModules                                                            Modules
 }{
 	Model:          Text{"model", 256, "the base model to post-train, e.g. Qwen/Qwen3-0.6B"},
 	Dataset:        Text{"dataset", 256, "the training data, e.g. openai/gsm8k"},
@@ -141,4 +185,7 @@ var Fields = struct {
 	GradientAccumulationSteps: Whole{"gspo.gradient_accumulation_steps", 1, 65536, 4, "micro-batches per optimiser step"},
 	WarmupSteps:               Whole{"gspo.warmup_steps", 0, 1_000_000_000, 100, "steps of linear learning-rate warm-up"},
 	Use4Bit:                   Flag{"gspo.use_4bit", true, "QLoRA: keep the base weights in 4 bits"},
+	LoRATargetModules: Modules{"gspo.lora_target_modules",
+		[]string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, "all-linear",
+		"q_proj,v_proj", "transformers' projection names, e.g. [q_proj, v_proj], or all-linear"},
 }

@@ -3,9 +3,11 @@ package jobspec_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zooai/gym/jobspec"
 )
@@ -99,5 +101,91 @@ func TestFieldsMatchDocs(t *testing.T) {
 	}
 	if def, _ := row(f.Use4Bit.Key); def != strconv.FormatBool(f.Use4Bit.Default) {
 		t.Errorf("use_4bit: the docs' default %q", def)
+	}
+	m := f.LoRATargetModules
+	def, allowed := row(m.Key)
+	if want := "`[" + strings.ReplaceAll(m.Default, ",", ", ") + "]`"; def != want {
+		t.Errorf("%s: the docs' default %q, the table's %q", m.Key, def, want)
+	}
+	if want := "any of `" + strings.Join(m.Values, " ") + "`, each once, or `" + m.All + "`"; allowed != want {
+		t.Errorf("%s: the docs allow %q, the table %q", m.Key, allowed, want)
+	}
+}
+
+// Target module lists are kept in one canonical form: transformers' order,
+// each name once, all-linear for all of them; anything else is refused by
+// name, from a job file and from the wire alike.
+func TestLoRATargetModules(t *testing.T) {
+	m := jobspec.Fields.LoRATargetModules
+	for _, tc := range []struct {
+		in   []string
+		want string
+		err  string
+	}{
+		{[]string{"v_proj", "q_proj"}, "q_proj,v_proj", ""},
+		{[]string{"all-linear"}, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", ""},
+		{[]string{"down_proj"}, "down_proj", ""},
+		{nil, "", "is empty"},
+		{[]string{"q_proj", "q_proj"}, "", `"q_proj" is given twice`},
+		{[]string{"lm_head"}, "", `"lm_head" is not one of`},
+		{[]string{"q_proj", "all-linear"}, "", `"all-linear" is not one of`},
+	} {
+		got, err := m.Canonical(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: got %q, %v; want an error with %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%v: got %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+
+	file := func(targets string) (jobspec.GSPO, error) {
+		j, err := jobspec.ParseFile("j.yaml", []byte("model: m\ndataset: d\nepochs: 1\nmin_nodes: 3\ngspo:\n  lora_target_modules: "+targets+"\n"), time.Unix(0, 0), nil)
+		if err != nil {
+			return jobspec.GSPO{}, err
+		}
+		return j.GSPO, nil
+	}
+	if g, err := file("[up_proj, q_proj]"); err != nil || g.LoRATargets != "q_proj,up_proj" || !slices.Equal(g.Targets(), []string{"q_proj", "up_proj"}) {
+		t.Errorf("a list: %+v %v", g, err)
+	}
+	if g, err := file("all-linear"); err != nil || len(g.Targets()) != 7 {
+		t.Errorf("all-linear: %+v %v", g, err)
+	}
+	if _, err := file("[q_proj, fc1]"); err == nil || !strings.Contains(err.Error(), `j.yaml:6: gspo.lora_target_modules: "fc1" is not one of`) {
+		t.Errorf("an unknown module: %v", err)
+	}
+	if _, err := file("{a: 1}"); err == nil || !strings.Contains(err.Error(), "want a list of module names") {
+		t.Errorf("a mapping: %v", err)
+	}
+	if g, err := file("[q_proj]"); err != nil || jobspec.DefaultGSPO().Targets()[1] != "v_proj" || g.LoRATargets != "q_proj" {
+		t.Errorf("defaults: %+v %v", g, err)
+	}
+	// The default set has one encoding, "", however it is written.
+	if g, err := file("[v_proj, q_proj]"); err != nil || g.LoRATargets != "" || g != jobspec.DefaultGSPO() {
+		t.Errorf("the default set written out: %+v %v", g, err)
+	}
+
+	// The wire: a set in any order becomes the canonical one; an empty
+	// list is the default; an old spec without the field reads as the
+	// default.
+	s := jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, GSPO: jobspec.DefaultGSPO()}
+	p := jobspec.ToProto(s)
+	p.Gspo.LoraTargetModules = []string{"o_proj", "k_proj"}
+	back := jobspec.FromProto(p)
+	if err := back.Normalise(); err != nil || back.GSPO.LoRATargets != "k_proj,o_proj" {
+		t.Errorf("from the wire: %+v %v", back.GSPO, err)
+	}
+	p.Gspo.LoraTargetModules = []string{"k_proj", "bogus"}
+	back = jobspec.FromProto(p)
+	if err := back.Normalise(); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Errorf("a bogus module from the wire: %v", err)
+	}
+	old := jobspec.GSPO{LoRARank: 8}
+	if !slices.Equal(old.Targets(), []string{"q_proj", "v_proj"}) {
+		t.Errorf("an old spec's targets: %v", old.Targets())
 	}
 }

@@ -512,6 +512,31 @@ func (p *jobParser) oneOf(n *yaml.Node, c Choice) string {
 	return ""
 }
 
+// modules reads a list of LoRA target modules ([q_proj, v_proj]) or the
+// word for all of them, in canonical form.
+func (p *jobParser) modules(n *yaml.Node, m Modules) string {
+	var names []string
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!str":
+		names = []string{n.Value}
+	case n.Kind == yaml.SequenceNode:
+		for _, c := range n.Content {
+			if !p.scalar(c, m.Key, "a module name") {
+				return ""
+			}
+			names = append(names, c.Value)
+		}
+	default:
+		p.errorf(n, "%s: want a list of module names or %s, got %s", m.Key, m.All, kindName(n))
+		return ""
+	}
+	t, err := m.Canonical(names)
+	if err != nil {
+		p.errorf(n, "%s", err)
+	}
+	return canonicalTargets(t)
+}
+
 // deadline reads an RFC 3339 time or a duration from now (Go syntax, plus
 // whole days: 36h, 90m, 7d).
 func (p *jobParser) deadline(n *yaml.Node, now time.Time) *time.Time {
@@ -574,6 +599,7 @@ func (p *jobParser) gspo(n *yaml.Node, g *GSPO) {
 		{"learning_rate", false, func(n *yaml.Node) { p.real(n, &g.LearningRate, f.LearningRate) }},
 		{"warmup_steps", false, func(n *yaml.Node) { g.WarmupSteps = int(p.whole(n, f.WarmupSteps)) }},
 		{"weight_decay", false, func(n *yaml.Node) { p.real(n, &g.WeightDecay, f.WeightDecay) }},
+		{"lora_target_modules", false, func(n *yaml.Node) { g.LoRATargets = p.modules(n, f.LoRATargetModules) }},
 	})
 }
 

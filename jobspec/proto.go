@@ -1,6 +1,8 @@
 package jobspec
 
 import (
+	"strings"
+
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
@@ -63,6 +65,13 @@ func GSPOFromProto(p *pb.GSPOConfig) GSPO {
 	if p.WeightDecay != nil {
 		g.WeightDecay = *p.WeightDecay
 	}
+	if len(p.LoraTargetModules) > 0 {
+		// Canonical when the names are; otherwise kept for Normalise to refuse by name.
+		g.LoRATargets = strings.Join(p.LoraTargetModules, ",")
+		if t, err := Fields.LoRATargetModules.Canonical(p.LoraTargetModules); err == nil {
+			g.LoRATargets = canonicalTargets(t)
+		}
+	}
 	return g
 }
 
@@ -88,5 +97,6 @@ func GSPOToProto(g GSPO) *pb.GSPOConfig {
 		Use_4Bit: proto.Bool(g.Use4Bit), LoraRank: proto.Int32(int32(g.LoRARank)), LoraAlpha: proto.Float64(g.LoRAAlpha),
 		MaxSeqLen: proto.Int32(int32(g.MaxSeqLen)), GradientAccumulationSteps: proto.Int32(int32(g.GradientAccumulationSteps)),
 		LearningRate: proto.Float64(g.LearningRate), WarmupSteps: proto.Int32(int32(g.WarmupSteps)), WeightDecay: proto.Float64(g.WeightDecay),
+		LoraTargetModules: g.Targets(),
 	}
 }

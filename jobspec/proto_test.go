@@ -2,6 +2,7 @@ package jobspec_test
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
@@ -20,6 +21,19 @@ func TestRoundTrip(t *testing.T) {
 			s.GSPO = jobspec.GSPO{ImportanceSamplingLevel: "token", Beta: r.Float64(), GroupSize: r.IntN(16), AggregateInterval: r.IntN(16),
 				Use4Bit: r.IntN(2) == 1, LoRARank: r.IntN(64), LoRAAlpha: r.Float64(), MaxSeqLen: r.IntN(512),
 				GradientAccumulationSteps: r.IntN(8), LearningRate: r.Float64(), WarmupSteps: r.IntN(9), WeightDecay: r.Float64()}
+			// A normalised spec always names its targets (canonical, non-empty).
+			var names []string
+			for _, m := range jobspec.Fields.LoRATargetModules.Values {
+				if r.IntN(2) == 1 {
+					names = append(names, m)
+				}
+			}
+			if len(names) == 0 {
+				names = []string{"o_proj"}
+			}
+			if s.GSPO.LoRATargets = strings.Join(names, ","); s.GSPO.LoRATargets == jobspec.Fields.LoRATargetModules.Default {
+				s.GSPO.LoRATargets = "" // the default set's one encoding
+			}
 		}
 		if got := jobspec.FromProto(jobspec.ToProto(s)); got != s {
 			t.Fatalf("round trip:\n%+v\n%+v", s, got)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Spec is what a submitter asks for: the job as hanzod records it in its
@@ -87,6 +88,21 @@ type GSPO struct {
 	LearningRate              float64 `json:"learning_rate"`
 	WarmupSteps               int     `json:"warmup_steps"`
 	WeightDecay               float64 `json:"weight_decay"`
+	// LoRATargets is the set of adapted projections in canonical form
+	// (Fields.LoRATargetModules: names joined by commas in transformers'
+	// order), "" for the default set (its one encoding, which is also what
+	// jobs logged before the setting existed carry).
+	LoRATargets string `json:"lora_target_modules,omitempty"`
+}
+
+// Targets returns the adapted projections' names: LoRATargets split, or
+// the default set when it is empty.
+func (g GSPO) Targets() []string {
+	t := g.LoRATargets
+	if t == "" {
+		t = Fields.LoRATargetModules.Default
+	}
+	return strings.Split(t, ",")
 }
 
 // DefaultGSPO is the seed's GSPOConfig defaults (docs/job-file.md): the
@@ -207,7 +223,23 @@ func (g *GSPO) normalise() error {
 			return invalidf("%s %d outside %d..%d (%s)", w.f.Key, w.v, w.f.Min, w.f.Max, w.f.Hint)
 		}
 	}
+	if g.LoRATargets != "" {
+		t, err := f.LoRATargetModules.Canonical(strings.Split(g.LoRATargets, ","))
+		if err != nil {
+			return invalidf("%s", err)
+		}
+		g.LoRATargets = canonicalTargets(t)
+	}
 	return nil
+}
+
+// canonicalTargets is t (a canonical target list) with the default set
+// written as "".
+func canonicalTargets(t string) string {
+	if t == Fields.LoRATargetModules.Default {
+		return ""
+	}
+	return t
 }
 
 // finite reports whether v is neither NaN nor infinite.

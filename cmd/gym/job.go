@@ -395,8 +395,8 @@ func printJob(w io.Writer, j jobJSON) {
 	if g := j.Spec.GSPO; g != nil {
 		fmt.Fprintf(w, "gspo         %s, beta %s, group %d, sync every %d steps, learning rate %s (warm-up %d steps, weight decay %s)\n",
 			g.ImportanceSamplingLevel, fnum(g.Beta), g.GroupSize, g.AggregateInterval, fnum(g.LearningRate), g.WarmupSteps, fnum(g.WeightDecay))
-		fmt.Fprintf(w, "             LoRA rank %d, alpha %s, 4-bit base %v, max %d tokens, %d accumulation steps\n",
-			g.LoRARank, fnum(g.LoRAAlpha), g.Use4Bit, g.MaxSeqLen, g.GradientAccumulationSteps)
+		fmt.Fprintf(w, "             LoRA rank %d, alpha %s on %s, 4-bit base %v, max %d tokens, %d accumulation steps\n",
+			g.LoRARank, fnum(g.LoRAAlpha), strings.Join(g.Targets(), " "), g.Use4Bit, g.MaxSeqLen, g.GradientAccumulationSteps)
 	}
 	fmt.Fprintf(w, "run          %d steps per epoch, %d prompts per step, seed %d\n", j.Spec.StepsPerEpoch, j.Spec.PromptsPerStep, j.Spec.Seed)
 	fmt.Fprintf(w, "defence      tolerates %d Byzantine worker(s); replays %s of the deltas\n", j.Spec.Byzantine, basisPoints(j.Spec.SpotCheckBP))

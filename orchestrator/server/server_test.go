@@ -358,7 +358,7 @@ func TestJobGSPO(t *testing.T) {
 		AggregateInterval: proto.Int32(int32(def.AggregateInterval)), Use_4Bit: proto.Bool(false), LoraRank: proto.Int32(int32(def.LoRARank)),
 		LoraAlpha: proto.Float64(def.LoRAAlpha), MaxSeqLen: proto.Int32(int32(def.MaxSeqLen)),
 		GradientAccumulationSteps: proto.Int32(int32(def.GradientAccumulationSteps)), LearningRate: proto.Float64(0.30000000000000004),
-		WarmupSteps: proto.Int32(0), WeightDecay: proto.Float64(def.WeightDecay),
+		WarmupSteps: proto.Int32(0), WeightDecay: proto.Float64(def.WeightDecay), LoraTargetModules: def.Targets(),
 	}
 	for id, w := range map[string]*pb.GSPOConfig{plain.Job: want, partial.Job: wantPartial} {
 		j, err := e.orch.GetJob(ctx, &pb.GetJobRequest{Job: id})

@@ -1244,8 +1244,12 @@ type GSPOConfig struct {
 	LearningRate              *float64               `protobuf:"fixed64,10,opt,name=learning_rate,json=learningRate,proto3,oneof" json:"learning_rate,omitempty"`                                        // peak AdamW rate, (0, 1]; 2e-5
 	WarmupSteps               *int32                 `protobuf:"varint,11,opt,name=warmup_steps,json=warmupSteps,proto3,oneof" json:"warmup_steps,omitempty"`                                            // 0..1000000000; 100
 	WeightDecay               *float64               `protobuf:"fixed64,12,opt,name=weight_decay,json=weightDecay,proto3,oneof" json:"weight_decay,omitempty"`                                           // AdamW decay, [0, 1]; 0.01
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// The adapted projections, transformers' names (q_proj k_proj v_proj
+	// o_proj gate_proj up_proj down_proj) or "all-linear" alone; empty: q_proj,
+	// v_proj. Reported in transformers' order.
+	LoraTargetModules []string `protobuf:"bytes,13,rep,name=lora_target_modules,json=loraTargetModules,proto3" json:"lora_target_modules,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GSPOConfig) Reset() {
@@ -1360,6 +1364,13 @@ func (x *GSPOConfig) GetWeightDecay() float64 {
 		return *x.WeightDecay
 	}
 	return 0
+}
+
+func (x *GSPOConfig) GetLoraTargetModules() []string {
+	if x != nil {
+		return x.LoraTargetModules
+	}
+	return nil
 }
 
 // SubmitJobRequest is either signed by a submitter key whose ledger
@@ -2849,7 +2860,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x10prompts_per_step\x18\r \x01(\x05R\x0epromptsPerStep\x12\x12\n" +
 	"\x04seed\x18\x0e \x01(\x04R\x04seed\x12\x1c\n" +
 	"\tbyzantine\x18\x0f \x01(\x05R\tbyzantine\x12\"\n" +
-	"\rspot_check_bp\x18\x10 \x01(\x05R\vspotCheckBp\"\xe3\x05\n" +
+	"\rspot_check_bp\x18\x10 \x01(\x05R\vspotCheckBp\"\x93\x06\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
@@ -2867,7 +2878,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	" \x01(\x01H\tR\flearningRate\x88\x01\x01\x12&\n" +
 	"\fwarmup_steps\x18\v \x01(\x05H\n" +
 	"R\vwarmupSteps\x88\x01\x01\x12&\n" +
-	"\fweight_decay\x18\f \x01(\x01H\vR\vweightDecay\x88\x01\x01B\x1c\n" +
+	"\fweight_decay\x18\f \x01(\x01H\vR\vweightDecay\x88\x01\x01\x12.\n" +
+	"\x13lora_target_modules\x18\r \x03(\tR\x11loraTargetModulesB\x1c\n" +
 	"\x1a_importance_sampling_levelB\a\n" +
 	"\x05_betaB\r\n" +
 	"\v_group_sizeB\x15\n" +
