@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zooai/gym/internal/deltabench"
 	"github.com/zooai/gym/internal/pyenv"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
@@ -329,28 +330,13 @@ func MeasureGo(dir string, threads, seq, iters int) (Figures, error) {
 		return f, err
 	}
 	f.TrainTPS, f.TrainCPU = perSecond(seq, d)
-	f.PeakRSSBytes, err = PeakRSS()
+	f.PeakRSSBytes, err = deltabench.PeakRSS()
 	return f, err
 }
 
 // perSecond is tokens per second of wall-clock and per second of CPU time.
 func perSecond(tokens int, d span) (wall, cpu float64) {
 	return float64(tokens) / d.wall.Seconds(), float64(tokens) / d.cpu.Seconds()
-}
-
-// PeakRSS is this process's peak resident memory (VmHWM) in bytes.
-func PeakRSS() (int64, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, errors.New("modelbench: no VmHWM in /proc/self/status")
 }
 
 // model is one checkpoint to measure.
