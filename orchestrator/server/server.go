@@ -119,6 +119,8 @@ type Server struct {
 	inFlight   chan struct{}
 	refused    map[string]uint64 // limit → deltas refused by it
 
+	reqs *requestMetrics // latency and result of every call
+
 	// Judge validates submitted deltas (nil: SubmitDelta is Unavailable).
 	// Set before serving.
 	Judge Judge
@@ -166,6 +168,7 @@ func New(cfg Config, eng *engine.Engine, now func() time.Time) (*Server, error) 
 		addrBucket: limiter{rate: cfg.DeltaAddrRate, burst: cfg.DeltaAddrBurst, buckets: map[string]*bucket{}},
 		nodeBucket: limiter{rate: cfg.DeltaNodeRate, burst: cfg.DeltaNodeBurst, buckets: map[string]*bucket{}},
 		addrFlight: map[string]int{}, inFlight: make(chan struct{}, cfg.DeltaInFlight), refused: map[string]uint64{},
+		reqs: newRequestMetrics(),
 	}, nil
 }
 
@@ -174,6 +177,8 @@ func (s *Server) Options() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(1024),
+		grpc.ChainUnaryInterceptor(s.reqs.unary),
+		grpc.ChainStreamInterceptor(s.reqs.stream),
 	}
 }
 
@@ -776,6 +781,9 @@ func (s *Server) WriteMetrics(w io.Writer) {
 		fmt.Fprintf(w, "gym_hanzod_deltas_refused_total{limit=%q} %d\n", l, s.refused[l])
 	}
 	fmt.Fprintf(w, "# HELP gym_hanzod_deltas_in_flight Delta submissions being judged.\n# TYPE gym_hanzod_deltas_in_flight gauge\ngym_hanzod_deltas_in_flight %d\n", len(s.inFlight))
+	// Gathering from a registry of in-memory metrics cannot fail; a write
+	// error is the scraper's connection, which the HTTP server handles.
+	_ = s.reqs.write(w)
 }
 
 // limiter is a set of token buckets by key.
