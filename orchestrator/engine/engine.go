@@ -1,7 +1,15 @@
 // Package engine runs the orchestrator's state machine over a store: it
 // rebuilds the state on start (latest snapshot, then the tail of the log),
-// persists every command's events before they count, takes snapshots, and
-// holds the leader lease whose fencing token guards every write.
+// persists every command's events before they count, takes snapshots,
+// compacts the log behind them, and holds the leader lease whose fencing
+// token guards every write.
+//
+// Compaction: after each snapshot the leader drops the records the
+// snapshot covers that no unsettled job needs (state.Machine.RetainFrom:
+// the judge reads a job's rings, money and offences back from the log
+// until it settles), so the log, start-up and the judge's reads are
+// bounded by the running jobs, not by the log's age. A standby that falls
+// behind the compaction point rebuilds from the snapshot.
 //
 // One replica is the leader and executes commands; the others follow the
 // log and campaign for the lease, which they win once the leader stops
@@ -37,6 +45,9 @@ type Config struct {
 	SnapshotEvery uint64
 	// ReadBatch is how many records one store read fetches.
 	ReadBatch int
+	// NoCompaction keeps the whole log (an audit copy, or a store shared
+	// with readers that need old events).
+	NoCompaction bool
 }
 
 // DefaultConfig returns a config for holder.
@@ -111,11 +122,23 @@ func (e *Engine) rebuild(ctx context.Context) error {
 		}
 	}
 	e.m, e.snap, e.replayed = m, idx, 0
-	return e.catchUp(ctx)
+	return e.catchUpFrom(ctx)
 }
 
-// catchUp applies records the store has and the machine does not.
+// catchUp applies records the store has and the machine does not. A
+// replica behind the log's compaction point (a standby that was away
+// while the leader snapshotted and compacted) rebuilds from the snapshot
+// instead; a few tries cover a leader compacting again meanwhile.
 func (e *Engine) catchUp(ctx context.Context) error {
+	err := e.catchUpFrom(ctx)
+	for try := 0; errors.Is(err, store.ErrCompacted) && try < 3; try++ {
+		err = e.rebuild(ctx)
+	}
+	return err
+}
+
+// catchUpFrom applies the records after the machine's last event.
+func (e *Engine) catchUpFrom(ctx context.Context) error {
 	for {
 		recs, err := e.st.Read(ctx, e.m.Applied()+1, e.cfg.ReadBatch)
 		if err != nil {
@@ -289,6 +312,7 @@ func (e *Engine) Do(ctx context.Context, cmd state.Command) ([]state.Event, erro
 	if b.err == nil && e.m.Applied()-e.snap >= e.cfg.SnapshotEvery {
 		if err := e.st.SaveSnapshot(ctx, e.token, e.m.Applied(), e.m.Marshal()); err == nil {
 			e.snap = e.m.Applied()
+			e.compact(ctx)
 		}
 		// A failed snapshot costs only start-up time; the log is intact.
 	}
@@ -297,6 +321,18 @@ func (e *Engine) Do(ctx context.Context, cmd state.Command) ([]state.Event, erro
 		return nil, b.err
 	}
 	return evs, nil
+}
+
+// compact drops the log records the latest snapshot covers and no
+// unsettled job needs. A failure leaves a longer log, nothing worse: the
+// next snapshot tries again.
+func (e *Engine) compact(ctx context.Context) {
+	if e.cfg.NoCompaction {
+		return
+	}
+	if through := min(e.snap, e.m.RetainFrom()-1); through > 0 {
+		_ = e.st.Compact(ctx, e.token, through)
+	}
 }
 
 // flush appends pending batches until none is left. It is called with the
@@ -366,8 +402,13 @@ func (e *Engine) View(f func(m *state.Machine)) {
 	f(e.m)
 }
 
+// First is the index of the first record the log keeps (1 until it was
+// compacted).
+func (e *Engine) First(ctx context.Context) (uint64, error) { return e.st.First(ctx) }
+
 // Read returns up to max stored records from index from on (the event log
-// as persisted; followers and clients watch a job through it).
+// as persisted; followers and clients watch a job through it). It fails
+// with store.ErrCompacted before First.
 func (e *Engine) Read(ctx context.Context, from uint64, max int) ([]store.Record, uint64, error) {
 	recs, err := e.st.Read(ctx, from, max)
 	if err != nil {

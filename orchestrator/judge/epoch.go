@@ -352,6 +352,7 @@ var offenceReasons = map[string]bool{epoch.ReasonEquivocation: true, epoch.Reaso
 // logReader is the part of the engine the event scans need.
 type logReader interface {
 	Read(ctx context.Context, from uint64, max int) ([]ostore.Record, uint64, error)
+	First(ctx context.Context) (uint64, error)
 }
 
 // historyKinds are the events the judge reads back from the log: ring
@@ -362,7 +363,10 @@ var historyKinds = []string{"ring_configured", "job_submitted", "rewards_paid", 
 // eventHistory keeps the historyKinds events of the log read so far, so
 // that each epoch reads only the records appended since the last one
 // instead of the whole log (which grows with every heartbeat). The log is
-// append-only, so what was read stays true.
+// append-only, so what was read stays true. It keeps what the log keeps:
+// events the engine compacted away (those of settled jobs only, see
+// state.Machine.RetainFrom) are dropped here too, so a long-running judge
+// holds as much as a fresh one that reads the log from its start.
 type eventHistory struct {
 	mu   sync.Mutex
 	next uint64 // the first index not read yet
@@ -374,15 +378,42 @@ type eventHistory struct {
 func (h *eventHistory) read(ctx context.Context, eng logReader) ([]state.Event, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	next, err := scanEvents(ctx, eng, max(h.next, 1), historyKinds, func(ev state.Event) error {
-		if v, ok := ev.Body.(state.DeltaJudged); ok && !offenceReasons[v.Reason] {
-			return nil // only the verdicts that prove an offence are kept
+	var err error
+	// A compaction between First and the scan moves the start again: a
+	// few tries.
+	for try := 0; try < 3; try++ {
+		var first, next uint64
+		if first, err = eng.First(ctx); err != nil {
+			break
 		}
-		h.evs = append(h.evs, ev)
-		return nil
-	})
-	h.next = max(h.next, next)
+		h.forget(first)
+		next, err = scanEvents(ctx, eng, h.next, historyKinds, func(ev state.Event) error {
+			if v, ok := ev.Body.(state.DeltaJudged); ok && !offenceReasons[v.Reason] {
+				return nil // only the verdicts that prove an offence are kept
+			}
+			h.evs = append(h.evs, ev)
+			return nil
+		})
+		h.next = max(h.next, next)
+		if !errors.Is(err, ostore.ErrCompacted) {
+			break
+		}
+	}
 	return h.evs[:len(h.evs):len(h.evs)], err
+}
+
+// forget drops the events before index first (compacted from the log)
+// and moves the next read there if it was before.
+func (h *eventHistory) forget(first uint64) {
+	h.next = max(h.next, first, 1)
+	i := 0
+	for i < len(h.evs) && h.evs[i].Index < first {
+		i++
+	}
+	if i > 0 {
+		// A new array: callers may hold the old slice.
+		h.evs = append([]state.Event(nil), h.evs[i:]...)
+	}
 }
 
 // scanEvents calls fn, in log order from index from, for every event whose

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -13,7 +14,10 @@ import (
 type fakeLog struct {
 	recs  []ostore.Record
 	froms []uint64
+	first uint64 // records before it were compacted (0: none)
 }
+
+func (l *fakeLog) First(context.Context) (uint64, error) { return max(l.first, 1), nil }
 
 func (l *fakeLog) add(t *testing.T, b state.Body) {
 	data, err := state.Event{Index: uint64(len(l.recs) + 1), Body: b}.Encode()
@@ -26,6 +30,9 @@ func (l *fakeLog) add(t *testing.T, b state.Body) {
 func (l *fakeLog) Read(_ context.Context, from uint64, max int) ([]ostore.Record, uint64, error) {
 	l.froms = append(l.froms, from)
 	last := uint64(len(l.recs))
+	if from < l.first {
+		return nil, last, fmt.Errorf("%w: from %d", ostore.ErrCompacted, from)
+	}
 	if from < 1 || from > last {
 		return nil, last, nil
 	}
@@ -68,5 +75,41 @@ func TestEventHistoryIsIncremental(t *testing.T) {
 	log.froms = nil
 	if evs, err = h.read(t.Context(), log); err != nil || len(evs) != 4 || len(log.froms) != 1 {
 		t.Fatalf("%d events, %v, reads %v", len(evs), err, log.froms)
+	}
+}
+
+// TestEventHistoryFollowsCompaction: events the log compacted away are
+// dropped from the history too (what a fresh judge would read), a judge
+// that was behind the compaction point resumes at the log's new start,
+// and the slices handed out before stay intact.
+func TestEventHistoryFollowsCompaction(t *testing.T) {
+	log := &fakeLog{}
+	log.add(t, state.RingConfigured{Job: "old", Generation: 1}) // 1
+	log.add(t, state.Ticked{})                                  // 2
+	log.add(t, state.RingConfigured{Job: "new", Generation: 1}) // 3
+	var h eventHistory
+	before, err := h.read(t.Context(), log)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("%d events, %v", len(before), err)
+	}
+	log.first = 3
+	log.add(t, state.RingConfigured{Job: "new", Generation: 2}) // 4
+	evs, err := h.read(t.Context(), log)
+	if err != nil || len(evs) != 2 || evs[0].Index != 3 || evs[1].Index != 4 {
+		t.Fatalf("after compaction through 2: %v, %v; want events 3 and 4", evs, err)
+	}
+	if before[0].Index != 1 || before[1].Index != 3 {
+		t.Fatalf("an earlier result changed: %v", before)
+	}
+	// A judge that had read nothing, and a log compacted past its position.
+	var fresh eventHistory
+	fresh.next = 2
+	log.first = 4
+	evs, err = fresh.read(t.Context(), log)
+	if err != nil || len(evs) != 1 || evs[0].Index != 4 {
+		t.Fatalf("fresh judge behind the compaction point: %v, %v", evs, err)
+	}
+	if slices.Contains(log.froms, 2) {
+		t.Fatalf("read before the log's start: %v", log.froms)
 	}
 }

@@ -74,6 +74,7 @@ type Engine interface {
 	Do(ctx context.Context, cmd state.Command) ([]state.Event, error)
 	View(f func(m *state.Machine))
 	Read(ctx context.Context, from uint64, max int) ([]ostore.Record, uint64, error)
+	First(ctx context.Context) (uint64, error)
 }
 
 // Config configures a Judge.

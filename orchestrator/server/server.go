@@ -250,6 +250,8 @@ func Status(err error) error {
 		code = codes.ResourceExhausted
 	case errors.Is(err, state.ErrNotFound):
 		code = codes.NotFound
+	case errors.Is(err, store.ErrCompacted): // Events before the log's start: the snapshot covers them
+		code = codes.OutOfRange
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
 	case errors.Is(err, context.DeadlineExceeded):

@@ -77,6 +77,10 @@ type Job struct {
 	Tally        map[string]*Tally       `json:"tally,omitempty"`
 	Participants []string                `json:"participants,omitempty"`
 	Settled      bool                    `json:"settled,omitempty"`
+	// LogIndex is the index of the job_submitted event: the log from there
+	// on is what the judge reads back for the job until it settles (0 in
+	// snapshots older than the field: the whole log is kept for it).
+	LogIndex uint64 `json:"log_index,omitempty"`
 	// Resyncs counts this epoch's fresh configurations of an unchanged
 	// ring (contradicting failure reports).
 	Resyncs int `json:"resyncs,omitempty"`
@@ -127,8 +131,23 @@ func (m *Machine) applySubmitted(e JobSubmitted) error {
 		m.submitSeq[e.By] = e.Seq
 	}
 	m.nextJob++
-	m.jobs[e.Job] = &Job{ID: e.Job, Spec: e.Spec, State: Pending, SubmittedAt: m.observed}
+	m.jobs[e.Job] = &Job{ID: e.Job, Spec: e.Spec, State: Pending, SubmittedAt: m.observed, LogIndex: m.applied + 1}
 	return nil
+}
+
+// RetainFrom is the first log index the orchestrator still needs to read
+// back: the submission of the oldest job that has not settled (the judge
+// reconstructs its rings, money and offences from the log), or the next
+// index when every job has settled. Records before it, once a snapshot
+// covers them, may be compacted away.
+func (m *Machine) RetainFrom() uint64 {
+	from := m.applied + 1
+	for _, j := range m.jobs {
+		if !j.Settled {
+			from = min(from, max(j.LogIndex, 1))
+		}
+	}
+	return from
 }
 
 // Priority is P = u · (S₀ + s) · (τ + w): u the job's utility, s the

@@ -3,6 +3,10 @@
 // one directory, one process) and store/valkey (Redis protocol, several
 // hanzod replicas). Both pass the shared suite in store/storetest.
 //
+// The log can be compacted: Compact drops the records up to an index the
+// latest snapshot covers, and the log keeps its numbering (First says where
+// it now starts; reading before it is ErrCompacted).
+//
 // Every write carries a fencing token obtained from Acquire. The store
 // refuses a write whose token is not the newest it issued, atomically with
 // the write itself, so a leader that lost its lease (paused, partitioned,
@@ -28,6 +32,9 @@ var (
 	ErrNoSnapshot = errors.New("store: no snapshot")
 	// ErrInvalid: bad arguments (empty batch, zero token, oversized record).
 	ErrInvalid = errors.New("store: invalid argument")
+	// ErrCompacted: the records asked for were dropped by Compact; the
+	// snapshot covers them.
+	ErrCompacted = errors.New("store: records compacted")
 )
 
 // MaxRecord bounds one record.
@@ -53,10 +60,20 @@ type Store interface {
 	// Append writes recs, which must be numbered Last()+1, Last()+2, …,
 	// all or none, if token is the current one.
 	Append(ctx context.Context, token uint64, recs []Record) error
-	// Read returns up to max records starting at index from (≥ 1).
+	// Read returns up to max records starting at index from (≥ 1). It
+	// fails with ErrCompacted when from is below First.
 	Read(ctx context.Context, from uint64, max int) ([]Record, error)
-	// Last is the index of the last record (0 when empty).
+	// Last is the index of the last record appended (0 when none ever
+	// was; compaction does not change it).
 	Last(ctx context.Context) (uint64, error)
+	// First is the index of the first record kept: 1 until Compact dropped
+	// some, then the index after the last one dropped.
+	First(ctx context.Context) (uint64, error)
+	// Compact drops the records up to and including index through, if
+	// token is current. through must not exceed the latest snapshot's
+	// index (ErrInvalid): every dropped record stays covered by a
+	// snapshot. Compacting below First again does nothing.
+	Compact(ctx context.Context, token, through uint64) error
 	// SaveSnapshot stores the state after record index, if token is current.
 	SaveSnapshot(ctx context.Context, token, index uint64, data []byte) error
 	// LoadSnapshot returns the latest snapshot or ErrNoSnapshot.

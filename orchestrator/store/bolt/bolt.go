@@ -30,7 +30,12 @@ var (
 	keyExpires = []byte("expires") // lease expiry, unix nanoseconds
 	keySnapIdx = []byte("snap_index")
 	keySnap    = []byte("snap")
+	keyCompact = []byte("compacted") // index of the last record Compact dropped
 )
+
+// compactChunk bounds the records one Compact transaction deletes, so a
+// large compaction holds the write lock in short turns.
+const compactChunk = 8192
 
 // Config configures the store.
 type Config struct {
@@ -40,6 +45,10 @@ type Config struct {
 	Now func() time.Time
 	// LockTimeout bounds the wait for another process's file lock.
 	LockTimeout time.Duration
+	// NoSync skips the fsync of each transaction: an acknowledged write
+	// may be lost in a crash of the machine. For tests that compress days
+	// of log into seconds only.
+	NoSync bool
 }
 
 // DefaultConfig returns a config for dir.
@@ -75,7 +84,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	path := filepath.Join(cfg.Dir, "hanzod.db")
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: cfg.LockTimeout})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: cfg.LockTimeout, NoSync: cfg.NoSync})
 	if err != nil {
 		if errors.Is(err, bbolt.ErrTimeout) {
 			return nil, fmt.Errorf("bolt: %s is in use by another process (one hanzod per data directory; use the valkey store for replicas)", path)
@@ -168,9 +177,11 @@ func fence(m *bbolt.Bucket, token uint64) error {
 	return nil
 }
 
-func lastIndex(b *bbolt.Bucket) uint64 {
-	k, _ := b.Cursor().Last()
-	return u64(k)
+// lastIndex is the index of the last record appended: the last key, or
+// the compaction point when every record was dropped.
+func lastIndex(tx *bbolt.Tx) uint64 {
+	k, _ := tx.Bucket(bucketLog).Cursor().Last()
+	return max(u64(k), u64(tx.Bucket(bucketMeta).Get(keyCompact)))
 }
 
 // Append implements store.Store.
@@ -186,7 +197,7 @@ func (s *Store) Append(ctx context.Context, token uint64, recs []store.Record) e
 			return err
 		}
 		b := tx.Bucket(bucketLog)
-		if last := lastIndex(b); recs[0].Index != last+1 {
+		if last := lastIndex(tx); recs[0].Index != last+1 {
 			return fmt.Errorf("%w: append at %d, last is %d", store.ErrConflict, recs[0].Index, last)
 		}
 		b.FillPercent = 1 // keys only grow: pack pages full
@@ -206,6 +217,9 @@ func (s *Store) Read(ctx context.Context, from uint64, max int) ([]store.Record,
 	}
 	var out []store.Record
 	err := s.db.View(func(tx *bbolt.Tx) error {
+		if done := u64(tx.Bucket(bucketMeta).Get(keyCompact)); from <= done {
+			return fmt.Errorf("%w: read from %d, the log starts at %d", store.ErrCompacted, from, done+1)
+		}
 		c := tx.Bucket(bucketLog).Cursor()
 		for k, v := c.Seek(put64(from)); k != nil && len(out) < max; k, v = c.Next() {
 			out = append(out, store.Record{Index: u64(k), Data: append([]byte(nil), v...)})
@@ -219,10 +233,61 @@ func (s *Store) Read(ctx context.Context, from uint64, max int) ([]store.Record,
 func (s *Store) Last(ctx context.Context) (uint64, error) {
 	var last uint64
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		last = lastIndex(tx.Bucket(bucketLog))
+		last = lastIndex(tx)
 		return nil
 	})
 	return last, err
+}
+
+// First implements store.Store.
+func (s *Store) First(ctx context.Context) (uint64, error) {
+	var first uint64
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		first = u64(tx.Bucket(bucketMeta).Get(keyCompact)) + 1
+		return nil
+	})
+	return first, err
+}
+
+// Compact implements store.Store. It deletes in transactions of at most
+// compactChunk records, each moving the compaction point, so a crash
+// midway leaves a log that starts where the last transaction stopped.
+func (s *Store) Compact(ctx context.Context, token, through uint64) error {
+	if token == 0 {
+		return fmt.Errorf("%w: compact needs a token", store.ErrInvalid)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var done bool
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			m := tx.Bucket(bucketMeta)
+			if err := fence(m, token); err != nil {
+				return err
+			}
+			if snap := u64(m.Get(keySnapIdx)); through > snap {
+				return fmt.Errorf("%w: compact through %d beyond the snapshot at %d", store.ErrInvalid, through, snap)
+			}
+			from := u64(m.Get(keyCompact)) + 1
+			if from > through {
+				done = true
+				return nil
+			}
+			upTo := min(through, from+compactChunk-1)
+			c := tx.Bucket(bucketLog).Cursor()
+			for k, _ := c.Seek(put64(from)); k != nil && u64(k) <= upTo; k, _ = c.Seek(put64(from)) {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+			}
+			done = upTo == through
+			return m.Put(keyCompact, put64(upTo))
+		})
+		if err != nil || done {
+			return err
+		}
+	}
 }
 
 // SaveSnapshot implements store.Store.
@@ -235,8 +300,11 @@ func (s *Store) SaveSnapshot(ctx context.Context, token, index uint64, data []by
 		if err := fence(m, token); err != nil {
 			return err
 		}
-		if last := lastIndex(tx.Bucket(bucketLog)); index > last {
+		if last := lastIndex(tx); index > last {
 			return fmt.Errorf("%w: snapshot at %d beyond the log's last record %d", store.ErrInvalid, index, last)
+		}
+		if done := u64(m.Get(keyCompact)); index < done {
+			return fmt.Errorf("%w: snapshot at %d below the compacted log's start %d", store.ErrInvalid, index, done+1)
 		}
 		if err := m.Put(keySnapIdx, put64(index)); err != nil {
 			return err

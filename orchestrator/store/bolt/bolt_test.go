@@ -1,6 +1,8 @@
 package bolt
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -76,5 +78,45 @@ func BenchmarkAppend(b *testing.B) {
 			defer s.Close()
 			storetest.Bench(b, s, batch)
 		})
+	}
+}
+
+// TestCompactInChunks: a compaction larger than one transaction's chunk
+// drops every record it should, and a cancelled one stops at a chunk
+// boundary with a consistent log.
+func TestCompactInChunks(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(DefaultConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tok, err := s.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2*compactChunk + 100
+	recs := make([]store.Record, n)
+	for i := range recs {
+		recs[i] = store.Record{Index: uint64(i + 1), Data: []byte("x")}
+	}
+	if err := s.Append(ctx, tok, recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveSnapshot(ctx, tok, n-10, []byte("snap")); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Compact(cctx, tok, n-10); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled compact: %v", err)
+	}
+	if err := s.Compact(ctx, tok, n-10); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := s.First(ctx)
+	got, err := s.Read(ctx, first, n)
+	if first != n-9 || err != nil || len(got) != 10 || got[0].Index != n-9 {
+		t.Fatalf("after compaction: first %d, %d records from %v, %v", first, len(got), got[0].Index, err)
 	}
 }

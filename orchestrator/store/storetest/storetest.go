@@ -47,6 +47,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"Reopen", testReopen},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"SecondReplica", testSecondReplica},
+		{"Compact", testCompact},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newEnv(t)) })
@@ -355,4 +356,106 @@ func Bench(b *testing.B, s store.Store, batch int) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "events/s")
+}
+
+// testCompact: compaction drops the head of the log up to the snapshot,
+// keeps the numbering (appends continue, Last is unchanged), refuses reads
+// before the new start and compaction beyond the snapshot, is fenced,
+// idempotent, survives a restart, and may drop every record.
+func testCompact(t *testing.T, e *Env) {
+	ctx := context.Background()
+	if first, err := e.Store.First(ctx); err != nil || first != 1 {
+		t.Fatalf("First on an empty store = %d, %v; want 1", first, err)
+	}
+	tok := acquire(t, e.Store, "a", e.TTL)
+	if err := e.Store.Append(ctx, tok, recs(1, 10, "r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.Compact(ctx, tok, 3); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("compact without a snapshot: %v", err)
+	}
+	if err := e.Store.SaveSnapshot(ctx, tok, 6, []byte("state@6")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.Compact(ctx, tok, 7); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("compact beyond the snapshot: %v", err)
+	}
+	if err := e.Store.Compact(ctx, 0, 4); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("compact with token 0: %v", err)
+	}
+	if err := e.Store.Compact(ctx, tok, 4); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s store.Store, first, last uint64) {
+		t.Helper()
+		if got, err := s.First(ctx); err != nil || got != first {
+			t.Fatalf("First = %d, %v; want %d", got, err, first)
+		}
+		if got, err := s.Last(ctx); err != nil || got != last {
+			t.Fatalf("Last = %d, %v; want %d", got, err, last)
+		}
+		for _, from := range []uint64{1, first - 1} {
+			if from == 0 {
+				continue
+			}
+			if _, err := s.Read(ctx, from, 10); !errors.Is(err, store.ErrCompacted) {
+				t.Fatalf("read from %d with the log starting at %d: %v", from, first, err)
+			}
+		}
+		got, err := s.Read(ctx, first, 100)
+		if err != nil || uint64(len(got)) != last-first+1 {
+			t.Fatalf("read from %d: %d records, %v; want %d", first, len(got), err, last-first+1)
+		}
+		for i, r := range got {
+			if want := fmt.Sprintf("r-%d", first+uint64(i)); r.Index != first+uint64(i) || string(r.Data) != want {
+				t.Fatalf("record %d = (%d, %q), want %q", i, r.Index, r.Data, want)
+			}
+		}
+	}
+	check(e.Store, 5, 10)
+	// Again, and below: nothing changes.
+	for _, through := range []uint64{4, 2} {
+		if err := e.Store.Compact(ctx, tok, through); err != nil {
+			t.Fatalf("compact through %d again: %v", through, err)
+		}
+	}
+	check(e.Store, 5, 10)
+	// Appends continue the numbering; a conflicting one is still refused.
+	if err := e.Store.Append(ctx, tok, recs(5, 1, "bad")); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("append over compacted records: %v", err)
+	}
+	if err := e.Store.Append(ctx, tok, recs(11, 2, "r")); err != nil {
+		t.Fatal(err)
+	}
+	check(e.Store, 5, 12)
+	if err := e.Store.SaveSnapshot(ctx, tok, 3, []byte("old")); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("snapshot below the compacted start: %v", err)
+	}
+	// A deposed leader cannot compact.
+	e.Expire(t)
+	tok2 := acquire(t, e.Store, "b", e.TTL)
+	if err := e.Store.Compact(ctx, tok, 5); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("compact with an old token: %v", err)
+	}
+	// Everything up to the last record may go; the log goes on after it.
+	if err := e.Store.SaveSnapshot(ctx, tok2, 12, []byte("state@12")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.Compact(ctx, tok2, 12); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.Store.Read(ctx, 13, 10); err != nil || len(got) != 0 {
+		t.Fatalf("read past the end of an emptied log: %v %v", got, err)
+	}
+	if last, err := e.Store.Last(ctx); err != nil || last != 12 {
+		t.Fatalf("Last of an emptied log = %d, %v; want 12", last, err)
+	}
+	if err := e.Store.Append(ctx, tok2, recs(13, 1, "r")); err != nil {
+		t.Fatal(err)
+	}
+	s := e.Reopen(t)
+	check(s, 13, 13)
+	if idx, data, err := s.LoadSnapshot(ctx); err != nil || idx != 12 || string(data) != "state@12" {
+		t.Fatalf("snapshot after compaction and reopen: %d %q %v", idx, data, err)
+	}
 }

@@ -1,7 +1,8 @@
 // Package valkey is the replicated orchestrator store on Valkey (or any
 // Redis-protocol server with Lua scripting): the event log is a list, the
 // snapshot a hash, the lease a key with a server-side TTL, and the fencing
-// token a counter. Every write is one Lua script that compares the token
+// token a counter; compaction trims the head of the list and counts the
+// records dropped in a key of its own, so indices never change. Every write is one Lua script that compares the token
 // with the newest issued and writes only if they match, atomically on the
 // server, so a deposed leader's writes are refused.
 //
@@ -58,7 +59,8 @@ type Store struct {
 	timeout time.Duration
 	kLease  string // holder, with a PX ttl
 	kToken  string // newest token issued
-	kLog    string // list of records; element i is index i+1
+	kLog    string // list of records; element i is index base+i+1
+	kBase   string // records dropped from the head by Compact (absent: 0)
 	kSnap   string // hash: index, data
 }
 
@@ -75,7 +77,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	c := redis.NewClient(opt)
 	p := "{" + cfg.Prefix + "}:"
-	s := &Store{c: c, timeout: cfg.Timeout, kLease: p + "lease", kToken: p + "token", kLog: p + "log", kSnap: p + "snap"}
+	s := &Store{c: c, timeout: cfg.Timeout, kLease: p + "lease", kToken: p + "token", kLog: p + "log", kBase: p + "base", kSnap: p + "snap"}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -118,7 +120,7 @@ local cur = redis.call('GET', KEYS[1]) or '0'
 if cur ~= ARGV[1] then
   return redis.error_reply('FENCED ' .. cur)
 end
-local n = redis.call('LLEN', KEYS[2])
+local n = redis.call('LLEN', KEYS[2]) + tonumber(redis.call('GET', KEYS[3]) or '0')
 if tostring(n + 1) ~= ARGV[2] then
   return redis.error_reply('CONFLICT ' .. n)
 end
@@ -133,11 +135,51 @@ local cur = redis.call('GET', KEYS[1]) or '0'
 if cur ~= ARGV[1] then
   return redis.error_reply('FENCED ' .. cur)
 end
-if tonumber(ARGV[2]) > redis.call('LLEN', KEYS[2]) then
-  return redis.error_reply('BEYOND ' .. redis.call('LLEN', KEYS[2]))
+local base = tonumber(redis.call('GET', KEYS[4]) or '0')
+local n = redis.call('LLEN', KEYS[2]) + base
+if tonumber(ARGV[2]) > n then
+  return redis.error_reply('BEYOND ' .. n)
+end
+if tonumber(ARGV[2]) < base then
+  return redis.error_reply('BELOW ' .. base)
 end
 redis.call('HSET', KEYS[3], 'index', ARGV[2], 'data', ARGV[3])
 return 0
+`)
+
+// readScript returns the records from index ARGV[1] (at most ARGV[2]),
+// atomically with the compaction point they are numbered from.
+var readScript = redis.NewScript(`
+local base = tonumber(redis.call('GET', KEYS[2]) or '0')
+local from = tonumber(ARGV[1])
+if from <= base then
+  return redis.error_reply('COMPACTED ' .. base)
+end
+return redis.call('LRANGE', KEYS[1], from - 1 - base, from - 2 - base + tonumber(ARGV[2]))
+`)
+
+var lastScript = redis.NewScript(`
+return redis.call('LLEN', KEYS[1]) + tonumber(redis.call('GET', KEYS[2]) or '0')
+`)
+
+// compactScript drops the records up to index ARGV[2] from the head.
+var compactScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1]) or '0'
+if cur ~= ARGV[1] then
+  return redis.error_reply('FENCED ' .. cur)
+end
+local through = tonumber(ARGV[2])
+local snap = tonumber(redis.call('HGET', KEYS[4], 'index') or '0')
+if through > snap then
+  return redis.error_reply('SNAPSHOT ' .. snap)
+end
+local base = tonumber(redis.call('GET', KEYS[3]) or '0')
+if through <= base then
+  return 0
+end
+redis.call('LTRIM', KEYS[2], through - base, -1)
+redis.call('SET', KEYS[3], tostring(through))
+return through - base
 `)
 
 func mapErr(err error) error {
@@ -154,6 +196,12 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %s", store.ErrLeaseHeld, strings.TrimPrefix(msg, "LEASEHELD "))
 	case strings.HasPrefix(msg, "BEYOND"):
 		return fmt.Errorf("%w: snapshot beyond the log's %s records", store.ErrInvalid, strings.TrimPrefix(msg, "BEYOND "))
+	case strings.HasPrefix(msg, "BELOW"):
+		return fmt.Errorf("%w: snapshot below the compacted log's first %s records", store.ErrInvalid, strings.TrimPrefix(msg, "BELOW "))
+	case strings.HasPrefix(msg, "COMPACTED"):
+		return fmt.Errorf("%w: the records up to %s were compacted", store.ErrCompacted, strings.TrimPrefix(msg, "COMPACTED "))
+	case strings.HasPrefix(msg, "SNAPSHOT"):
+		return fmt.Errorf("%w: compact beyond the snapshot at %s", store.ErrInvalid, strings.TrimPrefix(msg, "SNAPSHOT "))
 	}
 	return fmt.Errorf("valkey: %w", err)
 }
@@ -191,7 +239,7 @@ func (s *Store) Append(ctx context.Context, token uint64, recs []store.Record) e
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	return mapErr(appendScript.Run(ctx, s.c, []string{s.kToken, s.kLog}, args...).Err())
+	return mapErr(appendScript.Run(ctx, s.c, []string{s.kToken, s.kLog, s.kBase}, args...).Err())
 }
 
 // Read implements store.Store.
@@ -201,7 +249,12 @@ func (s *Store) Read(ctx context.Context, from uint64, max int) ([]store.Record,
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	vals, err := s.c.LRange(ctx, s.kLog, int64(from-1), int64(from-1)+int64(max)-1).Result()
+	// Past any real log (2^62 records): an empty page, without index
+	// arithmetic that Lua's doubles would round.
+	if from > 1<<62 {
+		return nil, nil
+	}
+	vals, err := readScript.Run(ctx, s.c, []string{s.kLog, s.kBase}, strconv.FormatUint(from, 10), max).StringSlice()
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -216,8 +269,33 @@ func (s *Store) Read(ctx context.Context, from uint64, max int) ([]store.Record,
 func (s *Store) Last(ctx context.Context) (uint64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	n, err := s.c.LLen(ctx, s.kLog).Result()
+	n, err := lastScript.Run(ctx, s.c, []string{s.kLog, s.kBase}).Int64()
 	return uint64(n), mapErr(err)
+}
+
+// First implements store.Store.
+func (s *Store) First(ctx context.Context) (uint64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	base, err := s.c.Get(ctx, s.kBase).Uint64()
+	if errors.Is(err, redis.Nil) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return base + 1, nil
+}
+
+// Compact implements store.Store: one script trims the list's head.
+func (s *Store) Compact(ctx context.Context, token, through uint64) error {
+	if token == 0 {
+		return fmt.Errorf("%w: compact needs a token", store.ErrInvalid)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return mapErr(compactScript.Run(ctx, s.c, []string{s.kToken, s.kLog, s.kBase, s.kSnap},
+		strconv.FormatUint(token, 10), strconv.FormatUint(through, 10)).Err())
 }
 
 // SaveSnapshot implements store.Store.
@@ -227,7 +305,7 @@ func (s *Store) SaveSnapshot(ctx context.Context, token, index uint64, data []by
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	return mapErr(snapshotScript.Run(ctx, s.c, []string{s.kToken, s.kLog, s.kSnap},
+	return mapErr(snapshotScript.Run(ctx, s.c, []string{s.kToken, s.kLog, s.kSnap, s.kBase},
 		strconv.FormatUint(token, 10), strconv.FormatUint(index, 10), data).Err())
 }
 
