@@ -94,7 +94,9 @@ type Config struct {
 	ArtifactsAddr string
 	// PlainRing switches the ring's TLS off; allowed on loopback only.
 	PlainRing bool
-	// RingStreams is the number of TCP streams per ring link (default 1).
+	// RingStreams is the number of TCP streams to the ring successor; 0
+	// (the default) chooses it per link from the round trip measured when
+	// the link connects (tcp.AutoStreams).
 	RingStreams int
 
 	// DataDir, when set, keeps the delta sequence counter and every
@@ -149,7 +151,7 @@ type Config struct {
 // loopback listen addresses.
 func DefaultConfig() Config {
 	return Config{
-		ListenAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0", RingStreams: 1, Threads: 1,
+		ListenAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0", Threads: 1,
 		Heartbeat: DefaultHeartbeat, MinGap: DefaultMinGap, MaxBackoff: 30 * time.Second,
 		RingTimeout: ring.DefaultTimeout, ProbeBytes: DefaultProbeBytes, ProbeTimeout: DefaultProbeTimeout,
 	}
@@ -169,9 +171,6 @@ func (c *Config) Validate() error {
 	}
 	if c.ProbeAddr == "" {
 		c.ProbeAddr = d.ProbeAddr
-	}
-	if c.RingStreams == 0 {
-		c.RingStreams = d.RingStreams
 	}
 	if c.Threads == 0 {
 		c.Threads = d.Threads

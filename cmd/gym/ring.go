@@ -195,7 +195,7 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 	f.BoolVar(&cfg.Auth, "auth", true, "sign and verify every segment")
 	f.BoolVar(&cfg.TLS, "tls", true, "TLS 1.3 between nodes (false: plain TCP, loopback only)")
 	f.StringVar(&cfg.Wire, "wire", "fp32", "element type on the wire: fp32 or bf16")
-	f.IntVar(&cfg.Streams, "streams", 1, "parallel TCP streams per link")
+	f.IntVar(&cfg.Streams, "streams", 0, "parallel TCP streams per link (0: chosen per link from its measured round trip)")
 	f.IntVar(&cfg.SocketBuffer, "sockbuf", 0, "SO_RCVBUF and SO_SNDBUF in bytes (0: OS default)")
 	f.IntVar(&cfg.SegmentBytes, "segment", 0, "largest signed segment in bytes (0: 1 MiB)")
 	f.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "neighbour silence timeout")

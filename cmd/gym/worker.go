@@ -128,7 +128,7 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringVar(&cfg.ProbeAddr, "probe-listen", cfg.ProbeAddr, "bandwidth probe listen address HOST:PORT (port 0 picks one)")
 	f.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host to register instead of the listen addresses' (for a wildcard --listen)")
 	f.BoolVar(&o.tls, "ring-tls", true, "TLS 1.3 on ring links (false: plain TCP, loopback only)")
-	f.IntVar(&cfg.RingStreams, "ring-streams", cfg.RingStreams, "parallel TCP streams per ring link (all ring members must agree)")
+	f.IntVar(&cfg.RingStreams, "ring-streams", cfg.RingStreams, "parallel TCP streams to the ring successor (0: chosen per link from its measured round trip; each member chooses for the link it dials)")
 	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "training threads (only changes the speed)")
 	f.DurationVar(&o.heartbeat, "heartbeat", worker.DefaultHeartbeat, "heartbeat interval (at least 1s: hanzod refuses faster ones)")
 	f.DurationVar(&o.ringTimeout, "ring-timeout", cfg.RingTimeout, "how long a ring neighbour may stay silent")

@@ -29,7 +29,6 @@ const rawChunk = 1 << 20
 
 // rawNode is Node for the raw TCP ring.
 func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Reader, stdout io.Writer) error {
-	streams := max(cfg.Streams, 1)
 	lc := net.ListenConfig{Control: tcp.SocketBuffers(cfg.SocketBuffer, cfg.SocketBuffer)}
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
@@ -42,10 +41,11 @@ func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Re
 		return err
 	}
 	succ := o.Addrs[(rank+1)%cfg.Nodes]
-	out, inc, err := rawConnect(ctx, ln, succ, streams, cfg.SocketBuffer, cfg.Timeout)
+	out, inc, err := rawConnect(ctx, ln, succ, cfg.Streams, cfg.SocketBuffer, cfg.Timeout)
 	if err != nil {
 		return err
 	}
+	streams := len(inc)
 	if cfg.RawTLS {
 		if err := rawTLS(ctx, out, inc); err != nil {
 			return err
@@ -83,6 +83,7 @@ func rawNode(ctx context.Context, cfg Config, rank int, host string, stdin io.Re
 			got, err = rawTransfer(out, inc, send, recv, total)
 			return err
 		}, func() bool { return got == total })
+		rep.Streams = len(out)
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
@@ -123,8 +124,10 @@ func rawTLS(ctx context.Context, out, in []net.Conn) error {
 	return errors.Join(errs...)
 }
 
-// rawConnect dials streams connections to the successor and accepts as
-// many from the predecessor, ordered by the stream index each dialer sends.
+// rawConnect dials streams connections to the successor (0: as many as
+// the ring's transport would choose for the link, tcp.LinkStreams) and
+// accepts what the predecessor announces, ordered by the stream index and
+// count each dialer sends.
 func rawConnect(ctx context.Context, ln net.Listener, succ string, streams, sockbuf int, timeout time.Duration) (out, in []net.Conn, err error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -132,24 +135,26 @@ func rawConnect(ctx context.Context, ln net.Listener, succ string, streams, sock
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	accepted := make(chan error, 1)
-	in = make([]net.Conn, streams)
 	go func() {
-		for range streams {
+		for k := 0; k == 0 || k < len(in); k++ {
 			c, err := ln.Accept()
 			if err != nil {
 				accepted <- err
 				return
 			}
-			var idx [2]byte
+			var h [4]byte // stream index, stream count
 			c.SetReadDeadline(time.Now().Add(timeout))
-			if _, err := io.ReadFull(c, idx[:]); err != nil {
+			if _, err := io.ReadFull(c, h[:]); err != nil {
 				accepted <- err
 				return
 			}
 			c.SetReadDeadline(time.Time{})
-			i := int(binary.LittleEndian.Uint16(idx[:]))
-			if i >= streams || in[i] != nil {
-				accepted <- fmt.Errorf("ringbench: bad stream index %d", i)
+			i, n := int(binary.LittleEndian.Uint16(h[:])), int(binary.LittleEndian.Uint16(h[2:]))
+			if in == nil && n >= 1 && n <= 64 {
+				in = make([]net.Conn, n)
+			}
+			if n != len(in) || i >= n || in[i] != nil {
+				accepted <- fmt.Errorf("ringbench: bad stream %d of %d", i, n)
 				return
 			}
 			in[i] = c
@@ -157,9 +162,11 @@ func rawConnect(ctx context.Context, ln net.Listener, succ string, streams, sock
 		accepted <- nil
 	}()
 	d := net.Dialer{Control: tcp.SocketBuffers(sockbuf, sockbuf)}
-	for i := range streams {
+	for i := 0; i == 0 || i < streams; i++ {
 		var c net.Conn
+		var start time.Time
 		for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+			start = time.Now()
 			if c, err = d.DialContext(ctx, "tcp", succ); err == nil || ctx.Err() != nil {
 				break
 			}
@@ -168,9 +175,13 @@ func rawConnect(ctx context.Context, ln net.Listener, succ string, streams, sock
 		if err != nil {
 			return nil, nil, fmt.Errorf("ringbench: raw tcp: dial %s: %w", succ, err)
 		}
-		var idx [2]byte
-		binary.LittleEndian.PutUint16(idx[:], uint16(i))
-		if _, err := c.Write(idx[:]); err != nil {
+		if streams == 0 {
+			streams = tcp.LinkStreams(c, time.Since(start), 125e6, sockbuf)
+		}
+		var h [4]byte
+		binary.LittleEndian.PutUint16(h[:], uint16(i))
+		binary.LittleEndian.PutUint16(h[2:], uint16(streams))
+		if _, err := c.Write(h[:]); err != nil {
 			return nil, nil, err
 		}
 		out = append(out, c)

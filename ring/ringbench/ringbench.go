@@ -125,6 +125,7 @@ type order struct {
 
 type sizeReport struct {
 	Bytes   int64     `json:"bytes"`
+	Streams int       `json:"streams"` // the node's streams to its successor
 	Seconds []float64 `json:"seconds"`
 	Correct bool      `json:"correct"`
 	Err     string    `json:"err,omitempty"`
@@ -217,7 +218,7 @@ func Run(ctx context.Context, cfg Config, start func(rank int) *exec.Cmd) ([]Res
 		if err != nil {
 			return results, err
 		}
-		res.Impl, res.Auth, res.TLS, res.Wire, res.Streams = "go-ring", cfg.Auth, cfg.TLS, cfg.Wire, max(cfg.Streams, 1)
+		res.Impl, res.Auth, res.TLS, res.Wire = "go-ring", cfg.Auth, cfg.TLS, cfg.Wire
 		res.InPlace, res.SocketBuffer = cfg.InPlace, cfg.SocketBuffer
 		if cfg.Raw {
 			res.Impl, res.Auth, res.TLS, res.Wire, res.InPlace = "tcp", false, cfg.RawTLS, "raw", false
@@ -244,6 +245,7 @@ func aggregate(cfg Config, size int64, reps []sizeReport) (Result, error) {
 				r, len(rep.Seconds), rep.Bytes, cfg.Iters, size)
 		}
 		res.Correct = res.Correct && rep.Correct
+		res.Streams = max(res.Streams, rep.Streams)
 		for i, s := range rep.Seconds {
 			times[i] = max(times[i], s)
 		}
@@ -432,6 +434,7 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 		}, func() bool {
 			return slices.Equal(buf, want) && (cfg.InPlace || unchanged(rank, orig))
 		})
+		rep.Streams = tr.Streams()
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}

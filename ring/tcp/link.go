@@ -114,7 +114,8 @@ func (t *Transport) drop(k slotKey, sl *slot) {
 // dial opens every stream to the successor, retrying refused connections
 // until ctx ends (the successor may not be listening yet).
 func (t *Transport) dial(ctx context.Context, s ring.LinkSpec) (*outConn, error) {
-	conns := make([]net.Conn, 0, t.o.Streams)
+	n := t.o.Streams // 0: chosen when the first stream connects
+	conns := make([]net.Conn, 0, max(n, 1))
 	fail := func(err error) (*outConn, error) {
 		for _, c := range conns {
 			c.Close()
@@ -122,12 +123,12 @@ func (t *Transport) dial(ctx context.Context, s ring.LinkSpec) (*outConn, error)
 		return nil, err
 	}
 	d := net.Dialer{Control: SocketBuffers(t.o.ReadBuffer, t.o.WriteBuffer)}
-	for i := range t.o.Streams {
+	for i := 0; i == 0 || i < n; i++ {
 		var c net.Conn
 		var err error
 	retry:
 		for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
-			c, err = t.dialOne(ctx, &d, s, i)
+			c, err = t.dialOne(ctx, &d, s, i, &n)
 			if err == nil || ctx.Err() != nil || errors.Is(err, ErrPeerKey) {
 				break
 			}
@@ -145,13 +146,22 @@ func (t *Transport) dial(ctx context.Context, s ring.LinkSpec) (*outConn, error)
 		}
 		conns = append(conns, c)
 	}
+	t.last.Store(int32(n))
 	return &outConn{conns: conns, bufs: make([]net.Buffers, len(conns))}, nil
 }
 
-func (t *Transport) dialOne(ctx context.Context, d *net.Dialer, s ring.LinkSpec, stream int) (net.Conn, error) {
+// dialOne opens stream of the link to the successor. When *streams is 0
+// (chosen per link), the first stream's TCP handshake gives the round trip
+// (the kernel's estimate; the dial's duration where there is none) and
+// sets it.
+func (t *Transport) dialOne(ctx context.Context, d *net.Dialer, s ring.LinkSpec, stream int, streams *int) (net.Conn, error) {
+	start := time.Now()
 	c, err := d.DialContext(ctx, "tcp", s.Succ.Addr)
 	if err != nil {
 		return nil, err
+	}
+	if *streams == 0 {
+		*streams = LinkStreams(c, time.Since(start), t.o.LinkRate, t.o.WriteBuffer)
 	}
 	if !t.o.Plain {
 		want := s.Succ.PublicKey
@@ -188,7 +198,7 @@ func (t *Transport) dialOne(ctx context.Context, d *net.Dialer, s ring.LinkSpec,
 	binary.LittleEndian.PutUint32(h[36:], uint32(s.Self))
 	binary.LittleEndian.PutUint32(h[40:], uint32(s.SuccIdx))
 	binary.LittleEndian.PutUint16(h[44:], uint16(stream))
-	binary.LittleEndian.PutUint16(h[46:], uint16(t.o.Streams))
+	binary.LittleEndian.PutUint16(h[46:], uint16(*streams))
 	copy(h[48:80], s.Me.PublicKey)
 	c.SetWriteDeadline(time.Now().Add(t.o.HandshakeTimeout))
 	if _, err := c.Write(h[:]); err != nil {

@@ -10,7 +10,10 @@
 //
 // A link may use several parallel streams (frames are spread round-robin;
 // the ring accepts segments in any order), and socket buffer sizes can be
-// set, which is what long fat links need.
+// set, which is what long fat links need. By default the dialing side
+// chooses the number of streams of each link when it connects, from the
+// round trip its TCP handshake took (see AutoStreams); the listening side
+// takes the number each link's hello announces.
 package tcp
 
 import (
@@ -27,6 +30,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,9 +53,15 @@ type Options struct {
 	ListenAddr string // host:port; port 0 picks one
 	// Plain disables TLS. Only loopback addresses may then be used.
 	Plain bool
-	// Streams is the number of parallel TCP connections per link (default 1).
-	// Both ends of a link must use the same value.
+	// Streams is the number of parallel TCP connections this node opens
+	// to its successor; 0 (the default) chooses it per link from the
+	// measured round trip (AutoStreams). Links from the predecessor use
+	// the number it announces.
 	Streams int
+	// LinkRate is the rate, in bytes per second, a link is assumed to
+	// carry when choosing streams (default 125e6: 1 Gbit/s). A link's
+	// measured bandwidth, when the caller knows it, is a better value.
+	LinkRate float64
 	// ReadBuffer and WriteBuffer set SO_RCVBUF and SO_SNDBUF (0: OS default).
 	ReadBuffer, WriteBuffer int
 	// HandshakeTimeout bounds TLS handshake and hello (default 10 s).
@@ -62,6 +72,10 @@ const (
 	helloMagic = "ZGRH"
 	helloSize  = 4 + 32 + 4 + 4 + 2 + 2 + 32
 	maxStreams = 64
+	// MaxAutoStreams caps the streams AutoStreams chooses: each adds a TLS
+	// connection and a reader goroutine, and past a link's bandwidth-delay
+	// product more streams only cost CPU (docs/ring.md).
+	MaxAutoStreams = 8
 	slotTTL    = 5 * time.Minute
 	// maxSlots bounds the links parked for configurations this node has
 	// not claimed (yet): anyone with a certificate can open one, so
@@ -79,8 +93,8 @@ type slotKey struct {
 }
 
 type slot struct {
-	awaited bool // a Connect waits for it
-	conns   []net.Conn
+	awaited bool       // a Connect waits for it
+	conns   []net.Conn // sized by the first hello that arrives
 	have    int
 	ready   chan struct{}
 	created time.Time
@@ -89,6 +103,7 @@ type slot struct {
 // Transport listens for this node's predecessors and dials successors.
 type Transport struct {
 	o      Options
+	last   atomic.Int32 // streams of the last link dialed
 	ln     net.Listener
 	cert   tls.Certificate
 	mu     sync.Mutex
@@ -103,11 +118,14 @@ func Listen(o Options) (*Transport, error) {
 	if len(o.Key) != ed25519.PrivateKeySize {
 		return nil, errors.New("tcp: no node key")
 	}
-	if o.Streams == 0 {
-		o.Streams = 1
+	if o.Streams < 0 || o.Streams > maxStreams {
+		return nil, fmt.Errorf("tcp: %d streams, want 1..%d or 0 (chosen per link)", o.Streams, maxStreams)
 	}
-	if o.Streams < 1 || o.Streams > maxStreams {
-		return nil, fmt.Errorf("tcp: %d streams, want 1..%d", o.Streams, maxStreams)
+	if o.LinkRate == 0 {
+		o.LinkRate = 125e6
+	}
+	if !(o.LinkRate > 0) {
+		return nil, fmt.Errorf("tcp: link rate %v bytes/s, want > 0", o.LinkRate)
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second
@@ -288,8 +306,8 @@ func (t *Transport) admit(c net.Conn) error {
 	stream := int(binary.LittleEndian.Uint16(h[44:]))
 	streams := int(binary.LittleEndian.Uint16(h[46:]))
 	copy(k.pub[:], h[48:80])
-	if streams != t.o.Streams || stream >= streams {
-		return fmt.Errorf("%w: stream %d of %d, this node uses %d", ErrHello, stream, streams, t.o.Streams)
+	if streams < 1 || streams > maxStreams || stream >= streams {
+		return fmt.Errorf("%w: stream %d of %d (at most %d)", ErrHello, stream, streams, maxStreams)
 	}
 	if tlsKey != nil && string(tlsKey) != string(k.pub[:]) {
 		return fmt.Errorf("%w: hello key differs from the certificate", ErrPeerKey)
@@ -307,6 +325,12 @@ func (t *Transport) admit(c net.Conn) error {
 		t.evictLocked(maxSlots - 1)
 	}
 	s := t.slotLocked(k)
+	if s.conns == nil {
+		s.conns = make([]net.Conn, streams)
+	}
+	if len(s.conns) != streams {
+		return fmt.Errorf("%w: stream %d announces %d streams, the link's first %d", ErrHello, stream, streams, len(s.conns))
+	}
 	if s.conns[stream] != nil {
 		return fmt.Errorf("%w: stream %d twice", ErrHello, stream)
 	}
@@ -322,7 +346,7 @@ func (t *Transport) slotLocked(k slotKey) *slot {
 	s := t.slots[k]
 	if s == nil {
 		t.pruneLocked()
-		s = &slot{conns: make([]net.Conn, t.o.Streams), ready: make(chan struct{}), created: time.Now()}
+		s = &slot{ready: make(chan struct{}), created: time.Now()}
 		t.slots[k] = s
 	}
 	return s
