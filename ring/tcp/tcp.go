@@ -76,7 +76,7 @@ const (
 	// connection and a reader goroutine, and past a link's bandwidth-delay
 	// product more streams only cost CPU (docs/ring.md).
 	MaxAutoStreams = 8
-	slotTTL    = 5 * time.Minute
+	slotTTL        = 5 * time.Minute
 	// maxSlots bounds the links parked for configurations this node has
 	// not claimed (yet): anyone with a certificate can open one, so
 	// without a bound strangers could hold memory and descriptors for
