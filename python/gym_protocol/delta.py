@@ -837,6 +837,8 @@ class DeltaWriter:
         self._names: set[str] = set()
         self.info: DeltaInfo | None = None
         self.metadata: dict[str, Any] | None = None
+        self._store: Path | None = None
+        self._store_key: Path | None = None
 
     def add_tensor(self, name: str, tensor: Any, dtype: str | int | None = None) -> None:
         """Adds a tensor: a torch tensor, a numpy array or a :class:`Tensor`.
@@ -886,6 +888,9 @@ class DeltaWriter:
             meta = delta.delta_metadata()
             if key is None and self.signing_key is None:
                 key = getattr(delta, "key_path", None)
+            # upload_ipfs goes to the store of the worker the delta came from
+            self._store = getattr(delta, "store_dir", None)
+            self._store_key = getattr(delta, "key_path", None)
         else:
             meta = delta
         sk = load_key(key if key is not None else self.signing_key)
@@ -946,6 +951,10 @@ class DeltaWriter:
 
         if self.info is None:
             raise RuntimeError("write_delta first: nothing written yet")
-        k = key if key is not None else (self.signing_key if isinstance(self.signing_key, (str, os.PathLike)) else None)
-        return publish_artifact(self.path, store=store, key=k, gym=gym)
+        if store is None:
+            store = self._store
+        if key is None:
+            key = self._store_key if self._store_key is not None else (
+                self.signing_key if isinstance(self.signing_key, (str, os.PathLike)) else None)
+        return publish_artifact(self.path, store=store, key=key, gym=gym)
 
