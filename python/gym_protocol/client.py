@@ -209,13 +209,19 @@ class _Events:
 
     def _read(self, stream: Any, tee: Path | None, follow_file: bool) -> None:
         out = open(tee, "a", encoding="utf-8") if tee else None
+        partial = ""
         try:
             while not self._stop.is_set():
                 line = stream.readline()
-                if not line:
-                    if follow_file:
-                        time.sleep(0.1)
+                if follow_file:
+                    if not line:
+                        time.sleep(0.05)
                         continue
+                    if not line.endswith("\n"):
+                        partial += line  # the writer is mid-line: wait for the rest
+                        continue
+                    line, partial = partial + line, ""
+                elif not line:
                     break
                 if out:
                     out.write(line)

@@ -59,8 +59,11 @@ def append_later(path: pathlib.Path, lines: list[str]) -> threading.Thread:
     def run() -> None:
         time.sleep(0.3)
         with open(path, "a") as f:
-            for line in lines:
-                f.write(line)
+            for line in lines:  # each line in two writes: a reader may see half a line
+                f.write(line[:10])
+                f.flush()
+                time.sleep(0.01)
+                f.write(line[10:])
                 f.flush()
     t = threading.Thread(target=run)
     t.start()
