@@ -550,35 +550,49 @@ class _Frame:
         return self.p.buf[self.start:self.p.pos]
 
 
+_CHUNK = 16 << 20  # decoded bytes asked of a decoder at once: buffers grow as bytes arrive
+
+
 def _decode(kind: int, frame: memoryview, want: int) -> bytes:
-    """Decodes one whole frame into at most want+1 bytes; exactly want or an error."""
+    """Decodes one whole frame: exactly ``want`` bytes or an error, never more than want+1 decoded.
+
+    Output is taken in chunks of at most 16 MiB, so memory follows what the
+    frame really holds, not what its shape declares.
+    """
+    parts: list[bytes] = []
+    got = 0
     try:
         if kind == 1:
             d = lz4.frame.LZ4FrameDecompressor()
-            out = d.decompress(bytes(frame), max_length=want + 1)
-            if len(out) > want:
-                raise SizeError(f"frame decodes to more than the {want} bytes the shape needs")
-            if not d.eof or d.unused_data:
+            data = bytes(frame)
+            while got <= want:
+                chunk = d.decompress(data, max_length=min(_CHUNK, want + 1 - got))
+                data = b""
+                parts.append(chunk)
+                got += len(chunk)
+                if d.eof or (not chunk and d.needs_input):
+                    break
+            if got <= want and not d.eof:
+                raise FrameError("LZ4 frame ends before its end mark")
+            if d.unused_data:
                 raise FrameError("LZ4 frame does not end where its structure does")
         else:
             r = zstandard.ZstdDecompressor().stream_reader(bytes(frame), read_across_frames=False)
-            parts, got = [], 0
             while got <= want:
-                chunk = r.read(want + 1 - got)
+                chunk = r.read(min(_CHUNK, want + 1 - got))
                 if not chunk:
                     break
                 parts.append(chunk)
                 got += len(chunk)
-            out = b"".join(parts)
-            if len(out) > want:
-                raise SizeError(f"frame decodes to more than the {want} bytes the shape needs")
     except DeltaError:
         raise
     except Exception as e:  # the codecs' own errors: corrupt blocks, bad checksums
         raise FrameError(f"decoder: {e}") from None
-    if len(out) != want:
-        raise SizeError(f"frame decodes to {len(out)} bytes, shape needs {want}")
-    return bytes(out)
+    if got > want:
+        raise SizeError(f"frame decodes to more than the {want} bytes the shape needs")
+    if got != want:
+        raise SizeError(f"frame decodes to {got} bytes, shape needs {want}")
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _parse_header(b: bytes | memoryview) -> tuple[int, int]:

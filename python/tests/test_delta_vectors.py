@@ -250,3 +250,58 @@ def test_hostile_mutants(gym: pathlib.Path, tmp_path: pathlib.Path) -> None:
             disagree.append((p.name, ok, r.stdout + r.stderr))
     assert not disagree, disagree[:5]
     assert sum(ok for _, ok in files) >= 5, "too few re-signed mutants stayed valid to compare acceptance"
+
+
+BOMB_SCRIPT = r"""
+import struct, sys, time, hashlib, tracemalloc
+import zstandard
+from gym_protocol import delta as gd
+from gym_protocol.keys import SigningKey
+
+def signed(payload, compression):
+    key = SigningKey.from_seed(bytes(range(32)))
+    header = b"DELTA" + bytes([1, compression, 1]) + hashlib.sha3_256(payload).digest()[:16]
+    return header + payload + key.sign(hashlib.sha3_256(header + payload).digest()) + key.public_key
+
+def entry(name, dtype, shape, data):
+    n = name.encode()
+    return struct.pack("<I", len(n)) + n + bytes([dtype, len(shape)]) + struct.pack(f"<{len(shape)}Q", *shape) + data
+
+files = {
+    # 3 GiB declared, 1 KB present
+    "declared": signed(entry("w", 0, [768 << 20], b"\0" * 1024), 0),
+    # a 2 GiB tensor of zeros in one Zstandard frame (RLE blocks): decodes only as far as it must
+    "zeros": signed(entry("w", 0, [512 << 20], zstandard.ZstdCompressor(level=3, write_content_size=False)
+                          .compress(b"\0" * (64 << 20))), 2),
+    # 64 MiB of zeros in a frame for a 10-byte tensor
+    "bomb": open(sys.argv[1], "rb").read(),
+}
+tracemalloc.start()
+for name, b in files.items():
+    t0 = time.perf_counter()
+    try:
+        gd.parse_delta(b)
+        print(name, "accepted")
+        sys.exit(1)
+    except gd.DeltaError as e:
+        print(name, type(e).__name__, round(time.perf_counter() - t0, 3))
+    print(name + "_peak_kib", tracemalloc.get_traced_memory()[1] >> 10)
+    tracemalloc.reset_peak()
+"""
+
+
+def test_bombs_bounded(tmp_path: pathlib.Path) -> None:
+    """Declared sizes and compressed bombs are refused without the memory they claim."""
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", BOMB_SCRIPT, VECTORS / "bad-zstd-bomb.delta"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert lines["declared"].startswith("TruncatedError")
+    assert lines["zeros"].startswith("SizeError")  # 64 MiB of zeros where 2 GiB are declared
+    assert lines["bomb"].startswith("SizeError")
+    # memory follows what the frames hold (64 MiB of zeros, kept twice while joined), never what they declare
+    assert int(lines["declared_peak_kib"]) < 1 << 10, r.stdout
+    assert int(lines["zeros_peak_kib"]) < 160 << 10, r.stdout
+    assert int(lines["bomb_peak_kib"]) < 1 << 10, r.stdout
