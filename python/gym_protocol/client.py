@@ -292,7 +292,6 @@ class GSPOTrainer:
         self.node: str = ""
         self.job: str | None = None
         self._epochs_seen: set[tuple[str, int]] = set()
-        self._pending: list[dict[str, Any]] = []
         self._done: dict[str, Any] | None = None
         if attach is not None:
             # Only what happens from now on: the node is the data directory's key.
@@ -390,12 +389,10 @@ class GSPOTrainer:
         deadline = time.monotonic() + timeout
         steps: list[dict[str, Any]] = []
         subs: list[dict[str, Any]] = []
-        # events seen while waiting for an earlier epoch come first
-        backlog, self._pending = self._pending, []
         while True:
-            if self._done is not None and not backlog:
+            if self._done is not None:
                 raise JobFinished(f"job {self._done.get('job')} ended ({self._done.get('state')}): no next epoch")
-            ev = backlog.pop(0) if backlog else self._next(deadline, "the end of an epoch")
+            ev = self._next(deadline, "the end of an epoch")
             kind, job = ev.get("kind"), ev.get("job")
             if self.job is not None and job and job != self.job:
                 continue
@@ -450,7 +447,8 @@ class GSPOTrainer:
                 else:
                     tensors[t.name] = v
         return EpochDelta(
-            job=job, epoch=epoch, node=self.node, key_path=self.key_path, store_dir=self.store_dir, files=files, digests=digests,
+            job=job, epoch=epoch, node=self.node, key_path=self.key_path, store_dir=self.store_dir, files=files,
+            digests=digests,
             tensors={k: v.astype(np.float32) for k, v in tensors.items()},
             rewards=[float(s.get("reward", 0.0)) for s in steps], losses=[float(s.get("loss", 0.0)) for s in steps],
             verdicts=[s.get("verdict", "") for s in subs], samples=samples,
