@@ -503,6 +503,16 @@ class GSPOTrainer:
             raise GymError(f"the epoch record lists sync deltas this worker does not hold: {missing}")
         return [found[d] for d in want]
 
+    def balance(self) -> dict[str, Any]:
+        """The node's ledger account at hanzod (``gym ledger balance --json``): free, bonded, unbonding
+        (micro-GYM), banned, slashes.
+
+        Rewards need no claim here (the seeds' ``claim_rewards``): hanzod pays
+        each epoch's into the accounts of the nodes that earned them.
+        """
+        r = _run([self.gym, *self._orch(), "ledger", "balance", "--json", self.node], "reading the balance")
+        return json.loads(r.stdout)
+
     # -- lifetime
 
     def close(self, timeout: float = 10) -> None:

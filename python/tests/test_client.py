@@ -61,6 +61,13 @@ def test_python_client_example(gym: pathlib.Path, cluster, tmp_path: pathlib.Pat
             want = sum(gd.read_delta(p).tensor(t.name).numpy().astype(np.float64) for p in syncs)
             np.testing.assert_allclose(t.numpy(), want.astype(np.float32), rtol=0, atol=0)
         assert np.abs(d.tensors[0].numpy()).max() > 0
+    # the node's account, through the client: staked as the fixture staked it
+    from gym_protocol.client import GSPOTrainer
+
+    tr = GSPOTrainer(data_dir=data, attach=data / "events.jsonl", orchestrator_url=cluster.addr, gym=gym)
+    acct = tr.balance()
+    tr.close()
+    assert acct["account"] == node and acct["bonded"] >= 10000 * 10**6 and not acct["banned"], acct
     # the CID names the file in the worker's store: gym submits it by CID
     out = subprocess.run([gym, "--orchestrator", cluster.addr, "delta", "submit", "--json", "--store", data / "artifacts",
                           epochs[0]["cid"]], capture_output=True, text=True)
