@@ -261,6 +261,12 @@ func TestVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if _, err := Verify(context.Background(), bytes.NewReader(f), Limits{}); err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if _, err := Open(context.Background(), bytes.NewReader(f), int64(len(f)), Limits{}); err != nil {
+				t.Fatalf("Open: %v", err)
+			}
 			if hex.EncodeToString(d.Info.PublicKey) != m.Pubkey || d.Info.Header.Compression.String() != v.Compression || int(d.Info.Header.Flags) != v.Flags {
 				t.Fatalf("key %x, compression %s, flags %d", []byte(d.Info.PublicKey), d.Info.Header.Compression, d.Info.Header.Flags)
 			}
@@ -319,6 +325,13 @@ func TestVectors(t *testing.T) {
 			}
 			if _, err := Read(context.Background(), bytes.NewReader(f), Limits{}); !errors.Is(err, want) {
 				t.Fatalf("%s: got %v, want %v", v.What, err, want)
+			}
+			// The other full readers agree.
+			if _, err := Verify(context.Background(), bytes.NewReader(f), Limits{}); !errors.Is(err, want) {
+				t.Fatalf("%s: Verify got %v, want %v", v.What, err, want)
+			}
+			if _, err := Open(context.Background(), bytes.NewReader(f), int64(len(f)), Limits{}); err == nil {
+				t.Fatalf("%s: Open accepted it", v.What)
 			}
 		})
 	}
