@@ -144,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         return int(a.func(a))
+    except BrokenPipeError:  # the reader of our output went away (| head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (gd.DeltaError, OSError, ValueError) as e:
         print(f"gym_protocol: {e}", file=sys.stderr)
         return 1

@@ -305,3 +305,15 @@ def test_bombs_bounded(tmp_path: pathlib.Path) -> None:
     assert int(lines["declared_peak_kib"]) < 1 << 10, r.stdout
     assert int(lines["zeros_peak_kib"]) < 160 << 10, r.stdout
     assert int(lines["bomb_peak_kib"]) < 1 << 10, r.stdout
+
+
+@pytest.mark.parametrize("name", ["seed-none.delta", "seed-lz4.delta", "seed-zstd.delta", "python-lz4-linked.delta"])
+def test_seed_writer_files(gym: pathlib.Path, name: str) -> None:
+    """Files of the seed's reference writer (lz4.frame.compress defaults: linked 64 KiB blocks) read as Go reads them."""
+    path = REPO / "delta" / "testdata" / name
+    d = gd.read_delta(path)
+    info = json.loads(subprocess.run([gym, "delta", "inspect", "--json", path], check=True, capture_output=True,
+                                     text=True).stdout)
+    assert info["valid"] and info["pubkey"] == d.pubkey_hex and info["compression"] == d.compression
+    assert [(t["name"], list(t["shape"])) for t in info["tensors"] if t["name"] != gd.METADATA_NAME] == \
+        [(t.name, list(t.shape)) for t in d.tensors]
