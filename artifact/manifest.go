@@ -33,6 +33,10 @@ const (
 	KindCheckpoint   Kind = "checkpoint"
 	KindBaseModel    Kind = "base-model"
 	KindDatasetShard Kind = "dataset-shard"
+	// KindDelta is a signed delta file (docs/delta-format.md) a node
+	// publishes so that others can fetch it by CID (gym_protocol's
+	// DeltaWriter.upload_ipfs).
+	KindDelta Kind = "delta"
 )
 
 // ManifestFormat is the current value of Manifest.Format.
@@ -87,7 +91,7 @@ func (m *Manifest) Validate() error {
 	switch {
 	case m.Format != ManifestFormat:
 		return fmt.Errorf("%w: format %d, want %d", ErrManifest, m.Format, ManifestFormat)
-	case m.Kind != KindCheckpoint && m.Kind != KindBaseModel && m.Kind != KindDatasetShard:
+	case m.Kind != KindCheckpoint && m.Kind != KindBaseModel && m.Kind != KindDatasetShard && m.Kind != KindDelta:
 		return fmt.Errorf("%w: kind %q", ErrManifest, m.Kind)
 	case !nameRE.MatchString(m.Name):
 		return fmt.Errorf("%w: name %q", ErrManifest, m.Name)

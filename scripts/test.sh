@@ -37,6 +37,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r python/requirements-test.txt
   echo "$want" > "$stamp"
 fi
+# This checkout's gym_protocol package, editable (so tests import the code
+# under test), without dependencies: the pins above are its dependencies,
+# and pip check proves they satisfy python/pyproject.toml's ranges.
+if ! "$venv/bin/python" -c 'import gym_protocol, pathlib, sys; sys.exit(pathlib.Path(gym_protocol.__file__).resolve().parents[1] != pathlib.Path("python").resolve())' 2>/dev/null; then
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e ./python
+fi
+"$venv/bin/pip" check --disable-pip-version-check
 export GYM_PYTHON="$PWD/$venv/bin/python"
 
 # Tests that need Python or redis-server fail instead of skipping when it is

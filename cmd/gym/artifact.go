@@ -120,7 +120,7 @@ func newArtifactPublish() *cobra.Command {
 	}
 	sf.add(cmd, "store", "store directory (created if missing)")
 	cmd.Flags().StringVar(&keyPath, "key", "", "node key that signs the manifest (required)")
-	cmd.Flags().StringVar(&kind, "kind", string(artifact.KindCheckpoint), "checkpoint, base-model or dataset-shard")
+	cmd.Flags().StringVar(&kind, "kind", string(artifact.KindCheckpoint), "checkpoint, base-model, dataset-shard or delta")
 	cmd.Flags().StringVar(&name, "name", "", "artifact name (default: the base name of SRC)")
 	cmd.Flags().Uint64Var(&version, "version", 0, "manifest version (default: one more than the newest known)")
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "how long the manifest stays valid")

@@ -21,10 +21,10 @@ import (
 	"github.com/zooai/gym/safetensors"
 )
 
-func newDelta() *cobra.Command {
+func newDelta(o *orchestratorFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delta",
-		Short: "Pack, unpack, inspect and verify signed delta files",
+		Short: "Pack, unpack, inspect, verify and submit signed delta files",
 		Long: `A delta file carries a set of tensors (usually a LoRA update), compressed
 per tensor, checksummed with SHA3-256 and signed with the node's Ed25519 key.
 docs/delta-format.md describes the format byte by byte.`,
@@ -34,7 +34,7 @@ docs/delta-format.md describes the format byte by byte.`,
 	cmd.PersistentFlags().Uint64Var(&lim.maxTensor, "max-tensor-bytes", d.MaxTensorBytes, "refuse a tensor larger than this (decoded bytes)")
 	cmd.PersistentFlags().Uint64Var(&lim.maxTotal, "max-total-bytes", d.MaxTotalBytes, "refuse a file whose tensors total more than this (decoded bytes)")
 	cmd.PersistentFlags().Uint64Var(&lim.maxWindow, "max-window-bytes", d.MaxWindowBytes, "refuse a Zstandard frame whose window (history kept while decoding) is larger than this")
-	cmd.AddCommand(newDeltaPack(), newDeltaUnpack(&lim), newDeltaInspect(&lim), newDeltaVerify(&lim))
+	cmd.AddCommand(newDeltaPack(), newDeltaUnpack(&lim), newDeltaInspect(&lim), newDeltaVerify(&lim), newDeltaSubmit(o, &lim))
 	return cmd
 }
 

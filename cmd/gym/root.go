@@ -24,7 +24,7 @@ the orchestrator, hanzod; submitters send jobs to hanzod and follow them
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	var orch orchestratorFlags
 	orch.register(root)
-	root.AddCommand(newKeygen(), newDelta(), newBench(), newDemo(), newVersion(),
+	root.AddCommand(newKeygen(), newDelta(&orch), newBench(), newDemo(), newVersion(),
 		newJob(&orch), newNode(&orch), newLedger(&orch),
 		newRing(), newTrain(), newArtifact(), newEval(), newWorker(), newUp(), newRelease(), newBase())
 	return root
