@@ -32,8 +32,14 @@ type Memory struct {
 	Total       int64
 }
 
-// MiB formats a byte count in MiB, rounded up.
-func MiB(b int64) string { return fmt.Sprintf("%d MiB", (b+(1<<20)-1)>>20) }
+// MiB formats a byte count in MiB (three significant digits below 100).
+func MiB(b int64) string {
+	v := float64(b) / (1 << 20)
+	if v >= 100 {
+		return fmt.Sprintf("%.0f MiB", v)
+	}
+	return fmt.Sprintf("%.3g MiB", v)
+}
 
 func (m Memory) String() string {
 	return fmt.Sprintf("about %s: weights %s (%d parameters × 4 bytes), LoRA and optimiser %s (%d parameters × 24 bytes), activations and KV cache %s",
