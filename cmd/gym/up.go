@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/zooai/gym/basecache"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/localcluster"
@@ -219,13 +221,25 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	defer cancel()
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
-	if cfg.Base, err = loadBase(o.modelDir); err != nil {
-		return nil, err
-	}
-	if o.modelDir != "" {
+	model := basemodel.BuiltinName
+	if o.modelDir == "" {
+		if cfg.Base, err = loadBase(""); err != nil {
+			return nil, err
+		}
+	} else {
+		// The directory is published into hanzod's store as a base-model
+		// artifact; the job names its CID, and the workers fetch it.
 		if cfg.ModelDir, err = filepath.Abs(o.modelDir); err != nil {
 			return nil, err
 		}
+		if _, err := loadBase(cfg.ModelDir); err != nil {
+			return nil, err
+		}
+		root, err := basecache.DirCID(ctx, cfg.ModelDir)
+		if err != nil {
+			return nil, fmt.Errorf("--model %s: %w", o.modelDir, err)
+		}
+		model = root.String()
 	}
 	cfg.Treasury = ledger.Amount(o.epochs) * 100 * ledger.GYM
 	if o.noOutlierReplays {
@@ -244,7 +258,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	}
 	cfg.OnEvent = v.event
 	cfg.IPFS = o.ipfs
-	v.spec, v.dir = upSpec(o, cfg.Base.Name), filepath.Join(o.out, "hanzod")
+	v.spec, v.dir = upSpec(o, model), filepath.Join(o.out, "hanzod")
 	sum, err := localcluster.Run(ctx, cfg, v.spec)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -277,6 +291,8 @@ func (v *upView) event(ev localcluster.Event) {
 	switch ev.Kind {
 	case localcluster.EventListening:
 		v.say("hanzod listening on %s (artifacts %s), data in %s", ev.Addr, ev.ArtifactsAddr, v.dir)
+	case localcluster.EventBasePublished:
+		v.say("base model %s published into hanzod's store as %s (kind base-model): the job names it, the workers fetch and verify it", ev.Detail, ev.CID)
 	case localcluster.EventRegistered:
 		v.mu.Lock()
 		for _, w := range ev.Workers {

@@ -567,6 +567,10 @@ func (d *Daemon) ArtifactsAddr() string {
 	return d.alis.Addr().String()
 }
 
+// ArtifactStore is hanzod's artifact store: the checkpoints it publishes
+// and the base models jobs name by CID (published into it).
+func (d *Daemon) ArtifactStore() *astore.Store { return d.arts }
+
 // Judge is the daemon's validator (for tests and embedding).
 func (d *Daemon) Judge() *judge.Judge { return d.judge }
 
