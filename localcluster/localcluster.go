@@ -185,6 +185,9 @@ func TestConfig(dir string, workers int) Config {
 
 // Validate checks c.
 func (c Config) Validate() error {
+	if len(c.MemoryLimit) > c.Workers {
+		return fmt.Errorf("%w: %d memory limits for %d workers", ErrConfig, len(c.MemoryLimit), c.Workers)
+	}
 	switch {
 	case c.Dir == "":
 		return fmt.Errorf("%w: no directory", ErrConfig)

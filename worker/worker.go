@@ -518,28 +518,35 @@ func hostAvailable() (int64, error) {
 	return 0, errors.New("worker: no MemAvailable in /proc/meminfo")
 }
 
-// provision measures the bandwidth to the job's peers once and reports it.
+// provision measures the bandwidth to the job's peers once each and
+// reports it for the peers the assignment names now (a member that left,
+// say one that refused the job, is not a peer any more: hanzod refuses a
+// report naming it).
 func (w *Worker) provision(ctx context.Context, a Assignment) {
 	if w.measured == a.Job || len(a.ProbePeers) == 0 {
 		return
 	}
 	if w.kbpsJob != a.Job {
 		w.kbps, w.kbpsJob = map[string]uint64{}, a.Job
-		for _, p := range a.ProbePeers {
-			if p.ID == w.id {
-				continue
-			}
+	}
+	report := map[string]uint64{}
+	for _, p := range a.ProbePeers {
+		if p.ID == w.id {
+			continue
+		}
+		if _, ok := w.kbps[p.ID]; !ok {
 			w.kbps[p.ID] = probe(ctx, p.Addr, p.ID, w.c.Key, w.c.ProbeTimeout)
 		}
+		report[p.ID] = w.kbps[p.ID]
 	}
-	na, err := w.c.Orchestrator.ReportBandwidth(ctx, a.Job, w.kbps)
+	na, err := w.c.Orchestrator.ReportBandwidth(ctx, a.Job, report)
 	if err != nil {
 		w.c.Logger.Warn("bandwidth report failed", "job", a.Job, "err", err)
 		return
 	}
 	w.measured = a.Job
 	var parts []string
-	for id, v := range w.kbps {
+	for id, v := range report {
 		parts = append(parts, fmt.Sprintf("%s:%d", short(id), v))
 	}
 	w.emit(Event{Kind: EventBandwidth, Job: a.Job, State: a.State, Detail: "kbit/s " + strings.Join(parts, " ")})

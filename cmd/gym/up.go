@@ -469,6 +469,9 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 			sl = fmt.Sprintf("%.0f GYM: %s", n.SlashGYM, strings.Join(n.Slashes, "; "))
 		}
 		fmt.Fprintf(w, "  %-4s %-14s %9.2f %8.3f %8d %8d  %s %s\n", n.Name, n.ID[:12], n.Reward, n.Quality, n.Accepted, n.Rejected, sl, tag)
+		if n.Refused != "" {
+			fmt.Fprintf(w, "       refused the job: %s\n", n.Refused)
+		}
 	}
 	if s.CheckpointDir != "" {
 		fmt.Fprintf(w, "  checkpoint: %s (CID %s)\n  load it: gym eval --checkpoint %s\n", s.CheckpointDir, s.CheckpointCID, s.CheckpointDir)
