@@ -42,8 +42,9 @@ var (
 	ErrFetch = errors.New("basecache: base model not available")
 )
 
-// Fetch makes root a complete artifact in the store (a no-op when it
-// already is one).
+// Fetch makes root a complete artifact in the store; when it already is
+// one, it fetches the blocks missing from it (a block that rotted is
+// removed when read).
 type Fetch func(ctx context.Context, root cid.Cid) error
 
 // Stats counts what Dir did.
@@ -120,17 +121,34 @@ func (c *Cache) dirLocked(ctx context.Context, root cid.Cid) (string, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", err
 	}
-	if err := c.fetch(ctx, root); err != nil {
-		return "", fmt.Errorf("%w: %s: %w", ErrFetch, root, err)
+	// Two tries: a block of the store's copy that rotted is removed when
+	// the export reads it, and the second fetch puts it back.
+	var err error
+	for try := 0; try < 2; try++ {
+		if err = c.fetch(ctx, root); err != nil {
+			return "", fmt.Errorf("%w: %s: %w", ErrFetch, root, err)
+		}
+		if err = c.export(ctx, root, p); err == nil || errors.Is(err, ErrVerify) || ctx.Err() != nil {
+			break
+		}
 	}
+	if err != nil {
+		return "", fmt.Errorf("basecache: %s: %w", root, err)
+	}
+	c.stats.Fetches++
+	return p, nil
+}
+
+// export writes the store's artifact root to p, verified.
+func (c *Cache) export(ctx context.Context, root cid.Cid, p string) error {
 	rec, err := c.st.Artifact(root)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s: %w", ErrFetch, root, err)
+		return fmt.Errorf("%w: %s: %w", ErrFetch, root, err)
 	}
 	if k := rec.Manifest.Manifest.Kind; k != artifact.KindBaseModel {
-		return "", fmt.Errorf("%w: %s is a %s artifact, not a %s", ErrVerify, root, k, artifact.KindBaseModel)
+		return fmt.Errorf("%w: %s is a %s artifact, not a %s", ErrVerify, root, k, artifact.KindBaseModel)
 	}
-	err = atomicfile.Dir(p, 0o755, func(tmp string) error {
+	return atomicfile.Dir(p, 0o755, func(tmp string) error {
 		if err := c.st.Export(ctx, root, tmp, ""); err != nil {
 			return err
 		}
@@ -143,11 +161,6 @@ func (c *Cache) dirLocked(ctx context.Context, root cid.Cid) (string, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return "", fmt.Errorf("basecache: %s: %w", root, err)
-	}
-	c.stats.Fetches++
-	return p, nil
 }
 
 // Open returns the base model root parsed (basemodel.Open of its verified

@@ -37,10 +37,9 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{origin: open(t.TempDir()), node: open(t.TempDir())}
 	fetch := func(ctx context.Context, root cid.Cid) error {
+		// As nodeclient.FetchBase: the whole artifact, or, when the node
+		// holds it already, the blocks missing from it.
 		e.fetches++
-		if _, err := e.node.Artifact(root); err == nil {
-			return nil
-		}
 		rec, err := e.origin.Artifact(root)
 		if err != nil {
 			return err
@@ -49,6 +48,9 @@ func newEnv(t *testing.T) *env {
 		defer sess.Close()
 		if _, err := artifact.Walk(ctx, copier{e.origin, sess}, root, artifact.DefaultLimits()); err != nil {
 			return err
+		}
+		if _, err := e.node.Artifact(root); err == nil {
+			return nil
 		}
 		_, err = e.node.Complete(ctx, rec.Manifest, time.Now())
 		return err
@@ -174,6 +176,36 @@ func TestCache(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(src, basemodel.ConfigFile)); err != nil {
 		t.Fatalf("removing the symlinked entry touched its target: %v", err)
+	}
+
+	// The store's own copy rotted too (the largest block file, a chunk of
+	// the weights, has a byte flipped) and the cached directory is gone:
+	// the export finds the bad block, the store drops it, the second
+	// fetch puts it back.
+	var biggest string
+	var size int64
+	filepath.WalkDir(filepath.Join(e.node.Dir(), "blocks"), func(p string, d os.DirEntry, err error) error {
+		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() && fi.Size() > size {
+			biggest, size = p, fi.Size()
+		}
+		return nil
+	})
+	b, err := os.ReadFile(biggest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(biggest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(dir)
+	before := e.fetches
+	got, err := e.cache.Dir(ctx, root)
+	if err != nil {
+		t.Fatalf("rotted store block: %v", err)
+	}
+	if c, err := basecache.DirCID(ctx, got); err != nil || !c.Equals(root) || e.fetches != before+2 {
+		t.Fatalf("rotted store block: %v %v after %d fetches", c, err, e.fetches-before)
 	}
 }
 

@@ -389,6 +389,20 @@ func (c *Client) FetchBase(ctx context.Context, root cid.Cid) error {
 	if err != nil {
 		return err
 	}
+	if _, err := c.store.Artifact(root); err == nil {
+		// Complete already: fetch only the blocks gone since (a block
+		// that rotted is removed from the store when it is read).
+		sess := c.store.Session()
+		defer sess.Close()
+		var cfg transfer.FetchConfig
+		for _, p := range peers {
+			cfg.Sources = append(cfg.Sources, client.Source(p))
+		}
+		if _, err := transfer.Fetch(ctx, root, sess, cfg); err != nil {
+			return fmt.Errorf("nodeclient: repair base model %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
+		}
+		return nil
+	}
 	g := transfer.Get{Client: client, Peers: peers, Store: c.store, Now: c.now}
 	if _, _, err := transfer.GetArtifact(ctx, root, g); err != nil {
 		return fmt.Errorf("nodeclient: fetch base model %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
