@@ -39,3 +39,28 @@ func TestModelCID(t *testing.T) {
 		}
 	}
 }
+
+// FuzzModelCID: whatever is accepted names one CID in canonical form (the
+// model string is that CID's string) or is builtin; nothing panics.
+func FuzzModelCID(f *testing.F) {
+	for _, s := range []string{"builtin", "bafybeiczsscdsbs7ffqz55asqdf3smv6klcw3gofszvwlyarci47bgf354",
+		"bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", "QmUNLLsPACCz1vLxQVkXqqLX5R1X345qqfHbsf67hvA3Nn",
+		"Qwen/Qwen3-0.6B", "", "b", "z", "f01701220"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, model string) {
+		c, ok, err := jobspec.ModelCID(model)
+		switch {
+		case err != nil:
+			if ok || !errors.Is(err, jobspec.ErrModel) {
+				t.Fatalf("%q: ok %v with %v", model, ok, err)
+			}
+		case !ok:
+			if model != jobspec.BuiltinModel {
+				t.Fatalf("%q accepted as the built-in base", model)
+			}
+		case c.String() != model || c.Version() != 1:
+			t.Fatalf("%q accepted as %s", model, c)
+		}
+	})
+}
