@@ -45,14 +45,19 @@ func newUp() *cobra.Command {
 		Short: "Run decentralized GSPO training end to end on this machine: hanzod, N workers, one job",
 		Long: `up starts the orchestrator (hanzod, embedded store) in this process and N
 worker processes on loopback, funds and bonds their stake, submits a job on
-the built-in base model (or the Hugging Face model directory of --model)
-and runs it to Published: the workers train LoRA
+the built-in base model and runs it to Published: the workers train LoRA
 adapters with GSPO, average them every --interval steps over the
 authenticated ring all-reduce, and submit a signed delta for every sync;
 hanzod validates and scores the deltas, spot-checks some by deterministic
 replay, merges each epoch into the checkpoint of record (PEFT layout,
 content-addressed), pays rewards, slashes proven cheating and settles the
 job.
+
+--model DIR trains a Hugging Face model directory instead (Llama, Qwen2,
+Qwen3, Mistral; docs/models.md): up publishes it into hanzod's artifact
+store as a base-model artifact and the job names its CID; no worker is
+given the directory: each fetches the base from hanzod, verifies it against
+the CID and caches it under workers/wN/bases/, as on a real cluster.
 
 A live view shows epochs, steps, reward, ring membership and events as they
 happen. The run ends with a summary (held-out accuracy before and after,

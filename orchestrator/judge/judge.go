@@ -250,13 +250,21 @@ type cachedPlan struct {
 // lock, so plan finds them parsed.
 func (j *Judge) plan(id string, s jobspec.Spec) (jobconf.Plan, error) {
 	j.pmu.Lock()
-	defer j.pmu.Unlock()
 	if c, ok := j.plans[id]; ok && c.spec == s {
+		j.pmu.Unlock()
 		return c.plan, c.err
 	}
+	j.pmu.Unlock()
+	// Not under pmu: a base resolved for the first time is exported,
+	// hashed and parsed (basecache serialises that itself).
 	base, err := j.baseFor(context.Background(), s.Model)
 	if err != nil {
 		return jobconf.Plan{}, err
+	}
+	j.pmu.Lock()
+	defer j.pmu.Unlock()
+	if c, ok := j.plans[id]; ok && c.spec == s {
+		return c.plan, c.err
 	}
 	p, err := j.cfg.NewPlan(id, s, base)
 	j.plans[id] = cachedPlan{spec: s, plan: p, err: err}
