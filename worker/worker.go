@@ -433,13 +433,14 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 		if err != nil {
 			return nil, fmt.Errorf("worker: base model %s: %w", root, err)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, basemodel.ConfigFile))
+		// config.json and the weights' headers, checked against each
+		// other, no tensor data read (llama.Open bounds what it reads).
+		ck, err := llama.Open(dir)
 		if err != nil {
 			return nil, fmt.Errorf("worker: base model %s: %w", root, err)
 		}
-		if mc, err = llama.ParseConfig(b); err != nil {
-			return nil, fmt.Errorf("worker: base model %s: %s: %w", root, basemodel.ConfigFile, err)
-		}
+		mc = ck.Cfg
+		ck.Close()
 	}
 	if err := w.fits(s, mc); err != nil {
 		return nil, err
