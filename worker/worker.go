@@ -442,7 +442,7 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 		mc = ck.Cfg
 		ck.Close()
 	}
-	if err := w.fits(s, mc); err != nil {
+	if err := w.fits(s, mc, local != nil); err != nil {
 		return nil, err
 	}
 	if local != nil {
@@ -463,7 +463,9 @@ type permanent struct{ err error }
 func (p permanent) Error() string { return p.err.Error() }
 
 // fits refuses a job whose estimated memory exceeds what the worker allows.
-func (w *Worker) fits(s jobspec.Spec, mc llama.Config) error {
+// A base already loaded (loaded) is in use already: measured against the
+// host's available memory, its weights are not counted again.
+func (w *Worker) fits(s jobspec.Spec, mc llama.Config, loaded bool) error {
 	limit, what := w.c.MemoryLimit, "this worker's limit"
 	if limit < 0 {
 		return nil
@@ -479,6 +481,10 @@ func (w *Worker) fits(s jobspec.Spec, mc llama.Config) error {
 	m, err := jobconf.EstimateMemory(s, mc)
 	if err != nil {
 		return err
+	}
+	if loaded && what != "this worker's limit" {
+		limit += m.Weights
+		what = "this host's available memory plus the loaded base's weights"
 	}
 	return jobconf.CheckMemory(m, limit, what)
 }
