@@ -39,6 +39,7 @@ func TestEstimateMemory(t *testing.T) {
 	if want := int64(30 * 16 * (576 + 576 + 576 + 192)); m.LoRAParams != want {
 		t.Fatalf("LoRA parameters %d, want %d", m.LoRAParams, want)
 	}
+	t.Logf("SmolLM2-135M shape, the seed's defaults: %s", m)
 	if m.Total != m.Weights+m.Adapter+m.Activations || m.Activations <= 0 {
 		t.Fatalf("%+v", m)
 	}
@@ -69,6 +70,7 @@ func TestEstimateMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("512 tokens, all-linear: %s", m2)
 	if m2.Activations >= m.Activations || m2.LoRAParams <= m.LoRAParams || m2.Weights != m.Weights {
 		t.Fatalf("512 tokens all-linear %+v against %+v", m2, m)
 	}
