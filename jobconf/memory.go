@@ -25,9 +25,10 @@ type Memory struct {
 	LoRAParams int64
 	// Activations: one micro-batch's forward state kept for the backward
 	// pass (per token and layer the projections' inputs and outputs, the
-	// MLP's three intermediate vectors and a row of attention
-	// probabilities per head; per token the logits and their gradient) and
-	// the KV cache of sampling prompts_per_step × group_size sequences.
+	// MLP's three intermediate vectors and a log-sum-exp per head: the
+	// engine recomputes attention probabilities in the backward pass; per
+	// token the logits and their gradient) and the KV cache of sampling
+	// prompts_per_step × group_size sequences.
 	Activations int64
 	Total       int64
 }
@@ -80,7 +81,7 @@ func EstimateMemory(s jobspec.Spec, mc llama.Config) (Memory, error) {
 	gas := max(c.GradientAccumulationSteps, 1)
 	micro := f(max(c.PromptsPerStep/gas, 1) * c.GroupSize)
 	tokens := micro * seq
-	perTokenLayer := 4*hidden + 2*q + 2*kv + 3*inter + f(mc.Heads)*seq
+	perTokenLayer := 4*hidden + 2*q + 2*kv + 3*inter + f(mc.Heads)
 	acts := tokens*(layers*perTokenLayer+2*f(mc.Vocab)) +
 		f(c.PromptsPerStep*c.GroupSize)*seq*layers*2*kv
 	m := Memory{
