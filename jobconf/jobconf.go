@@ -26,7 +26,7 @@ import (
 )
 
 // BuiltinModel is the model name of the embedded base model.
-const BuiltinModel = "builtin"
+const BuiltinModel = jobspec.BuiltinModel
 
 // ErrJob reports a job the trainer cannot run on the base model at hand.
 var ErrJob = errors.New("jobconf: job cannot run on this base model")
@@ -38,6 +38,9 @@ type Plan struct {
 	Epochs        int
 	StepsPerEpoch int
 	Interval      int // aggregate_interval
+	// Base is the base model the plan was checked against, the one the
+	// job trains (FromSpec's argument).
+	Base *basemodel.Base
 }
 
 // BuiltinGSPO is the built-in model's training profile written as a job's
@@ -99,6 +102,23 @@ func FromSpec(id string, s jobspec.Spec, base *basemodel.Base) (Plan, error) {
 	if s.Model != base.Name {
 		return Plan{}, fmt.Errorf("%w: the job trains model %q, this base model is %q", ErrJob, s.Model, base.Name)
 	}
+	c := trainerConfig(s)
+	spe := s.StepsPerEpoch
+	if spe == 0 {
+		spe = s.GSPO.AggregateInterval
+	}
+	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base}
+	if p.Interval < 1 || spe%p.Interval != 0 {
+		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
+	}
+	if err := c.Validate(base.Weights.Cfg, base.Tokenizer); err != nil {
+		return Plan{}, fmt.Errorf("%w: %v", ErrJob, err)
+	}
+	return p, nil
+}
+
+// trainerConfig maps a job's settings onto the trainer's (unchecked).
+func trainerConfig(s jobspec.Spec) trainer.Config {
 	g := s.GSPO
 	c := trainer.DefaultConfig()
 	c.Task = s.Dataset
@@ -125,14 +145,7 @@ func FromSpec(id string, s jobspec.Spec, base *basemodel.Base) (Plan, error) {
 		spe = g.AggregateInterval
 	}
 	c.Steps = s.Epochs * spe
-	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: g.AggregateInterval}
-	if p.Interval < 1 || spe%p.Interval != 0 {
-		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
-	}
-	if err := c.Validate(base.Weights.Cfg, base.Tokenizer); err != nil {
-		return Plan{}, fmt.Errorf("%w: %v", ErrJob, err)
-	}
-	return p, nil
+	return c
 }
 
 // Syncs is the number of syncs per epoch.

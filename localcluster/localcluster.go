@@ -35,6 +35,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/artifact/store"
+	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -58,11 +61,20 @@ type Config struct {
 	// (Dir/workers/wN).
 	Dir string
 	// Base is the base model, shared by hanzod and the in-process workers
-	// (nil: Start uses basemodel.Builtin, or basemodel.Open(ModelDir)).
+	// (nil: Start uses basemodel.Builtin). Without ModelDir it is the
+	// built-in one (or a base named "builtin" by a test).
 	Base *basemodel.Base
-	// ModelDir is the Hugging Face directory Base was loaded from ("":
-	// the built-in base): worker processes load it with --model-dir.
+	// ModelDir is a Hugging Face model directory the job trains: Start
+	// publishes it as a base-model artifact into hanzod's store and sets
+	// Base to it (basemodel.Open, named by its CID) for the cluster's own
+	// planning and evaluation. Neither hanzod nor any worker is given it:
+	// jobs name it by CID, and every worker fetches it from hanzod (and
+	// peers), verifies it and caches it under its data directory; hanzod's
+	// validator exports it from its store and verifies it the same way.
 	ModelDir string
+	// MemoryLimit[i], when set, is worker i's memory limit in bytes
+	// (worker.Config.MemoryLimit; gym worker --max-memory-mib).
+	MemoryLimit []int64
 	// Workers is the number of workers.
 	Workers int
 	// Gym is the path of the gym binary: workers run as `gym worker`
@@ -173,6 +185,9 @@ func TestConfig(dir string, workers int) Config {
 
 // Validate checks c.
 func (c Config) Validate() error {
+	if len(c.MemoryLimit) > c.Workers {
+		return fmt.Errorf("%w: %d memory limits for %d workers", ErrConfig, len(c.MemoryLimit), c.Workers)
+	}
 	switch {
 	case c.Dir == "":
 		return fmt.Errorf("%w: no directory", ErrConfig)
@@ -204,6 +219,7 @@ func (c Config) Validate() error {
 // Event kinds.
 const (
 	EventListening     = "listening"      // hanzod serves on Addr, its artifact server on ArtifactsAddr
+	EventBasePublished = "base_published" // ModelDir is in hanzod's store as base-model artifact CID (Detail: its name)
 	EventRegistered    = "registered"     // every one of Workers registered
 	EventSubmitted     = "submitted"      // Job submitted
 	EventWorker        = "worker"         // Work is one of Worker's events
@@ -226,6 +242,7 @@ type Event struct {
 	// Addr and ArtifactsAddr are hanzod's gRPC and artifact server
 	// addresses.
 	Addr, ArtifactsAddr string
+	CID, Detail         string
 }
 
 // Worker is one worker of the cluster.
@@ -244,12 +261,13 @@ type Worker struct {
 
 // Cluster is a running hanzod and its workers.
 type Cluster struct {
-	cfg  Config
-	log  *slog.Logger
-	logf *os.File
-	d    *daemon.Daemon
-	eng  *engine.Engine
-	conn *grpc.ClientConn
+	cfg    Config
+	shared *basemodel.Base // hanzod's and the in-process workers' own base
+	log    *slog.Logger
+	logf   *os.File
+	d      *daemon.Daemon
+	eng    *engine.Engine
+	conn   *grpc.ClientConn
 
 	ctx    context.Context // workers run under it until Close
 	cancel context.CancelFunc
@@ -270,17 +288,29 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Base == nil {
-		base, err := basemodel.Builtin()
-		if cfg.ModelDir != "" {
-			base, err = basemodel.Open(cfg.ModelDir)
-		}
+	var shared *basemodel.Base // hanzod's and the in-process workers' own base
+	switch {
+	case cfg.ModelDir != "":
+		base, err := basemodel.Open(cfg.ModelDir)
 		if err != nil {
 			return nil, err
 		}
+		root, err := basecache.DirCID(ctx, cfg.ModelDir)
+		if err != nil {
+			return nil, err
+		}
+		base.Name = root.String()
 		cfg.Base = base
+	case cfg.Base == nil:
+		base, err := basemodel.Builtin()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Base, shared = base, base
+	default:
+		shared = cfg.Base
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Log}
+	c := &Cluster{cfg: cfg, log: cfg.Log, shared: shared}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -295,7 +325,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	dc.DataDir, dc.Listen, dc.Metrics, dc.Artifacts = filepath.Join(cfg.Dir, "hanzod"), "127.0.0.1:0", "", "127.0.0.1:0"
 	dc.Threads, dc.EpochGrace, dc.TickInterval = cfg.Threads, cfg.EpochGrace, cfg.TickInterval
 	dc.LeaseTTL = max(dc.LeaseTTL, 2*cfg.TickInterval)
-	dc.EvalSize, dc.ShardSize, dc.Base, dc.Outliers = cfg.EvalSize, cfg.ShardSize, cfg.Base, cfg.Outliers
+	dc.EvalSize, dc.ShardSize, dc.Base, dc.Outliers = cfg.EvalSize, cfg.ShardSize, shared, cfg.Outliers
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
@@ -314,6 +344,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.emit(Event{Kind: EventListening, Addr: d.Addr(), ArtifactsAddr: d.ArtifactsAddr()})
+	if cfg.ModelDir != "" {
+		if err := c.publishBase(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	if err := c.waitLeading(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -396,8 +432,48 @@ func (c *Cluster) Dir() string { return c.cfg.Dir }
 // Daemon is the in-process hanzod.
 func (c *Cluster) Daemon() *daemon.Daemon { return c.d }
 
-// Base is the base model hanzod and the in-process workers train.
+// Base is the base model the cluster's job trains (named by its CID when
+// it came from ModelDir).
 func (c *Cluster) Base() *basemodel.Base { return c.cfg.Base }
+
+// publishBase publishes ModelDir into hanzod's artifact store as a
+// base-model artifact, signed with a publisher key of the cluster's own
+// (the CID, not the signer, is what a job trusts); its root must be the
+// CID Start computed.
+func (c *Cluster) publishBase(ctx context.Context) error {
+	key, err := nodekey.Generate(nil)
+	if err != nil {
+		return err
+	}
+	name := "local/" + safeArtifactName(filepath.Base(c.cfg.ModelDir))
+	rec, err := c.d.ArtifactStore().Publish(ctx, c.cfg.ModelDir, store.Meta{Kind: artifact.KindBaseModel, Name: name}, key, time.Now())
+	if err != nil {
+		return fmt.Errorf("localcluster: publish %s as a base model: %w", c.cfg.ModelDir, err)
+	}
+	if root := rec.Manifest.Manifest.Root; root != c.cfg.Base.Name {
+		return fmt.Errorf("localcluster: %s was published as %s, but hashes to %s (changed meanwhile?)", c.cfg.ModelDir, root, c.cfg.Base.Name)
+	}
+	c.emit(Event{Kind: EventBasePublished, CID: c.cfg.Base.Name, Detail: name})
+	return nil
+}
+
+// safeArtifactName maps s onto an artifact name segment.
+func safeArtifactName(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		ok := ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || (i > 0 && (ch == '.' || ch == '_' || ch == '-'))
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || b[0] == '_' {
+		b = append([]byte("m"), b...)
+	}
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	return string(b)
+}
 
 // Engine is hanzod's engine: commands, the state and the event log.
 func (c *Cluster) Engine() *engine.Engine { return c.eng }
@@ -571,8 +647,8 @@ func (c *Cluster) startProcess(w *Worker) error {
 			args = append(args, "--attack-peek", strings.Join(dirs, ","))
 		}
 	}
-	if cfg.ModelDir != "" {
-		args = append(args, "--model-dir", cfg.ModelDir)
+	if w.Index < len(cfg.MemoryLimit) && cfg.MemoryLimit[w.Index] != 0 {
+		args = append(args, "--max-memory-mib", fmt.Sprint(cfg.MemoryLimit[w.Index]>>20))
 	}
 	cmd := exec.Command(cfg.Gym, args...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
@@ -643,7 +719,16 @@ func (c *Cluster) startInProcess(w *Worker) error {
 		return err
 	}
 	wc := worker.DefaultConfig()
-	wc.Key, wc.Orchestrator, wc.DataDir, wc.Threads, wc.Base = w.Key, nc, w.Dir, cfg.WorkerThreads, cfg.Base
+	wc.Key, wc.Orchestrator, wc.DataDir, wc.Threads, wc.Base = w.Key, nc, w.Dir, cfg.WorkerThreads, c.shared
+	if wc.Bases, err = basecache.New(filepath.Join(w.Dir, "bases"), nc.Store(), nc.FetchBase); err != nil {
+		logf.Close()
+		evf.Close()
+		nc.Close()
+		return err
+	}
+	if w.Index < len(cfg.MemoryLimit) {
+		wc.MemoryLimit = cfg.MemoryLimit[w.Index]
+	}
 	wc.Heartbeat, wc.MinGap, wc.RingTimeout, wc.Attack, wc.ExitWhenDone = cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, w.Attack, true
 	if worker.NeedsPeek(w.Attack) {
 		wc.Colluders, wc.Peek = c.colluders(), worker.PeekDirs(c.honestDeltaDirs(), cfg.RingTimeout)

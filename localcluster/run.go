@@ -74,6 +74,8 @@ type NodeSummary struct {
 	Accepted int      `json:"deltas_accepted"`
 	Rejected int      `json:"deltas_rejected"`
 	Quality  float64  `json:"mean_quality"` // rejected deltas count as 0
+	// Refused is why the node refused the job, as hanzod recorded it.
+	Refused string `json:"refused,omitempty"`
 }
 
 // EpochSummary is one merged epoch in the summary.
@@ -310,7 +312,8 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, w := range c.Workers() {
-		n := NodeSummary{Name: w.Name, ID: w.ID, Attack: w.Attack, Killed: w.Killed(), Restart: w.Restarted(), Reward: float64(t.paid[w.ID]) / float64(ledger.GYM)}
+		n := NodeSummary{Name: w.Name, ID: w.ID, Attack: w.Attack, Killed: w.Killed(), Restart: w.Restarted(), Reward: float64(t.paid[w.ID]) / float64(ledger.GYM),
+			Refused: jb.Refusals[w.ID]}
 		for _, s := range t.slashed[w.ID] {
 			n.Slashed = true
 			n.SlashGYM += float64(s.Amount) / float64(ledger.GYM)

@@ -1,5 +1,5 @@
 // Package nodeauth defines the requests a node signs for hanzod (register,
-// heartbeat, bandwidth report, ring failure report), the job submission a
+// heartbeat, bandwidth report, ring failure report, job refusal), the job submission a
 // submitter signs, and the exact bytes signed for each: the wire's
 // signature format, shared by the clients that sign and the orchestrator
 // that verifies.
@@ -67,6 +67,13 @@ type (
 		Suspect  string
 		Kind     string // timeout, broken, misbehaved, norm
 		Evidence []byte
+	}
+	// RefuseJob is a node's word that it will not run a job it was
+	// assigned, and why (for people: the job's status shows it).
+	RefuseJob struct {
+		Auth
+		Job    string
+		Reason string
 	}
 )
 
@@ -160,6 +167,14 @@ func (r ReportSuspect) SignedBytes() []byte {
 	return e.Bytes()
 }
 
+// SignedBytes is what a node signs.
+func (r RefuseJob) SignedBytes() []byte {
+	e := header("refuse", r.Auth)
+	e.str(r.Job)
+	e.str(r.Reason)
+	return e.Bytes()
+}
+
 func nodeID(key ed25519.PrivateKey) string {
 	return hex.EncodeToString(key.Public().(ed25519.PublicKey))
 }
@@ -185,6 +200,12 @@ func SignBandwidth(key ed25519.PrivateKey, b *ReportBandwidth) {
 
 // SignSuspect signs r in place.
 func SignSuspect(key ed25519.PrivateKey, r *ReportSuspect) {
+	r.Node = nodeID(key)
+	r.Sign(key, r.SignedBytes())
+}
+
+// SignRefuse signs r in place.
+func SignRefuse(key ed25519.PrivateKey, r *RefuseJob) {
 	r.Node = nodeID(key)
 	r.Sign(key, r.SignedBytes())
 }

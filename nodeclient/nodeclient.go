@@ -141,7 +141,8 @@ func readSeq(path string) (uint64, error) {
 	return v, nil
 }
 
-// Store is the node's artifact store (the checkpoints it fetched).
+// Store is the node's artifact store (the checkpoints and base models it
+// fetched).
 func (c *Client) Store() *store.Store { return c.store }
 
 // SetSources replaces the extra artifact sources (Config.ExtraSources).
@@ -326,30 +327,9 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string, mc llama.Conf
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: checkpoint %q: %w", root, err)
 	}
-	c.amu.Lock()
-	arts, extra := c.arts, slices.Clone(c.extra)
-	c.amu.Unlock()
-	if arts == "" {
-		return nil, errors.New("nodeclient: hanzod named no artifact server (start hanzod with --artifacts)")
-	}
-	peer, err := transfer.ParsePeer(arts)
+	client, peer, peers, err := c.sources(ctx)
 	if err != nil {
 		return nil, err
-	}
-	client := &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.now}
-	peers := []transfer.Peer{peer}
-	for _, p := range extra {
-		if p.Key == nil {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			p, err = client.Resolve(rctx, p)
-			cancel()
-			if err != nil {
-				continue // a peer that is not there is no source
-			}
-		}
-		if !p.Key.Equal(c.cfg.Key.Public().(ed25519.PublicKey)) {
-			peers = append(peers, p)
-		}
 	}
 	g := transfer.Get{Client: client, Peers: peers, Store: c.store,
 		Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.now}
@@ -366,6 +346,89 @@ func (c *Client) FetchCheckpoint(ctx context.Context, root string, mc llama.Conf
 	a, _, err := peft.Read(dir, mc)
 	return a, err
 }
+
+// sources are where artifacts are fetched from: hanzod's artifact server
+// (named by the last assignment) first, then the extra peers that answer.
+func (c *Client) sources(ctx context.Context) (*transfer.Client, transfer.Peer, []transfer.Peer, error) {
+	c.amu.Lock()
+	arts, extra := c.arts, slices.Clone(c.extra)
+	c.amu.Unlock()
+	if arts == "" {
+		return nil, transfer.Peer{}, nil, errors.New("nodeclient: hanzod named no artifact server (start hanzod with --artifacts)")
+	}
+	peer, err := transfer.ParsePeer(arts)
+	if err != nil {
+		return nil, transfer.Peer{}, nil, err
+	}
+	client := &transfer.Client{Key: c.cfg.Key, HTTP: c.http, Now: c.now}
+	peers := []transfer.Peer{peer}
+	for _, p := range extra {
+		if p.Key == nil {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			p, err = client.Resolve(rctx, p)
+			cancel()
+			if err != nil {
+				continue // a peer that is not there is no source
+			}
+		}
+		if !p.Key.Equal(c.cfg.Key.Public().(ed25519.PublicKey)) {
+			peers = append(peers, p)
+		}
+	}
+	return client, peer, peers, nil
+}
+
+// FetchBase makes the base-model artifact root complete in the node's
+// store, fetched from hanzod's artifact server and the extra peers at
+// once (blocks already held are not fetched again). Whoever signed its
+// manifest, the content is the CID's: every block is verified against it
+// and the whole DAG against the manifest (basecache checks the kind and
+// the exported directory).
+func (c *Client) FetchBase(ctx context.Context, root cid.Cid) error {
+	client, peer, peers, err := c.sources(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := c.store.Artifact(root); err == nil {
+		// Complete already: fetch only the blocks gone since (a block
+		// that rotted is removed from the store when it is read).
+		sess := c.store.Session()
+		defer sess.Close()
+		var cfg transfer.FetchConfig
+		for _, p := range peers {
+			cfg.Sources = append(cfg.Sources, client.Source(p))
+		}
+		if _, err := transfer.Fetch(ctx, root, sess, cfg); err != nil {
+			return fmt.Errorf("nodeclient: repair base model %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
+		}
+		return nil
+	}
+	g := transfer.Get{Client: client, Peers: peers, Store: c.store, Now: c.now}
+	if _, _, err := transfer.GetArtifact(ctx, root, g); err != nil {
+		return fmt.Errorf("nodeclient: fetch base model %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
+	}
+	return nil
+}
+
+// RefuseJob implements worker.Orchestrator: the refusal, signed, goes into
+// the job's record at hanzod (its status shows it). A reason longer than
+// hanzod keeps is cut at a character boundary.
+func (c *Client) RefuseJob(ctx context.Context, job, reason string) error {
+	if len(reason) > MaxReason {
+		reason = strings.ToValidUTF8(reason[:MaxReason], "")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
+		r := nodeauth.RefuseJob{Auth: a, Job: job, Reason: reason}
+		r.Sign(c.cfg.Key, r.SignedBytes())
+		_, err := c.node.RefuseJob(ctx, &pb.RefuseJobRequest{Auth: pbAuth(r.Auth), Job: job, Reason: reason}, opts...)
+		return 0, err
+	})
+}
+
+// MaxReason is the longest refusal reason hanzod records.
+const MaxReason = 1024
 
 func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 	if p == nil {

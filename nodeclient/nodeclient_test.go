@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -110,6 +111,7 @@ type bed struct {
 	root      cid.Cid
 	adapter   *llama.Adapter
 	assign    *pb.Assignment
+	store     *store.Store // hanzod's
 }
 
 func newBed(t *testing.T, members ...ed25519.PrivateKey) *bed {
@@ -118,6 +120,7 @@ func newBed(t *testing.T, members ...ed25519.PrivateKey) *bed {
 	must(t, err)
 	t.Cleanup(func() { st.Close() })
 	b.adapter, b.root = checkpoint(t, st, b.hanzodKey, "job-1")
+	b.store = st
 	var keys []ed25519.PublicKey
 	ids := []string{}
 	for _, m := range members {
@@ -253,6 +256,74 @@ func TestArtifactServerPolicy(t *testing.T) {
 		if refused := errors.Is(err, transfer.ErrRefused); refused != tc.refuse || (!tc.refuse && err != nil) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+// A base model a job names by CID, published by anyone into hanzod's
+// store, is fetched from hanzod (FetchBase: whoever signed the manifest,
+// the CID is the anchor), served to the nodes hanzod named (not to
+// others), and a block it lost is fetched again.
+func TestFetchBase(t *testing.T) {
+	ctx := context.Background()
+	a, named, stranger := key(1), key(2), key(3)
+	b := newBed(t, a, named)
+	// The "base": a directory of a few MiB, signed by a user's key.
+	dir := filepath.Join(t.TempDir(), "base")
+	w, err := llama.InitAdapter(testModel, 16, 16, []llama.Module{llama.QProj}, 2)
+	must(t, err)
+	must(t, peft.Write(dir, w, peft.Card{BaseModel: "m", BaseSHA3: strings.Repeat("0", 64), Job: "j", Epoch: 1, WeightsCID: "bafk-test"}))
+	rec, err := b.store.Publish(ctx, dir, store.Meta{Kind: artifact.KindBaseModel, Name: "Qwen/tiny"}, key(60), time.Now())
+	must(t, err)
+	root, err := cid.Decode(rec.Root)
+	must(t, err)
+
+	na := b.node(t, a)
+	must(t, na.FetchBase(ctx, root))
+	if _, err := na.Store().Artifact(root); err != nil {
+		t.Fatal(err)
+	}
+	peerA, servedA := serve(t, na, ServeConfig{})
+	get := func(k ed25519.PrivateKey) error {
+		st, err := store.Open(store.DefaultConfig(t.TempDir()))
+		must(t, err)
+		defer st.Close()
+		_, _, err = transfer.GetArtifact(ctx, root, transfer.Get{Client: &transfer.Client{Key: k}, Peers: []transfer.Peer{peerA}, Store: st})
+		return err
+	}
+	if err := get(named); err != nil {
+		t.Errorf("a named node fetching the base from a peer: %v", err)
+	}
+	if err := get(stranger); !errors.Is(err, transfer.ErrRefused) {
+		t.Errorf("an unnamed node fetching the base from a peer: %v", err)
+	}
+	if servedA.n.Load() == 0 {
+		t.Fatal("the peer served nothing")
+	}
+
+	// A block of A's copy rots (the largest file, a chunk of the weights):
+	// verifying the store drops it, and FetchBase puts it back from hanzod.
+	var biggest string
+	var size int64
+	filepath.WalkDir(filepath.Join(na.Store().Dir(), "blocks"), func(p string, d os.DirEntry, err error) error {
+		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() && fi.Size() > size {
+			biggest, size = p, fi.Size()
+		}
+		return nil
+	})
+	data, err := os.ReadFile(biggest)
+	must(t, err)
+	data[len(data)/2] ^= 1
+	must(t, os.WriteFile(biggest, data, 0o644))
+	if errs := na.Store().Verify(ctx); len(errs) == 0 {
+		t.Fatal("the rotted block went unnoticed")
+	}
+	before := b.hanzod.n.Load()
+	must(t, na.FetchBase(ctx, root))
+	if errs := na.Store().Verify(ctx); len(errs) != 0 {
+		t.Fatalf("after FetchBase: %v", errs)
+	}
+	if got := b.hanzod.n.Load() - before; got != 1 {
+		t.Errorf("%d blocks fetched to repair one", got)
 	}
 }
 

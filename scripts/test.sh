@@ -101,6 +101,7 @@ fuzz=(
   "./orchestrator/state FuzzRestore 5000"
   "./jobspec FuzzParseJobFile 20000"
   "./jobspec FuzzParseSlot 20000"
+  "./jobspec FuzzModelCID 20000"
   "./llama FuzzParseConfig 20000"
   "./llama FuzzParseAdapterConfig 20000"
   "./peft FuzzParseConfig 20000"

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/ring"
@@ -45,6 +47,15 @@ const (
 
 // ErrConfig is wrapped by every error about a worker configuration.
 var ErrConfig = errors.New("worker: bad configuration")
+
+// Bases resolves base models named by CID (basecache.Cache implements it).
+type Bases interface {
+	// Dir returns the verified directory of base model root (fetched
+	// and cached as needed).
+	Dir(ctx context.Context, root cid.Cid) (string, error)
+	// Open returns base model root parsed, once per process.
+	Open(ctx context.Context, root cid.Cid) (*basemodel.Base, error)
+}
 
 // Constraints are the operator's limits on the jobs a worker runs: a zero
 // field accepts anything.
@@ -103,10 +114,23 @@ type Config struct {
 	// accepted delta file (DataDir/deltas/).
 	DataDir string
 	Threads int // trainer threads (default 1); only changes the speed
-	// Base is the base model jobs train (the built-in one or a directory),
-	// parsed once by the process and shared read-only (nil: New uses
-	// basemodel.Builtin).
+	// Base is a base model held locally (the built-in one, or a directory
+	// the operator gave, named by its CID), parsed once by the process and
+	// shared read-only (nil: New uses basemodel.Builtin). A job naming it
+	// trains on it without fetching anything.
 	Base *basemodel.Base
+	// Bases resolves the other bases jobs name by CID: fetched from hanzod
+	// and peers, verified against the CID, cached under the data directory
+	// and parsed once (basecache.Cache over the node's artifact store).
+	// nil: the worker refuses jobs on any other base than Base and the
+	// built-in one.
+	Bases Bases
+	// MemoryLimit is the most memory, in bytes, a job may need by
+	// jobconf.EstimateMemory (computed from the base's config.json before
+	// it is loaded): a job that needs more is refused. 0: the host's
+	// available memory when the job arrives (MemAvailable); negative: no
+	// check.
+	MemoryLimit int64
 
 	// Heartbeat is the interval of the background heartbeat; MinGap the
 	// least time between two orchestrator heartbeat calls (hanzod refuses

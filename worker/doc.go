@@ -21,9 +21,19 @@
 // Provisioning: each peer in Assignment.ProbePeers is measured once per job
 // (unreachable: 0 kbit/s) and the result is sent with ReportBandwidth.
 //
-// Running, with this node in the ring: the plan is jobconf.FromSpec; a job
-// whose spec does not match the operator's Constraints is refused (event
-// job_refused) and the worker stays idle. Epoch e starts from
+// The base model: a job's model is "builtin" or the CID of a base-model
+// artifact (jobspec.ModelCID). The worker's own base (Config.Base) and the
+// built-in one are at hand; another is fetched from hanzod and peers,
+// verified against its CID and cached under the data directory
+// (Config.Bases, package basecache), then parsed once. Before the weights
+// are read, the job's memory is estimated from the base's config.json
+// (jobconf.EstimateMemory) and compared with Config.MemoryLimit (or the
+// host's available memory). The plan is jobconf.FromSpec on that base. A
+// job whose spec does not match the operator's Constraints, whose base does
+// not verify or cannot be fetched, or that does not fit, is refused: the
+// refusal is sent to hanzod (RefuseJob: the job's status lists it and the
+// node leaves the job), then emitted (event job_refused), and the worker
+// stays idle. Epoch e starts from
 // jobconf's initial adapter (e = 1 without a checkpoint) or from
 // FetchCheckpoint(Assignment.Checkpoint), with fresh AdamW moments, so the
 // orchestrator can replay an epoch from its checkpoint. For sync k the
@@ -73,7 +83,9 @@
 //	detail      free text
 //
 // Kinds: registered, assigned (job, state, epoch or ring changed), idle,
-// job_refused, bandwidth_reported, checkpoint_loaded, epoch_started, step,
+// job_refused (detail: whether hanzod was told), base_ready (a base named
+// by CID verified and parsed; detail: the CID and its directory),
+// bandwidth_reported, checkpoint_loaded, epoch_started, step,
 // delta_submitted, delta_rejected, ring_reduced, ring_failed,
 // ring_recovered, epoch_done, epoch_abandoned (dropped from the ring, the
 // job moved on, or an error: detail says which), job_done (state published

@@ -13,6 +13,7 @@ const (
 	EventAssigned         = "assigned"
 	EventIdle             = "idle"
 	EventJobRefused       = "job_refused"
+	EventBaseReady        = "base_ready"
 	EventBandwidth        = "bandwidth_reported"
 	EventCheckpointLoaded = "checkpoint_loaded"
 	EventEpochStarted     = "epoch_started"

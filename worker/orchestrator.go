@@ -64,6 +64,9 @@ type Orchestrator interface {
 	ReportBandwidth(ctx context.Context, job string, kbps map[string]uint64) (Assignment, error)
 	SubmitDelta(ctx context.Context, file []byte) (Verdict, error)
 	ReportSuspect(ctx context.Context, s Suspect) error
+	// RefuseJob tells hanzod that this node will not run job, and why:
+	// hanzod records it in the job's status and takes the node out.
+	RefuseJob(ctx context.Context, job, reason string) error
 	// FetchCheckpoint returns the adapter of a published checkpoint for a
 	// base model of shape mc.
 	FetchCheckpoint(ctx context.Context, cid string, mc llama.Config) (*llama.Adapter, error)

@@ -10,13 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/ring"
@@ -78,6 +81,7 @@ type Worker struct {
 	first    *llama.Adapter // replay attack: the first sync's contribution
 	plan     jobconf.Plan
 	planJob  string
+	builtin  *basemodel.Base // parsed when a job needs it and base is another
 	finished map[string]bool // jobs whose job_done was emitted
 }
 
@@ -310,13 +314,21 @@ func (w *Worker) loop(ctx context.Context) error {
 			continue
 		}
 		if err := w.c.Constraints.Check(a.Spec); err != nil {
-			w.refuse(a.Job, err)
+			w.refuse(ctx, a.Job, err)
 			continue
 		}
 		if w.planJob != a.Job {
-			p, err := jobconf.FromSpec(a.Job, a.Spec, w.base)
+			base, err := w.baseFor(ctx, a.Spec)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if err != nil {
-				w.refuse(a.Job, err)
+				w.refuse(ctx, a.Job, err)
+				continue
+			}
+			p, err := jobconf.FromSpec(a.Job, a.Spec, base)
+			if err != nil {
+				w.refuse(ctx, a.Job, err)
 				continue
 			}
 			w.plan, w.planJob = p, a.Job
@@ -367,34 +379,181 @@ func (w *Worker) loop(ctx context.Context) error {
 	}
 }
 
-func (w *Worker) refuse(job string, err error) {
+// refuse gives up job for good: hanzod is told why (the job's status shows
+// it, and hanzod takes the node out of the job), then the event is emitted.
+func (w *Worker) refuse(ctx context.Context, job string, err error) {
 	w.refused = job
 	w.c.Logger.Warn("refusing job", "job", job, "err", err)
-	w.emit(Event{Kind: EventJobRefused, Job: job, Reason: err.Error()})
+	reason := err.Error()
+	detail := "reported to hanzod"
+	if rerr := w.retry(ctx, "refusal report", 5, func() error { return w.c.Orchestrator.RefuseJob(ctx, job, reason) }); rerr != nil {
+		w.c.Logger.Warn("refusal report failed", "job", job, "err", rerr)
+		detail = "not reported to hanzod: " + rerr.Error()
+	}
+	w.emit(Event{Kind: EventJobRefused, Job: job, Reason: reason, Detail: detail})
 }
 
-// provision measures the bandwidth to the job's peers once and reports it.
+// baseFor returns the base model job spec s trains, checking first that
+// the job fits this worker's memory (from the base's config.json, before
+// its weights are read): the worker's own base, the built-in one, or a
+// base named by CID, fetched, verified and cached through Config.Bases.
+func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, error) {
+	root, byCID, err := jobspec.ModelCID(s.Model)
+	if err != nil && s.Model != w.base.Name {
+		return nil, err
+	}
+	var mc llama.Config
+	var local *basemodel.Base
+	switch {
+	case s.Model == w.base.Name:
+		local = w.base
+	case !byCID:
+		if local, err = w.builtinBase(); err != nil {
+			return nil, err
+		}
+	case w.c.Bases == nil:
+		return nil, fmt.Errorf("worker: the job's base model %s is not this worker's (%s), and this worker fetches no base models", s.Model, w.base.Name)
+	}
+	var dir string
+	if local != nil {
+		mc = local.Weights.Cfg
+	} else {
+		err := w.retry(ctx, "fetch base model", 4, func() error {
+			var ferr error
+			dir, ferr = w.c.Bases.Dir(ctx, root)
+			if errors.Is(ferr, basecache.ErrVerify) {
+				return permanent{ferr}
+			}
+			return ferr
+		})
+		var p permanent
+		if errors.As(err, &p) {
+			err = p.err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+		}
+		// config.json and the weights' headers, checked against each
+		// other, no tensor data read (llama.Open bounds what it reads).
+		ck, err := llama.Open(dir)
+		if err != nil {
+			return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+		}
+		mc = ck.Cfg
+		ck.Close()
+	}
+	if err := w.fits(s, mc, local != nil); err != nil {
+		return nil, err
+	}
+	if local != nil {
+		return local, nil
+	}
+	b, err := w.c.Bases.Open(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+	}
+	w.emit(Event{Kind: EventBaseReady, Detail: root.String() + " in " + dir})
+	return b, nil
+}
+
+// permanent ends retry at once: a base that does not verify will not
+// verify on the next try.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+
+// fits refuses a job whose estimated memory exceeds what the worker allows.
+// A base already loaded (loaded) is in use already: measured against the
+// host's available memory, its weights are not counted again.
+func (w *Worker) fits(s jobspec.Spec, mc llama.Config, loaded bool) error {
+	limit, what := w.c.MemoryLimit, "this worker's limit"
+	if limit < 0 {
+		return nil
+	}
+	if limit == 0 {
+		avail, err := hostAvailable()
+		if err != nil {
+			w.c.Logger.Warn("no memory check: host memory unknown", "err", err)
+			return nil
+		}
+		limit, what = avail, "this host's available memory"
+	}
+	m, err := jobconf.EstimateMemory(s, mc)
+	if err != nil {
+		return err
+	}
+	if loaded && what != "this worker's limit" {
+		limit += m.Weights
+		what = "this host's available memory plus the loaded base's weights"
+	}
+	return jobconf.CheckMemory(m, limit, what)
+}
+
+// builtinBase parses the built-in base once, for a worker whose own base
+// is another.
+func (w *Worker) builtinBase() (*basemodel.Base, error) {
+	if w.base.Name == basemodel.BuiltinName {
+		return w.base, nil
+	}
+	if w.builtin == nil {
+		b, err := basemodel.Builtin()
+		if err != nil {
+			return nil, err
+		}
+		w.builtin = b
+	}
+	return w.builtin, nil
+}
+
+// hostAvailable reads MemAvailable from /proc/meminfo, in bytes.
+func hostAvailable() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				if err == nil && kb > 0 {
+					return kb << 10, nil
+				}
+			}
+		}
+	}
+	return 0, errors.New("worker: no MemAvailable in /proc/meminfo")
+}
+
+// provision measures the bandwidth to the job's peers once each and
+// reports it for the peers the assignment names now (a member that left,
+// say one that refused the job, is not a peer any more: hanzod refuses a
+// report naming it).
 func (w *Worker) provision(ctx context.Context, a Assignment) {
 	if w.measured == a.Job || len(a.ProbePeers) == 0 {
 		return
 	}
 	if w.kbpsJob != a.Job {
 		w.kbps, w.kbpsJob = map[string]uint64{}, a.Job
-		for _, p := range a.ProbePeers {
-			if p.ID == w.id {
-				continue
-			}
+	}
+	report := map[string]uint64{}
+	for _, p := range a.ProbePeers {
+		if p.ID == w.id {
+			continue
+		}
+		if _, ok := w.kbps[p.ID]; !ok {
 			w.kbps[p.ID] = probe(ctx, p.Addr, p.ID, w.c.Key, w.c.ProbeTimeout)
 		}
+		report[p.ID] = w.kbps[p.ID]
 	}
-	na, err := w.c.Orchestrator.ReportBandwidth(ctx, a.Job, w.kbps)
+	na, err := w.c.Orchestrator.ReportBandwidth(ctx, a.Job, report)
 	if err != nil {
 		w.c.Logger.Warn("bandwidth report failed", "job", a.Job, "err", err)
 		return
 	}
 	w.measured = a.Job
 	var parts []string
-	for id, v := range w.kbps {
+	for id, v := range report {
 		parts = append(parts, fmt.Sprintf("%s:%d", short(id), v))
 	}
 	w.emit(Event{Kind: EventBandwidth, Job: a.Job, State: a.State, Detail: "kbit/s " + strings.Join(parts, " ")})
@@ -431,7 +590,8 @@ func (w *Worker) retry(ctx context.Context, what string, attempts int, f func() 
 	delay := 100 * time.Millisecond
 	for i := 1; ; i++ {
 		err := f()
-		if err == nil || ctx.Err() != nil || i == attempts {
+		var p permanent
+		if err == nil || ctx.Err() != nil || i == attempts || errors.As(err, &p) {
 			return err
 		}
 		w.c.Logger.Warn(what+" failed; retrying", "err", err, "attempt", i, "retry_in", delay)
@@ -450,13 +610,13 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 	var err error
 	switch {
 	case e == 1 && a.Checkpoint == "":
-		start, err = plan.InitialAdapter(w.base.Weights.Cfg)
+		start, err = plan.InitialAdapter(plan.Base.Weights.Cfg)
 	case a.Checkpoint == "":
 		err = fmt.Errorf("worker: epoch %d of job %s has no checkpoint", e, job)
 	default:
 		err = w.retry(ctx, "fetch checkpoint", 8, func() error {
 			var ferr error
-			start, ferr = w.c.Orchestrator.FetchCheckpoint(ctx, a.Checkpoint, w.base.Weights.Cfg)
+			start, ferr = w.c.Orchestrator.FetchCheckpoint(ctx, a.Checkpoint, plan.Base.Weights.Cfg)
 			return ferr
 		})
 		if err == nil {
@@ -467,7 +627,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		return false, err
 	}
 	if a.Checkpoint != "" {
-		want, err := plan.InitialAdapter(w.base.Weights.Cfg)
+		want, err := plan.InitialAdapter(plan.Base.Weights.Cfg)
 		if err != nil {
 			return false, err
 		}
@@ -475,7 +635,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			return false, fmt.Errorf("worker: checkpoint %s: %w", a.Checkpoint, err)
 		}
 	}
-	tr, err := trainer.Resume(w.base.Weights, w.base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, trainer.State{Step: plan.FirstStep(e), Adapter: start})
+	tr, err := trainer.Resume(plan.Base.Weights, plan.Base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, trainer.State{Step: plan.FirstStep(e), Adapter: start})
 	if err != nil {
 		return false, err
 	}
@@ -552,7 +712,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		}
 		st := tr.State()
 		st.Adapter = s
-		if tr, err = trainer.Resume(w.base.Weights, w.base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, st); err != nil {
+		if tr, err = trainer.Resume(plan.Base.Weights, plan.Base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, st); err != nil {
 			return false, err
 		}
 		w.emit(Event{Kind: EventRingReduced, Job: job, Epoch: e, Sync: k, Step: plan.SyncStep(e, k), Seconds: secs,

@@ -707,7 +707,8 @@ func TestEquivocationRejected(t *testing.T) {
 }
 
 // TestRefusesMismatchedJob: a worker whose operator allows only LoRA rank
-// 16 refuses a rank-4 job and measures nothing for it.
+// 16 refuses a rank-4 job and measures nothing for it; hanzod has the
+// refusal in the job's record (its status) before the event is emitted.
 func TestRefusesMismatchedJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -726,8 +727,11 @@ func TestRefusesMismatchedJob(t *testing.T) {
 	})
 	select {
 	case e := <-refused:
-		if !strings.Contains(e.Reason, "lora_rank") {
-			t.Errorf("refusal %q does not say why", e.Reason)
+		if !strings.Contains(e.Reason, "lora_rank") || e.Detail != "reported to hanzod" {
+			t.Errorf("refusal %q (%s) does not say why", e.Reason, e.Detail)
+		}
+		if got := cl.state(t).Refusals[nodes[0].ID]; got != e.Reason {
+			t.Errorf("hanzod recorded refusal %q, the worker said %q", got, e.Reason)
 		}
 	case <-ctx.Done():
 		t.Fatal("the job was not refused")
@@ -739,6 +743,39 @@ func TestRefusesMismatchedJob(t *testing.T) {
 	}
 	if got := len(nodes[0].Events(worker.EventBandwidth)); got != 0 {
 		t.Errorf("refusing worker reported bandwidth %d times", got)
+	}
+}
+
+// TestRefusesJobTooBig: a worker allowed less memory than the job's
+// estimate refuses it, naming both figures, and hanzod's record of the job
+// says so.
+func TestRefusesJobTooBig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	refused := make(chan worker.Event, 1)
+	cl, nodes := startNodes(t, ctx, tinySpec(1, 2), 3, func(i int, c *worker.Config, nd *node) {
+		if i != 0 {
+			return
+		}
+		c.MemoryLimit = 1 << 20
+		nd.on = func(e worker.Event) {
+			if e.Kind == worker.EventJobRefused {
+				refused <- e
+			}
+		}
+	})
+	select {
+	case e := <-refused:
+		for _, want := range []string{"does not fit", "this worker's limit is 1 MiB", "parameters × 4 bytes"} {
+			if !strings.Contains(e.Reason, want) {
+				t.Errorf("refusal %q does not say %q", e.Reason, want)
+			}
+		}
+		if got := cl.state(t).Refusals[nodes[0].ID]; got != e.Reason {
+			t.Errorf("hanzod recorded refusal %q, the worker said %q", got, e.Reason)
+		}
+	case <-ctx.Done():
+		t.Fatal("the job was not refused")
 	}
 }
 

@@ -177,6 +177,15 @@ func (s *Store) GC(ctx context.Context, p GCPolicy) (GCStats, error) {
 		}
 		defer lockShared(s.lock)
 	}
+	// Artifacts another process completed since this one opened the store
+	// (it has closed it since, or the lock would not be ours): their
+	// blocks are referenced, not garbage.
+	s.mu.Lock()
+	err := s.loadRecords()
+	s.mu.Unlock()
+	if err != nil {
+		return st, err
+	}
 	refs, err := s.gcArtifacts(p, &st)
 	if err != nil {
 		return st, err

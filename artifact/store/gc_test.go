@@ -262,3 +262,47 @@ func TestGCRefusesSharedStore(t *testing.T) {
 	// The lock is shared again: another open does not wait.
 	open(t, dir, 0)
 }
+
+// TestRecordsOfAnotherProcess: an artifact another process completes in a
+// store this one has open (gym artifact publish into a running hanzod's
+// store) is found by Artifact, exported, and its blocks survive GC once
+// that process closed the store.
+func TestRecordsOfAnotherProcess(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, 0)
+	src := makeSource(t, 5)
+	other := open(t, dir, 0)
+	rec, err := other.Publish(ctx, src, Meta{Kind: artifact.KindBaseModel, Name: "Qwen/tiny"}, key(3), now)
+	must(t, err)
+	other.Close()
+	root, err := cid.Decode(rec.Root)
+	must(t, err)
+	// GC first: the record on disk is loaded before anything is swept.
+	st, err := s.GC(ctx, GCPolicy{})
+	must(t, err)
+	if st.Blocks != 0 {
+		t.Fatalf("GC removed %d blocks of an artifact another process completed", st.Blocks)
+	}
+	got, err := s.Artifact(root)
+	if err != nil || got.Manifest.Manifest.Kind != artifact.KindBaseModel {
+		t.Fatalf("artifact: %+v %v", got, err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	must(t, s.Export(ctx, root, out, ""))
+	sameTree(t, src, out)
+
+	// Found by Artifact alone too, without a GC in between.
+	dir3 := t.TempDir()
+	s3 := open(t, dir3, 0)
+	o3 := open(t, dir3, 0)
+	rec3, err := o3.Publish(ctx, makeSource(t, 6), Meta{Kind: artifact.KindBaseModel, Name: "x"}, key(3), now)
+	must(t, err)
+	root3, _ := cid.Decode(rec3.Root)
+	if _, err := s3.Artifact(root3); err != nil {
+		t.Fatalf("artifact completed by another open store: %v", err)
+	}
+	if _, err := s3.Artifact(root); !errors.Is(err, ErrNoArtifact) {
+		t.Fatalf("an artifact nobody completed here: %v", err)
+	}
+}

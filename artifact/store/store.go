@@ -258,23 +258,8 @@ func (s *Store) load(alone bool) error {
 			s.used += info.Size()
 		}
 	}
-	recs, err := s.readDir("artifacts")
-	if err != nil {
+	if err := s.loadRecords(); err != nil {
 		return err
-	}
-	for _, e := range recs {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		data, err := s.readRegular("artifacts/"+e.Name(), artifact.MaxManifestSize*4)
-		if err != nil {
-			return err
-		}
-		var rec Record
-		if err := json.Unmarshal(data, &rec); err != nil {
-			return fmt.Errorf("store: artifacts/%s: %v", e.Name(), err)
-		}
-		s.addRecord(&rec)
 	}
 	kinds, err := s.readDir("manifests")
 	if err != nil {
@@ -298,6 +283,49 @@ func (s *Store) load(alone bool) error {
 		}
 	}
 	return nil
+}
+
+// loadRecords adds the records in artifacts/ this process does not hold:
+// all of them when the store is opened, and later those another process
+// that has the store open completed (gym artifact publish into a running
+// hanzod's store). The caller holds s.mu or is Open.
+func (s *Store) loadRecords() error {
+	recs, err := s.readDir("artifacts")
+	if err != nil {
+		return err
+	}
+	for _, e := range recs {
+		root, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		if _, held := s.records[root]; held {
+			continue
+		}
+		rec, err := s.readRecord(root)
+		if err != nil {
+			return err
+		}
+		s.addRecord(rec)
+	}
+	return nil
+}
+
+// readRecord reads artifacts/<root>.json.
+func (s *Store) readRecord(root string) (*Record, error) {
+	name := "artifacts/" + root + ".json"
+	data, err := s.readRegular(name, artifact.MaxManifestSize*4)
+	if err != nil {
+		return nil, err
+	}
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("store: %s: %v", name, err)
+	}
+	if rec.Root != root {
+		return nil, fmt.Errorf("%w: %s holds the record of %s", ErrHostileFile, name, rec.Root)
+	}
+	return &rec, nil
 }
 
 // addRecord adds or, for a root already complete (the same content under
@@ -657,6 +685,12 @@ func (s *Store) Artifact(root cid.Cid) (*Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.records[root.String()]; ok {
+		return r, nil
+	}
+	// Completed by another process that has the store open since this
+	// one opened it (its record is written last, after its blocks).
+	if r, err := s.readRecord(root.String()); err == nil {
+		s.addRecord(r)
 		return r, nil
 	}
 	return nil, fmt.Errorf("%w: %s", ErrNoArtifact, root)

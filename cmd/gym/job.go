@@ -198,8 +198,11 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
   max_seq_len, gradient_accumulation_steps, learning_rate, warmup_steps,
   weight_decay})}, checkpoints ([{epoch, cid}], the cids by epoch),
   artifacts (hanzod's artifact server, KEYHEX@host:port, "" when it runs
-  none: 'gym job checkpoint' fetches from it) and settled (the settlement
-  record is written and the stakes the job locked are released).
+  none: 'gym job checkpoint' fetches from it), refusals ([{node, reason}]:
+  the nodes that refused the job, such as a worker whose memory the job
+  does not fit, or whose copy of the base model did not verify) and settled
+  (the settlement record is written and the stakes the job locked are
+  released).
 
 Lists are never null.`,
 		Args: exactArgs(1),
@@ -247,6 +250,9 @@ type jobJSON struct {
 	// runs none): where 'gym job checkpoint' fetches from, and the key that
 	// must have signed every checkpoint's manifest.
 	Artifacts string `json:"artifacts"`
+	// Refusals are the nodes that refused the job, and why (their signed
+	// word, recorded by hanzod).
+	Refusals []refusalJSON `json:"refusals"`
 	// Settled: hanzod wrote the job's settlement record and released the
 	// stakes it locked.
 	Settled bool `json:"settled"`
@@ -300,9 +306,18 @@ func rfc3339ms(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
 
+// refusalJSON is a node's refusal of a job.
+type refusalJSON struct {
+	Node   string `json:"node"`
+	Reason string `json:"reason"`
+}
+
 func jobOut(j *pb.Job) jobJSON {
 	out := jobJSON{ID: j.Id, State: j.State, Epoch: j.Epoch, Paused: j.Paused, Reason: j.Reason, Members: nonNil(j.Members), CIDs: nonNil(j.Cids),
-		Checkpoints: []checkpointJSON{}, Artifacts: j.Artifacts, Settled: j.Settled}
+		Checkpoints: []checkpointJSON{}, Artifacts: j.Artifacts, Settled: j.Settled, Refusals: []refusalJSON{}}
+	for _, r := range j.Refusals {
+		out.Refusals = append(out.Refusals, refusalJSON{Node: r.Node, Reason: r.Reason})
+	}
 	for i, c := range j.Cids {
 		out.Checkpoints = append(out.Checkpoints, checkpointJSON{Epoch: i + 1, CID: c})
 	}
@@ -419,6 +434,12 @@ func printJob(w io.Writer, j jobJSON) {
 			if c.IPFS != "" {
 				fmt.Fprintf(w, "           IPFS: %s\n", c.IPFS)
 			}
+		}
+	}
+	if len(j.Refusals) > 0 {
+		fmt.Fprintf(w, "refused by   %d node(s)\n", len(j.Refusals))
+		for _, r := range j.Refusals {
+			fmt.Fprintf(w, "  %s  %s\n", r.Node, r.Reason)
 		}
 	}
 	fmt.Fprintf(w, "artifacts    %s\n", orDash(j.Artifacts))

@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/zooai/gym/basecache"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/localcluster"
@@ -43,14 +45,19 @@ func newUp() *cobra.Command {
 		Short: "Run decentralized GSPO training end to end on this machine: hanzod, N workers, one job",
 		Long: `up starts the orchestrator (hanzod, embedded store) in this process and N
 worker processes on loopback, funds and bonds their stake, submits a job on
-the built-in base model (or the Hugging Face model directory of --model)
-and runs it to Published: the workers train LoRA
+the built-in base model and runs it to Published: the workers train LoRA
 adapters with GSPO, average them every --interval steps over the
 authenticated ring all-reduce, and submit a signed delta for every sync;
 hanzod validates and scores the deltas, spot-checks some by deterministic
 replay, merges each epoch into the checkpoint of record (PEFT layout,
 content-addressed), pays rewards, slashes proven cheating and settles the
 job.
+
+--model DIR trains a Hugging Face model directory instead (Llama, Qwen2,
+Qwen3, Mistral; docs/models.md): up publishes it into hanzod's artifact
+store as a base-model artifact and the job names its CID; no worker is
+given the directory: each fetches the base from hanzod, verifies it against
+the CID and caches it under workers/wN/bases/, as on a real cluster.
 
 A live view shows epochs, steps, reward, ring membership and events as they
 happen. The run ends with a summary (held-out accuracy before and after,
@@ -219,13 +226,25 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	defer cancel()
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
-	if cfg.Base, err = loadBase(o.modelDir); err != nil {
-		return nil, err
-	}
-	if o.modelDir != "" {
+	model := basemodel.BuiltinName
+	if o.modelDir == "" {
+		if cfg.Base, err = loadBase(""); err != nil {
+			return nil, err
+		}
+	} else {
+		// The directory is published into hanzod's store as a base-model
+		// artifact; the job names its CID, and the workers fetch it.
 		if cfg.ModelDir, err = filepath.Abs(o.modelDir); err != nil {
 			return nil, err
 		}
+		if _, err := loadBase(cfg.ModelDir); err != nil {
+			return nil, err
+		}
+		root, err := basecache.DirCID(ctx, cfg.ModelDir)
+		if err != nil {
+			return nil, fmt.Errorf("--model %s: %w", o.modelDir, err)
+		}
+		model = root.String()
 	}
 	cfg.Treasury = ledger.Amount(o.epochs) * 100 * ledger.GYM
 	if o.noOutlierReplays {
@@ -244,7 +263,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	}
 	cfg.OnEvent = v.event
 	cfg.IPFS = o.ipfs
-	v.spec, v.dir = upSpec(o, cfg.Base.Name), filepath.Join(o.out, "hanzod")
+	v.spec, v.dir = upSpec(o, model), filepath.Join(o.out, "hanzod")
 	sum, err := localcluster.Run(ctx, cfg, v.spec)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -277,6 +296,8 @@ func (v *upView) event(ev localcluster.Event) {
 	switch ev.Kind {
 	case localcluster.EventListening:
 		v.say("hanzod listening on %s (artifacts %s), data in %s", ev.Addr, ev.ArtifactsAddr, v.dir)
+	case localcluster.EventBasePublished:
+		v.say("base model %s published into hanzod's store as %s (kind base-model): the job names it, the workers fetch and verify it", ev.Detail, ev.CID)
 	case localcluster.EventRegistered:
 		v.mu.Lock()
 		for _, w := range ev.Workers {
@@ -453,6 +474,9 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 			sl = fmt.Sprintf("%.0f GYM: %s", n.SlashGYM, strings.Join(n.Slashes, "; "))
 		}
 		fmt.Fprintf(w, "  %-4s %-14s %9.2f %8.3f %8d %8d  %s %s\n", n.Name, n.ID[:12], n.Reward, n.Quality, n.Accepted, n.Rejected, sl, tag)
+		if n.Refused != "" {
+			fmt.Fprintf(w, "       refused the job: %s\n", n.Refused)
+		}
 	}
 	if s.CheckpointDir != "" {
 		fmt.Fprintf(w, "  checkpoint: %s (CID %s)\n  load it: gym eval --checkpoint %s\n", s.CheckpointDir, s.CheckpointCID, s.CheckpointDir)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/internal/pyenv"
 	"github.com/zooai/gym/llama"
@@ -17,9 +19,12 @@ import (
 
 // TestUpModelDir brings a model as a user would: a tiny random Qwen2 saved
 // by transformers with a tokenizer built by tokenizers
-// (testdata/make_qwen2.py). gym up --model DIR trains it with 4 worker
-// processes to a published checkpoint; the held-out loss of the reference
-// answers falls; the checkpoint names its base, and
+// (testdata/make_qwen2.py). gym up --model DIR publishes it into hanzod's
+// store as a base-model artifact and submits a job naming its CID; each of
+// the 4 worker processes fetches it from hanzod, verifies it and caches it
+// under its data directory (none is given the directory), and they train
+// it to a published checkpoint; the held-out loss of the reference
+// answers falls; the checkpoint names its base by CID, and
 // PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(DIR),
 // checkpoint) loads it with no missing or unexpected keys and gives the Go
 // engine's adapted logits within 1e-4.
@@ -42,14 +47,35 @@ func TestUpModelDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	root, err := basecache.DirCID(t.Context(), model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.Name = root.String()
 
-	s, _, r := upRunJSON(t, "--model", model)
+	s, upOut, r := upRunJSON(t, "--model", model)
 	if r.code != 0 || s.Status != "published" {
 		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
 	}
 	t.Logf("held-out loss %.4f → %.4f, accuracy %.3f → %.3f", s.LossBefore, s.LossAfter, s.EvalBefore, s.EvalAfter)
 	if !(s.LossAfter < s.LossBefore) {
 		t.Errorf("held-out loss %.4f → %.4f: training did not lower it", s.LossBefore, s.LossAfter)
+	}
+	if !strings.Contains(r.stderr, "published into hanzod's store as "+root.String()) {
+		t.Errorf("gym up did not say it published the base as %s:\n%s", root, r.stderr)
+	}
+	for i := range 4 {
+		wdir := filepath.Join(upOut, "workers", fmt.Sprintf("w%d", i))
+		if got, err := basecache.DirCID(t.Context(), filepath.Join(wdir, "bases", root.String())); err != nil || !got.Equals(root) {
+			t.Errorf("w%d's cached base: %v %v", i, got, err)
+		}
+		ev, _ := os.ReadFile(filepath.Join(wdir, "events.jsonl"))
+		if n := strings.Count(string(ev), `"kind":"base_ready"`); n != 1 {
+			t.Errorf("w%d: %d base_ready events, want 1", i, n)
+		}
+		if log, _ := os.ReadFile(filepath.Join(wdir, "worker.log")); strings.Contains(string(log), "--model-dir") {
+			t.Errorf("w%d was given the model directory:\n%s", i, log)
+		}
 	}
 	a, cfg, err := peft.Read(s.CheckpointDir, base.Weights.Cfg)
 	if err != nil {

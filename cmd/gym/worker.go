@@ -16,8 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
+	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
@@ -45,6 +48,7 @@ type workerOptions struct {
 	orchestrator, keyPath  string
 	beta, loraRank         string
 	modelDir               string
+	maxMemoryMiB           int64
 	json                   bool
 	logSteps               int
 	tls                    bool
@@ -60,6 +64,13 @@ type workerOptions struct {
 type artifactNode interface {
 	ArtifactServer(nodeclient.ServeConfig) (*transfer.Server, error)
 	SetSources([]transfer.Peer)
+}
+
+// baseNode is what fetching base models by CID needs of the orchestrator
+// client (nodeclient.Client): its store, and fetches into it.
+type baseNode interface {
+	Store() *store.Store
+	FetchBase(ctx context.Context, root cid.Cid) error
 }
 
 func newWorkerCmd(dial DialFunc) *cobra.Command {
@@ -84,8 +95,15 @@ The node key is --key, else DIR/node.key with --data DIR (made if missing).
 With --data, every accepted delta is kept in DIR/deltas/ and the delta
 sequence counter in DIR/sequence.
 
-The base model is the built-in one, or the Hugging Face model directory of
---model-dir (a job trains only on the base model it names).
+A job names its base model: "builtin", or the CID of a base-model artifact
+(gym artifact publish --kind base-model DIR). The worker fetches such a base
+from hanzod and peers, verifies it against the CID, keeps it under
+DIR/bases (with --data; a temporary directory otherwise) and parses it once;
+--model-dir gives it a Hugging Face model directory it already has, used
+for jobs naming that directory's CID. Before loading a base, the worker
+estimates the job's memory from config.json and refuses a job that needs
+more than --max-memory-mib (default: the host's available memory). A
+refusal is sent to hanzod, which shows it in the job's status.
 
 --model, --gspo-beta, --lora-rank and --importance-sampling-level restrict
 the jobs this node accepts (others are refused and the node stays idle);
@@ -136,7 +154,8 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object per event per line")
 	f.IntVar(&o.logSteps, "log-steps", 10, "without --json, print every Nth step")
 	f.StringVar(&cfg.Constraints.Model, "model", os.Getenv("MODEL_NAME"), "only run jobs of this model [MODEL_NAME]")
-	f.StringVar(&o.modelDir, "model-dir", "", "base model to train: a Hugging Face model directory (default: the built-in base model)")
+	f.StringVar(&o.modelDir, "model-dir", "", "a base model this node has: a Hugging Face model directory, used for jobs naming its CID")
+	f.Int64Var(&o.maxMemoryMiB, "max-memory-mib", 0, "refuse jobs whose estimated memory exceeds this (0: the host's available memory)")
 	f.StringVar(&o.beta, "gspo-beta", os.Getenv("GSPO_BETA"), "only run jobs with this GSPO beta [GSPO_BETA]")
 	f.StringVar(&o.loraRank, "lora-rank", os.Getenv("LORA_RANK"), "only run jobs with this LoRA rank [LORA_RANK]")
 	f.StringVar(&cfg.Constraints.ImportanceSamplingLevel, "importance-sampling-level", os.Getenv("IMPORTANCE_SAMPLING_LEVEL"),
@@ -182,8 +201,18 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 		if err != nil {
 			return fmt.Errorf("--model-dir %s: %w", o.modelDir, err)
 		}
+		root, err := basecache.DirCID(c.Context(), o.modelDir)
+		if err != nil {
+			return fmt.Errorf("--model-dir %s: %w", o.modelDir, err)
+		}
+		b.Name = root.String()
 		cfg.Base = b
+		fmt.Fprintf(stderr, "gym worker: --model-dir %s is base model %s\n", o.modelDir, b.Name)
 	}
+	if o.maxMemoryMiB < 0 {
+		return usageError{fmt.Errorf("--max-memory-mib %d: want 0 (the host's available memory) or more", o.maxMemoryMiB)}
+	}
+	cfg.MemoryLimit = o.maxMemoryMiB << 20
 	if o.beta != "" {
 		b, err := strconv.ParseFloat(o.beta, 64)
 		if err != nil {
@@ -241,6 +270,15 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	cfg.Orchestrator = orch
 	cfg.Logger = logger
+	if bn, ok := orch.(baseNode); ok {
+		// Bases jobs name by CID: fetched into the node's artifact store
+		// from hanzod and peers, exported and verified under DIR/bases.
+		bases, err := basecache.New(filepath.Join(filepath.Dir(bn.Store().Dir()), "bases"), bn.Store(), bn.FetchBase)
+		if err != nil {
+			return err
+		}
+		cfg.Bases = bases
+	}
 	if cfg.ArtifactsAddr != "" || len(o.artifactsPeers) > 0 || len(o.artifactsAllow) > 0 || o.artifactsAllowAny {
 		an, ok := orch.(artifactNode)
 		if !ok {

@@ -247,3 +247,46 @@ func TestWorkerCommandArtifacts(t *testing.T) {
 		t.Fatalf("sources %+v", orch.peers)
 	}
 }
+
+// TestWorkerCommandRefusal: gym worker --max-memory-mib 1 refuses a job
+// that needs more; hanzod records why, and 'gym job status' shows it (and
+// its --json the node and the reason).
+func TestWorkerCommandRefusal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startWorkerCluster(t, ctx, workerTestSpec())
+	key, err := nodekey.Load(c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := nodekey.PublicHex(key)
+	wctx, stop := context.WithCancel(ctx)
+	cmd := workerRoot(c.dial(t, nil))
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs([]string{"worker", "--orchestrator", c.Addr(), "--key", c.key, "--data", t.TempDir(), "--heartbeat", "1s", "--max-memory-mib", "1"})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(wctx) }()
+	err = c.WaitJob(ctx, c.job, func(j state.Job) bool { return j.Refusals[id] != "" })
+	stop()
+	if werr := <-done; werr != nil {
+		t.Errorf("gym worker: %v\n%s", werr, errb.String())
+	}
+	if err != nil {
+		t.Fatalf("no refusal recorded: %v\n%s\n%s", err, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "job_refused") {
+		t.Errorf("gym worker did not report the refusal:\n%s", out.String())
+	}
+	text := mustGym(t, "--orchestrator", "grpc://"+c.Addr(), "job", "status", c.job)
+	for _, want := range []string{"refused by   1 node(s)", id + "  jobconf: the job does not fit this worker's memory", "this worker's limit is 1 MiB"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("gym job status does not say %q:\n%s", want, text)
+		}
+	}
+	j := decodeJSON[jobJSON](t, mustGym(t, "--orchestrator", "grpc://"+c.Addr(), "job", "status", "--json", c.job))
+	if len(j.Refusals) != 1 || j.Refusals[0].Node != id || !strings.Contains(j.Refusals[0].Reason, "does not fit") {
+		t.Errorf("refusals %+v", j.Refusals)
+	}
+}

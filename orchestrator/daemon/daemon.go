@@ -40,6 +40,7 @@ import (
 	"github.com/zooai/gym/artifact/pin"
 	astore "github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/nodekey"
@@ -498,7 +499,21 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 			return err
 		}
 	}
-	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads,
+	// Bases jobs name by CID come from this store (published into it with
+	// gym artifact publish --kind base-model --store DATA/artifacts, or
+	// by gym up), exported under DATA/bases and verified there.
+	arts := d.arts
+	bases, err := basecache.New(filepath.Join(cfg.DataDir, "bases"), d.arts, func(_ context.Context, root cid.Cid) error {
+		if _, err := arts.Artifact(root); err != nil {
+			return fmt.Errorf("hanzod's artifact store has no complete artifact %s (publish the model directory into it: gym artifact publish --kind base-model --store %s DIR): %w",
+				root, arts.Dir(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads, Bases: bases,
 		EpochGrace: cfg.EpochGrace, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err
@@ -551,6 +566,10 @@ func (d *Daemon) ArtifactsAddr() string {
 	}
 	return d.alis.Addr().String()
 }
+
+// ArtifactStore is hanzod's artifact store: the checkpoints it publishes
+// and the base models jobs name by CID (published into it).
+func (d *Daemon) ArtifactStore() *astore.Store { return d.arts }
 
 // Judge is the daemon's validator (for tests and embedding).
 func (d *Daemon) Judge() *judge.Judge { return d.judge }

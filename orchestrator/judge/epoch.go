@@ -41,6 +41,21 @@ func (j *Judge) Step(ctx context.Context) error {
 		some   bool // at least one did
 	}
 	var work []todo
+	// Bases named by CID are exported, verified and parsed here, outside
+	// the engine's lock (once per process each); plan then finds them.
+	var models []string
+	j.eng.View(func(m *state.Machine) {
+		for _, id := range m.Jobs() {
+			if jb, _ := m.Job(id); jb.State == state.Running || jb.State == state.Aggregating {
+				models = append(models, jb.Spec.Model)
+			}
+		}
+	})
+	for _, model := range models {
+		if _, err := j.baseFor(ctx, model); err != nil {
+			j.log.Warn("base model unavailable", "model", model, "err", err)
+		}
+	}
 	j.eng.View(func(m *state.Machine) {
 		for _, id := range m.Jobs() {
 			jb, _ := m.Job(id)
@@ -136,9 +151,9 @@ func (j *Judge) CheckpointDir(job string, epoch int) string {
 // startAdapter is the adapter epoch e starts from.
 func (j *Judge) startAdapter(plan jobconf.Plan, job string, epoch int) (*llama.Adapter, error) {
 	if epoch == 1 {
-		return plan.InitialAdapter(j.base.Weights.Cfg)
+		return plan.InitialAdapter(plan.Base.Weights.Cfg)
 	}
-	a, _, err := peft.Read(j.CheckpointDir(job, epoch-1), j.base.Weights.Cfg)
+	a, _, err := peft.Read(j.CheckpointDir(job, epoch-1), plan.Base.Weights.Cfg)
 	return a, err
 }
 
@@ -202,7 +217,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	rep.WeightsCID = wcid.String()
 	dir := j.CheckpointDir(jb.ID, e)
 	acc := rep.Accuracy
-	card := peft.Card{BaseModel: j.base.Name, BaseSHA3: j.base.SHA3, Job: jb.ID, Epoch: e,
+	card := peft.Card{BaseModel: plan.Base.Name, BaseSHA3: plan.Base.SHA3, Job: jb.ID, Epoch: e,
 		Quality: rep.Quality, Accuracy: &acc, WeightsCID: rep.WeightsCID,
 		Extra: map[string]string{peft.ExtraTask: plan.Trainer.Task, "aggregation": rep.Rule}}
 	if err := os.RemoveAll(dir); err != nil { // a merge interrupted earlier left a partial directory
@@ -246,8 +261,8 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 	}
 	in := epoch.Input{Job: jb.ID, Epoch: e, Plan: plan, Rule: rule, Byzantine: jb.Spec.Byzantine,
 		SpotCheckBP: jb.Spec.SpotCheckShare(), SpotKey: j.cfg.Key.Seed(), Start: start,
-		Base: j.base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights, Outliers: j.cfg.Outliers,
-		Replay: epoch.Retrain(j.base, plan, e, j.cfg.Threads)}
+		Base: plan.Base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights, Outliers: j.cfg.Outliers,
+		Replay: epoch.Retrain(plan.Base, plan, e, j.cfg.Threads)}
 	template := start.Zeroed()
 	for sl, dig := range jb.Slots {
 		if sl.Epoch != e {

@@ -1,7 +1,11 @@
 package judge
 
 import (
+	"context"
+	"errors"
 	"testing"
+
+	"github.com/ipfs/go-cid"
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
@@ -9,17 +13,23 @@ import (
 )
 
 // TestPlanCache: the plan is derived once per job and spec, again when
-// the spec differs.
+// the spec differs; a job naming a base by CID gets that base from Bases,
+// parsed once; a model that is neither builtin nor a CID, or a base that
+// cannot be had, is an error that is not cached.
 func TestPlanCache(t *testing.T) {
 	base, err := basemodel.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
+	const root = "bafybeiczsscdsbs7ffqz55asqdf3smv6klcw3gofszvwlyarci47bgf354"
+	byCID := *base
+	byCID.Name = root
+	bases := &fakeBases{base: &byCID}
 	calls := 0
-	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base) (jobconf.Plan, error) {
+	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{Bases: bases, NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base) (jobconf.Plan, error) {
 		calls++
-		if b != base {
-			t.Error("the plan was not derived from the judge's base model")
+		if want := map[string]*basemodel.Base{jobconf.BuiltinModel: base, root: &byCID}[s.Model]; b != want {
+			t.Errorf("the plan of model %s was derived from base %s", s.Model, b.Name)
 		}
 		return jobconf.FromSpec(id, s, b)
 	}}}
@@ -30,6 +40,8 @@ func TestPlanCache(t *testing.T) {
 	s2.Epochs = 3
 	bad := s1
 	bad.Model = "llama"
+	s3 := s1
+	s3.Model = root
 	for _, c := range []struct {
 		job   string
 		spec  jobspec.Spec
@@ -37,7 +49,8 @@ func TestPlanCache(t *testing.T) {
 		err   bool
 	}{
 		{"a", s1, 1, false}, {"a", s1, 1, false}, {"b", s1, 2, false}, {"a", s1, 2, false},
-		{"a", s2, 3, false}, {"a", s2, 3, false}, {"c", bad, 4, true}, {"c", bad, 4, true},
+		{"a", s2, 3, false}, {"a", s2, 3, false}, {"c", bad, 3, true}, {"c", bad, 3, true},
+		{"d", s3, 4, false}, {"d", s3, 4, false}, {"e", s3, 5, false},
 	} {
 		p, err := j.plan(c.job, c.spec)
 		if (err != nil) != c.err || calls != c.calls {
@@ -47,4 +60,38 @@ func TestPlanCache(t *testing.T) {
 			t.Fatalf("plan %+v for job %s epochs %d", p, c.job, c.spec.Epochs)
 		}
 	}
+
+	if bases.opens != 2 {
+		t.Fatalf("Bases.Open called %d times for two jobs on the base", bases.opens)
+	}
+	bases.err = errors.New("not in the store")
+	s4 := s3
+	s4.Epochs = 4
+	for range 2 {
+		if _, err := j.plan("f", s4); err == nil {
+			t.Fatal("a plan without its base")
+		}
+	}
+	bases.err = nil
+	if p, err := j.plan("f", s4); err != nil || p.Base != &byCID {
+		t.Fatalf("once the base is there: %v", err)
+	}
+}
+
+// fakeBases hands out one base for one CID, or err.
+type fakeBases struct {
+	base  *basemodel.Base
+	err   error
+	opens int
+}
+
+func (f *fakeBases) Open(_ context.Context, root cid.Cid) (*basemodel.Base, error) {
+	f.opens++
+	if f.err != nil {
+		return nil, f.err
+	}
+	if root.String() != f.base.Name {
+		return nil, errors.New("unknown base")
+	}
+	return f.base, nil
 }

@@ -55,6 +55,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ipfs/go-cid"
+
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/delta"
@@ -97,14 +99,25 @@ type Config struct {
 	// Outliers says which deltas are replayed besides the keyed
 	// spot-check share (epoch.Input.Outliers; zero: merge's defaults).
 	Outliers merge.OutlierConfig
-	// Base is the base model (basemodel.Builtin or Open, parsed once per process):
-	// jobs' plans are checked against it, deltas scored and replayed on it.
+	// Base is the base model at hand (basemodel.Builtin, or a directory
+	// given to hanzod, named by its CID), parsed once per process: the
+	// plans of jobs naming it are checked against it, their deltas scored
+	// and replayed on it.
 	Base *basemodel.Base
+	// Bases resolves the other bases jobs name by CID: from hanzod's own
+	// artifact store, verified against the CID, parsed once per process
+	// (basecache.Cache). nil: only jobs on Base are judged.
+	Bases Bases
 	// NewPlan derives a job's plan from its spec (nil: jobconf.FromSpec).
 	// The judge calls it once per job and spec, not on every step.
 	NewPlan func(id string, s jobspec.Spec, base *basemodel.Base) (jobconf.Plan, error)
 	Log     *slog.Logger
 	Now     func() time.Time
+}
+
+// Bases resolves base models named by CID (basecache.Cache implements it).
+type Bases interface {
+	Open(ctx context.Context, root cid.Cid) (*basemodel.Base, error)
 }
 
 // Judge validates, scores and merges. Safe for concurrent use.
@@ -124,7 +137,10 @@ type Judge struct {
 
 	pmu   sync.Mutex // a leaf lock: held only around the plans map
 	plans map[string]cachedPlan
-	tmu   sync.Mutex // a leaf lock: held only around the templates map
+
+	bmu     sync.Mutex      // a leaf lock: held only around builtin
+	builtin *basemodel.Base // parsed when a job needs it and base is another
+	tmu     sync.Mutex      // a leaf lock: held only around the templates map
 
 	cmu      sync.Mutex
 	verdicts map[[2]string]uint64 // (verdict, reason) → count
@@ -228,15 +244,57 @@ type cachedPlan struct {
 // it all the same): deriving it checks the trainer settings against the
 // base model, and Step asks for every running job every second, under the
 // engine's lock.
+//
+// The job's base model is resolved first (baseFor); a base that cannot be
+// had is an error that is not cached (it may be published later). Step
+// resolves the bases of the jobs it looks at before it takes the engine's
+// lock, so plan finds them parsed.
 func (j *Judge) plan(id string, s jobspec.Spec) (jobconf.Plan, error) {
+	j.pmu.Lock()
+	if c, ok := j.plans[id]; ok && c.spec == s {
+		j.pmu.Unlock()
+		return c.plan, c.err
+	}
+	j.pmu.Unlock()
+	// Not under pmu: a base resolved for the first time is exported,
+	// hashed and parsed (basecache serialises that itself).
+	base, err := j.baseFor(context.Background(), s.Model)
+	if err != nil {
+		return jobconf.Plan{}, err
+	}
 	j.pmu.Lock()
 	defer j.pmu.Unlock()
 	if c, ok := j.plans[id]; ok && c.spec == s {
 		return c.plan, c.err
 	}
-	p, err := j.cfg.NewPlan(id, s, j.base)
+	p, err := j.cfg.NewPlan(id, s, base)
 	j.plans[id] = cachedPlan{spec: s, plan: p, err: err}
 	return p, err
+}
+
+// baseFor returns the base model a job names: the judge's own (Base), or a
+// base named by CID from Bases (hanzod's store: verified, parsed once).
+func (j *Judge) baseFor(ctx context.Context, model string) (*basemodel.Base, error) {
+	if model == j.base.Name {
+		return j.base, nil
+	}
+	root, byCID, err := jobspec.ModelCID(model)
+	switch {
+	case err != nil:
+		return nil, err
+	case !byCID:
+		j.bmu.Lock()
+		defer j.bmu.Unlock()
+		if j.builtin == nil {
+			if j.builtin, err = basemodel.Builtin(); err != nil {
+				return nil, err
+			}
+		}
+		return j.builtin, nil
+	case j.cfg.Bases == nil:
+		return nil, fmt.Errorf("judge: no base-model store to find %s in", model)
+	}
+	return j.cfg.Bases.Open(ctx, root)
 }
 
 // Rejection reasons (Verdict.Reason, SubmitDeltaResponse.reason).
@@ -514,7 +572,7 @@ func (j *Judge) template(plan jobconf.Plan) (*llama.Adapter, error) {
 	if t, ok := j.templates[plan.Job]; ok {
 		return t, nil
 	}
-	t, err := plan.InitialAdapter(j.base.Weights.Cfg)
+	t, err := plan.InitialAdapter(plan.Base.Weights.Cfg)
 	if err != nil {
 		return nil, err
 	}

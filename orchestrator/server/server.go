@@ -14,7 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -426,8 +428,17 @@ func jobTo(m *state.Machine, j state.Job) *pb.Job {
 	return &pb.Job{
 		Id: j.ID, Spec: jobspec.ToProto(j.Spec), State: string(j.State), Epoch: int32(j.Epoch), Ring: ring(m, j), Paused: j.Paused,
 		Cids: append([]string(nil), j.CIDs...), Reason: j.Reason, Members: append([]string(nil), j.Members...),
-		Settled: j.Settled,
+		Settled: j.Settled, Refusals: refusals(j.Refusals),
 	}
+}
+
+// refusals lists a job's refusals by node.
+func refusals(m map[string]string) []*pb.Refusal {
+	var out []*pb.Refusal
+	for _, n := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, &pb.Refusal{Node: n, Reason: m[n]})
+	}
+	return out
 }
 
 // addPins fills j.Pins from s.Pins, in the order of j.Cids.
@@ -839,6 +850,24 @@ func (s *Server) ReportSuspect(ctx context.Context, r *pb.ReportSuspectRequest) 
 		_, _ = rj.RingEvidence(ctx, r.Job, r.Suspect, r.Evidence)
 	}
 	return &pb.ReportSuspectResponse{Assignment: s.assignment(a.Node)}, nil
+}
+
+// RefuseJob implements NodeService: the refusal is recorded in the job and
+// the node taken out of it (state.RefuseJob).
+func (s *Server) RefuseJob(ctx context.Context, r *pb.RefuseJobRequest) (*pb.RefuseJobResponse, error) {
+	s.stamp(ctx)
+	a, err := auth(r.Auth)
+	if err != nil {
+		return nil, err
+	}
+	cmd := state.RefuseJob{Auth: a, Job: r.Job, Reason: r.Reason}
+	if err := s.admit(a, cmd.SignedBytes()); err != nil {
+		return nil, err
+	}
+	if _, err := s.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &pb.RefuseJobResponse{Assignment: s.assignment(a.Node)}, nil
 }
 
 // Events implements OrchestratorService.

@@ -18,6 +18,10 @@ type (
 	// ReportSuspect is a ring member's signed report that a neighbour
 	// failed an all-reduce of configuration ConfigID (nodeauth's).
 	ReportSuspect nodeauth.ReportSuspect
+	// RefuseJob is a node's signed word that it will not run the job it
+	// was assigned (nodeauth's): recorded in the job, and the node is
+	// taken out of it as a lost member is, never to be put back.
+	RefuseJob nodeauth.RefuseJob
 	// JudgeDelta records the validator's verdict on a submitted delta.
 	JudgeDelta struct{ Verdict DeltaJudged }
 	// Eject removes a member from a running job's ring on proven
@@ -33,12 +37,21 @@ type (
 )
 
 func (ReportSuspect) command() {}
+func (RefuseJob) command()     {}
 func (JudgeDelta) command()    {}
 func (Eject) command()         {}
 func (Settle) command()        {}
 
 // SignedBytes is what a node signs.
 func (r ReportSuspect) SignedBytes() []byte { return nodeauth.ReportSuspect(r).SignedBytes() }
+
+// SignedBytes is what a node signs.
+func (r RefuseJob) SignedBytes() []byte { return nodeauth.RefuseJob(r).SignedBytes() }
+
+// SignRefuse signs r in place (and sets Auth.Node to the key's public key).
+func SignRefuse(key ed25519.PrivateKey, r *RefuseJob) {
+	nodeauth.SignRefuse(key, (*nodeauth.RefuseJob)(r))
+}
 
 // SignSuspect signs r in place (and sets Auth.Node to the key's public key).
 func SignSuspect(key ed25519.PrivateKey, r *ReportSuspect) {
@@ -56,6 +69,13 @@ type (
 		ConfigID string `json:"config_id"`
 		Failure  string `json:"kind"`
 		Evidence []byte `json:"evidence,omitempty"`
+	}
+	// JobRefused records a node's refusal of a job it was assigned.
+	JobRefused struct {
+		Job    string `json:"job"`
+		Node   string `json:"node"`
+		Seq    uint64 `json:"seq"`
+		Reason string `json:"reason"`
 	}
 	// DeltaJudged is the validator's verdict on one delta.
 	DeltaJudged struct {
@@ -90,6 +110,7 @@ type (
 
 func (SuspectReported) Kind() string     { return "suspect_reported" }
 func (DeltaJudged) Kind() string         { return "delta_judged" }
+func (JobRefused) Kind() string          { return "job_refused" }
 func (CheckpointPublished) Kind() string { return "checkpoint_published" }
 func (JobSettled) Kind() string          { return "job_settled" }
 
@@ -164,6 +185,49 @@ func (m *Machine) reportSuspect(now int64, r ReportSuspect) error {
 		return nil
 	}
 	m.transition(now, j, Failed, fmt.Sprintf("the ring cannot make progress: all %d members of configuration %s reported a neighbour and none was reported by both of its neighbours, %d times this epoch (check that the nodes' ring addresses are reachable from each other)", len(j.Ring), j.ConfigID, maxResyncs+1), nil, "")
+	return nil
+}
+
+// maxRefusal bounds a refusal's reason.
+const maxRefusal = 1024
+
+func (m *Machine) refuseJob(now int64, r RefuseJob) error {
+	if len(r.Reason) == 0 || len(r.Reason) > maxRefusal {
+		return fmt.Errorf("%w: a refusal needs a reason of 1..%d bytes", ErrInvalid, maxRefusal)
+	}
+	n, err := m.authenticate(now, r.Auth, r.SignedBytes())
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return fmt.Errorf("%w: node %s is not registered", ErrPrecondition, r.Node)
+	}
+	j, err := m.job(r.Job)
+	if err != nil {
+		return err
+	}
+	if n.Job != j.ID {
+		return fmt.Errorf("%w: node %s is not assigned to job %s", ErrPrecondition, r.Node, j.ID)
+	}
+	m.emit(now, JobRefused{Job: j.ID, Node: r.Node, Seq: r.Seq, Reason: r.Reason})
+	m.lose(now, n, "refused the job")
+	return nil
+}
+
+func (m *Machine) applyRefused(e JobRefused) error {
+	j, n := m.jobs[e.Job], m.nodes[e.Node]
+	if j == nil || n == nil || n.Job != j.ID {
+		return fmt.Errorf("refusal of %s by %s out of place", e.Job, e.Node)
+	}
+	if e.Seq <= n.LastSeq {
+		return fmt.Errorf("sequence %d not above %d", e.Seq, n.LastSeq)
+	}
+	n.LastSeq = e.Seq
+	m.alive(n)
+	if j.Refusals == nil {
+		j.Refusals = map[string]string{}
+	}
+	j.Refusals[e.Node] = e.Reason
 	return nil
 }
 
@@ -332,7 +396,8 @@ func (m *Machine) fillRing(now int64, j *Job) {
 	}
 }
 
-// removedSet is the nodes a job's ring must not take back yet: taken out
+// removedSet is the nodes a job must not take back: those that refused
+// it, and those not yet: taken out
 // of its ring (failed, reported by both neighbours, ejected) and not heard
 // from since. A node that was killed is removed by its neighbours' reports
 // seconds after it died, long before it misses enough heartbeats to count
@@ -341,7 +406,7 @@ func (m *Machine) fillRing(now int64, j *Job) {
 func (m *Machine) removedSet(j *Job) map[string]bool {
 	out := map[string]bool{}
 	for _, id := range m.nodeIDs() {
-		if contains(m.nodes[id].RemovedFrom, j.ID) {
+		if contains(m.nodes[id].RemovedFrom, j.ID) || j.Refusals[id] != "" {
 			out[id] = true
 		}
 	}

@@ -206,6 +206,7 @@ var bodyTypes = map[string]func() Body{
 	"rewards_paid":         func() Body { return &RewardsPaid{} },
 	"suspect_reported":     func() Body { return &SuspectReported{} },
 	"delta_judged":         func() Body { return &DeltaJudged{} },
+	"job_refused":          func() Body { return &JobRefused{} },
 	"checkpoint_published": func() Body { return &CheckpointPublished{} },
 	"job_settled":          func() Body { return &JobSettled{} },
 }
@@ -298,6 +299,8 @@ func DecodeEvent(data []byte) (Event, error) {
 	case *SuspectReported:
 		v = *p
 	case *DeltaJudged:
+		v = *p
+	case *JobRefused:
 		v = *p
 	case *CheckpointPublished:
 		v = *p

@@ -84,6 +84,9 @@ type Job struct {
 	// Resyncs counts this epoch's fresh configurations of an unchanged
 	// ring (contradicting failure reports).
 	Resyncs int `json:"resyncs,omitempty"`
+	// Refusals: node → why it refused the job (its signed word). A node
+	// that refused is never put back into the job.
+	Refusals map[string]string `json:"refusals,omitempty"`
 }
 
 // maxName bounds names the state keeps (content ids, nodes in verdicts).
@@ -428,7 +431,7 @@ func (m *Machine) lose(now int64, n *Node, why string) {
 	case Provisioning:
 		m.emit(now, MemberChanged{Job: j.ID, Node: n.ID, Reason: why})
 		if len(j.Members) < j.Spec.MinNodes {
-			if s := m.idleEligible(j.Spec.MinVRAMMiB, now, nil); len(s) > 0 {
+			if s := m.idleEligible(j.Spec.MinVRAMMiB, now, m.removedSet(j)); len(s) > 0 {
 				m.emit(now, MemberChanged{Job: j.ID, Node: s[0].ID, Added: true, Reason: "replaces " + n.ID})
 			}
 		}
@@ -535,7 +538,11 @@ func (m *Machine) provisionTimeout(now int64, j *Job) {
 		m.build(now, j)
 		return
 	}
-	m.transition(now, j, Failed, fmt.Sprintf("provisioning timed out: %d members reported bandwidth, the job needs %d", len(j.Members), j.Spec.MinNodes), nil, "")
+	reason := fmt.Sprintf("provisioning timed out: %d members reported bandwidth, the job needs %d", len(j.Members), j.Spec.MinNodes)
+	if len(j.Refusals) > 0 {
+		reason += fmt.Sprintf("; %d node(s) refused it (see refusals)", len(j.Refusals))
+	}
+	m.transition(now, j, Failed, reason, nil, "")
 }
 
 func (m *Machine) job(id string) (*Job, error) {

@@ -212,6 +212,8 @@ func (m *Machine) Step(now int64, cmd Command) ([]Event, error) {
 		err = m.ledgerCommand(now, c)
 	case ReportSuspect:
 		err = m.reportSuspect(now, c)
+	case RefuseJob:
+		err = m.refuseJob(now, c)
 	case JudgeDelta:
 		err = m.judge(now, c)
 	case Eject:
@@ -334,6 +336,8 @@ func (m *Machine) apply(at int64, b Body) error {
 		return m.applySuspect(e)
 	case DeltaJudged:
 		return m.applyJudged(e)
+	case JobRefused:
+		return m.applyRefused(e)
 	case CheckpointPublished:
 		return m.applyPublished(e)
 	case JobSettled:

@@ -145,6 +145,7 @@ func (j Job) Clone() Job {
 		}
 	}
 	c.Slots = maps.Clone(j.Slots)
+	c.Refusals = maps.Clone(j.Refusals)
 	c.Tally = nil
 	if j.Tally != nil {
 		c.Tally = make(map[string]*Tally, len(j.Tally))

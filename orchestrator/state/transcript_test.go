@@ -428,6 +428,13 @@ func (h *harness) run(line string) string {
 		return h.step(c)
 	case "settle":
 		return h.step(Settle{Job: pos[0], Record: `{"job":"` + pos[0] + `"}`, Signature: sig(kv)})
+	case "refuse":
+		r := RefuseJob{Auth: h.auth(pos[0], kv), Job: pos[1], Reason: strings.Join(pos[2:], " ")}
+		r.Sign(h.key(pos[0]), r.SignedBytes())
+		if kv["badsig"] == "1" {
+			r.Sig[0] ^= 1
+		}
+		return h.step(r)
 	case "suspect":
 		r := ReportSuspect{Auth: h.auth(pos[0], kv), Job: pos[1], Suspect: h.id(pos[2]), Kind: strings.TrimPrefix(pos[3], "-"), Evidence: []byte(kv["evidence"])}
 		if j, ok := h.m.Job(pos[1]); ok {
@@ -470,7 +477,8 @@ func (h *harness) run(line string) string {
 			Tally        map[string]*Tally       `json:"tally,omitempty"`
 			Participants []string                `json:"participants,omitempty"`
 			Settled      bool                    `json:"settled"`
-		}{j.EpochSize, j.Suspects, j.Slots, j.Tally, j.Participants, j.Settled})
+			Refusals     map[string]string       `json:"refusals,omitempty"`
+		}{j.EpochSize, j.Suspects, j.Slots, j.Tally, j.Participants, j.Settled, j.Refusals})
 		return h.names2(string(b))
 	case "node":
 		n, ok := h.m.Node(h.id(pos[0]))

@@ -27,6 +27,7 @@ const (
 	NodeService_ReportBandwidth_FullMethodName = "/zoo.gym.hanzod.v1.NodeService/ReportBandwidth"
 	NodeService_SubmitDelta_FullMethodName     = "/zoo.gym.hanzod.v1.NodeService/SubmitDelta"
 	NodeService_ReportSuspect_FullMethodName   = "/zoo.gym.hanzod.v1.NodeService/ReportSuspect"
+	NodeService_RefuseJob_FullMethodName       = "/zoo.gym.hanzod.v1.NodeService/RefuseJob"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -44,6 +45,11 @@ type NodeServiceClient interface {
 	SubmitDelta(ctx context.Context, in *SubmitDeltaRequest, opts ...grpc.CallOption) (*SubmitDeltaResponse, error)
 	// ReportSuspect names a ring neighbour that failed an all-reduce.
 	ReportSuspect(ctx context.Context, in *ReportSuspectRequest, opts ...grpc.CallOption) (*ReportSuspectResponse, error)
+	// RefuseJob says the node will not run a job it was assigned (its base
+	// model does not verify or does not fit the node's memory, or the job
+	// breaks the operator's constraints). hanzod records it in the job
+	// (Job.refusals) and takes the node out of the job.
+	RefuseJob(ctx context.Context, in *RefuseJobRequest, opts ...grpc.CallOption) (*RefuseJobResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -104,6 +110,16 @@ func (c *nodeServiceClient) ReportSuspect(ctx context.Context, in *ReportSuspect
 	return out, nil
 }
 
+func (c *nodeServiceClient) RefuseJob(ctx context.Context, in *RefuseJobRequest, opts ...grpc.CallOption) (*RefuseJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefuseJobResponse)
+	err := c.cc.Invoke(ctx, NodeService_RefuseJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -119,6 +135,11 @@ type NodeServiceServer interface {
 	SubmitDelta(context.Context, *SubmitDeltaRequest) (*SubmitDeltaResponse, error)
 	// ReportSuspect names a ring neighbour that failed an all-reduce.
 	ReportSuspect(context.Context, *ReportSuspectRequest) (*ReportSuspectResponse, error)
+	// RefuseJob says the node will not run a job it was assigned (its base
+	// model does not verify or does not fit the node's memory, or the job
+	// breaks the operator's constraints). hanzod records it in the job
+	// (Job.refusals) and takes the node out of the job.
+	RefuseJob(context.Context, *RefuseJobRequest) (*RefuseJobResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -143,6 +164,9 @@ func (UnimplementedNodeServiceServer) SubmitDelta(context.Context, *SubmitDeltaR
 }
 func (UnimplementedNodeServiceServer) ReportSuspect(context.Context, *ReportSuspectRequest) (*ReportSuspectResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportSuspect not implemented")
+}
+func (UnimplementedNodeServiceServer) RefuseJob(context.Context, *RefuseJobRequest) (*RefuseJobResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RefuseJob not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -255,6 +279,24 @@ func _NodeService_ReportSuspect_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_RefuseJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefuseJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).RefuseJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_RefuseJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).RefuseJob(ctx, req.(*RefuseJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -281,6 +323,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportSuspect",
 			Handler:    _NodeService_ReportSuspect_Handler,
+		},
+		{
+			MethodName: "RefuseJob",
+			Handler:    _NodeService_RefuseJob_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

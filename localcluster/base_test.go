@@ -1,0 +1,102 @@
+package localcluster_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zooai/gym/basecache"
+	"github.com/zooai/gym/internal/tinyllama"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/localcluster"
+	"github.com/zooai/gym/peft"
+)
+
+// tinyQwen2Dir writes a tiny random Qwen2-style model directory
+// (config.json, model.safetensors, tokenizer.json) as a user would bring
+// one.
+func tinyQwen2Dir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "qwen2-tiny")
+	w, err := tinyllama.Weights(tinyllama.Config(), 3, 0.2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := llama.Save(dir, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tinyllama.TokenizerJSON(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestBaseByCID: a job names a base model by CID. The cluster publishes
+// the directory into hanzod's store and gives it to nobody: every worker
+// fetches it from hanzod, verifies it against the CID and caches it under
+// its data directory, and so does hanzod's validator from its store. One
+// worker is allowed less memory than the job needs: it refuses, the job's
+// record at hanzod says why with the figures, and the three others train
+// the job to a published checkpoint on which the held-out loss fell.
+func TestBaseByCID(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	model := tinyQwen2Dir(t)
+	root, err := basecache.DirCID(ctx, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "up")
+	cfg := localcluster.TestConfig(dir, 4)
+	cfg.ModelDir = model
+	cfg.MemoryLimit = []int64{64 << 10} // w0: 64 KiB
+	spec := tinySpec(2, 6, 3)
+	spec.MaxNodes, spec.Model, spec.PromptsPerStep, spec.GSPO = 4, root.String(), 4, jobconf.BuiltinGSPO(3)
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	t.Logf("held-out loss %.4f → %.4f, accuracy %.3f → %.3f", sum.LossBefore, sum.LossAfter, sum.EvalBefore, sum.EvalAfter)
+	if !(sum.LossAfter < sum.LossBefore) {
+		t.Errorf("held-out loss %.4f → %.4f: training did not lower it", sum.LossBefore, sum.LossAfter)
+	}
+	w0 := sum.Nodes[0]
+	t.Logf("w0 refused: %s", w0.Refused)
+	for _, want := range []string{"does not fit", "this worker's limit is 0.0625 MiB", "parameters × 4 bytes"} {
+		if !strings.Contains(w0.Refused, want) {
+			t.Errorf("hanzod's record of w0's refusal %q does not say %q", w0.Refused, want)
+		}
+	}
+	if w0.Accepted != 0 {
+		t.Errorf("w0 refused the job and had %d deltas accepted", w0.Accepted)
+	}
+	for _, n := range sum.Nodes[1:] {
+		if n.Refused != "" || n.Accepted != 4 {
+			t.Errorf("%s: refused %q, %d deltas accepted, want 4", n.Name, n.Refused, n.Accepted)
+		}
+	}
+	// Every worker and hanzod hold the base where their caches keep it,
+	// verified; nobody was handed the directory.
+	for _, d := range []string{"workers/w1", "workers/w2", "workers/w3", "hanzod"} {
+		p := filepath.Join(dir, d, "bases", root.String())
+		got, err := basecache.DirCID(ctx, p)
+		if err != nil || !got.Equals(root) {
+			t.Errorf("%s: %v %v", p, got, err)
+		}
+	}
+	// The checkpoint names its base by CID.
+	_, pc, err := peft.Read(sum.CheckpointDir, tinyllama.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.BaseModel != root.String() {
+		t.Errorf("the checkpoint's base is %q, want %s", pc.BaseModel, root)
+	}
+}
