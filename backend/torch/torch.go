@@ -33,6 +33,9 @@ type Backend struct {
 	loaded int
 	cur    *Trainer
 	stop   func() bool
+	// hook, in tests, is called at points of a step ("generated" after
+	// Generate, "stepped" after Step) with the process.
+	hook func(stage string, pid int, exchange string)
 }
 
 // New checks the Python environment and makes the private directory; the
@@ -326,6 +329,9 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 		if _, err := p.client.Generate(ctx, req); err != nil {
 			return err
 		}
+		if b.hook != nil {
+			b.hook("generated", p.Pid(), b.sup.exchange)
+		}
 		tr, err := ReadTraces(t.path(gen), t.j.Base.Weights.Cfg.Vocab)
 		if err != nil {
 			return err
@@ -372,6 +378,9 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 		resp, err := p.client.Step(ctx, &trainerv1.StepRequest{Traces: in, GroupSize: uint32(c.GroupSize), Out: out})
 		if err != nil {
 			return err
+		}
+		if b.hook != nil {
+			b.hook("stepped", p.Pid(), b.sup.exchange)
 		}
 		if resp.Adapter != out || resp.Stats == nil {
 			return fmt.Errorf("%w: step answered adapter %q (asked %q)", ErrGarbage, resp.Adapter, out)
