@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/ring"
@@ -105,6 +106,10 @@ type Config struct {
 	// parsed once by the process and shared read-only (nil: New uses
 	// basemodel.Builtin).
 	Base *basemodel.Base
+	// Backend trains for the worker (nil: the go backend). The worker
+	// takes only jobs it can serve (jobconf.Plan.Serves) and records its
+	// name in every delta; it does not close it.
+	Backend backend.Backend
 
 	// Heartbeat is the interval of the background heartbeat; MinGap the
 	// least time between two orchestrator heartbeat calls (hanzod refuses

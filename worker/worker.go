@@ -15,13 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/ring/tcp"
-	"github.com/zooai/gym/trainer"
 )
 
 // ErrJobFailed is returned by Run with ExitWhenDone when the job failed.
@@ -315,6 +315,9 @@ func (w *Worker) loop(ctx context.Context) error {
 		}
 		if w.planJob != a.Job {
 			p, err := jobconf.FromSpec(a.Job, a.Spec, w.base)
+			if err == nil {
+				err = p.Serves(w.backend().Name())
+			}
 			if err != nil {
 				w.refuse(a.Job, err)
 				continue
@@ -475,10 +478,12 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			return false, fmt.Errorf("worker: checkpoint %s: %w", a.Checkpoint, err)
 		}
 	}
-	tr, err := trainer.Resume(w.base.Weights, w.base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, trainer.State{Step: plan.FirstStep(e), Adapter: start})
+	tr, err := w.backend().Start(ctx, backend.Job{Base: w.base, Config: plan.Trainer, Worker: w.widx, Threads: w.c.Threads,
+		FirstStep: plan.FirstStep(e), Adapter: start})
 	if err != nil {
 		return false, err
 	}
+	defer tr.Close()
 	params := start.NumParams()
 	clip := plan.ClipNorm(params)
 	cfg, err := ringConfig(job, e, a.Ring)
@@ -525,7 +530,8 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			return false, err
 		}
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
-			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding}
+			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding,
+			Backend: w.backend().Name()}
 		if err := w.submit(ctx, d); err != nil {
 			return false, err
 		}
@@ -550,9 +556,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		if err := jobconf.AddFlat(s, mean); err != nil {
 			return false, err
 		}
-		st := tr.State()
-		st.Adapter = s
-		if tr, err = trainer.Resume(w.base.Weights, w.base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, st); err != nil {
+		if err := tr.SetAdapter(ctx, s); err != nil {
 			return false, err
 		}
 		w.emit(Event{Kind: EventRingReduced, Job: job, Epoch: e, Sync: k, Step: plan.SyncStep(e, k), Seconds: secs,
@@ -793,4 +797,12 @@ func safeName(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// backend is the configured training backend (the go backend by default).
+func (w *Worker) backend() backend.Backend {
+	if w.c.Backend == nil {
+		return backend.GoBackend{}
+	}
+	return w.c.Backend
 }
