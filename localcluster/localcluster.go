@@ -16,6 +16,7 @@ package localcluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -35,6 +36,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/zooai/gym/backend"
+	"github.com/zooai/gym/backend/torch"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -72,6 +75,13 @@ type Config struct {
 	// Attacks[i], when set, makes worker i mount that attack
 	// (worker.Attack*).
 	Attacks []string
+	// Backends[i], when set, is worker i's training backend ("go" or
+	// "torch"; default go). Torch workers run python -m
+	// gym_protocol.backend with Python ("": $GYM_PYTHON, else python3) and
+	// PythonEnv added to its environment.
+	Backends  []string
+	Python    string
+	PythonEnv []string
 	// Key, when set, gives worker i its key (reproducible tests); by
 	// default each worker gets a fresh one.
 	Key func(i int) ed25519.PrivateKey
@@ -195,6 +205,14 @@ func (c Config) Validate() error {
 	}
 	for _, a := range c.Attacks {
 		if err := worker.CheckAttack(a); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
+	if len(c.Backends) > c.Workers {
+		return fmt.Errorf("%w: %d backends for %d workers", ErrConfig, len(c.Backends), c.Workers)
+	}
+	for _, b := range c.Backends {
+		if _, err := backend.Parse(cmp.Or(b, backend.Go)); err != nil {
 			return fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 	}
@@ -574,8 +592,14 @@ func (c *Cluster) startProcess(w *Worker) error {
 	if cfg.ModelDir != "" {
 		args = append(args, "--model-dir", cfg.ModelDir)
 	}
+	if c.backendOf(w) == backend.Torch {
+		args = append(args, "--backend", backend.Torch)
+		if cfg.Python != "" {
+			args = append(args, "--python", cfg.Python)
+		}
+	}
 	cmd := exec.Command(cfg.Gym, args...)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=2"), cfg.PythonEnv...)
 	logf, err := os.OpenFile(filepath.Join(w.Dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -662,8 +686,21 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	if cfg.Worker != nil {
 		cfg.Worker(w, &wc)
 	}
+	var tb *torch.Backend
+	if c.backendOf(w) == backend.Torch {
+		if tb, err = torch.New(c.ctx, torch.Options{Python: cfg.Python, Env: cfg.PythonEnv, BaseDir: cfg.ModelDir, Log: logf}); err != nil {
+			logf.Close()
+			evf.Close()
+			nc.Close()
+			return fmt.Errorf("localcluster: worker %s: %w", w.Name, err)
+		}
+		wc.Backend = tb
+	}
 	wk, err := worker.New(wc)
 	if err != nil {
+		if tb != nil {
+			tb.Close()
+		}
 		logf.Close()
 		evf.Close()
 		nc.Close()
@@ -677,6 +714,9 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	go func() {
 		defer close(done)
 		err := wk.Run(ctx)
+		if tb != nil {
+			tb.Close()
+		}
 		nc.Close()
 		logf.Close()
 		evf.Close()
@@ -949,4 +989,12 @@ func CopyDir(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// backendOf is worker w's training backend (Config.Backends).
+func (c *Cluster) backendOf(w *Worker) string {
+	if w.Index < len(c.cfg.Backends) && c.cfg.Backends[w.Index] != "" {
+		return c.cfg.Backends[w.Index]
+	}
+	return backend.Go
 }

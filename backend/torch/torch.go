@@ -71,6 +71,10 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	b := &Backend{o: o, sup: &supervisor{o: o, dir: dir, exchange: x}}
 	b.stop = context.AfterFunc(ctx, func() { b.sup.close() })
+	// Start the process now: importing torch takes seconds, which the
+	// first step (and its ring neighbours) should not wait for. A failure
+	// here is seen again, and reported, by the first call.
+	go b.sup.get(ctx)
 	return b, nil
 }
 

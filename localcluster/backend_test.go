@@ -1,0 +1,56 @@
+package localcluster_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/internal/pyenv"
+	"github.com/zooai/gym/localcluster"
+	"github.com/zooai/gym/peft"
+)
+
+// TestMixedRing runs a job that allows any backend on two go and two
+// torch workers: the ring mixes them, every delta is accepted (the torch
+// ones without exact replay) and the published adapter loads as PEFT's.
+func TestMixedRing(t *testing.T) {
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
+	pkg, err := filepath.Abs(filepath.Join("..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := localcluster.TestConfig(dir, 4)
+	cfg.Backends = []string{"go", "go", "torch", "torch"}
+	cfg.Python, cfg.PythonEnv = py, []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
+	// Generous bounds, not synchronisation: a torch worker's steps go
+	// through a Python process on a shared machine.
+	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
+	spec := tinySpec(1, 4, 4)
+	spec.Backend = "any"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	for i, n := range sum.Nodes {
+		want := map[bool]string{true: "torch", false: ""}[i >= 2]
+		if n.Backend != want || n.Accepted != 2 || n.Rejected != 0 || n.Slashed {
+			t.Errorf("node %d %+v: want backend %q, 2 accepted deltas, no slash", i, n, want)
+		}
+	}
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := peft.Read(sum.CheckpointDir, base.Weights.Cfg); err != nil {
+		t.Errorf("published checkpoint: %v", err)
+	}
+	t.Logf("mixed ring: held-out accuracy %.3f → %.3f, %.1f s; epochs %+v", sum.EvalBefore, sum.EvalAfter, sum.Seconds, sum.Epochs)
+}
