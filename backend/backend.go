@@ -9,6 +9,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -59,6 +60,11 @@ type Trainer interface {
 	// Close releases what the trainer holds (not the backend process).
 	Close() error
 }
+
+// ErrUnservable reports a job the backend can never train on this
+// machine (settings it refuses, hardware it lacks): the worker refuses the
+// job instead of retrying it.
+var ErrUnservable = errors.New("backend: the job cannot be trained by this backend here")
 
 // Job is what a backend needs to start training.
 type Job struct {

@@ -29,7 +29,7 @@ func TestMixedRing(t *testing.T) {
 	// through a Python process on a shared machine.
 	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
 	spec := tinySpec(1, 4, 4)
-	spec.Backend = "any"
+	spec.Backend, spec.GSPO.Use4Bit = "any", false // 4-bit needs CUDA in the torch backend
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sum, err := localcluster.Run(ctx, cfg, spec)

@@ -339,6 +339,12 @@ func (w *Worker) loop(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if errors.Is(err, backend.ErrUnservable) {
+				// The backend can never train this job here (e.g. 4-bit
+				// without CUDA): refuse it rather than retry forever.
+				w.refuse(a.Job, err)
+				continue
+			}
 			if err != nil {
 				if !errors.Is(err, errAbandon) {
 					w.c.Logger.Warn("epoch abandoned", "job", a.Job, "epoch", a.Epoch, "err", err)

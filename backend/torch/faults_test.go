@@ -109,6 +109,19 @@ func TestRecoversFromFaults(t *testing.T) {
 		t.Logf("%s: step %d loss %.4g, restarts %d", tc.name, st.Step, st.Loss, b.Restarts())
 		prev = tt.Adapter().Clone()
 	}
+	// A job the process refuses (4-bit on a machine without CUDA) is
+	// unservable: the worker refuses the job instead of retrying it, and
+	// the process is not restarted for it.
+	starts := b.Restarts()
+	base, _ := basemodel.Builtin()
+	c := smallConfig()
+	c.Use4Bit = true
+	if _, err := b.StartTrainer(ctx, backend.Job{Base: base, Config: c, Threads: 1, Adapter: a}); !errors.Is(err, backend.ErrUnservable) || !strings.Contains(err.Error(), "CUDA") {
+		t.Errorf("4-bit without CUDA: %v, want ErrUnservable naming CUDA", err)
+	}
+	if b.Restarts() != starts {
+		t.Errorf("a refused Load restarted the process")
+	}
 }
 
 func TestReadAdapterRefusesBadFiles(t *testing.T) {

@@ -194,6 +194,9 @@ func (b *Backend) load(ctx context.Context, t *Trainer, p *proc) error {
 			WarmupUpdates: uint32(c.WarmupSteps), TotalUpdates: uint32(s.total), MinLearningRate: s.minLR},
 	}
 	resp, err := p.client.Load(ctx, req)
+	if c := status.Code(err); c == codes.FailedPrecondition || c == codes.InvalidArgument {
+		return fmt.Errorf("%w: %s", backend.ErrUnservable, status.Convert(err).Message())
+	}
 	if err != nil {
 		return err
 	}
