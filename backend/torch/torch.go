@@ -250,7 +250,11 @@ func retryable(ctx context.Context, err error) bool {
 	if errors.Is(err, ErrGarbage) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
-	switch status.Code(err) {
+	st, ok := status.FromError(err)
+	if !ok { // not from the call: an error of this side
+		return false
+	}
+	switch st.Code() {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Unknown, codes.Canceled:
 		return true
 	}
