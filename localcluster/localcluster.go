@@ -258,6 +258,15 @@ type Worker struct {
 	done             chan struct{}
 	err              error
 	killed, restarts bool
+	torch            *torch.Backend // an in-process torch worker's backend
+}
+
+// Torch is an in-process torch worker's backend while it runs (nil
+// otherwise): tests reach its Python process through it.
+func (w *Worker) Torch() *torch.Backend {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.torch
 }
 
 // Cluster is a running hanzod and its workers.
@@ -709,7 +718,7 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	ctx, cancel := context.WithCancel(c.ctx)
 	done := make(chan struct{})
 	c.mu.Lock()
-	w.cmd, w.cancel, w.done, w.err = nil, cancel, done, nil
+	w.cmd, w.cancel, w.done, w.err, w.torch = nil, cancel, done, nil, tb
 	c.mu.Unlock()
 	go func() {
 		defer close(done)

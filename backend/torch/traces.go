@@ -110,8 +110,8 @@ func WriteTraces(path string, t *Traces) error {
 // larger than limit.
 func openSmall(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	if err != nil { // the directory is ours: a file the process said it wrote is missing
+		return nil, fmt.Errorf("%w: %v", ErrGarbage, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
