@@ -9,6 +9,7 @@ import (
 
 	trainerv1 "github.com/zooai/gym/api/trainer/v1"
 	"github.com/zooai/gym/backend"
+	"github.com/zooai/gym/backend/backendtest"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/internal/pyenv"
 	"github.com/zooai/gym/llama"
@@ -173,3 +174,6 @@ func TestGSPOMatchesGoEngine(t *testing.T) {
 		t.Errorf("updates %d, want 2 (num_iterations)", full.Stats.Updates)
 	}
 }
+
+// TestSuite is the backends' common suite (package backendtest).
+func TestSuite(t *testing.T) { backendtest.Run(t, newBackend(t, Options{})) }

@@ -267,6 +267,12 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	cfg.OnEvent = v.event
 	cfg.IPFS = o.ipfs
 	cfg.Backends, cfg.Python = o.backends, o.python
+	if slices.Contains(o.backends, backend.Torch) {
+		// A torch worker's sync takes longer than the built-in engine's
+		// (a Python process, and its first start imports torch); its ring
+		// neighbours wait for it in the all-reduce.
+		cfg.RingTimeout = max(cfg.RingTimeout, 2*time.Minute)
+	}
 	v.spec, v.dir = upSpec(o, cfg.Base.Name), filepath.Join(o.out, "hanzod")
 	sum, err := localcluster.Run(ctx, cfg, v.spec)
 	if err != nil {
