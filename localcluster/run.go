@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zooai/gym/artifact/pin"
@@ -86,7 +86,7 @@ type EpochSummary struct {
 	Quality           float64  `json:"quality"`
 	Deltas            int      `json:"deltas"`
 	SpotChecks        int      `json:"spot_checks"`
-	Targeted          []string `json:"targeted,omitempty"` // replayed as outliers (merge.Outliers)
+	Targeted          []string `json:"targeted,omitempty"`     // replayed as outliers (merge.Outliers)
 	NotReplayed       []string `json:"not_replayed,omitempty"` // torch deltas a spot-check would have replayed
 	Forfeited         []string `json:"forfeited,omitempty"`
 	Excluded          []string `json:"excluded,omitempty"`
