@@ -134,7 +134,21 @@ type Trainer struct {
 	step    int
 	adapter *llama.Adapter // last verified adapter
 	files   int
+	timing  Timing
 }
+
+// Timing splits the last step's wall time: what the process spent
+// sampling (Generate) and training (Step), and the rest — the seam: the
+// calls, the files written, read and checked, and scoring here.
+type Timing struct {
+	Wall, Generate, Train float64 // seconds
+}
+
+// Seam is the time spent in neither engine.
+func (t Timing) Seam() float64 { return t.Wall - t.Generate - t.Train }
+
+// LastTiming is the timing of the last successful step.
+func (t *Trainer) LastTiming() Timing { return t.timing }
 
 // ErrProcess reports that the backend process died, hung or answered
 // garbage during a call; the process has been restarted.
@@ -325,7 +339,10 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 	seed := prng.New(c.Seed, task.StreamSample, t.j.Worker, uint64(k)).Uint64()
 	var st trainer.StepStats
 	var next *llama.Adapter
+	var tm Timing
+	t0 := time.Now()
 	err := b.call(ctx, t, func(ctx context.Context, p *proc) error {
+		t0 = time.Now() // a retried step is timed from its last attempt
 		gen := t.file("gen")
 		defer os.Remove(t.path(gen))
 		req := &trainerv1.GenerateRequest{GroupSize: uint32(c.GroupSize), MaxNewTokens: uint32(maxNew),
@@ -337,9 +354,11 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 			}
 			req.Prompts = append(req.Prompts, &trainerv1.Prompt{Ids: ids})
 		}
-		if _, err := p.client.Generate(ctx, req); err != nil {
+		gr, err := p.client.Generate(ctx, req)
+		if err != nil {
 			return err
 		}
+		tm.Generate = gr.Seconds
 		if b.hook != nil {
 			b.hook("generated", p.Pid(), b.sup.exchange)
 		}
@@ -408,12 +427,14 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 		st.Loss, st.KL, st.ClipFrac, st.RatioMean, st.RatioStd = s.Loss, s.Kl, s.ClipFrac, s.RatioMean, s.RatioStd
 		st.TokenRatioStd, st.RatioMin, st.RatioMax = s.TokenRatioStd, s.RatioMin, s.RatioMax
 		st.ZeroVar, st.LR, st.TrainTokens = int(s.ZeroVarGroups), s.LearningRate, int(s.TrainTokens)
+		tm.Train = resp.Seconds
 		return nil
 	})
 	if err != nil {
 		return trainer.StepStats{}, err
 	}
-	t.adapter, t.step = next, k
+	tm.Wall = time.Since(t0).Seconds()
+	t.adapter, t.step, t.timing = next, k, tm
 	return st, nil
 }
 

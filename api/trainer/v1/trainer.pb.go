@@ -712,8 +712,9 @@ func (x *GenerateRequest) GetOut() string {
 
 type GenerateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Traces        string                 `protobuf:"bytes,1,opt,name=traces,proto3" json:"traces,omitempty"`  // the file written (= out)
-	Tokens        int64                  `protobuf:"varint,2,opt,name=tokens,proto3" json:"tokens,omitempty"` // completion tokens generated
+	Traces        string                 `protobuf:"bytes,1,opt,name=traces,proto3" json:"traces,omitempty"`     // the file written (= out)
+	Tokens        int64                  `protobuf:"varint,2,opt,name=tokens,proto3" json:"tokens,omitempty"`    // completion tokens generated
+	Seconds       float64                `protobuf:"fixed64,3,opt,name=seconds,proto3" json:"seconds,omitempty"` // time spent sampling (the traces file's writing excluded)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +759,13 @@ func (x *GenerateResponse) GetTraces() string {
 func (x *GenerateResponse) GetTokens() int64 {
 	if x != nil {
 		return x.Tokens
+	}
+	return 0
+}
+
+func (x *GenerateResponse) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
 	}
 	return 0
 }
@@ -1345,10 +1353,11 @@ const file_api_trainer_v1_trainer_proto_rawDesc = "" +
 	"\vtemperature\x18\x04 \x01(\x01R\vtemperature\x12\x13\n" +
 	"\x05top_k\x18\x05 \x01(\rR\x04topK\x12\x12\n" +
 	"\x04seed\x18\x06 \x01(\x04R\x04seed\x12\x10\n" +
-	"\x03out\x18\a \x01(\tR\x03out\"B\n" +
+	"\x03out\x18\a \x01(\tR\x03out\"\\\n" +
 	"\x10GenerateResponse\x12\x16\n" +
 	"\x06traces\x18\x01 \x01(\tR\x06traces\x12\x16\n" +
-	"\x06tokens\x18\x02 \x01(\x03R\x06tokens\"\x8b\x01\n" +
+	"\x06tokens\x18\x02 \x01(\x03R\x06tokens\x12\x18\n" +
+	"\aseconds\x18\x03 \x01(\x01R\aseconds\"\x8b\x01\n" +
 	"\vStepRequest\x12\x16\n" +
 	"\x06traces\x18\x01 \x01(\tR\x06traces\x12\x1d\n" +
 	"\n" +

@@ -140,12 +140,14 @@ class GenerateRequest(_message.Message):
     def __init__(self, prompts: _Optional[_Iterable[_Union[Prompt, _Mapping]]] = ..., group_size: _Optional[int] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ..., out: _Optional[str] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("traces", "tokens")
+    __slots__ = ("traces", "tokens", "seconds")
     TRACES_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
     traces: str
     tokens: int
-    def __init__(self, traces: _Optional[str] = ..., tokens: _Optional[int] = ...) -> None: ...
+    seconds: float
+    def __init__(self, traces: _Optional[str] = ..., tokens: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("traces", "group_size", "out", "gradient", "dry_run")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -91,10 +92,12 @@ class Service(pbg.TrainerServiceServicer):
         def run():
             e = self._need()
             out = self._path(r.out)
+            t0 = time.perf_counter()
             t = e.generate([list(p.ids) for p in r.prompts], r.group_size, r.max_new_tokens, r.temperature or 1.0,
                            r.top_k, r.seed)
+            secs = time.perf_counter() - t0
             traces.write(out, t)
-            return pb.GenerateResponse(traces=r.out, tokens=sum(len(c) for c in t.completions))
+            return pb.GenerateResponse(traces=r.out, tokens=sum(len(c) for c in t.completions), seconds=secs)
         return self._call(context, run)
 
     def Step(self, r, context):
