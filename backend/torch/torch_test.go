@@ -3,6 +3,8 @@ package torch
 import (
 	"context"
 	"math"
+	"os"
+	"sync"
 	"path/filepath"
 	"testing"
 	"time"
@@ -46,6 +48,37 @@ func newBackend(t *testing.T, o Options) *Backend {
 	return b
 }
 
+var (
+	sharedOnce sync.Once
+	shared     *Backend
+	sharedErr  error
+)
+
+// sharedBackend is one backend for the tests that do not break its
+// process (a process start imports torch: seconds). Its output is
+// discarded (the last lines still come with any error); TestMain closes
+// it.
+func sharedBackend(t *testing.T) *Backend {
+	t.Helper()
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
+	sharedOnce.Do(func() {
+		pkg, _ := filepath.Abs(filepath.Join("..", "..", "python"))
+		shared, sharedErr = New(context.Background(), Options{Python: py, Env: []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}})
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.Close()
+	}
+	os.Exit(code)
+}
+
 // smallConfig is the built-in profile on a small batch: 4 prompts × 4,
 // two optimiser passes, two micro-batches each.
 func smallConfig() trainer.Config {
@@ -72,7 +105,7 @@ func sub(a, b *llama.Adapter) *llama.Adapter {
 // gradient within 1e-4 relative (L2), and the update of one full step
 // (two AdamW updates) within 1e-4 relative.
 func TestGSPOMatchesGoEngine(t *testing.T) {
-	b := newBackend(t, Options{})
+	b := sharedBackend(t)
 	base, err := basemodel.Builtin()
 	if err != nil {
 		t.Fatal(err)
@@ -176,4 +209,4 @@ func TestGSPOMatchesGoEngine(t *testing.T) {
 }
 
 // TestSuite is the backends' common suite (package backendtest).
-func TestSuite(t *testing.T) { backendtest.Run(t, newBackend(t, Options{})) }
+func TestSuite(t *testing.T) { backendtest.Run(t, sharedBackend(t)) }
