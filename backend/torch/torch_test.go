@@ -4,8 +4,8 @@ import (
 	"context"
 	"math"
 	"os"
-	"sync"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
