@@ -41,6 +41,20 @@ type Plan struct {
 	// Base is the base model the plan was checked against, the one the
 	// job trains (FromSpec's argument).
 	Base *basemodel.Base
+	// Backend is the training backend the job asks for: go, torch or any.
+	Backend string
+}
+
+// Serves reports whether a worker training with backend (go or torch) may
+// take the plan's job.
+func (p Plan) Serves(backend string) error {
+	if p.Backend == "" || p.Backend == backend || p.Backend == "any" {
+		if p.Backend == "" && backend != "go" {
+			return fmt.Errorf("%w: the job trains with the go backend, this worker with %s", ErrJob, backend)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the job trains with the %s backend, this worker with %s", ErrJob, p.Backend, backend)
 }
 
 // BuiltinGSPO is the built-in model's training profile written as a job's
@@ -107,7 +121,7 @@ func FromSpec(id string, s jobspec.Spec, base *basemodel.Base) (Plan, error) {
 	if spe == 0 {
 		spe = s.GSPO.AggregateInterval
 	}
-	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base}
+	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend()}
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}

@@ -158,6 +158,7 @@ var Fields = struct {
 	WarmupSteps                                                                  Whole
 	Use4Bit                                                                      Flag
 	LoRATargetModules                                                            Modules
+	Backend                                                                      Choice
 }{
 	Model:          Text{"model", 256, "the base model to post-train, e.g. Qwen/Qwen3-0.6B"},
 	Dataset:        Text{"dataset", 256, "the training data, e.g. openai/gsm8k"},
@@ -188,4 +189,6 @@ var Fields = struct {
 	LoRATargetModules: Modules{"gspo.lora_target_modules",
 		[]string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, "all-linear",
 		"q_proj,v_proj", "transformers' projection names, e.g. [q_proj, v_proj], or all-linear"},
+	Backend: Choice{"backend", []string{"go", "torch", "any"}, "go",
+		"the workers' training backend: go (replayable bit for bit), torch or any"},
 }

@@ -42,6 +42,8 @@ type File struct {
 	Byzantine      int    `json:"byzantine"`
 	SpotCheckBP    int    `json:"spot_check_bp"`
 	GSPO           GSPO   `json:"gspo"`
+	// Backend is the training backend workers must use: go, torch or any.
+	Backend string `json:"backend"`
 	// HasGSPO records whether the file had a gspo section.
 	HasGSPO bool `json:"-"`
 }
@@ -53,6 +55,9 @@ func (j *File) Spec() Spec {
 		Model: j.Model, Dataset: j.Dataset, Epochs: j.Epochs, MinNodes: j.MinNodes, MaxNodes: j.MaxNodes, MinVRAMMiB: j.MinVRAMMiB,
 		Aggregation: j.Aggregation, Utility: j.Utility, Submitter: j.Submitter, GSPO: j.GSPO,
 		StepsPerEpoch: j.StepsPerEpoch, PromptsPerStep: j.PromptsPerStep, Seed: j.Seed, Byzantine: j.Byzantine, SpotCheckBP: j.SpotCheckBP,
+	}
+	if j.Backend != Fields.Backend.Default {
+		s.Backend = j.Backend
 	}
 	if j.Deadline != nil {
 		s.Deadline = j.Deadline.UnixMilli()
@@ -136,6 +141,7 @@ func ParseFile(name string, data []byte, now time.Time, check func(Spec) error) 
 		{"max_nodes", false, func(n *yaml.Node) { j.MaxNodes = int(p.whole(n, f.MaxNodes)) }},
 		{"min_vram_mib", false, func(n *yaml.Node) { j.MinVRAMMiB = uint64(p.whole(n, f.MinVRAMMiB)) }},
 		{"aggregation", false, func(n *yaml.Node) { j.Aggregation = p.oneOf(n, f.Aggregation) }},
+		{"backend", false, func(n *yaml.Node) { j.Backend = p.oneOf(n, f.Backend) }},
 		{"utility", false, func(n *yaml.Node) { j.Utility = uint64(p.whole(n, f.Utility)) }},
 		{"submitter", false, func(n *yaml.Node) {
 			j.Submitter = p.str(n, "submitter")
@@ -158,6 +164,9 @@ func ParseFile(name string, data []byte, now time.Time, check func(Spec) error) 
 	p.run(j)
 	if j.Aggregation == "" {
 		j.Aggregation = f.Aggregation.Default
+	}
+	if j.Backend == "" {
+		j.Backend = f.Backend.Default
 	}
 	if j.Utility == 0 {
 		j.Utility = uint64(f.Utility.Default)

@@ -51,6 +51,20 @@ type Spec struct {
 	// SpotCheckBP is the share of deltas re-executed by deterministic
 	// replay, in basis points (0: 1000, that is 10%; -1: none).
 	SpotCheckBP int `json:"spot_check_bp,omitempty"`
+	// Backend is the training backend workers must train with:
+	// "" for go (the built-in engine, whose deltas the judge replays bit
+	// for bit; "go" is written as "", its one encoding, which is also what
+	// jobs logged before the setting existed carry), "torch" or "any"
+	// (docs/backends.md).
+	Backend string `json:"backend,omitempty"`
+}
+
+// TrainingBackend is the backend the job asks for: go, torch or any.
+func (s Spec) TrainingBackend() string {
+	if s.Backend == "" {
+		return Fields.Backend.Default
+	}
+	return s.Backend
 }
 
 // SpotCheckShare is the share of deltas a job spot-checks, in basis points.
@@ -166,6 +180,12 @@ func (s *Spec) Normalise() error {
 		return invalidf("submitter longer than %d bytes", f.Submitter.MaxLen)
 	case s.Deadline < 0:
 		return invalidf("negative deadline")
+	}
+	if s.Backend == f.Backend.Default {
+		s.Backend = ""
+	}
+	if s.Backend != "" && !f.Backend.Contains(s.Backend) {
+		return invalidf("backend %q (want go, torch or any)", s.Backend)
 	}
 	if !f.Aggregation.Contains(s.Aggregation) {
 		return invalidf("aggregation %q (want mean, median or trimmed-mean)", s.Aggregation)

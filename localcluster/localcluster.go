@@ -16,6 +16,7 @@ package localcluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -37,6 +38,8 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
+	"github.com/zooai/gym/backend"
+	"github.com/zooai/gym/backend/torch"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
@@ -84,6 +87,13 @@ type Config struct {
 	// Attacks[i], when set, makes worker i mount that attack
 	// (worker.Attack*).
 	Attacks []string
+	// Backends[i], when set, is worker i's training backend ("go" or
+	// "torch"; default go). Torch workers run python -m
+	// gym_protocol.backend with Python ("": $GYM_PYTHON, else python3) and
+	// PythonEnv added to its environment.
+	Backends  []string
+	Python    string
+	PythonEnv []string
 	// Key, when set, gives worker i its key (reproducible tests); by
 	// default each worker gets a fresh one.
 	Key func(i int) ed25519.PrivateKey
@@ -213,6 +223,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 	}
+	if len(c.Backends) > c.Workers {
+		return fmt.Errorf("%w: %d backends for %d workers", ErrConfig, len(c.Backends), c.Workers)
+	}
+	for _, b := range c.Backends {
+		if _, err := backend.Parse(cmp.Or(b, backend.Go)); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
 	return nil
 }
 
@@ -257,6 +275,15 @@ type Worker struct {
 	done             chan struct{}
 	err              error
 	killed, restarts bool
+	torch            *torch.Backend // an in-process torch worker's backend
+}
+
+// Torch is an in-process torch worker's backend while it runs (nil
+// otherwise): tests reach its Python process through it.
+func (w *Worker) Torch() *torch.Backend {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.torch
 }
 
 // Cluster is a running hanzod and its workers.
@@ -650,8 +677,14 @@ func (c *Cluster) startProcess(w *Worker) error {
 	if w.Index < len(cfg.MemoryLimit) && cfg.MemoryLimit[w.Index] != 0 {
 		args = append(args, "--max-memory-mib", fmt.Sprint(cfg.MemoryLimit[w.Index]>>20))
 	}
+	if c.backendOf(w) == backend.Torch {
+		args = append(args, "--backend", backend.Torch)
+		if cfg.Python != "" {
+			args = append(args, "--python", cfg.Python)
+		}
+	}
 	cmd := exec.Command(cfg.Gym, args...)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=2"), cfg.PythonEnv...)
 	logf, err := os.OpenFile(filepath.Join(w.Dir, "worker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -747,8 +780,21 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	if cfg.Worker != nil {
 		cfg.Worker(w, &wc)
 	}
+	var tb *torch.Backend
+	if c.backendOf(w) == backend.Torch {
+		if tb, err = torch.New(c.ctx, torch.Options{Python: cfg.Python, Env: cfg.PythonEnv, BaseDir: cfg.ModelDir, Log: logf}); err != nil {
+			logf.Close()
+			evf.Close()
+			nc.Close()
+			return fmt.Errorf("localcluster: worker %s: %w", w.Name, err)
+		}
+		wc.Backend = tb
+	}
 	wk, err := worker.New(wc)
 	if err != nil {
+		if tb != nil {
+			tb.Close()
+		}
 		logf.Close()
 		evf.Close()
 		nc.Close()
@@ -757,11 +803,14 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	ctx, cancel := context.WithCancel(c.ctx)
 	done := make(chan struct{})
 	c.mu.Lock()
-	w.cmd, w.cancel, w.done, w.err = nil, cancel, done, nil
+	w.cmd, w.cancel, w.done, w.err, w.torch = nil, cancel, done, nil, tb
 	c.mu.Unlock()
 	go func() {
 		defer close(done)
 		err := wk.Run(ctx)
+		if tb != nil {
+			tb.Close()
+		}
 		nc.Close()
 		logf.Close()
 		evf.Close()
@@ -1034,4 +1083,12 @@ func CopyDir(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// backendOf is worker w's training backend (Config.Backends).
+func (c *Cluster) backendOf(w *Worker) string {
+	if w.Index < len(c.cfg.Backends) && c.cfg.Backends[w.Index] != "" {
+		return c.cfg.Backends[w.Index]
+	}
+	return backend.Go
 }

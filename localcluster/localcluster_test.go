@@ -115,6 +115,8 @@ func TestConfigValidate(t *testing.T) {
 		"fast process":  func(c *localcluster.Config) { c.Gym = "gym" },
 		"fail < beat":   func(c *localcluster.Config) { c.FailAfter = c.Heartbeat },
 		"no hanzod cpu": func(c *localcluster.Config) { c.Threads = 0 },
+		"backend":       func(c *localcluster.Config) { c.Backends = []string{"go", "jax"} },
+		"backends":      func(c *localcluster.Config) { c.Backends = make([]string, 5) },
 	} {
 		c := localcluster.TestConfig(t.TempDir(), 4)
 		mod(&c)

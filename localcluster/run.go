@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +66,7 @@ type NodeSummary struct {
 	Name     string   `json:"name"`
 	ID       string   `json:"id"`
 	Attack   string   `json:"attack,omitempty"`
+	Backend  string   `json:"backend,omitempty"` // torch; empty for go
 	Killed   bool     `json:"killed,omitempty"`
 	Restart  bool     `json:"restarted,omitempty"`
 	Reward   float64  `json:"reward"` // GYM
@@ -86,7 +88,8 @@ type EpochSummary struct {
 	Quality           float64  `json:"quality"`
 	Deltas            int      `json:"deltas"`
 	SpotChecks        int      `json:"spot_checks"`
-	Targeted          []string `json:"targeted,omitempty"` // replayed as outliers (merge.Outliers)
+	Targeted          []string `json:"targeted,omitempty"`     // replayed as outliers (merge.Outliers)
+	NotReplayed       []string `json:"not_replayed,omitempty"` // torch deltas a spot-check would have replayed
 	Forfeited         []string `json:"forfeited,omitempty"`
 	Excluded          []string `json:"excluded,omitempty"`
 	RingDisagreements []string `json:"ring_disagreements,omitempty"`
@@ -284,7 +287,7 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 			continue
 		}
 		sum.Epochs = append(sum.Epochs, EpochSummary{Epoch: e, CID: rep.CID, Accuracy: rep.Accuracy, Quality: rep.Quality,
-			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Targeted: rep.Targeted, Forfeited: rep.Forfeited, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
+			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Targeted: rep.Targeted, NotReplayed: rep.NotReplayed, Forfeited: rep.Forfeited, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
 			MergeSeconds: rep.MergeSeconds})
 		for _, s := range rep.Scores {
 			quality[s.Node] = append(quality[s.Node], s.Quality)
@@ -312,8 +315,8 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, w := range c.Workers() {
-		n := NodeSummary{Name: w.Name, ID: w.ID, Attack: w.Attack, Killed: w.Killed(), Restart: w.Restarted(), Reward: float64(t.paid[w.ID]) / float64(ledger.GYM),
-			Refused: jb.Refusals[w.ID]}
+		n := NodeSummary{Name: w.Name, ID: w.ID, Attack: w.Attack, Backend: strings.TrimPrefix(c.backendOf(w), "go"), Killed: w.Killed(), Restart: w.Restarted(),
+			Reward: float64(t.paid[w.ID]) / float64(ledger.GYM), Refused: jb.Refusals[w.ID]}
 		for _, s := range t.slashed[w.ID] {
 			n.Slashed = true
 			n.SlashGYM += float64(s.Amount) / float64(ledger.GYM)

@@ -106,6 +106,7 @@ fuzz=(
   "./llama FuzzParseAdapterConfig 20000"
   "./peft FuzzParseConfig 20000"
   "./jobconf FuzzDecodeAny 20000"
+  "./backend/torch FuzzReadTraces 5000"
   "./tokenizer FuzzParse 5000"
   "./tokenizer FuzzEncode 10000"
   "./orchestrator/judge FuzzSubmit 3000"

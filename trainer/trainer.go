@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/zooai/gym/gspo"
 	"github.com/zooai/gym/llama"
@@ -189,22 +190,111 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 	if err != nil {
 		return StepStats{}, err
 	}
-	st := StepStats{Step: k, GenTokens: ro.Tokens(), SyncDue: k%c.AggregateInterval == 0}
+	st, err := t.train(ro)
+	if err != nil {
+		return StepStats{}, err
+	}
+	st.Step, st.SyncDue = k, k%c.AggregateInterval == 0
+	t.step = k
+	return st, nil
+}
+
+// Train runs the optimiser part of a step on rollouts sampled elsewhere
+// (by another backend, or by a test): the reference pass, then
+// num_iterations updates, exactly as Step does after sampling. It counts
+// as a step. ro.Rewards must be set; ro.Exact may be nil.
+func (t *Trainer) Train(ctx context.Context, ro *rollout.Rollouts) (StepStats, error) {
+	if err := ctx.Err(); err != nil {
+		return StepStats{}, err
+	}
+	if err := t.checkRollouts(ro); err != nil {
+		return StepStats{}, err
+	}
+	st, err := t.train(ro)
+	if err != nil {
+		return StepStats{}, err
+	}
+	t.step++
+	st.Step, st.SyncDue = t.step, t.step%t.cfg.AggregateInterval == 0
+	return st, nil
+}
+
+// Gradient returns the loss and the adapter gradient of the first pass
+// of a step on ro (the reference pass included), without changing the
+// trainer: what a backend's step computes before its first update.
+func (t *Trainer) Gradient(ro *rollout.Rollouts) (float64, *llama.Adapter, error) {
+	if err := t.checkRollouts(ro); err != nil {
+		return 0, nil, err
+	}
+	refLogP, _, err := t.refPass(ro)
+	if err != nil {
+		return 0, nil, err
+	}
+	c := t.cfg
+	micro := c.PromptsPerStep / c.GradientAccumulationSteps * c.GroupSize
+	grad := t.policy.A.Zeroed()
+	var loss float64
+	parts := float64(ro.N() / micro)
+	for lo := 0; lo < ro.N(); lo += micro {
+		s, _, err := t.microBatch(ro, refLogP, lo, lo+micro, grad, float32(1/parts))
+		if err != nil {
+			return 0, nil, err
+		}
+		loss += s.Loss / parts
+	}
+	return loss, grad, nil
+}
+
+// checkRollouts reports rollouts Train cannot use: prompts_per_step
+// groups of group_size completions, token ids in the vocabulary.
+func (t *Trainer) checkRollouts(ro *rollout.Rollouts) error {
+	vocab := t.policy.W.Cfg.Vocab
+	if ro == nil || ro.G != t.cfg.GroupSize || len(ro.Prompts) != t.cfg.PromptsPerStep || len(ro.Completions) != len(ro.Prompts)*ro.G ||
+		len(ro.OldLogP) != len(ro.Completions) || len(ro.Rewards) != len(ro.Completions) {
+		return fmt.Errorf("%w: malformed rollouts", ErrConfig)
+	}
+	for i, comp := range ro.Completions {
+		if len(comp) == 0 || len(ro.OldLogP[i]) != len(comp) || len(ro.Prompts[i/ro.G]) == 0 {
+			return fmt.Errorf("%w: rollout %d is empty or its log-probabilities do not match", ErrConfig, i)
+		}
+		for _, id := range append(slices.Clone(ro.Prompts[i/ro.G]), comp...) {
+			if id < 0 || id >= vocab {
+				return fmt.Errorf("%w: rollout %d has token %d outside the vocabulary", ErrConfig, i, id)
+			}
+		}
+	}
+	return nil
+}
+
+// refPass is the reference log-probabilities of ro (nil when β is 0) and
+// the positions it ran.
+func (t *Trainer) refPass(ro *rollout.Rollouts) ([][]float64, int, error) {
+	if t.cfg.Beta == 0 {
+		return nil, 0, nil
+	}
+	lb, err := t.logProbs(t.ref, ro, 0, ro.N(), false)
+	if err != nil {
+		return nil, 0, err
+	}
+	return lb.logP, lb.tokens, nil
+}
+
+// train is a step after sampling: statistics of the samples, the
+// reference pass, num_iterations optimiser updates.
+func (t *Trainer) train(ro *rollout.Rollouts) (StepStats, error) {
+	c := t.cfg
+	st := StepStats{GenTokens: ro.Tokens()}
 	for i := range ro.Rewards {
 		st.RewardMean += ro.Rewards[i] / float64(ro.N())
-		if ro.Exact[i] {
+		if ro.Exact != nil && ro.Exact[i] {
 			st.SampleExact += 1 / float64(ro.N())
 		}
 	}
-	var refLogP [][]float64
-	if c.Beta > 0 {
-		lb, err := t.logProbs(t.ref, ro, 0, ro.N(), false)
-		if err != nil {
-			return StepStats{}, err
-		}
-		refLogP = lb.logP
-		st.TrainTokens += lb.tokens
+	refLogP, n, err := t.refPass(ro)
+	if err != nil {
+		return StepStats{}, err
 	}
+	st.TrainTokens += n
 	params := tensorsData(t.policy.A.Views())
 	micro := c.PromptsPerStep / c.GradientAccumulationSteps * c.GroupSize
 	passes := float64(c.NumIterations * c.GradientAccumulationSteps)
@@ -235,7 +325,6 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 		}
 		st.LR = lr
 	}
-	t.step = k
 	return st, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/ring"
@@ -131,6 +132,10 @@ type Config struct {
 	// available memory when the job arrives (MemAvailable); negative: no
 	// check.
 	MemoryLimit int64
+	// Backend trains for the worker (nil: the go backend). The worker
+	// takes only jobs it can serve (jobconf.Plan.Serves) and records its
+	// name in every delta; it does not close it.
+	Backend backend.Backend
 
 	// Heartbeat is the interval of the background heartbeat; MinGap the
 	// least time between two orchestrator heartbeat calls (hanzod refuses

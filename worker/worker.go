@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
@@ -24,7 +25,6 @@ import (
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/ring/tcp"
-	"github.com/zooai/gym/trainer"
 )
 
 // ErrJobFailed is returned by Run with ExitWhenDone when the job failed.
@@ -45,7 +45,10 @@ type Worker struct {
 	pub  ed25519.PublicKey
 	widx uint64
 	base *basemodel.Base
-	seq  *sequencer
+	// baseDirs are the verified directories of the bases fetched by CID
+	// (the torch backend loads the directory, not the parsed base).
+	baseDirs map[*basemodel.Base]string
+	seq      *sequencer
 
 	tr    *tcp.Transport
 	heart *heart
@@ -327,6 +330,9 @@ func (w *Worker) loop(ctx context.Context) error {
 				continue
 			}
 			p, err := jobconf.FromSpec(a.Job, a.Spec, base)
+			if err == nil {
+				err = p.Serves(w.backend().Name())
+			}
 			if err != nil {
 				w.refuse(ctx, a.Job, err)
 				continue
@@ -347,6 +353,12 @@ func (w *Worker) loop(ctx context.Context) error {
 			done, err := w.runEpoch(ctx, a)
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if errors.Is(err, backend.ErrUnservable) {
+				// The backend can never train this job here (e.g. 4-bit
+				// without CUDA): refuse it rather than retry forever.
+				w.refuse(ctx, a.Job, err)
+				continue
 			}
 			if err != nil {
 				if !errors.Is(err, errAbandon) {
@@ -453,6 +465,10 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 		return nil, fmt.Errorf("worker: base model %s: %w", root, err)
 	}
 	w.emit(Event{Kind: EventBaseReady, Detail: root.String() + " in " + dir})
+	if w.baseDirs == nil {
+		w.baseDirs = map[*basemodel.Base]string{}
+	}
+	w.baseDirs[b] = dir // for backends that load the directory themselves
 	return b, nil
 }
 
@@ -635,10 +651,12 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			return false, fmt.Errorf("worker: checkpoint %s: %w", a.Checkpoint, err)
 		}
 	}
-	tr, err := trainer.Resume(plan.Base.Weights, plan.Base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, trainer.State{Step: plan.FirstStep(e), Adapter: start})
+	tr, err := w.backend().Start(ctx, backend.Job{Base: plan.Base, BaseDir: w.baseDirs[plan.Base], Config: plan.Trainer, Worker: w.widx,
+		Threads: w.c.Threads, FirstStep: plan.FirstStep(e), Adapter: start})
 	if err != nil {
 		return false, err
 	}
+	defer tr.Close()
 	params := start.NumParams()
 	clip := plan.ClipNorm(params)
 	cfg, err := ringConfig(job, e, a.Ring)
@@ -685,7 +703,8 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			return false, err
 		}
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
-			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding}
+			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding,
+			Backend: w.backend().Name()}
 		if err := w.submit(ctx, d); err != nil {
 			return false, err
 		}
@@ -710,9 +729,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		if err := jobconf.AddFlat(s, mean); err != nil {
 			return false, err
 		}
-		st := tr.State()
-		st.Adapter = s
-		if tr, err = trainer.Resume(plan.Base.Weights, plan.Base.Tokenizer, plan.Trainer, w.widx, w.c.Threads, st); err != nil {
+		if err := tr.SetAdapter(ctx, s); err != nil {
 			return false, err
 		}
 		w.emit(Event{Kind: EventRingReduced, Job: job, Epoch: e, Sync: k, Step: plan.SyncStep(e, k), Seconds: secs,
@@ -953,4 +970,12 @@ func safeName(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// backend is the configured training backend (the go backend by default).
+func (w *Worker) backend() backend.Backend {
+	if w.c.Backend == nil {
+		return backend.GoBackend{}
+	}
+	return w.c.Backend
 }

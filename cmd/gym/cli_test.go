@@ -301,7 +301,7 @@ func TestOpenSSLKey(t *testing.T) {
 }
 
 func TestHelpEverywhere(t *testing.T) {
-	for _, args := range [][]string{{}, {"delta"}, {"delta", "pack"}, {"delta", "unpack"}, {"delta", "inspect"}, {"delta", "verify"}, {"keygen"}, {"bench", "delta"}, {"bench", "model"}, {"demo"}} {
+	for _, args := range [][]string{{}, {"delta"}, {"delta", "pack"}, {"delta", "unpack"}, {"delta", "inspect"}, {"delta", "verify"}, {"keygen"}, {"bench", "delta"}, {"bench", "model"}, {"bench", "backend"}, {"demo"}} {
 		out := mustGym(t, append(args, "--help")...)
 		if !strings.Contains(out, "Usage:") {
 			t.Errorf("gym %v --help: no usage\n%s", args, out)

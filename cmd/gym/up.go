@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
@@ -36,6 +38,8 @@ type upOptions struct {
 	json, restartKilled, noOutlierReplays             bool
 	timeout                                           time.Duration
 	ipfs                                              string
+	backend, python                                   string
+	backends                                          []string // --backend parsed, one per worker
 }
 
 func newUp() *cobra.Command {
@@ -89,6 +93,11 @@ Fault and attack demonstrations:
                          IPM (−0.1 × mean), mimic (all copy one honest
                          node's update); docs/threat-model.md
 
+Backends: --backend go,go,torch,torch gives each worker its training
+backend (one name for all, or one per worker); torch workers run python -m
+gym_protocol.backend with --python (default $GYM_PYTHON, else python3) and
+the job allows any backend when they are mixed (docs/backends.md).
+
 Exits 0 when the job is published, 1 otherwise.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -127,6 +136,8 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.ipfs, "ipfs", os.Getenv("IPFS_URL"), "kubo RPC URL (http://HOST:5001): hanzod pins every checkpoint there; the summary says whether it did [IPFS_URL]")
 	f.BoolVar(&o.noOutlierReplays, "no-outlier-replays", false, "hanzod replays only the keyed spot-check share, not the outliers of each sync (to measure the attacks without that defence)")
 	f.MarkHidden("no-outlier-replays")
+	f.StringVar(&o.backend, "backend", "go", "training backend of the workers: go or torch, or one per worker, comma-separated (go,go,torch,torch)")
+	f.StringVar(&o.python, "python", "", "torch workers' Python interpreter (default $GYM_PYTHON, else python3)")
 	return cmd
 }
 
@@ -147,6 +158,17 @@ func (o *upOptions) check() error {
 	case o.out == "":
 		return errors.New("--out DIR is required")
 	}
+	bs, err := backend.ParseList(o.backend)
+	if err != nil {
+		return fmt.Errorf("--backend: %w", err)
+	}
+	if len(bs) == 1 {
+		bs = slices.Repeat(bs, o.workers)
+	}
+	if len(bs) != o.workers {
+		return fmt.Errorf("--backend names %d backends for %d workers: give one, or one per worker", len(bs), o.workers)
+	}
+	o.backends = bs
 	switch o.attack {
 	case "", "signflip", "noise", "replay", "equivocate", "ring", "alie", "ipm", "mimic":
 	default:
@@ -263,6 +285,13 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	}
 	cfg.OnEvent = v.event
 	cfg.IPFS = o.ipfs
+	cfg.Backends, cfg.Python = o.backends, o.python
+	if slices.Contains(o.backends, backend.Torch) {
+		// A torch worker's sync takes longer than the built-in engine's
+		// (a Python process, and its first start imports torch); its ring
+		// neighbours wait for it in the all-reduce.
+		cfg.RingTimeout = max(cfg.RingTimeout, 2*time.Minute)
+	}
 	v.spec, v.dir = upSpec(o, model), filepath.Join(o.out, "hanzod")
 	sum, err := localcluster.Run(ctx, cfg, v.spec)
 	if err != nil {
@@ -287,8 +316,21 @@ func upSpec(o upOptions, model string) jobspec.Spec {
 		Model: model, Dataset: o.task, Epochs: o.epochs, MinNodes: o.workers, MaxNodes: o.workers,
 		Aggregation: o.aggregation, Byzantine: o.byzantine, SpotCheckBP: o.spotCheckBP,
 		StepsPerEpoch: o.stepsPerEpoch, PromptsPerStep: o.prompts, Seed: o.seed,
-		GSPO: jobconf.BuiltinGSPO(o.interval),
+		GSPO: jobconf.BuiltinGSPO(o.interval), Backend: jobBackend(o.backends),
 	}
+}
+
+// jobBackend is the backend a job trained by workers of backends asks
+// for: go (written as nothing) when all are go, torch when all are torch,
+// any when they are mixed.
+func jobBackend(backends []string) string {
+	switch {
+	case !slices.Contains(backends, backend.Torch):
+		return ""
+	case !slices.Contains(backends, backend.Go):
+		return backend.Torch
+	}
+	return "any"
 }
 
 // event renders one event of the cluster.

@@ -20,6 +20,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/backend"
+	"github.com/zooai/gym/backend/torch"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/nodeclient"
@@ -57,6 +59,8 @@ type workerOptions struct {
 	artifactsAllowAny      bool
 	artifactsPeers         []string
 	attackPeek             []string
+	backend, python        string
+	torchDevice, torchType string
 }
 
 // artifactNode is what --artifacts-* need of the orchestrator client
@@ -130,6 +134,16 @@ to the nodes hanzod named to it (its ring and probe peers), to the keys of
 checkpoints signed by hanzod except for --artifacts-allow keys. Its address
 is printed in the registered event.
 
+--backend torch trains with PyTorch, transformers and PEFT instead of the
+built-in engine: the worker starts python -m gym_protocol.backend (the
+python/ package: pip install ./python) with --python, $GYM_PYTHON or
+python3, supervises it (restarted when it dies or hangs, killed with the
+worker) and checks every adapter it returns before using it.
+--torch-device (cpu, cuda, cuda:N) and --torch-dtype (float32, bfloat16)
+place the model; USE_4BIT=true loads the base in 4 bits (CUDA only). A
+worker takes only the jobs its backend can serve (a job's backend: go,
+torch or any); see docs/backends.md.
+
 --metrics HOST:PORT serves the worker's metrics (events by kind, deltas by
 verdict, step, reward, loss) and the ring's (calls, failures by cause,
 evidence by violation, frames and bytes, call time, last bus bandwidth) in
@@ -165,6 +179,10 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringSliceVar(&o.artifactsAllow, "artifacts-allow", nil, "keys (hex) that may read every artifact this worker serves")
 	f.BoolVar(&o.artifactsAllowAny, "artifacts-allow-any", false, "let any node read the checkpoints hanzod signed, not only the nodes hanzod named to this one")
 	f.StringSliceVar(&o.artifactsPeers, "artifacts-peers", nil, "other workers' artifact servers to fetch checkpoints from as well: [KEYHEX@]HOST:PORT, comma-separated")
+	f.StringVar(&o.backend, "backend", envOr("GYM_BACKEND", "go"), "training backend: go (built-in, replayable bit for bit) or torch (PyTorch; docs/backends.md) [GYM_BACKEND]")
+	f.StringVar(&o.python, "python", "", "--backend torch: the Python interpreter (default $GYM_PYTHON, else python3)")
+	f.StringVar(&o.torchDevice, "torch-device", "cpu", "--backend torch: cpu, cuda or cuda:N")
+	f.StringVar(&o.torchType, "torch-dtype", "float32", "--backend torch: float32 or bfloat16")
 	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, ipm or mimic (demos and tests only)")
 	f.MarkHidden("attack")
 	f.StringSliceVar(&o.attackPeek, "attack-peek", nil, "alie, ipm, mimic: the honest workers' delta directories on this machine, read as an omniscient attacker's side channel (test clusters only)")
@@ -232,13 +250,21 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	default:
 		return usageError{fmt.Errorf("--importance-sampling-level (IMPORTANCE_SAMPLING_LEVEL) %q: want sequence or token", cfg.Constraints.ImportanceSamplingLevel)}
 	}
+	be, err := backend.Parse(o.backend)
+	if err != nil {
+		return usageError{fmt.Errorf("--backend: %w", err)}
+	}
 	// USE_4BIT (the seed's): 4-bit quantization is a torch-backend
-	// feature; this build trains with the Go backend at full precision, so
-	// asking for it is refused rather than silently ignored.
+	// feature; the go backend trains at full precision, so asking for it
+	// there is refused rather than silently ignored.
+	use4bit := false
 	switch v := os.Getenv("USE_4BIT"); strings.ToLower(v) {
 	case "", "0", "false", "no":
 	case "1", "true", "yes":
-		return usageError{fmt.Errorf("USE_4BIT=%s: 4-bit quantization needs the torch backend, which this build does not have; unset USE_4BIT or set it to false", v)}
+		if be != backend.Torch {
+			return usageError{fmt.Errorf("USE_4BIT=%s: 4-bit quantization needs the torch backend (--backend torch, on a CUDA machine); unset USE_4BIT or set it to false", v)}
+		}
+		use4bit = true
 	default:
 		return usageError{fmt.Errorf("USE_4BIT=%q: want true or false", v)}
 	}
@@ -260,6 +286,15 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	cfg.Key = key
 	ctx := c.Context()
+	if be == backend.Torch {
+		tb, err := torch.New(ctx, torch.Options{Python: o.python, Device: o.torchDevice, DType: o.torchType, Use4Bit: use4bit,
+			BaseDir: o.modelDir, Log: stderr})
+		if err != nil {
+			return err
+		}
+		defer tb.Close()
+		cfg.Backend = tb
+	}
 	dialOpts.Key = key
 	orch, closer, err := dial(ctx, dialOpts)
 	if err != nil {

@@ -702,20 +702,31 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *llama.Adapter
 // loadDelta reads an accepted delta back (verifying it again: the disk is
 // not trusted more than the network).
 func (j *Judge) loadDelta(ctx context.Context, job string, sl jobspec.Slot, template *llama.Adapter) (*llama.Adapter, delta.MetadataFields, error) {
+	a, meta, _, err := j.loadDeltaBackend(ctx, job, sl, template)
+	return a, meta, err
+}
+
+// loadDeltaBackend is loadDelta that also returns the backend the delta's
+// metadata claims (jobconf.BackendOf).
+func (j *Judge) loadDeltaBackend(ctx context.Context, job string, sl jobspec.Slot, template *llama.Adapter) (*llama.Adapter, delta.MetadataFields, string, error) {
 	b, err := os.ReadFile(j.deltaPath(job, sl))
 	if err != nil {
-		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s: %w", sl, err)
+		return nil, delta.MetadataFields{}, "", fmt.Errorf("judge: accepted delta of slot %s: %w", sl, err)
 	}
 	d, err := delta.Read(ctx, bytes.NewReader(b), delta.DefaultLimits())
 	if err != nil {
-		return nil, delta.MetadataFields{}, fmt.Errorf("judge: accepted delta of slot %s no longer verifies: %w", sl, err)
+		return nil, delta.MetadataFields{}, "", fmt.Errorf("judge: accepted delta of slot %s no longer verifies: %w", sl, err)
 	}
 	meta, err := d.Info.Metadata.Fields()
 	if err != nil {
-		return nil, meta, err
+		return nil, meta, "", err
+	}
+	be, err := jobconf.BackendOf(d.Info.Metadata)
+	if err != nil {
+		return nil, meta, "", err
 	}
 	a, err := jobconf.Decode(template, d.Tensors)
-	return a, meta, err
+	return a, meta, be, err
 }
 
 func contains(s []string, x string) bool {

@@ -1183,8 +1183,12 @@ type JobSpec struct {
 	Seed           uint64      `protobuf:"varint,14,opt,name=seed,proto3" json:"seed,omitempty"`                                             // data order, sampling, adapter initialisation
 	Byzantine      int32       `protobuf:"varint,15,opt,name=byzantine,proto3" json:"byzantine,omitempty"`                                   // f to tolerate; needs median or trimmed-mean and 3f < min_nodes
 	SpotCheckBp    int32       `protobuf:"varint,16,opt,name=spot_check_bp,json=spotCheckBp,proto3" json:"spot_check_bp,omitempty"`          // replayed share in basis points; 0: 1000 (10%), -1: none
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Which training backend workers must use: "go" (or empty: the built-in
+	// engine, every delta exactly replayable), "torch" or "any"
+	// (docs/backends.md).
+	Backend       string `protobuf:"bytes,17,opt,name=backend,proto3" json:"backend,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -1327,6 +1331,13 @@ func (x *JobSpec) GetSpotCheckBp() int32 {
 		return x.SpotCheckBp
 	}
 	return 0
+}
+
+func (x *JobSpec) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
 }
 
 // GSPOConfig is a job's training configuration: the keys of the seed's
@@ -3014,7 +3025,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"<\n" +
 	"\x0eEventsResponse\x12\x16\n" +
 	"\x06events\x18\x01 \x03(\tR\x06events\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\x04R\x04last\"\x8c\x04\n" +
+	"\x04last\x18\x02 \x01(\x04R\x04last\"\xa6\x04\n" +
 	"\aJobSpec\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x16\n" +
@@ -3033,7 +3044,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x10prompts_per_step\x18\r \x01(\x05R\x0epromptsPerStep\x12\x12\n" +
 	"\x04seed\x18\x0e \x01(\x04R\x04seed\x12\x1c\n" +
 	"\tbyzantine\x18\x0f \x01(\x05R\tbyzantine\x12\"\n" +
-	"\rspot_check_bp\x18\x10 \x01(\x05R\vspotCheckBp\"\x93\x06\n" +
+	"\rspot_check_bp\x18\x10 \x01(\x05R\vspotCheckBp\x12\x18\n" +
+	"\abackend\x18\x11 \x01(\tR\abackend\"\x93\x06\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +

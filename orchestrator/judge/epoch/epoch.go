@@ -64,6 +64,12 @@ type Delta struct {
 	Base        string // the base_checkpoint it claims (jobconf.Digest of its sync's start)
 	ClaimedLoss float64
 	Adapter     *llama.Adapter // the contribution
+	// Backend is the training backend the delta's metadata claims: "go"
+	// (or "") or "torch". A torch delta cannot be replayed bit for bit; it
+	// is exempt from the spot-check only when the job's backend allows
+	// torch (Plan.Backend torch or any): on a go job every delta is
+	// replayed whatever it claims.
+	Backend string
 }
 
 // Replayer re-executes node's training of syncs 1..k of the epoch exactly
@@ -140,6 +146,10 @@ type Report struct {
 	// RingUnknown lists syncs whose ring result matched no configuration.
 	RingUnknown []int `json:"ring_unknown,omitempty"`
 	SpotChecks  int   `json:"spot_checks"`
+	// NotReplayed lists the slots a spot-check would have replayed but
+	// that a torch backend made (on a job that allows it): they get the
+	// norm checks and the robust merge only (docs/backends.md).
+	NotReplayed []string `json:"not_replayed,omitempty"`
 	// Targeted lists the slots replayed because they stood apart from
 	// their sync's others, and why (merge.Outliers).
 	Targeted      []string `json:"targeted,omitempty"`
@@ -335,6 +345,10 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		}
 		for _, en := range syncs[k] {
 			if en.a == nil || !(en.outlier != "" || Sampled(in.SpotKey, en.Digest, in.SpotCheckBP)) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
+				continue
+			}
+			if torchExempt(plan, en.Delta) {
+				rep.NotReplayed = append(rep.NotReplayed, en.Slot.String()+" (torch backend)")
 				continue
 			}
 			rep.SpotChecks++
@@ -603,4 +617,10 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// torchExempt reports whether d is exempt from exact replay: it claims the
+// torch backend and the job allows that backend.
+func torchExempt(plan jobconf.Plan, d Delta) bool {
+	return d.Backend == "torch" && (plan.Backend == "torch" || plan.Backend == "any")
 }

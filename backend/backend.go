@@ -1,0 +1,142 @@
+// Package backend is the seam between a gym worker and the engine that
+// trains for it. The worker keeps identity, keys, the ring, delta files,
+// artifacts and everything said to hanzod; a backend only computes: it
+// samples, scores (with the job's task), runs GSPO steps and holds the
+// adapter. Two backends exist: "go", the built-in engine (package trainer,
+// bit-for-bit replayable), and "torch", a supervised Python process
+// (package backend/torch, docs/backends.md).
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/trainer"
+)
+
+// Names of the backends.
+const (
+	Go    = "go"
+	Torch = "torch"
+)
+
+// Parse checks a backend name ("go" or "torch").
+func Parse(s string) (string, error) {
+	switch s {
+	case Go, Torch:
+		return s, nil
+	}
+	return "", fmt.Errorf("backend: %q is not a backend (want go or torch)", s)
+}
+
+// ParseList parses a comma-separated list of backend names ("go,go,torch").
+func ParseList(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		b, err := Parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Trainer is one worker's training state in a backend: what the worker's
+// epoch loop calls.
+type Trainer interface {
+	// Step runs one training step (sample, score, GSPO updates).
+	Step(ctx context.Context) (trainer.StepStats, error)
+	// Adapter is the current adapter. The worker may read it until the
+	// next call; it must not change it.
+	Adapter() *llama.Adapter
+	// SetAdapter continues from a (the ring's average), keeping the
+	// optimiser's moments and update count.
+	SetAdapter(ctx context.Context, a *llama.Adapter) error
+	// Close releases what the trainer holds (not the backend process).
+	Close() error
+}
+
+// ErrUnservable reports a job the backend can never train on this
+// machine (settings it refuses, hardware it lacks): the worker refuses the
+// job instead of retrying it.
+var ErrUnservable = errors.New("backend: the job cannot be trained by this backend here")
+
+// Job is what a backend needs to start training.
+type Job struct {
+	Base *basemodel.Base
+	// BaseDir is Base's Hugging Face directory when it came from one (a
+	// base fetched by CID, verified in the worker's cache); empty for the
+	// backend's own base. The go backend uses Base; a backend that loads
+	// the model itself (torch) loads this directory.
+	BaseDir   string
+	Config    trainer.Config
+	Worker    uint64 // the worker's index in the job: which problems and samples are its own
+	Threads   int
+	FirstStep int            // steps already taken (the state's step count)
+	Adapter   *llama.Adapter // the adapter to start from
+}
+
+// Backend starts trainers.
+type Backend interface {
+	// Name is Go or Torch.
+	Name() string
+	Start(ctx context.Context, j Job) (Trainer, error)
+	// Close stops what the backend runs (a supervised process).
+	Close() error
+}
+
+// GoBackend is the built-in engine.
+type GoBackend struct{}
+
+// Name is Go.
+func (GoBackend) Name() string { return Go }
+
+// Close does nothing.
+func (GoBackend) Close() error { return nil }
+
+// Start resumes package trainer from j.
+func (GoBackend) Start(_ context.Context, j Job) (Trainer, error) {
+	g := &goTrainer{j: j}
+	tr, err := trainer.Resume(j.Base.Weights, j.Base.Tokenizer, j.Config, j.Worker, j.Threads, trainer.State{Step: j.FirstStep, Adapter: j.Adapter})
+	if err != nil {
+		return nil, err
+	}
+	g.tr = tr
+	return g, nil
+}
+
+type goTrainer struct {
+	j  Job
+	tr *trainer.Trainer
+}
+
+func (g *goTrainer) Step(ctx context.Context) (trainer.StepStats, error) { return g.tr.Step(ctx) }
+func (g *goTrainer) Adapter() *llama.Adapter                             { return g.tr.Adapter() }
+func (g *goTrainer) Close() error                                        { return nil }
+
+// SetAdapter resumes from the trainer's state with a in place of its
+// adapter, as the worker did before the seam existed.
+func (g *goTrainer) SetAdapter(_ context.Context, a *llama.Adapter) error {
+	st := g.tr.State()
+	st.Adapter = a
+	tr, err := trainer.Resume(g.j.Base.Weights, g.j.Base.Tokenizer, g.j.Config, g.j.Worker, g.j.Threads, st)
+	if err != nil {
+		return err
+	}
+	g.tr = tr
+	return nil
+}
+
+// Trainer returns the underlying trainer of a go backend's Trainer (nil
+// for another backend's).
+func Underlying(t Trainer) *trainer.Trainer {
+	if g, ok := t.(*goTrainer); ok {
+		return g.tr
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package jobspec_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zooai/gym/jobspec"
+)
+
+func TestBackendSetting(t *testing.T) {
+	file := func(extra string) (*jobspec.File, error) {
+		return jobspec.ParseFile("j.yaml", []byte("model: m\ndataset: d\nepochs: 1\nmin_nodes: 3\n"+extra), time.Unix(0, 0), nil)
+	}
+	for _, c := range []struct{ line, want, spec string }{
+		{"", "go", ""}, {"backend: go\n", "go", ""}, {"backend: torch\n", "torch", "torch"}, {"backend: any\n", "any", "any"},
+	} {
+		f, err := file(c.line)
+		if err != nil {
+			t.Fatalf("%q: %v", c.line, err)
+		}
+		s := f.Spec()
+		if f.Backend != c.want || s.Backend != c.spec || s.TrainingBackend() != c.want {
+			t.Errorf("%q: file %q, spec %q (%s), want %q, %q", c.line, f.Backend, s.Backend, s.TrainingBackend(), c.want, c.spec)
+		}
+		back := jobspec.FromProto(jobspec.ToProto(s))
+		if err := back.Normalise(); err != nil || back.Backend != c.spec {
+			t.Errorf("%q: over the wire: %q, %v", c.line, back.Backend, err)
+		}
+	}
+	if _, err := file("backend: jax\n"); err == nil || !strings.Contains(err.Error(), "backend") {
+		t.Errorf("backend jax: %v", err)
+	}
+	s := jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3, Backend: "go"}
+	if err := s.Normalise(); err != nil || s.Backend != "" {
+		t.Errorf("go is written as nothing: %q, %v", s.Backend, err)
+	}
+	s.Backend = "cuda"
+	if err := s.Normalise(); !errors.Is(err, jobspec.ErrInvalid) {
+		t.Errorf("backend cuda: %v", err)
+	}
+}
