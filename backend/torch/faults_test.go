@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -24,8 +25,13 @@ func TestMissingPythonSaysWhatToInstall(t *testing.T) {
 		t.Errorf("missing interpreter: %v", err)
 	}
 	py := pyenv.Require(t, "torch")
-	// Without python/ on its path the interpreter lacks gym_protocol.
-	err = CheckPython(ctx, py, []string{"PYTHONPATH=" + t.TempDir()})
+	// An interpreter without the package: a bare virtual environment
+	// (the test environment's own has gym_protocol installed).
+	bare := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command(py, "-m", "venv", "--without-pip", bare).CombinedOutput(); err != nil {
+		t.Fatalf("python -m venv: %v\n%s", err, out)
+	}
+	err = CheckPython(ctx, filepath.Join(bare, "bin", "python"), nil)
 	if !errors.Is(err, ErrPython) || !strings.Contains(err.Error(), "gym_protocol.backend") || !strings.Contains(err.Error(), "pip install ./python") {
 		t.Errorf("missing package: %v", err)
 	}
