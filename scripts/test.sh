@@ -16,6 +16,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node and npm: the chain contracts' compiler (solc-js, contracts.TestReproducible).
+# By command, not package: a NodeSource nodejs carries npm and conflicts with
+# Debian's npm package.
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   echo "installing ${missing[*]}" >&2
   sudo=""
@@ -42,6 +46,15 @@ export GYM_PYTHON="$PWD/$venv/bin/python"
 # Tests that need Python or redis-server fail instead of skipping when it is
 # missing here.
 export GYM_REQUIRE_PYTHON=1 GYM_REQUIRE_REDIS=1
+
+# The pinned solc-js and OpenZeppelin (contracts/package-lock.json), and
+# abigen in the module cache, so that contracts.TestReproducible rebuilds the
+# contracts without the network; it fails instead of skipping without node.
+if [ ! -d contracts/node_modules/solc ] || [ contracts/package-lock.json -nt contracts/node_modules/.package-lock.json ]; then
+  (cd contracts && npm ci --no-audit --no-fund --silent)
+fi
+go run "github.com/ethereum/go-ethereum/cmd/abigen@$(go list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)" --help >/dev/null 2>&1 || true
+export GYM_REQUIRE_NODE=1
 
 # kubo, the IPFS node the pinning (localcluster TestPinsOnKubo) and interop
 # (artifact TestInteropWithKubo) tests run: built from source once into the
