@@ -108,7 +108,7 @@ func unbondWithdraw(t *testing.T, h Harness) {
 	if p.Bonded != 0 || p.Free != 0 || len(p.Unbonding) != 2 || p.Unbonded() != 30_000*gym {
 		t.Fatalf("unbonding position %+v", p)
 	}
-	if d := p.Unbonding[1].ReleaseAt - p.Unbonding[0].ReleaseAt; d < (h.Delay/2).Milliseconds() {
+	if d := p.Unbonding[1].ReleaseAt - p.Unbonding[0].ReleaseAt; d < (h.Delay / 2).Milliseconds() {
 		t.Fatalf("release times %+v, %v apart", p.Unbonding, h.Delay/2)
 	}
 	h.Advance(t, h.Delay/2+time.Second)
