@@ -239,6 +239,9 @@ func (c *Client) Transact(ctx context.Context, key *ecdsa.PrivateKey, send func(
 	opts.NoSend = false
 	opts.Nonce = new(big.Int).SetUint64(tx.Nonce())
 	opts.GasLimit = tx.Gas() + tx.Gas()*margin/100
+	if opts.GasLimit > MaxTxGas && tx.Gas() <= MaxTxGas {
+		opts.GasLimit = MaxTxGas
+	}
 	tx, err = send(opts)
 	if err != nil {
 		return nil, DecodeError(err)
@@ -274,6 +277,10 @@ func (c *Client) Wait(ctx context.Context, tx *types.Transaction) (*types.Receip
 		}
 	}
 }
+
+// MaxTxGas is the per-transaction gas cap since Osaka (EIP-7825): the
+// margin never takes a transaction above it.
+const MaxTxGas = 1 << 24
 
 // Revert is a contract's custom error.
 type Revert struct {

@@ -33,9 +33,11 @@ type env struct {
 
 const delay = 14 * 24 * time.Hour
 
-func newEnv(t *testing.T, n int) *env {
+func newEnv(t *testing.T, n int) *env { t.Helper(); return newEnvFork(t, n, "") }
+
+func newEnvFork(t *testing.T, n int, fork string) *env {
 	t.Helper()
-	s := chaintest.New(t, n, delay)
+	s := chaintest.NewFork(t, n, delay, fork)
 	a := s.Deployment.Addresses
 	tok, err := contracts.NewGYMToken(a.GYMToken, s.Client.B)
 	must(t, err)

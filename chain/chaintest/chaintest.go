@@ -12,7 +12,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
+	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/params"
 
 	"github.com/zooai/gym/chain"
@@ -45,9 +47,25 @@ func (a autoCommit) SendTransaction(ctx context.Context, tx *types.Transaction) 
 }
 
 // New starts a simulated chain with n funded keys (n ≥ 1) and deploys the
-// contracts with unbonding delay.
-func New(t testing.TB, n int, delay time.Duration) *Sim {
+// contracts with unbonding delay. The chain runs every protocol change
+// go-ethereum knows (its dev chain's rules).
+func New(t testing.TB, n int, delay time.Duration) *Sim { return NewFork(t, n, delay, "") }
+
+// Forks NewFork accepts: "" (go-ethereum's dev chain: every change, Bogota
+// included) and "osaka" (Ethereum mainnet's rules since December 2025).
+var Forks = []string{"", "osaka"}
+
+// NewFork is New on the rules of fork.
+func NewFork(t testing.TB, n int, delay time.Duration, fork string) *Sim {
 	t.Helper()
+	cfg := *params.AllDevChainProtocolChanges
+	switch fork {
+	case "":
+	case "osaka":
+		cfg.BogotaTime = nil
+	default:
+		t.Fatalf("chaintest: unknown fork %q", fork)
+	}
 	alloc := types.GenesisAlloc{}
 	keys := make([]*ecdsa.PrivateKey, n)
 	for i := range keys {
@@ -58,7 +76,9 @@ func New(t testing.TB, n int, delay time.Duration) *Sim {
 		keys[i] = k
 		alloc[crypto.PubkeyToAddress(k.PublicKey)] = types.Account{Balance: new(big.Int).Mul(big.NewInt(1000), big.NewInt(params.Ether))}
 	}
-	b := simulated.NewBackend(alloc, simulated.WithBlockGasLimit(60_000_000))
+	b := simulated.NewBackend(alloc, simulated.WithBlockGasLimit(60_000_000), func(_ *node.Config, e *ethconfig.Config) {
+		e.Genesis.Config = &cfg
+	})
 	t.Cleanup(func() { b.Close() })
 	c, err := chain.NewClient(context.Background(), autoCommit{b.Client(), b}, 1337)
 	if err != nil {
