@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sort"
@@ -397,4 +398,53 @@ func (c *StakeCache) Check(ctx context.Context, node string) error {
 	c.seen[node] = now()
 	c.mu.Unlock()
 	return nil
+}
+
+// WriteMetrics writes the mirror's Prometheus metrics (docs/metrics.md);
+// zeros for a nil mirror (hanzod without a chain).
+func (m *Mirror) WriteMetrics(w io.Writer) {
+	var st Status
+	if m != nil {
+		st = m.Status()
+	}
+	fmt.Fprintf(w, "# HELP gym_hanzod_chain_pending_events Events of the log not mirrored onto the chain yet.\n# TYPE gym_hanzod_chain_pending_events gauge\ngym_hanzod_chain_pending_events %d\n", st.Pending)
+	fmt.Fprintf(w, "# HELP gym_hanzod_chain_failures_total Failed chain mirror steps (retried).\n# TYPE gym_hanzod_chain_failures_total counter\ngym_hanzod_chain_failures_total %d\n", st.Failures)
+	fmt.Fprintf(w, "# HELP gym_hanzod_chain_operations_total Chain operations sent by this process.\n# TYPE gym_hanzod_chain_operations_total counter\n")
+	for _, k := range []struct {
+		kind string
+		n    uint64
+	}{{"paid", st.Paid}, {"slashed", st.Slashed}, {"published", st.Published}, {"locked", st.Locked}} {
+		fmt.Fprintf(w, "gym_hanzod_chain_operations_total{kind=%q} %d\n", k.kind, k.n)
+	}
+}
+
+// maxAccountsFile bounds the accounts file.
+const maxAccountsFile = 16 << 20
+
+// ParseAccounts reads the accounts file: a JSON object from node ids to
+// their chain accounts (0x-addresses), strictly (each key at most 128
+// bytes, each value 0x and 40 hex digits).
+func ParseAccounts(b []byte) (map[string]string, error) {
+	if len(b) > maxAccountsFile {
+		return nil, fmt.Errorf("chainsync: accounts file of %d bytes (at most %d)", len(b), maxAccountsFile)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("chainsync: accounts file: %w", err)
+	}
+	if m == nil {
+		return nil, errors.New("chainsync: accounts file is not an object")
+	}
+	for k, v := range m {
+		if k == "" || len(k) > 128 {
+			return nil, fmt.Errorf("chainsync: accounts file: node id %q", k)
+		}
+		if len(v) != 42 || v[:2] != "0x" {
+			return nil, fmt.Errorf("chainsync: accounts file: %q maps to %q, not a 0x-address", k, v)
+		}
+		if _, err := hex.DecodeString(v[2:]); err != nil {
+			return nil, fmt.Errorf("chainsync: accounts file: %q: %w", k, err)
+		}
+	}
+	return m, nil
 }

@@ -188,3 +188,19 @@ func must(t *testing.T, err error) {
 }
 
 func removeFile(p string) error { return os.Remove(p) }
+
+func FuzzParseAccounts(f *testing.F) {
+	f.Add([]byte(`{"a1b2":"0x00000000000000000000000000000000000000aa"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := chainsync.ParseAccounts(b)
+		if err != nil {
+			return
+		}
+		for k, v := range m {
+			if k == "" || len(v) != 42 {
+				t.Fatalf("accepted %q → %q", k, v)
+			}
+		}
+	})
+}

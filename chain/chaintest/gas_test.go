@@ -1,4 +1,4 @@
-package chain_test
+package chaintest_test
 
 import (
 	"crypto/ed25519"
