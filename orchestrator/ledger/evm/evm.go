@@ -74,7 +74,8 @@ func (k *Keyring) Address(account string) (common.Address, error) {
 type Config struct {
 	Client    *chain.Client
 	Addresses chain.Addresses
-	// Key is the authorised orchestrator's.
+	// Key is the authorised orchestrator's (nil: a read-only ledger, whose
+	// writes fail with ErrUnauthorized).
 	Key      *ecdsa.PrivateKey
 	Accounts Directory
 	// MaxBatch bounds the members of one lock or unlock transaction
@@ -96,8 +97,8 @@ var _ ledger.Book = (*Ledger)(nil)
 // New binds the contracts at cfg.Addresses after checking that the
 // endpoint is their chain and that code is deployed there.
 func New(ctx context.Context, cfg Config) (*Ledger, error) {
-	if cfg.Client == nil || cfg.Key == nil || cfg.Accounts == nil {
-		return nil, errors.New("evm: client, key and accounts are required")
+	if cfg.Client == nil || cfg.Accounts == nil {
+		return nil, errors.New("evm: client and accounts are required")
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 32
@@ -115,7 +116,10 @@ func New(ctx context.Context, cfg Config) (*Ledger, error) {
 			return nil, fmt.Errorf("evm: no %s deployed at %s on chain %d", name, addr, a.ChainID)
 		}
 	}
-	l := &Ledger{cfg: cfg, me: chain.Address(cfg.Key)}
+	l := &Ledger{cfg: cfg}
+	if cfg.Key != nil {
+		l.me = chain.Address(cfg.Key)
+	}
 	var err error
 	if l.tok, err = contracts.NewGYMToken(a.GYMToken, cfg.Client.B); err != nil {
 		return nil, err
@@ -189,6 +193,9 @@ func mapErr(err error) error {
 }
 
 func (l *Ledger) send(ctx context.Context, key *ecdsa.PrivateKey, f func(*bind.TransactOpts) (*types.Transaction, error)) (*types.Receipt, error) {
+	if key == nil {
+		return nil, fmt.Errorf("%w: a read-only chain ledger (no key)", ledger.ErrUnauthorized)
+	}
 	r, err := l.cfg.Client.Transact(ctx, key, f)
 	return r, mapErr(err)
 }
