@@ -3,6 +3,7 @@ pragma solidity 0.8.30;
 
 import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
 import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 /// @title GYMToken: the GYM token, staking in three roles, stake locks and
 /// progressive slashing.
@@ -32,20 +33,29 @@ contract GYMToken is ERC20, AccessControl {
     uint8 public constant SECOND_SLASH_PCT = 25;
     uint8 public constant FINAL_SLASH_PCT = 100;
 
-    /// Stake waiting for its release time; still slashable.
+    /// Stake waiting for its release time; still slashable. One slot.
     struct Unbonding {
-        uint256 amount;
+        uint192 amount;
         uint64 releaseAt;
     }
 
-    /// One recorded offence.
+    /// One recorded offence. Three slots.
     struct SlashRecord {
         uint8 offence;
         uint8 pct;
-        uint256 amount;
         uint64 at;
+        uint128 amount;
         address reporter;
         bytes32 evidenceHash;
+    }
+
+    /// A staker's position: one slot, so that locking a staked member or
+    /// topping up its stake rewrites a slot rather than filling new ones.
+    struct Staker {
+        uint128 stake;
+        uint8 role;
+        bool banned;
+        uint32 locks;
     }
 
     /// Seconds between unbond and withdraw.
@@ -54,14 +64,7 @@ contract GYMToken is ERC20, AccessControl {
     /// Where slashed stake goes (the MiningPool that pays rewards).
     address public treasury;
 
-    /// Bonded stake of each account (seed: GYMToken.stakes).
-    mapping(address => uint256) public stakes;
-    /// The role the account's stake is for (ROLE_*).
-    mapping(address => uint8) public roleOf;
-    /// Accounts banned by a third offence.
-    mapping(address => bool) public banned;
-    /// Number of unsettled jobs the account belongs to.
-    mapping(address => uint32) public locks;
+    mapping(address => Staker) private _stakers;
     /// Whether the account is locked for the job.
     mapping(bytes32 => mapping(address => bool)) public lockedFor;
 
@@ -107,6 +110,26 @@ contract GYMToken is ERC20, AccessControl {
         return 6;
     }
 
+    /// @notice Bonded stake of account (seed: GYMToken.stakes).
+    function stakes(address account) public view returns (uint256) {
+        return _stakers[account].stake;
+    }
+
+    /// @notice The role account's stake is for (ROLE_*).
+    function roleOf(address account) public view returns (uint8) {
+        return _stakers[account].role;
+    }
+
+    /// @notice Whether account was banned by a third offence.
+    function banned(address account) public view returns (bool) {
+        return _stakers[account].banned;
+    }
+
+    /// @notice How many unsettled jobs account belongs to.
+    function locks(address account) public view returns (uint32) {
+        return _stakers[account].locks;
+    }
+
     modifier onlyOrchestrator() {
         if (!isOrchestrator(msg.sender)) revert NotOrchestrator(msg.sender);
         _;
@@ -115,8 +138,9 @@ contract GYMToken is ERC20, AccessControl {
     /// @notice An authorised orchestrator: granted ORCHESTRATOR_ROLE, staked
     /// at least the orchestrator minimum as an orchestrator, not banned.
     function isOrchestrator(address account) public view returns (bool) {
-        return hasRole(ORCHESTRATOR_ROLE, account) && roleOf[account] == ROLE_ORCHESTRATOR
-            && stakes[account] >= ORCHESTRATOR_MIN_STAKE && !banned[account];
+        Staker storage s = _stakers[account];
+        return hasRole(ORCHESTRATOR_ROLE, account) && s.role == ROLE_ORCHESTRATOR && s.stake >= ORCHESTRATOR_MIN_STAKE
+            && !s.banned;
     }
 
     /// @notice The minimum stake of a role.
@@ -130,7 +154,8 @@ contract GYMToken is ERC20, AccessControl {
     /// @notice Whether account may serve in role now: staked for it at
     /// least its minimum and not banned.
     function isStaked(address account, uint8 role) external view returns (bool) {
-        return roleOf[account] == role && !banned[account] && stakes[account] >= minimumStake(role);
+        Staker storage s = _stakers[account];
+        return s.role == role && !s.banned && s.stake >= minimumStake(role);
     }
 
     function setTreasury(address treasury_) external onlyRole(DEFAULT_ADMIN_ROLE) {
@@ -150,16 +175,17 @@ contract GYMToken is ERC20, AccessControl {
     /// one role at a time.
     function stake(uint8 role, uint256 amount) external {
         if (amount == 0) revert ZeroAmount();
-        if (banned[msg.sender]) revert AccountBanned(msg.sender);
+        Staker storage s = _stakers[msg.sender];
+        if (s.banned) revert AccountBanned(msg.sender);
         uint256 minimum = minimumStake(role);
-        uint8 current = roleOf[msg.sender];
-        uint256 bonded = stakes[msg.sender];
+        uint8 current = s.role;
+        uint256 bonded = s.stake;
         if (bonded > 0 && current != role) revert RoleMismatch(current, role);
         uint256 total = bonded + amount;
         if (total < minimum) revert StakeBelowMinimum(total, minimum);
         _transfer(msg.sender, address(this), amount);
-        stakes[msg.sender] = total;
-        roleOf[msg.sender] = role;
+        s.stake = SafeCast.toUint128(total);
+        s.role = role;
         emit Staked(msg.sender, role, amount, total);
     }
 
@@ -168,18 +194,19 @@ contract GYMToken is ERC20, AccessControl {
     /// job the caller belongs to is not settled.
     function unbond(uint256 amount) external {
         if (amount == 0) revert ZeroAmount();
-        uint32 n = locks[msg.sender];
+        Staker storage s = _stakers[msg.sender];
+        uint32 n = s.locks;
         if (n > 0) revert StakeLocked(msg.sender, n);
-        uint256 bonded = stakes[msg.sender];
+        uint256 bonded = s.stake;
         if (amount > bonded) revert InsufficientStake(amount, bonded);
         uint256 rest = bonded - amount;
-        if (rest > 0 && !banned[msg.sender]) {
-            uint256 minimum = minimumStake(roleOf[msg.sender]);
+        if (rest > 0 && !s.banned) {
+            uint256 minimum = minimumStake(s.role);
             if (rest < minimum) revert StakeBelowMinimum(rest, minimum);
         }
-        stakes[msg.sender] = rest;
+        s.stake = uint128(rest);
         uint64 releaseAt = uint64(block.timestamp) + unbondingDelay;
-        _unbonding[msg.sender].push(Unbonding(amount, releaseAt));
+        _unbonding[msg.sender].push(Unbonding(uint192(amount), releaseAt));
         emit Unbonded(msg.sender, amount, releaseAt);
     }
 
@@ -231,7 +258,7 @@ contract GYMToken is ERC20, AccessControl {
             address m = members[i];
             if (!lockedFor[job][m]) {
                 lockedFor[job][m] = true;
-                locks[m] += 1;
+                _stakers[m].locks += 1;
                 emit Locked(job, m);
             }
         }
@@ -243,7 +270,7 @@ contract GYMToken is ERC20, AccessControl {
             address m = members[i];
             if (lockedFor[job][m]) {
                 lockedFor[job][m] = false;
-                locks[m] -= 1;
+                _stakers[m].locks -= 1;
                 emit Unlocked(job, m);
             }
         }
@@ -266,11 +293,11 @@ contract GYMToken is ERC20, AccessControl {
     /// evidence's keccak256 is stored and emitted; the bytes stay in the
     /// transaction's calldata.
     function slash(address node, uint8 pct, address reporter, bytes calldata evidence) external onlyOrchestrator {
-        if (banned[node]) revert AccountBanned(node);
+        if (_stakers[node].banned) revert AccountBanned(node);
         if (treasury == address(0)) revert NoTreasury();
         uint8 planned = nextSlashPct(node);
         if (pct != planned) revert SlashPlanMismatch(pct, planned);
-        uint256 slashable = stakes[node] + unbondingTotal(node);
+        uint256 slashable = _stakers[node].stake + unbondingTotal(node);
         if (slashable == 0) revert NothingToSlash(node);
         uint256 amount = pct == FINAL_SLASH_PCT ? slashable : (slashable * pct) / 100;
         _take(node, amount);
@@ -278,8 +305,8 @@ contract GYMToken is ERC20, AccessControl {
         uint8 offence = uint8(_slashes[node].length + 1);
         bytes32 evidenceHash = keccak256(evidence);
         bool ban = pct == FINAL_SLASH_PCT;
-        _slashes[node].push(SlashRecord(offence, pct, amount, uint64(block.timestamp), reporter, evidenceHash));
-        if (ban) banned[node] = true;
+        _slashes[node].push(SlashRecord(offence, pct, uint64(block.timestamp), SafeCast.toUint128(amount), reporter, evidenceHash));
+        if (ban) _stakers[node].banned = true;
         if (amount > 0) _transfer(address(this), treasury, amount);
         emit Slashed(node, offence, pct, amount, reporter, evidenceHash, ban);
     }
@@ -287,16 +314,16 @@ contract GYMToken is ERC20, AccessControl {
     /// Removes amount from node's bonded stake, then from the unbonding
     /// entries that release last.
     function _take(address node, uint256 amount) private {
-        uint256 bonded = stakes[node];
+        uint256 bonded = _stakers[node].stake;
         uint256 rest = amount;
         uint256 t = rest < bonded ? rest : bonded;
-        stakes[node] = bonded - t;
+        _stakers[node].stake = uint128(bonded - t);
         rest -= t;
         Unbonding[] storage list = _unbonding[node];
         for (uint256 i = list.length; i > 0 && rest > 0; i--) {
             Unbonding storage u = list[i - 1];
             t = rest < u.amount ? rest : u.amount;
-            u.amount -= t;
+            u.amount -= uint192(t);
             rest -= t;
         }
         // The entries emptied are a suffix.
