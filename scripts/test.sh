@@ -60,6 +60,14 @@ export GYM_REQUIRE_NODE=1
 # (artifact TestInteropWithKubo) tests run: built from source once into the
 # user cache (several minutes the first time, nothing after). GYM_SKIP_KUBO=1
 # skips building it and lets those tests skip; otherwise they must run.
+# geth, the dev chain of the chain integration test (daemon
+# TestChainLedgerOnGeth), built from the module proxy once into the user
+# cache; GYM_SKIP_GETH=1 skips building it and lets that test skip.
+if [ -z "${GYM_SKIP_GETH:-}" ]; then
+  scripts/build-geth.sh
+  export GYM_REQUIRE_GETH=1
+fi
+
 if [ -z "${GYM_SKIP_KUBO:-}" ]; then
   scripts/build-kubo.sh
   export GYM_REQUIRE_KUBO=1
