@@ -74,9 +74,18 @@ func TestChainLedgerOnGeth(t *testing.T) {
 	register(t, conn)
 	oc := pb.NewOrchestratorServiceClient(conn)
 	for _, f := range []func() error{
-		func() error { _, err := oc.Deposit(ctx, &pb.LedgerRequest{Account: node, Amount: 20_000 * uint64(ledger.GYM)}); return err },
-		func() error { _, err := oc.Bond(ctx, &pb.LedgerRequest{Account: node, Amount: 20_000 * uint64(ledger.GYM)}); return err },
-		func() error { _, err := oc.Slash(ctx, &pb.SlashRequest{Node: node, Reason: "one", Evidence: []byte("proof-1")}); return err },
+		func() error {
+			_, err := oc.Deposit(ctx, &pb.LedgerRequest{Account: node, Amount: 20_000 * uint64(ledger.GYM)})
+			return err
+		},
+		func() error {
+			_, err := oc.Bond(ctx, &pb.LedgerRequest{Account: node, Amount: 20_000 * uint64(ledger.GYM)})
+			return err
+		},
+		func() error {
+			_, err := oc.Slash(ctx, &pb.SlashRequest{Node: node, Reason: "one", Evidence: []byte("proof-1")})
+			return err
+		},
 	} {
 		if err := f(); err != nil {
 			t.Fatal(err)
