@@ -181,6 +181,10 @@ type Client struct {
 	Poll          time.Duration // receipt polling; 0 means 500 ms
 	// GasMargin is added to the estimate in percent (0: 20%).
 	GasMargin uint64
+	// WaitTimeout bounds how long Wait retries the endpoint's errors
+	// (0: 30 s); a transaction not mined yet is waited for as long as the
+	// context allows.
+	WaitTimeout time.Duration
 
 	mu    sync.Mutex
 	locks map[common.Address]*sync.Mutex
@@ -250,13 +254,19 @@ func (c *Client) Transact(ctx context.Context, key *ecdsa.PrivateKey, send func(
 }
 
 // Wait polls for tx's receipt until it has the confirmations; a receipt
-// with failed status is an error.
+// with failed status is an error. Errors of the endpoint (a restart, a node
+// still indexing its transactions) are retried for WaitTimeout.
 func (c *Client) Wait(ctx context.Context, tx *types.Transaction) (*types.Receipt, error) {
 	poll := c.Poll
 	if poll == 0 {
 		poll = 500 * time.Millisecond
 	}
+	limit := c.WaitTimeout
+	if limit == 0 {
+		limit = 30 * time.Second
+	}
 	conf := max(c.Confirmations, 1)
+	start := time.Now()
 	for {
 		r, err := c.B.TransactionReceipt(ctx, tx.Hash())
 		if err == nil {
@@ -267,7 +277,9 @@ func (c *Client) Wait(ctx context.Context, tx *types.Transaction) (*types.Receip
 				}
 				return r, nil
 			}
-		} else if !errors.Is(err, ethereum.NotFound) {
+			err = herr
+		}
+		if err != nil && !errors.Is(err, ethereum.NotFound) && time.Since(start) > limit {
 			return nil, fmt.Errorf("chain: receipt of %s: %w", tx.Hash(), err)
 		}
 		select {
