@@ -16,6 +16,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node and npm: the chain contracts' compiler (solc-js, contracts.TestReproducible).
+# By command, not package: a NodeSource nodejs carries npm and conflicts with
+# Debian's npm package.
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   echo "installing ${missing[*]}" >&2
   sudo=""
@@ -50,10 +54,27 @@ export GYM_PYTHON="$PWD/$venv/bin/python"
 # missing here.
 export GYM_REQUIRE_PYTHON=1 GYM_REQUIRE_REDIS=1
 
+# The pinned solc-js and OpenZeppelin (contracts/package-lock.json), and
+# abigen in the module cache, so that contracts.TestReproducible rebuilds the
+# contracts without the network; it fails instead of skipping without node.
+if [ ! -d contracts/node_modules/solc ] || [ contracts/package-lock.json -nt contracts/node_modules/.package-lock.json ]; then
+  (cd contracts && npm ci --no-audit --no-fund --silent)
+fi
+go run "github.com/ethereum/go-ethereum/cmd/abigen@$(go list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)" --help >/dev/null 2>&1 || true
+export GYM_REQUIRE_NODE=1
+
 # kubo, the IPFS node the pinning (localcluster TestPinsOnKubo) and interop
 # (artifact TestInteropWithKubo) tests run: built from source once into the
 # user cache (several minutes the first time, nothing after). GYM_SKIP_KUBO=1
 # skips building it and lets those tests skip; otherwise they must run.
+# geth, the dev chain of the chain integration test (daemon
+# TestChainLedgerOnGeth), built from the module proxy once into the user
+# cache; GYM_SKIP_GETH=1 skips building it and lets that test skip.
+if [ -z "${GYM_SKIP_GETH:-}" ]; then
+  scripts/build-geth.sh
+  export GYM_REQUIRE_GETH=1
+fi
+
 if [ -z "${GYM_SKIP_KUBO:-}" ]; then
   scripts/build-kubo.sh
   export GYM_REQUIRE_KUBO=1
@@ -99,6 +120,10 @@ fuzz=(
   "./artifact/transfer FuzzParsePeer 20000"
   "./orchestrator/state FuzzDecodeEvent 20000"
   "./orchestrator/state FuzzRestore 5000"
+  "./chain FuzzDecodeLog 20000"
+  "./chain FuzzDecodeRevertData 20000"
+  "./chain FuzzParseAddresses 20000"
+  "./orchestrator/chainsync FuzzParseAccounts 20000"
   "./jobspec FuzzParseJobFile 20000"
   "./jobspec FuzzParseSlot 20000"
   "./jobspec FuzzModelCID 20000"

@@ -58,6 +58,13 @@ type settings struct {
 	EpochGrace     string `json:"epoch-grace"`
 	IPFS           string `json:"ipfs"`
 	Key            string `json:"key"`
+	Ledger         string `json:"ledger"`
+	RPC            string `json:"rpc"`
+	ChainID        uint64 `json:"chain-id"`
+	Contracts      string `json:"contracts"`
+	ChainKey       string `json:"chain-key"`
+	ChainAccounts  string `json:"chain-accounts"`
+	Confirmations  uint64 `json:"confirmations"`
 }
 
 var envNames = map[string]string{
@@ -67,20 +74,44 @@ var envNames = map[string]string{
 	"admin-token-file": "HANZOD_ADMIN_TOKEN_FILE", "log-level": "HANZOD_LOG_LEVEL",
 	"artifacts": "HANZOD_ARTIFACTS", "artifacts-advertise": "HANZOD_ARTIFACTS_ADVERTISE", "threads": "HANZOD_THREADS",
 	"epoch-grace": "HANZOD_EPOCH_GRACE", "ipfs": "HANZOD_IPFS_URL", "key": "HANZOD_KEY",
+	"ledger": "HANZOD_LEDGER", "rpc": "HANZOD_RPC", "chain-id": "HANZOD_CHAIN_ID", "contracts": "HANZOD_CONTRACTS",
+	"chain-key": "HANZOD_CHAIN_KEY", "chain-accounts": "HANZOD_CHAIN_ACCOUNTS", "confirmations": "HANZOD_CONFIRMATIONS",
 }
 
 // seedEnv are the deployment seed's names for some settings (its compose
 // file sets them for hanzod). Each means the same as the HANZOD_ variable;
 // both set to different values is refused. VALKEY_URL also selects the
 // Valkey store.
-var seedEnv = map[string]string{"valkey": "VALKEY_URL", "ipfs": "IPFS_URL", "key": "ORCHESTRATOR_KEY"}
+var seedEnv = map[string]string{"valkey": "VALKEY_URL", "ipfs": "IPFS_URL", "key": "ORCHESTRATOR_KEY",
+	"rpc": "HANZO_RPC", "chain-id": "HANZO_CHAIN_ID"}
 
 // load builds the daemon config from defaults, the config file, the
 // environment and the flags.
 func load(args []string) (daemon.Config, slog.Level, error) {
+	cfg, level, _, err := loadAll(args)
+	return cfg, level, err
+}
+
+// loadAll is load with the chain settings (--ledger evm), which need a
+// connection to turn into the daemon's ChainLink (openChain).
+func loadAll(args []string) (daemon.Config, slog.Level, chainSettings, error) {
+	cfg, level, s, err := loadSettings(args)
+	return cfg, level, chainSettings{Ledger: s.Ledger, RPC: s.RPC, ChainID: s.ChainID, Contracts: s.Contracts,
+		Key: s.ChainKey, Accounts: s.ChainAccounts, Confirmations: s.Confirmations}, err
+}
+
+func loadSettings(args []string) (daemon.Config, slog.Level, settings, error) {
+	cfg, level, s, err := parseSettings(args)
+	if err == nil {
+		err = chainSettings{Ledger: s.Ledger, RPC: s.RPC, ChainID: s.ChainID, Contracts: s.Contracts, Key: s.ChainKey}.validate()
+	}
+	return cfg, level, s, err
+}
+
+func parseSettings(args []string) (daemon.Config, slog.Level, settings, error) {
 	def := daemon.DefaultConfig()
 	s := settings{Listen: def.Listen, Metrics: def.Metrics, Store: def.Store, ValkeyPrefix: def.ValkeyPrefix, Lease: def.LeaseTTL.String(), LogLevel: "info",
-		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: "2m"}
+		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: "2m", Ledger: "embedded", ChainID: chainIDDefault, Confirmations: 1}
 
 	fs := flag.NewFlagSet("hanzod", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -115,23 +146,30 @@ as keys), then the environment variable in brackets, then flags.
 	fs.IntVar(&f.Threads, "threads", s.Threads, "threads for validation, replay and evaluation [HANZOD_THREADS]")
 	fs.StringVar(&f.EpochGrace, "epoch-grace", s.EpochGrace, "how long an epoch waits for members that have not finished once the first has [HANZOD_EPOCH_GRACE]")
 	fs.StringVar(&f.IPFS, "ipfs", "", "kubo RPC URL, e.g. http://ipfs:5001: pin every published checkpoint there, retrying until it is pinned [HANZOD_IPFS_URL, IPFS_URL]")
+	fs.StringVar(&f.Ledger, "ledger", s.Ledger, "stake ledger: embedded, or evm to mirror rewards, slashes, publications and job locks onto the chain contracts and check node stake there (docs/chain.md) [HANZOD_LEDGER]")
+	fs.StringVar(&f.RPC, "rpc", "", "chain RPC URL with --ledger evm [HANZOD_RPC, HANZO_RPC]")
+	fs.Uint64Var(&f.ChainID, "chain-id", s.ChainID, "chain id the RPC endpoint must serve [HANZOD_CHAIN_ID, HANZO_CHAIN_ID]")
+	fs.StringVar(&f.Contracts, "contracts", "", "addresses file written by 'gym chain deploy' [HANZOD_CONTRACTS]")
+	fs.StringVar(&f.ChainKey, "chain-key", "", "the authorised orchestrator's secp256k1 key file (64 hex digits) [HANZOD_CHAIN_KEY]")
+	fs.StringVar(&f.ChainAccounts, "chain-accounts", "", "JSON file mapping node ids to their chain addresses [HANZOD_CHAIN_ACCOUNTS]")
+	fs.Uint64Var(&f.Confirmations, "confirmations", s.Confirmations, "blocks a chain transaction waits for, its own included [HANZOD_CONFIRMATIONS]")
 	fs.StringVar(&f.Key, "key", "", "hanzod's signing key (gym keygen format; must exist); default DATA/hanzod.key, made when missing [HANZOD_KEY, ORCHESTRATOR_KEY]")
 	var level slog.Level
 	if err := fs.Parse(args); err != nil {
-		return def, level, err
+		return def, level, s, err
 	}
 	if fs.NArg() > 0 {
-		return def, level, fmt.Errorf("hanzod: unexpected argument %q", fs.Arg(0))
+		return def, level, s, fmt.Errorf("hanzod: unexpected argument %q", fs.Arg(0))
 	}
 	if *config != "" {
 		data, err := os.ReadFile(*config)
 		if err != nil {
-			return def, level, fmt.Errorf("hanzod: --config: %w", err)
+			return def, level, s, fmt.Errorf("hanzod: --config: %w", err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&s); err != nil {
-			return def, level, fmt.Errorf("hanzod: --config %s: %w (keys are the flag names)", *config, err)
+			return def, level, s, fmt.Errorf("hanzod: --config %s: %w (keys are the flag names)", *config, err)
 		}
 	}
 	// The environment, then the flags given on the command line.
@@ -173,6 +211,20 @@ as keys), then the environment variable in brackets, then flags.
 			s.IPFS = v
 		case "key":
 			s.Key = v
+		case "ledger":
+			s.Ledger = v
+		case "rpc":
+			s.RPC = v
+		case "chain-id":
+			fmt.Sscan(v, &s.ChainID)
+		case "contracts":
+			s.Contracts = v
+		case "chain-key":
+			s.ChainKey = v
+		case "chain-accounts":
+			s.ChainAccounts = v
+		case "confirmations":
+			fmt.Sscan(v, &s.Confirmations)
 		}
 	}
 	storeChosen := s.Store != def.Store // by the config file
@@ -181,7 +233,7 @@ as keys), then the environment variable in brackets, then flags.
 		if seed := seedEnv[name]; seed != "" {
 			if sv, sok := os.LookupEnv(seed); sok {
 				if ok && sv != v {
-					return def, level, fmt.Errorf("hanzod: %s=%q and %s=%q disagree; set one of them", seed, sv, envName, v)
+					return def, level, s, fmt.Errorf("hanzod: %s=%q and %s=%q disagree; set one of them", seed, sv, envName, v)
 				}
 				v, ok = sv, true
 			}
@@ -199,11 +251,11 @@ as keys), then the environment variable in brackets, then flags.
 		if !storeChosen {
 			s.Store = "valkey"
 		} else if s.Store != "valkey" {
-			return def, level, fmt.Errorf("hanzod: VALKEY_URL is set but the store is %q: unset VALKEY_URL, or use --store valkey", s.Store)
+			return def, level, s, fmt.Errorf("hanzod: VALKEY_URL is set but the store is %q: unset VALKEY_URL, or use --store valkey", s.Store)
 		}
 	}
 	if s.Store == "embedded" && s.Valkey != "" && storeChosen {
-		return def, level, fmt.Errorf("hanzod: a Valkey URL (%s) with --store embedded: the embedded store does not use it; drop one", s.Valkey)
+		return def, level, s, fmt.Errorf("hanzod: a Valkey URL (%s) with --store embedded: the embedded store does not use it; drop one", s.Valkey)
 	}
 
 	cfg := def
@@ -211,29 +263,29 @@ as keys), then the environment variable in brackets, then flags.
 	cfg.ValkeyURL, cfg.ValkeyPrefix, cfg.TLSCert, cfg.TLSKey, cfg.Insecure = s.Valkey, s.ValkeyPrefix, s.TLSCert, s.TLSKey, s.Insecure
 	lease, err := time.ParseDuration(s.Lease)
 	if err != nil {
-		return def, level, fmt.Errorf("hanzod: --lease %q: %w", s.Lease, err)
+		return def, level, s, fmt.Errorf("hanzod: --lease %q: %w", s.Lease, err)
 	}
 	cfg.LeaseTTL = lease
 	cfg.Artifacts, cfg.ArtifactsAdvertise, cfg.Threads = s.Artifacts, s.Advertise, s.Threads
 	cfg.IPFS, cfg.KeyFile = s.IPFS, s.Key
 	if cfg.EpochGrace, err = time.ParseDuration(s.EpochGrace); err != nil || cfg.EpochGrace <= 0 {
-		return def, level, fmt.Errorf("hanzod: --epoch-grace %q: want a positive duration, e.g. 2m", s.EpochGrace)
+		return def, level, s, fmt.Errorf("hanzod: --epoch-grace %q: want a positive duration, e.g. 2m", s.EpochGrace)
 	}
 	if cfg.Threads < 1 {
-		return def, level, fmt.Errorf("hanzod: --threads %d: want at least 1", cfg.Threads)
+		return def, level, s, fmt.Errorf("hanzod: --threads %d: want at least 1", cfg.Threads)
 	}
 	if s.AdminTokenFile != "" {
 		b, err := os.ReadFile(s.AdminTokenFile)
 		if err != nil {
-			return def, level, fmt.Errorf("hanzod: admin token: %w", err)
+			return def, level, s, fmt.Errorf("hanzod: admin token: %w", err)
 		}
 		cfg.AdminToken = strings.TrimSpace(string(b))
 		cfg.Server.AdminToken = cfg.AdminToken
 	}
 	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
-		return def, level, fmt.Errorf("hanzod: --log-level: %w", err)
+		return def, level, s, fmt.Errorf("hanzod: --log-level: %w", err)
 	}
-	return cfg, level, cfg.Validate()
+	return cfg, level, s, cfg.Validate()
 }
 
 func run(args []string) error {
@@ -251,7 +303,7 @@ func run(args []string) error {
 		}
 		return version.Get("hanzod").Write(os.Stdout, *asJSON)
 	}
-	cfg, level, err := load(args)
+	cfg, level, cs, err := loadAll(args)
 	if err != nil {
 		return err
 	}
@@ -263,6 +315,14 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if cs.Ledger == "evm" {
+		link, closeChain, err := cs.open(ctx, log)
+		if err != nil {
+			return err
+		}
+		defer closeChain()
+		cfg.Chain = link
+	}
 	d, err := daemon.Start(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -79,3 +79,31 @@ func TestSeedEnvironment(t *testing.T) {
 		})
 	}
 }
+
+func TestLedgerFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ledger", "chain"}, "--ledger"},
+		{[]string{"--ledger", "evm"}, "--rpc"},
+		{[]string{"--ledger", "evm", "--rpc", "http://127.0.0.1:8545"}, "--contracts"},
+		{[]string{"--ledger", "evm", "--rpc", "http://127.0.0.1:8545", "--contracts", "c.json"}, "--chain-key"},
+	} {
+		_, _, err := load(append([]string{"--data", dir}, c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error naming %s", c.args, err, c.want)
+		}
+	}
+	_, _, cs, err := loadAll([]string{"--data", dir, "--ledger", "evm", "--rpc", "http://x", "--contracts", "c.json", "--chain-key", "k"})
+	if err != nil || cs.ChainID != 36900 || cs.Confirmations != 1 {
+		t.Fatalf("defaults %+v, %v", cs, err)
+	}
+	t.Setenv("HANZO_CHAIN_ID", "1337")
+	t.Setenv("HANZO_RPC", "http://127.0.0.1:8545")
+	_, _, cs, err = loadAll([]string{"--data", dir, "--ledger", "evm", "--contracts", "c.json", "--chain-key", "k"})
+	if err != nil || cs.ChainID != 1337 || cs.RPC != "http://127.0.0.1:8545" {
+		t.Fatalf("seed environment %+v, %v", cs, err)
+	}
+}

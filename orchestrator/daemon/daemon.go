@@ -44,8 +44,10 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/orchestrator/chainsync"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/server"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store"
@@ -107,6 +109,24 @@ type Config struct {
 	// Base is the built-in base model, parsed once by the process (nil:
 	// the daemon uses basemodel.Builtin).
 	Base *basemodel.Base
+	// Chain, when set, is the chain ledger hanzod mirrors its rewards,
+	// slashes, publications and job locks onto, and checks a node's stake
+	// on before admitting it (cmd/hanzod --ledger evm; docs/chain.md).
+	Chain *ChainLink
+}
+
+// ChainLink is what hanzod needs of a chain ledger; cmd/hanzod builds it
+// (orchestrator/ledger/evm), so the daemon does not depend on an EVM
+// client.
+type ChainLink struct {
+	Book ledger.Book
+	// Staked reads an account's on-chain stake for a role.
+	Staked chainsync.Staked
+	// Accounts maps node ids to their chain accounts.
+	Accounts map[string]string
+	// StakeMaxAge bounds how long an admission's stake check is reused
+	// (0: one minute).
+	StakeMaxAge time.Duration
 }
 
 // DefaultConfig returns the seed's ports and the embedded store.
@@ -161,6 +181,7 @@ type Daemon struct {
 	arts    *astore.Store
 	pins    *pin.Queue
 	ipfs    *pin.Client
+	mirror  *chainsync.Mirror
 	alis    net.Listener
 	ahttp   *http.Server
 	key     ed25519.PrivateKey
@@ -237,6 +258,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.st.Close()
 		return nil, err
 	}
+	if err := d.openChain(srv); err != nil {
+		d.st.Close()
+		return nil, err
+	}
 	creds, err := d.credentials()
 	if err != nil {
 		d.st.Close()
@@ -302,6 +327,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 		go func() {
 			defer d.wg.Done()
 			d.pinLoop(ctx)
+		}()
+	}
+	if d.mirror != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.chainLoop(ctx)
 		}()
 	}
 	log.Info("serving", "grpc", d.lis.Addr().String(), "tls", !cfg.Insecure && (cfg.TLSCert != "" || !isLoopback(cfg.Listen)), "metrics", cfg.Metrics)
@@ -466,7 +498,8 @@ func (d *Daemon) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 	d.judge.WriteMetrics(&b)
 	d.srv.WriteMetrics(&b)
-	d.pins.WriteMetrics(&b) // zeros when pinning is off
+	d.pins.WriteMetrics(&b)   // zeros when pinning is off
+	d.mirror.WriteMetrics(&b) // zeros without a chain
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write([]byte(b.String()))
 }
@@ -708,4 +741,75 @@ func (d *Daemon) pinLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// openChain starts the chain mirror and the on-chain stake check of
+// registrations when cfg.Chain is set.
+func (d *Daemon) openChain(srv *server.Server) error {
+	c := d.cfg.Chain
+	if c == nil {
+		return nil
+	}
+	account := func(node string) (string, bool) {
+		a, ok := c.Accounts[node]
+		return a, ok
+	}
+	var err error
+	d.mirror, err = chainsync.Open(chainsync.Config{Book: c.Book, Read: d.eng.Read, Account: account,
+		CursorFile: filepath.Join(d.cfg.DataDir, "chain-cursor.json"), Log: d.log})
+	if err != nil {
+		return fmt.Errorf("hanzod: %w", err)
+	}
+	age := c.StakeMaxAge
+	if age <= 0 {
+		age = time.Minute
+	}
+	stakes := &chainsync.StakeCache{Staked: c.Staked, Account: account, MaxAge: age}
+	srv.StakeCheck = stakes.Check
+	return nil
+}
+
+// chainLoop mirrors the log onto the chain while this replica leads (only
+// the leader sends transactions); a failed step is retried each tick, so
+// an RPC outage leaves the events queued (gym_hanzod_chain_pending_events)
+// until the endpoint is back.
+func (d *Daemon) chainLoop(ctx context.Context) {
+	t := time.NewTicker(min(d.cfg.TickInterval, time.Second))
+	defer t.Stop()
+	d.log.Info("mirroring the ledger onto the chain")
+	failing := false
+	for {
+		if d.eng.Leading() {
+			for {
+				n, err := d.mirror.Step(ctx, 256)
+				if err != nil {
+					if !failing {
+						d.log.Warn("chain mirror: will retry", "err", err, "pending", d.mirror.Status().Pending)
+					}
+					failing = true
+					break
+				}
+				if failing {
+					d.log.Info("chain mirror: caught up again", "pending", d.mirror.Status().Pending)
+				}
+				failing = false
+				if n < 256 {
+					break
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ChainStatus is the chain mirror's progress (false without a chain).
+func (d *Daemon) ChainStatus() (chainsync.Status, bool) {
+	if d.mirror == nil {
+		return chainsync.Status{}, false
+	}
+	return d.mirror.Status(), true
 }

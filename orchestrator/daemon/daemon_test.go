@@ -72,18 +72,27 @@ func dial(t *testing.T, addr string, creds credentials.TransportCredentials) *gr
 }
 
 func register(t *testing.T, conn *grpc.ClientConn) string {
-	key := ed25519.NewKeyFromSeed(make([]byte, 32))
-	r := state.Register{Auth: state.Auth{Seq: 1, Timestamp: time.Now().UnixMilli()}, Address: "10.0.0.1:9560", GPUModel: "L4", VRAMMiB: 24576}
-	state.SignRegister(key, &r)
-	_, err := pb.NewNodeServiceClient(conn).Register(context.Background(), &pb.RegisterRequest{
-		Auth:    &pb.Auth{Node: r.Node, Seq: r.Seq, TimestampMs: r.Timestamp, Signature: r.Sig},
-		Address: r.Address, GpuModel: r.GPUModel, VramMib: r.VRAMMiB,
-	})
-	if err != nil {
+	req := registerRequest(t)
+	if _, err := pb.NewNodeServiceClient(conn).Register(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	return r.Node
+	return req.Auth.Node
 }
+
+// registerRequest is a registration signed by the zero-seed key (a fresh
+// sequence number each call).
+func registerRequest(t *testing.T) *pb.RegisterRequest {
+	key := ed25519.NewKeyFromSeed(make([]byte, 32))
+	regSeq++
+	r := state.Register{Auth: state.Auth{Seq: regSeq, Timestamp: time.Now().UnixMilli()}, Address: "10.0.0.1:9560", GPUModel: "L4", VRAMMiB: 24576}
+	state.SignRegister(key, &r)
+	return &pb.RegisterRequest{
+		Auth:    &pb.Auth{Node: r.Node, Seq: r.Seq, TimestampMs: r.Timestamp, Signature: r.Sig},
+		Address: r.Address, GpuModel: r.GPUModel, VramMib: r.VRAMMiB,
+	}
+}
+
+var regSeq uint64
 
 // TestRestart: a node registered through the API is there after a
 // restart on the same directory; metrics report it.

@@ -133,6 +133,10 @@ type Server struct {
 	// (jobconf.Binding, sent in assignments) are computed with; the judge
 	// checks deltas against the same. Set before serving.
 	Instance ed25519.PublicKey
+	// StakeCheck, when set, must accept a node before its registration is
+	// decided (hanzod with a chain ledger: the node's on-chain stake);
+	// a refusal is PermissionDenied. Set before serving.
+	StakeCheck func(ctx context.Context, node string) error
 	// Pins, when set, says how the IPFS pinning of a CID stands (hanzod
 	// with IPFS_URL); GetJob and ListJobs report it for every checkpoint.
 	// Set before serving.
@@ -312,6 +316,11 @@ func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.Regis
 	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress}
 	if err := s.admit(a, cmd.SignedBytes()); err != nil {
 		return nil, err
+	}
+	if s.StakeCheck != nil {
+		if err := s.StakeCheck(ctx, a.Node); err != nil {
+			return nil, status.Errorf(codes.PermissionDenied, "%v", err)
+		}
 	}
 	evs, err := s.do(ctx, cmd)
 	if err != nil {
