@@ -183,6 +183,7 @@ def test_loss_and_gradient_match_trl_grpo_loss_type(tiny, tokenizer, tmp_path, l
     tr = trl_trainer(tiny, tokenizer, tmp_path, G, importance_sampling_level=level, beta=beta, epsilon=eps_low,
                      epsilon_high=eps_high)
     c = objective.Config(level=level, beta=beta, eps_low=eps_low, eps_high=eps_high, adv_eps=1e-4)
+    dl = dg = 0.0
     for seed in range(3):
         lp, old, ref, rewards = fixed_inputs(LENGTHS, seed, spread)
         adv = trl_advantages(rewards, G)
@@ -193,10 +194,13 @@ def test_loss_and_gradient_match_trl_grpo_loss_type(tiny, tokenizer, tmp_path, l
         assert abs(got - want) <= 1e-6 * max(1.0, abs(want)), (seed, got, want)
         for i, (a, b) in enumerate(zip(ggot, gwant)):
             assert torch.allclose(a, b, rtol=1e-6, atol=1e-9), (seed, i, a, b)
+            dg = max(dg, ((a - b).abs() / b.abs().clamp(min=1e-9)).max().item())
+        dl = max(dl, abs(got - want) / max(1.0, abs(want)))
         if level == "sequence" and spread >= 0.5:
             assert 0 < st.clip_frac < 1  # the case exercises both branches
         # TRL's logged clip fraction (sequences or tokens clipped in the direction that matters) is ours
         assert tr._metrics["train"]["clip_ratio/region_mean"][-1] == pytest.approx(st.clip_frac, abs=1e-7)  # float32
+    print(f"\nTRL grpo vs ours, {level}: max |Δloss| {dl:.1e}, max relative Δ∂loss/∂lp {dg:.1e}")
 
 
 @pytest.mark.parametrize("loss_type", ["bnpo", "dapo", "dr_grpo", "luspo"])
@@ -217,6 +221,7 @@ def test_trl_token_summed_loss_types_differ_only_by_length_weighting(tiny, token
     got, _ = trl_loss_fixed(tr, lp, old, ref, trl_advantages(rewards, G))
     want, _, _ = ours_fixed(c, G, rewards, lp, old, ref)
     assert abs(got - want) > 1e-3 * abs(want), (got, want)
+    print(f"\nTRL {loss_type} with unequal lengths: {got:.6g}, ours {want:.6g}")
 
 
 def test_trl_default_loss_type_is_not_gspo():
@@ -299,3 +304,5 @@ def test_real_model_loss_and_lora_gradient_match_trl(tiny, tokenizer, tmp_path):
     num = sum(((got_grad[k] - want_grad[k]) ** 2).sum().item() for k in want_grad)
     den = sum((want_grad[k] ** 2).sum().item() for k in want_grad)
     assert den > 0 and math.sqrt(num / den) <= 1e-5, math.sqrt(num / den)
+    print(f"\nreal model: loss TRL {got:.9g} ours {want:.9g}; LoRA gradient relative L2 difference "
+          f"{math.sqrt(num / den):.1e}")
