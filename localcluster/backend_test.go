@@ -2,7 +2,10 @@ package localcluster_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,10 +22,13 @@ import (
 // TestMixedRing runs a job that allows any backend on two go and two
 // torch workers: the ring mixes them, every delta is accepted (the torch
 // ones without exact replay) and the published adapter loads as PEFT's.
-// One torch worker's Python process is killed (kill -9) when the worker
-// reports its first step, before its second: the supervisor restarts it,
-// the step is trained and the job publishes all the same (a kill inside a
-// step: backend/torch TestRecoversFromFaults).
+// Two kills (kill -9) of a torch worker's Python process: one inside a
+// Step call (the first Step any torch process enters reports it through
+// the service's test hook, GYM_TRAINER_TEST_HOLD_STEP, and waits there
+// until it is killed), and one between steps (worker 3's process when the
+// worker reports its first step). Each time the supervisor restarts the
+// process, the step is trained again from the last verified adapter, and
+// the job publishes all the same.
 func TestMixedRing(t *testing.T) {
 	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
 	pkg, err := filepath.Abs(filepath.Join("..", "python"))
@@ -32,15 +38,29 @@ func TestMixedRing(t *testing.T) {
 	dir := t.TempDir()
 	cfg := localcluster.TestConfig(dir, 4)
 	cfg.Backends = []string{"go", "go", "torch", "torch"}
-	cfg.Python, cfg.PythonEnv = py, []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
+	hold := filepath.Join(dir, "held-in-step")
+	cfg.Python, cfg.PythonEnv = py, []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1",
+		"GYM_TRAINER_TEST_HOLD_STEP=" + hold}
 	// Generous bounds, not synchronisation: a torch worker's steps go
 	// through a Python process on a shared machine.
 	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
 	var once sync.Once
 	killed := make(chan int, 1)
 	var victim *torch.Backend
+	// The torch workers' backends, known from their first event (they
+	// register before they step).
+	var mu sync.Mutex
+	torchOf := map[int]*torch.Backend{}
 	cfg.OnEvent = func(ev localcluster.Event) {
-		if ev.Kind != localcluster.EventWorker || ev.Worker.Index != 3 || ev.Work.Kind != worker.EventStep {
+		if ev.Kind != localcluster.EventWorker || ev.Worker.Index < 2 {
+			return
+		}
+		if tb := ev.Worker.Torch(); tb != nil {
+			mu.Lock()
+			torchOf[ev.Worker.Index] = tb
+			mu.Unlock()
+		}
+		if ev.Worker.Index != 3 || ev.Work.Kind != worker.EventStep {
 			return
 		}
 		once.Do(func() {
@@ -61,6 +81,37 @@ func TestMixedRing(t *testing.T) {
 	spec.Backend, spec.GSPO.Use4Bit = "any", false // 4-bit needs CUDA in the torch backend
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	// The kill inside a step: wait for the hook's file, find the worker
+	// whose process wrote it, check that process is still in the call (its
+	// pid is the backend's current one), kill it.
+	type held struct{ worker, pid, starts int }
+	midStep := make(chan held, 1)
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+			b, err := os.ReadFile(hold)
+			line, complete := strings.CutSuffix(string(b), "\n")
+			if err != nil || !complete {
+				continue
+			}
+			pid, err := strconv.Atoi(line)
+			if err != nil {
+				midStep <- held{-1, 0, 0}
+				return
+			}
+			h := held{-1, pid, 0}
+			mu.Lock()
+			for i, tb := range torchOf {
+				if tb.Pid() == pid {
+					h.worker, h.starts = i, tb.Restarts()
+				}
+			}
+			mu.Unlock()
+			syscall.Kill(pid, syscall.SIGKILL)
+			midStep <- h
+			return
+		}
+	}()
 	sum, err := localcluster.Run(ctx, cfg, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +144,27 @@ func TestMixedRing(t *testing.T) {
 	if victim != nil {
 		starts = victim.Restarts()
 	}
-	if n := sum.Nodes[3]; n.Accepted != 2 || starts < 2 {
-		t.Errorf("the worker whose process was killed: %+v, process starts %d (want a restart)", n, starts)
+	var h held
+	select {
+	case h = <-midStep:
+	default:
+		t.Fatal("no torch process entered Step through the test hook")
 	}
+	if h.worker < 2 {
+		t.Fatalf("the process held in Step (pid %d) is no torch worker's current process", h.pid)
+	}
+	// Worker 3 is killed once between steps; the worker killed inside a
+	// step once more.
+	want := map[bool]int{true: 3, false: 2}[h.worker == 3]
+	if n := sum.Nodes[3]; n.Accepted != 2 || starts < want {
+		t.Errorf("worker 3, its process killed between steps: %+v, process starts %d (want >= %d)", n, starts, want)
+	}
+	mu.Lock()
+	mid := torchOf[h.worker].Restarts()
+	mu.Unlock()
+	if n := sum.Nodes[h.worker]; n.Accepted != 2 || mid <= h.starts {
+		t.Errorf("worker %d, its process killed inside Step: %+v, process starts %d → %d (want a restart)", h.worker, n, h.starts, mid)
+	}
+	t.Logf("killed inside Step: worker %d's process %d (its start %d); process starts now %d", h.worker, h.pid, h.starts, mid)
 	t.Logf("mixed ring: held-out accuracy %.3f → %.3f, %.1f s; epochs %+v", sum.EvalBefore, sum.EvalAfter, sum.Seconds, sum.Epochs)
 }

@@ -210,3 +210,22 @@ def test_service_over_a_unix_socket(tiny, tmp_path):
             assert not c.Health(pb.HealthRequest()).loaded
     finally:
         server.stop(0)
+
+
+def test_step_hold_hook_fires_once(tmp_path, monkeypatch):
+    """GYM_TRAINER_TEST_HOLD_STEP: the first Step writes the file with its pid and waits; later ones do not."""
+    import time
+
+    from gym_protocol.backend import service
+
+    service._hold_in_step()  # unset: returns at once
+    p = tmp_path / "held"
+    monkeypatch.setenv(service.HOLD_ENV, str(p))
+    monkeypatch.setattr(service, "HOLD_SECONDS", 0.3)
+    t0 = time.monotonic()
+    service._hold_in_step()
+    assert time.monotonic() - t0 >= 0.3
+    assert p.read_text() == f"{os.getpid()}\n"
+    t0 = time.monotonic()
+    service._hold_in_step()  # the file exists: no wait
+    assert time.monotonic() - t0 < 0.2

@@ -19,6 +19,31 @@ from .._proto import trainer_pb2_grpc as pbg
 
 VERSION = "0.1.0"
 
+# A test hook: with GYM_TRAINER_TEST_HOLD_STEP=<path> in its environment,
+# the first Step call of any process that finds <path> absent creates it
+# with its process id and waits there, inside the call, for up to
+# HOLD_SECONDS (the test kills it meanwhile), then goes on normally. Later
+# calls, and processes that find the file present, do not wait. Tests use it
+# to kill a trainer process in the middle of a step (localcluster
+# TestMixedRing); nothing else sets it.
+HOLD_ENV = "GYM_TRAINER_TEST_HOLD_STEP"
+HOLD_SECONDS = 120.0
+
+
+def _hold_in_step() -> None:
+    path = os.environ.get(HOLD_ENV)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    deadline = time.monotonic() + HOLD_SECONDS
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
 
 def _versions() -> dict[str, str]:
     import peft
@@ -106,6 +131,7 @@ class Service(pbg.TrainerServiceServicer):
             t = traces.read(self._path(r.traces), e.vocab, want_rewards=True)
             if not r.dry_run:
                 self._path(r.out)
+            _hold_in_step()
             gpath = self._path(r.gradient) if r.gradient else None
             stats, grad, secs = e.step(t, r.group_size, dry_run=r.dry_run, want_grad=gpath is not None)
             if gpath:
