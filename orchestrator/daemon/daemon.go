@@ -44,6 +44,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/chainsync"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
@@ -546,7 +547,14 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 	if err != nil {
 		return err
 	}
-	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads, Bases: bases,
+	// With replicas the bytes a merge needs live next to the log in
+	// Valkey, so a standby that takes over merges the epoch; the embedded
+	// store's single replica keeps them in the data directory.
+	var blobs blob.Store
+	if vs, ok := d.st.(*valkey.Store); ok {
+		blobs = vs.Blobs()
+	}
+	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Blobs: blobs, Key: key, Store: d.arts, Threads: threads, Bases: bases,
 		EpochGrace: cfg.EpochGrace, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,6 +90,23 @@ func (j *Judge) Step(ctx context.Context) error {
 		switch {
 		case jb.State == state.Running:
 			key := fmt.Sprintf("%s/%d", jb.ID, jb.Epoch)
+			if jb.Epoch > 1 && len(jb.CIDs) >= jb.Epoch-1 {
+				// The workers fetch the epoch's start from the leader's
+				// artifact server: a replica that took over since the
+				// last merge restores and publishes it.
+				j.mu.Lock()
+				ready := j.ready[key]
+				j.mu.Unlock()
+				if !ready {
+					if _, err := j.checkpoint(ctx, jb.ID, jb.Epoch-1, jb.CIDs[jb.Epoch-2]); err != nil {
+						errs = append(errs, err)
+					} else {
+						j.mu.Lock()
+						j.ready[key] = true
+						j.mu.Unlock()
+					}
+				}
+			}
 			j.mu.Lock()
 			first, waiting := j.waiting[key]
 			if t.some && !waiting {
@@ -148,13 +166,88 @@ func (j *Judge) CheckpointDir(job string, epoch int) string {
 	return filepath.Join(j.cfg.DataDir, "checkpoints", job, fmt.Sprintf("epoch-%04d", epoch))
 }
 
-// startAdapter is the adapter epoch e starts from.
-func (j *Judge) startAdapter(plan jobconf.Plan, job string, epoch int) (*llama.Adapter, error) {
+// startAdapter is the adapter epoch e starts from: the checkpoint of
+// record of epoch e−1 (restored from the blob store when this replica did
+// not merge it).
+func (j *Judge) startAdapter(ctx context.Context, plan jobconf.Plan, jb state.Job, epoch int) (*llama.Adapter, error) {
 	if epoch == 1 {
 		return plan.InitialAdapter(plan.Base.Weights.Cfg)
 	}
-	a, _, err := peft.Read(j.CheckpointDir(job, epoch-1), plan.Base.Weights.Cfg)
+	if len(jb.CIDs) < epoch-1 {
+		return nil, fmt.Errorf("judge: %s has %d checkpoints, epoch %d starts from the %dth", jb.ID, len(jb.CIDs), epoch, epoch-1)
+	}
+	dir, err := j.checkpoint(ctx, jb.ID, epoch-1, jb.CIDs[epoch-2])
+	if err != nil {
+		return nil, err
+	}
+	a, _, err := peft.Read(dir, plan.Base.Weights.Cfg)
 	return a, err
+}
+
+// checkpointFiles are the files of a checkpoint directory (peft.Write).
+var checkpointFiles = []string{peft.WeightsFile, peft.ConfigFile, peft.CardFile}
+
+// checkpointBlob names a file of the checkpoint with root CID root.
+func checkpointBlob(root, file string) string { return "checkpoints/" + root + "/" + file }
+
+// keepCheckpoint puts the files of the checkpoint directory dir, whose
+// root CID is root, into the blob store.
+func (j *Judge) keepCheckpoint(ctx context.Context, dir, root string) error {
+	for _, f := range checkpointFiles {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return err
+		}
+		if err := j.cfg.Blobs.Put(ctx, checkpointBlob(root, f), b); err != nil {
+			return fmt.Errorf("judge: keep checkpoint %s: %w", root, err)
+		}
+	}
+	return nil
+}
+
+// checkpoint returns the directory of the checkpoint of record of job's
+// epoch e, whose root CID the log records as root. A replica that did not
+// merge it (it took over since) restores it from the blob store, checks
+// that its files import to root, and publishes it into its artifact store
+// (the same bytes, the same CID), so the workers fetch the epoch's start
+// from whichever replica leads.
+func (j *Judge) checkpoint(ctx context.Context, job string, e int, root string) (string, error) {
+	dir := j.CheckpointDir(job, e)
+	if _, err := os.Stat(filepath.Join(dir, peft.WeightsFile)); err != nil {
+		_ = os.RemoveAll(dir) // a partial directory of an interrupted merge
+		err := atomicfile.Dir(dir, 0o755, func(tmp string) error {
+			for _, f := range checkpointFiles {
+				b, err := j.cfg.Blobs.Get(ctx, checkpointBlob(root, f))
+				if err != nil {
+					return fmt.Errorf("judge: checkpoint of epoch %d of %s (%s): %w", e, job, root, err)
+				}
+				if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
+					return err
+				}
+			}
+			im, err := artifact.Import(ctx, artifact.NewMemBlocks(), tmp)
+			if err != nil {
+				return err
+			}
+			if im.Root.String() != root {
+				return fmt.Errorf("judge: the stored checkpoint of epoch %d of %s imports to %s, the log records %s", e, job, im.Root, root)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+		j.log.Info("checkpoint restored from the blob store", "job", job, "epoch", e, "cid", root)
+	}
+	if k := j.cfg.Store.Known(artifact.KindCheckpoint, job); k != nil && k.Manifest.Version > uint64(e) {
+		return dir, nil // a later epoch is published already (a merge interrupted after publishing)
+	}
+	if got, err := j.publish(ctx, job, e, dir); err != nil {
+		return "", err
+	} else if got != root {
+		return "", fmt.Errorf("judge: checkpoint of epoch %d of %s in %s is %s, the log records %s", e, job, dir, got, root)
+	}
+	return dir, nil
 }
 
 // aggregate merges the epoch being aggregated and publishes it: it loads
@@ -167,7 +260,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		return j.fail(ctx, jb.ID, err.Error())
 	}
 	e := jb.Epoch
-	start, err := j.startAdapter(plan, jb.ID, e)
+	start, err := j.startAdapter(ctx, plan, jb, e)
 	if err != nil {
 		return fmt.Errorf("judge: checkpoint of epoch %d: %w", e-1, err)
 	}
@@ -197,7 +290,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	}
 	for _, sl := range res.Slashes {
 		j.log.Warn("spot-check failed", "job", jb.ID, "node", short(sl.Node), "sync", sl.Sync, "detail", sl.Detail)
-		b, _ := os.ReadFile(j.deltaPath(jb.ID, sl.Slot))
+		b, _, _ := j.readDelta(ctx, jb.ID, sl.Slot, sl.Digest)
 		j.punish(ctx, jb.ID, sl.Node, sl.Offence, "slot "+sl.Slot.String()+": "+sl.Detail, []*submission{{file: b, digest: sl.Digest}})
 	}
 	for _, f := range res.Shortfalls {
@@ -228,6 +321,11 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	}
 	root, err := j.publish(ctx, jb.ID, e, dir)
 	if err != nil {
+		return err
+	}
+	// Before the publication is logged: a replica that takes over from
+	// here on starts the next epoch from these bytes.
+	if err := j.keepCheckpoint(ctx, dir, root); err != nil {
 		return err
 	}
 	rep.CID, rep.CheckpointDir = root, dir
