@@ -84,11 +84,11 @@ type Engine interface {
 
 // Config configures a Judge.
 type Config struct {
-	DataDir string             // checkpoints/ (the working copies) and, without Blobs, the blobs go here
+	DataDir string // checkpoints/ (the working copies) and, without Blobs, the blobs go here
 	// Blobs keeps the accepted deltas, the evidence and the checkpoints
 	// of record where every replica can read them (nil: a blob.Dir on
 	// DataDir, for the embedded store's single replica).
-	Blobs blob.Store
+	Blobs   blob.Store
 	Key     ed25519.PrivateKey // hanzod's key: signs records, seeds spot-check sampling
 	Store   *store.Store       // content-addressed store checkpoints are published into
 	Threads int                // for evaluation and replay
@@ -619,8 +619,8 @@ type Evidence struct {
 // EvidenceFile is one signed delta of the evidence.
 type EvidenceFile struct {
 	Digest string `json:"digest"`
-	Blob   string `json:"blob,omitempty"` // its name in the blob store every replica reads
-	Path   string `json:"path,omitempty"` // the file, when the blob store is a directory
+	Blob   string `json:"blob,omitempty"`  // its name in the blob store every replica reads
+	Path   string `json:"path,omitempty"`  // the file, when the blob store is a directory
 	Delta  string `json:"delta,omitempty"` // base64 of the whole file when it fits
 }
 
