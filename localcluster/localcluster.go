@@ -381,6 +381,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
+	// hanzod signs its records with a key whose account must hold the
+	// orchestrator's stake (docs/orchestrator.md, "The orchestrator's
+	// key").
+	if err := c.stakeOrchestrator(ctx, dc.OrchestratorStake); err != nil {
+		c.Close()
+		return nil, err
+	}
 	if err := c.setup(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -431,6 +438,20 @@ func (c *Cluster) setup(ctx context.Context) error {
 			return fmt.Errorf("localcluster: stake %s: %w", w.Name, err)
 		}
 		c.workers = append(c.workers, w)
+	}
+	return nil
+}
+
+// stakeOrchestrator deposits and bonds amount for hanzod's signing key.
+func (c *Cluster) stakeOrchestrator(ctx context.Context, amount ledger.Amount) error {
+	if amount == 0 {
+		return nil
+	}
+	acct := c.d.Judge().Account()
+	for _, cmd := range []state.Command{state.Deposit{Account: acct, Amount: amount}, state.Bond{Account: acct, Amount: amount}} {
+		if _, err := c.eng.Do(ctx, cmd); err != nil {
+			return fmt.Errorf("localcluster: stake hanzod's key: %w", err)
+		}
 	}
 	return nil
 }

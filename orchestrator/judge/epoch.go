@@ -121,6 +121,10 @@ func (j *Judge) Step(ctx context.Context) error {
 			}
 		case jb.State == state.Aggregating:
 			key := fmt.Sprintf("%s/%d", jb.ID, jb.Epoch)
+			if err := j.CheckStake(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if err := j.aggregate(ctx, jb); err != nil {
 				j.mu.Lock()
 				j.failures[key]++
@@ -141,6 +145,10 @@ func (j *Judge) Step(ctx context.Context) error {
 				j.mu.Unlock()
 			}
 		case jb.State.Terminal():
+			if err := j.CheckStake(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if err := j.settle(ctx, jb); err != nil {
 				errs = append(errs, err)
 			}
@@ -336,7 +344,6 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	record, sig := j.sign("publication", map[string]any{
 		"job": jb.ID, "epoch": e, "cid": rep.CID, "weights_cid": rep.WeightsCID, "quality": rep.Quality,
 		"accuracy": rep.Accuracy, "rule": rep.Rule, "deltas": len(rep.Scores), "time": j.cfg.Now().UTC().Format(time.RFC3339Nano),
-		"hanzod": hex.EncodeToString(j.cfg.Key.Public().(ed25519.PublicKey)),
 	})
 	j.pay(ctx, jb.ID, e, res.Rewards)
 	if _, err := j.eng.Do(ctx, state.PublishCheckpoint{Job: jb.ID, Epoch: e, CID: rep.CID, Record: record, Signature: sig}); err != nil {
@@ -382,10 +389,49 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 	return in, nil
 }
 
+// ErrUnstaked is returned when the signing key's account has less than
+// Config.MinStake bonded: the judge signs no records then.
+var ErrUnstaked = errors.New("judge: the orchestrator's signing key is not staked")
+
+// Account is the ledger account of the signing key: its public key in hex.
+func (j *Judge) Account() string { return hex.EncodeToString(j.cfg.Key.Public().(ed25519.PublicKey)) }
+
+// CheckStake says whether the signing key's account has Config.MinStake
+// bonded in the embedded ledger, and how to bond it when not.
+func (j *Judge) CheckStake() error {
+	if j.cfg.MinStake == 0 {
+		return nil
+	}
+	acct := j.Account()
+	var bonded ledger.Amount
+	j.eng.View(func(m *state.Machine) { bonded = m.Account(acct).Bonded })
+	if bonded >= j.cfg.MinStake {
+		return nil
+	}
+	return fmt.Errorf("%w: account %s has %s GYM bonded, an orchestrator needs %s: deposit and bond it on the leader "+
+		"(gym ledger deposit --account %s --amount %s, then gym ledger bond --account %s --amount %s); "+
+		"every replica signs with the same key (--key FILE)", ErrUnstaked, acct, gymString(bonded), gymString(j.cfg.MinStake),
+		acct, gymString(j.cfg.MinStake-bonded), acct, gymString(j.cfg.MinStake-bonded))
+}
+
+func gymString(a ledger.Amount) string {
+	if a%ledger.GYM == 0 {
+		return fmt.Sprintf("%d", a/ledger.GYM)
+	}
+	return fmt.Sprintf("%d.%06d", a/ledger.GYM, a%ledger.GYM)
+}
+
 // sign returns the canonical JSON of a record and its signature by hanzod
-// over "zoo-gym/record/v1/" ‖ kind ‖ 0x00 ‖ record.
+// over "zoo-gym/record/v1/" ‖ kind ‖ 0x00 ‖ record. Every record names the
+// signing key ("hanzod", which is also its ledger account) and the stake
+// it had bonded when it signed ("bonded", micro-GYM): anyone checks a
+// record from the record itself and a ledger lookup (CheckRecord).
 func (j *Judge) sign(kind string, fields map[string]any) (string, string) {
 	fields["kind"] = kind
+	fields["hanzod"] = j.Account()
+	var bonded ledger.Amount
+	j.eng.View(func(m *state.Machine) { bonded = m.Account(j.Account()).Bonded })
+	fields["bonded"] = bonded
 	b, _ := json.Marshal(fields) // map keys sorted: canonical
 	return string(b), hex.EncodeToString(ed25519.Sign(j.cfg.Key, RecordMessage(kind, b)))
 }
@@ -393,6 +439,39 @@ func (j *Judge) sign(kind string, fields map[string]any) (string, string) {
 // RecordMessage is what hanzod signs for a record of kind.
 func RecordMessage(kind string, record []byte) []byte {
 	return append([]byte("zoo-gym/record/v1/"+kind+"\x00"), record...)
+}
+
+// CheckRecord checks a publication or settlement record from the record
+// alone and a ledger lookup: the signature verifies under the key the
+// record names ("hanzod"), and that key's account has at least min bonded
+// (bonded reads the ledger: the embedded one's GetBalance, or the chain).
+// It returns the account.
+func CheckRecord(kind, record, sigHex string, bonded func(account string) (ledger.Amount, error), min ledger.Amount) (string, error) {
+	var r struct {
+		Kind   string `json:"kind"`
+		Hanzod string `json:"hanzod"`
+	}
+	if err := json.Unmarshal([]byte(record), &r); err != nil {
+		return "", fmt.Errorf("judge: record: %w", err)
+	}
+	if r.Kind != kind {
+		return "", fmt.Errorf("judge: record of kind %q, want %q", r.Kind, kind)
+	}
+	pub, err := hex.DecodeString(r.Hanzod)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return "", fmt.Errorf("judge: record names no signing key (hanzod %q)", r.Hanzod)
+	}
+	if !VerifyRecord(pub, kind, record, sigHex) {
+		return r.Hanzod, fmt.Errorf("judge: the %s record's signature does not verify under %s", kind, r.Hanzod)
+	}
+	b, err := bonded(r.Hanzod)
+	if err != nil {
+		return r.Hanzod, err
+	}
+	if b < min {
+		return r.Hanzod, fmt.Errorf("%w: the record's signer %s has %s GYM bonded, an orchestrator needs %s", ErrUnstaked, r.Hanzod, gymString(b), gymString(min))
+	}
+	return r.Hanzod, nil
 }
 
 // VerifyRecord checks a publication or settlement record's signature

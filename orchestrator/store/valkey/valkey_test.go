@@ -443,3 +443,24 @@ func TestBlobSurvivesServerKill(t *testing.T) {
 		t.Fatalf("after SIGKILL: %d bytes, %v", len(got), err)
 	}
 }
+
+// BenchmarkBlobPut is the extra time a delta's acknowledgement takes with
+// replicas: the accepted file written to Valkey (AOF, fsync always)
+// before its verdict is appended.
+func BenchmarkBlobPut(b *testing.B) {
+	srv := startServer(b)
+	s := open(b, srv.url(), "blobbench")
+	ctx := context.Background()
+	for _, size := range []int{64 << 10, 1 << 20, 8 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			data := make([]byte, size)
+			b.SetBytes(int64(size))
+			for i := 0; b.Loop(); i++ {
+				data[0], data[1], data[2] = byte(i), byte(i>>8), byte(i>>16)
+				if err := s.Blobs().Put(ctx, fmt.Sprintf("deltas/j/%d-%d", size, i), data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
