@@ -502,6 +502,11 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 	for _, p := range s.Pins {
 		fmt.Fprintf(w, "  IPFS: %s %s after %d attempt(s) %s\n", p.CID, p.State, p.Attempts, p.Error)
 	}
+	if s.TakeoverSeconds > 0 {
+		fmt.Fprintf(w, "  hanzod replicas: %d; leader killed, takeover after %.2f s\n", s.Replicas, s.TakeoverSeconds)
+	} else if s.Replicas > 1 {
+		fmt.Fprintf(w, "  hanzod replicas: %d\n", s.Replicas)
+	}
 	if s.RecoverySeconds != nil {
 		fmt.Fprintf(w, "  recovery after the kill: %.2f s\n", *s.RecoverySeconds)
 	}

@@ -421,6 +421,23 @@ func (d *Daemon) Close() error {
 	return errors.Join(d.err, err, d.st.Close(), d.arts.Close())
 }
 
+// Abandon stops the daemon the way kill -9 leaves a replica: connections
+// cut, loops stopped, the store closed, and the lease NOT released — the
+// other replicas take over only once it expires. For in-process failover
+// tests and gym up --kill-leader-at; a process is killed instead.
+func (d *Daemon) Abandon() {
+	d.grpc.Stop()
+	for _, h := range []*http.Server{d.http, d.ahttp} {
+		if h != nil {
+			h.Close()
+		}
+	}
+	d.cancel()
+	d.wg.Wait()
+	d.st.Close()
+	d.arts.Close()
+}
+
 // credentials picks TLS 1.3 (given or self-signed files) or plaintext.
 func (d *Daemon) credentials() (credentials.TransportCredentials, error) {
 	cfg := d.cfg

@@ -213,6 +213,13 @@ func (j *Judge) keepCheckpoint(ctx context.Context, dir, root string) error {
 	return nil
 }
 
+// RestoreCheckpoint returns the directory of the checkpoint of record of
+// job's epoch e (root CID root, as logged), restoring it from the blob
+// store when this replica did not merge it.
+func (j *Judge) RestoreCheckpoint(ctx context.Context, job string, e int, root string) (string, error) {
+	return j.checkpoint(ctx, job, e, root)
+}
+
 // checkpoint returns the directory of the checkpoint of record of job's
 // epoch e, whose root CID the log records as root. A replica that did not
 // merge it (it took over since) restores it from the blob store, checks
