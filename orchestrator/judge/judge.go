@@ -88,8 +88,8 @@ type Config struct {
 	// Blobs keeps the accepted deltas, the evidence and the checkpoints
 	// of record where every replica can read them (nil: a blob.Dir on
 	// DataDir, for the embedded store's single replica).
-	Blobs   blob.Store
-	Key     ed25519.PrivateKey // hanzod's key: signs records, seeds spot-check sampling
+	Blobs blob.Store
+	Key   ed25519.PrivateKey // hanzod's key: signs records, seeds spot-check sampling
 	// MinStake is what the signing key's account (its public key in hex,
 	// as a node's) must have bonded in the embedded ledger before the
 	// judge merges, publishes or settles anything — records signed by an
@@ -97,8 +97,8 @@ type Config struct {
 	// orchestrator role's minimum (ledger.MinStake, 50,000 GYM); 0: not
 	// checked.
 	MinStake ledger.Amount
-	Store   *store.Store       // content-addressed store checkpoints are published into
-	Threads int                // for evaluation and replay
+	Store    *store.Store // content-addressed store checkpoints are published into
+	Threads  int          // for evaluation and replay
 	// ShardSize is the number of held-out problems ΔL is measured on
 	// (default 128); EvalSize the number a checkpoint's accuracy is
 	// measured on (default 500).
