@@ -35,9 +35,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	_ "google.golang.org/grpc/health" // client-side health checking (dialReplicas)
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
@@ -319,7 +316,8 @@ type Cluster struct {
 	logf   *os.File
 	d      *daemon.Daemon // the first replica
 	ds     []*daemon.Daemon
-	dead   []bool // ds[i] was killed (under mu)
+	dead   []bool   // ds[i] was killed (under mu)
+	addrs  []string // the replicas' gRPC addresses
 	conn   *grpc.ClientConn
 	// Takeover is measured when the leader is killed: from the kill to
 	// the moment another replica leads (under mu).
@@ -421,7 +419,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.ds, c.dead = append(c.ds, d), append(c.dead, false)
 		addrs = append(addrs, d.Addr())
 	}
-	c.d = c.ds[0]
+	c.d, c.addrs = c.ds[0], addrs
 	d := c.d
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	var err error
@@ -821,7 +819,7 @@ func (c *Cluster) StartWorker(ctx context.Context, w *Worker) error {
 
 func (c *Cluster) startProcess(w *Worker) error {
 	cfg := c.cfg
-	args := []string{"worker", "--orchestrator", "grpc://" + c.Addr(), "--key", filepath.Join(w.Dir, "node.key"),
+	args := []string{"worker", "--orchestrator", "grpc://" + strings.Join(c.addrs, ","), "--key", filepath.Join(w.Dir, "node.key"),
 		"--data", w.Dir, "--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", "--threads", fmt.Sprint(cfg.WorkerThreads),
 		"--json", "--exit-when-done", "--ring-timeout", cfg.RingTimeout.String()}
 	if cfg.Heartbeat != worker.DefaultHeartbeat {
@@ -1165,24 +1163,12 @@ func (c *Cluster) Close() error {
 	return err
 }
 
-// dialReplicas connects to hanzod's replicas: one address list, and
-// gRPC's client-side health checking sends every call to the replica whose
-// health service says SERVING — the leader (a standby says NOT_SERVING).
+// dialReplicas connects to hanzod's replicas (nodeclient.Replicas: calls
+// go to the one that leads).
 func dialReplicas(addrs []string) (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
-	if len(addrs) == 1 {
-		return grpc.NewClient(addrs[0], opts...)
-	}
-	r := manual.NewBuilderWithScheme("hanzod")
-	var st resolver.State
-	for _, a := range addrs {
-		st.Addresses = append(st.Addresses, resolver.Address{Addr: a})
-	}
-	r.InitialState(st)
-	opts = append(opts, grpc.WithResolvers(r),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":""}}`))
-	return grpc.NewClient(r.Scheme()+":///replicas", opts...)
+	target, opts := nodeclient.Replicas(addrs)
+	return grpc.NewClient(target, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))...)
 }
 
 func (c *Cluster) closeLog() {
