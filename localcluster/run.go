@@ -252,6 +252,29 @@ func mean(v []float64) float64 {
 
 // summarise evaluates before and after, gathers rewards and slashes, and
 // copies the inspectable files into Dir.
+// copyDeltas writes the job's accepted deltas into dst, one file per slot
+// (eEEEE-sSSSSSSSS-NODE.delta).
+func (c *Cluster) copyDeltas(jb state.Job, dst string) error {
+	if len(jb.Slots) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	j := c.leader().Judge()
+	for sl := range jb.Slots {
+		b, err := j.AcceptedDelta(context.Background(), jb.ID, sl)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("e%04d-s%08d-%s.delta", sl.Epoch, sl.Step, sl.Node)
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // hanzodDirs are the replicas' data directories.
 func (c *Cluster) hanzodDirs() []string {
 	if len(c.ds) <= 1 {
@@ -341,7 +364,9 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		sum.EvalAfter, sum.LossAfter = after.Accuracy, after.Loss
 		sum.CheckpointCID, sum.CheckpointDir = jb.CIDs[len(jb.CIDs)-1], dst
 	}
-	if err := CopyDir(filepath.Join(dir, "hanzod", "deltas", jb.ID), filepath.Join(dir, "deltas")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// Every accepted delta, from hanzod's blob store (a directory, or
+	// Valkey with replicas), named by its slot.
+	if err := c.copyDeltas(jb, filepath.Join(dir, "deltas")); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()

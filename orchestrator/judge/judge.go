@@ -700,6 +700,13 @@ func (j *Judge) legacyDeltaPath(job string, s jobspec.Slot) string {
 	return filepath.Join(j.cfg.DataDir, "deltas", job, fmt.Sprintf("e%04d-s%08d-%s.delta", s.Epoch, s.Step, s.Node))
 }
 
+// AcceptedDelta returns the accepted delta file of job's slot sl (from
+// the blob store, checked against the digest the log records).
+func (j *Judge) AcceptedDelta(ctx context.Context, job string, sl jobspec.Slot) ([]byte, error) {
+	b, _, err := j.readDelta(ctx, job, sl, "")
+	return b, err
+}
+
 // readDelta returns the accepted file of slot sl and its digest: the one
 // the log records for the slot (digest "" looks it up), read from the blob
 // store and checked against it.
