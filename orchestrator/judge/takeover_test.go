@@ -10,6 +10,7 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
 )
@@ -157,6 +158,29 @@ func TestTakeover(t *testing.T) {
 		}
 		e.replica(t, "b", blobs) // kill -9 a before it merged
 		check(t, e)
+	})
+
+	t.Run("after the reward, before the publication is logged", func(t *testing.T) {
+		e := newEnv(t, 3, spec)
+		blobs := blob.NewMem()
+		e.replica(t, "a", blobs)
+		for _, f := range files {
+			if r := e.submit(f); !r.Accepted {
+				t.Fatalf("honest delta: %+v", r)
+			}
+		}
+		if err := e.j.Step(e.ctx); err != nil { // ends the epoch
+			t.Fatal(err)
+		}
+		// a merged, paid the epoch (the judge pays before it logs the
+		// publication) and died before logging it.
+		var cs []ledger.Contribution
+		for _, id := range e.jobState().Ring {
+			cs = append(cs, ledger.Contribution{ID: id, Compute: 1, Quality: 1, Participation: 1})
+		}
+		e.do(state.PayRewards{Job: e.job, Epoch: 1, Total: 100 * ledger.GYM, Contributions: cs})
+		e.replica(t, "b", blobs)
+		check(t, e) // the epoch is published once more by b, and paid once
 	})
 
 	t.Run("after publication", func(t *testing.T) {
