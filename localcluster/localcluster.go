@@ -140,6 +140,19 @@ type Config struct {
 	// Kill, when set, kills one worker at a step (kill -9 for a process).
 	Kill *Kill
 
+	// Replicas is the number of hanzod replicas (0 or 1: one, in process,
+	// on the embedded store). More run in this process over the Valkey
+	// server at ValkeyURL, sharing one signing key (Dir/hanzod.key) and
+	// the blob store, with leases of LeaseTTL (0: 1 s); the workers reach
+	// whichever leads (gRPC health checking routes to the SERVING one).
+	Replicas  int
+	ValkeyURL string
+	LeaseTTL  time.Duration
+	// KillLeader, when set, abandons the leading replica (what kill -9
+	// leaves: the lease is not released) once an accepted delta of a step
+	// at or past Step (counted within the epoch, from 1) of Epoch is logged.
+	KillLeader *KillLeader
+
 	// Log receives hanzod's log; nil writes it to Dir/hanzod.log.
 	Log *slog.Logger
 	// OnEvent receives what happens, one call at a time. It must not
@@ -152,6 +165,9 @@ type Config struct {
 	// before it starts (tests: extra event hooks, metrics, constraints).
 	Worker func(w *Worker, c *worker.Config)
 }
+
+// KillLeader is the point at which the leading replica is killed.
+type KillLeader struct{ Epoch, Step int }
 
 // Kill is a fault to inject: worker Worker is killed once it reports a
 // step at or past Step (counted within the epoch, from 1) of Epoch;
@@ -215,6 +231,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ring timeout, epoch grace, tick interval and node rate must be positive", ErrConfig)
 	case c.EvalSize < 0 || c.ShardSize < 0:
 		return fmt.Errorf("%w: negative evaluation sizes", ErrConfig)
+	case c.Replicas > 1 && c.ValkeyURL == "":
+		return fmt.Errorf("%w: %d replicas need a Valkey server (ValkeyURL)", ErrConfig, c.Replicas)
+	case c.KillLeader != nil && (c.Replicas < 2 || c.KillLeader.Epoch < 1 || c.KillLeader.Step < 1):
+		return fmt.Errorf("%w: killing the leader at %+v needs at least 2 replicas and a step from 1:1", ErrConfig, *c.KillLeader)
 	case c.Kill != nil && (c.Kill.Worker < 0 || c.Kill.Worker >= c.Workers || c.Kill.Epoch < 1 || c.Kill.Step < 1):
 		return fmt.Errorf("%w: kill %+v", ErrConfig, *c.Kill)
 	}
@@ -245,6 +265,8 @@ const (
 	EventKilled        = "killed"         // Worker was killed at Epoch, Step (within the epoch)
 	EventRestarted     = "restarted"      // Worker was started again
 	EventRestartFailed = "restart_failed" // starting Worker again failed with Err
+	EventLeaderKilled  = "leader_killed"  // the leading replica (Detail) was killed
+	EventTakeover      = "takeover"       // another replica leads (Detail: which, after how long)
 )
 
 // Event is one thing that happened in the cluster.
@@ -292,9 +314,15 @@ type Cluster struct {
 	shared *basemodel.Base // hanzod's and the in-process workers' own base
 	log    *slog.Logger
 	logf   *os.File
-	d      *daemon.Daemon
-	eng    *engine.Engine
+	d      *daemon.Daemon // the first replica
+	ds     []*daemon.Daemon
+	dead   []bool   // ds[i] was killed (under mu)
+	addrs  []string // the replicas' gRPC addresses
 	conn   *grpc.ClientConn
+	// Takeover is measured when the leader is killed: from the kill to
+	// the moment another replica leads (under mu).
+	takeover time.Duration
+	killed   bool
 
 	ctx    context.Context // workers run under it until Close
 	cancel context.CancelFunc
@@ -352,21 +380,50 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	dc.DataDir, dc.Listen, dc.Metrics, dc.Artifacts = filepath.Join(cfg.Dir, "hanzod"), "127.0.0.1:0", "", "127.0.0.1:0"
 	dc.Threads, dc.EpochGrace, dc.TickInterval = cfg.Threads, cfg.EpochGrace, cfg.TickInterval
 	dc.LeaseTTL = max(dc.LeaseTTL, 2*cfg.TickInterval)
+	if cfg.Replicas > 1 {
+		// One key for every replica, as an operator's secret file.
+		dc.KeyFile = filepath.Join(cfg.Dir, "hanzod.key")
+		if _, err := os.Stat(dc.KeyFile); errors.Is(err, os.ErrNotExist) {
+			key, err := nodekey.Generate(rand.Reader)
+			if err != nil {
+				return nil, err
+			}
+			if err := nodekey.Save(dc.KeyFile, key, false); err != nil {
+				return nil, err
+			}
+		}
+		dc.Store, dc.ValkeyURL = "valkey", cfg.ValkeyURL
+		dc.LeaseTTL = cmp.Or(cfg.LeaseTTL, time.Second)
+		dc.TickInterval = min(dc.TickInterval, dc.LeaseTTL/2)
+	}
 	dc.EvalSize, dc.ShardSize, dc.Base, dc.Outliers = cfg.EvalSize, cfg.ShardSize, shared, cfg.Outliers
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
 	dc.Server.NodeRate = cfg.NodeRate
 	dc.IPFS, dc.PinMinBackoff, dc.PinMaxBackoff = cfg.IPFS, cfg.PinMinBackoff, cfg.PinMaxBackoff
-	d, err := daemon.Start(ctx, dc, c.log)
-	if err != nil {
-		c.closeLog()
-		return nil, fmt.Errorf("localcluster: start hanzod: %w", err)
+	var addrs []string
+	for i := range max(cfg.Replicas, 1) {
+		rc := dc
+		if cfg.Replicas > 1 {
+			rc.DataDir = filepath.Join(cfg.Dir, fmt.Sprintf("hanzod-%d", i))
+		}
+		d, err := daemon.Start(ctx, rc, c.log.With("replica", i))
+		if err != nil {
+			for _, d := range c.ds {
+				d.Close()
+			}
+			c.closeLog()
+			return nil, fmt.Errorf("localcluster: start hanzod: %w", err)
+		}
+		c.ds, c.dead = append(c.ds, d), append(c.dead, false)
+		addrs = append(addrs, d.Addr())
 	}
-	c.d, c.eng = d, d.Engine()
+	c.d, c.addrs = c.ds[0], addrs
+	d := c.d
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if c.conn, err = grpc.NewClient(d.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20))); err != nil {
+	var err error
+	if c.conn, err = dialReplicas(addrs); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -381,6 +438,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
+	// hanzod signs its records with a key whose account must hold the
+	// orchestrator's stake (docs/orchestrator.md, "The orchestrator's
+	// key").
+	if err := c.stakeOrchestrator(ctx, dc.OrchestratorStake); err != nil {
+		c.Close()
+		return nil, err
+	}
 	if err := c.setup(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -391,7 +455,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 func (c *Cluster) waitLeading(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for !c.eng.Leading() {
+	for !c.engine().Leading() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -405,7 +469,7 @@ func (c *Cluster) waitLeading(ctx context.Context) error {
 func (c *Cluster) setup(ctx context.Context) error {
 	cfg := c.cfg
 	if cfg.Treasury > 0 {
-		if _, err := c.eng.Do(ctx, state.Deposit{Account: ledger.Treasury, Amount: cfg.Treasury}); err != nil {
+		if _, err := c.engine().Do(ctx, state.Deposit{Account: ledger.Treasury, Amount: cfg.Treasury}); err != nil {
 			return err
 		}
 	}
@@ -435,6 +499,20 @@ func (c *Cluster) setup(ctx context.Context) error {
 	return nil
 }
 
+// stakeOrchestrator deposits and bonds amount for hanzod's signing key.
+func (c *Cluster) stakeOrchestrator(ctx context.Context, amount ledger.Amount) error {
+	if amount == 0 {
+		return nil
+	}
+	acct := c.leader().Judge().Account()
+	for _, cmd := range []state.Command{state.Deposit{Account: acct, Amount: amount}, state.Bond{Account: acct, Amount: amount}} {
+		if _, err := c.engine().Do(ctx, cmd); err != nil {
+			return fmt.Errorf("localcluster: stake hanzod's key: %w", err)
+		}
+	}
+	return nil
+}
+
 // Stake deposits twice Config.Stake for account and bonds Config.Stake:
 // what makes a node eligible for jobs.
 func (c *Cluster) Stake(ctx context.Context, account string) error {
@@ -442,7 +520,7 @@ func (c *Cluster) Stake(ctx context.Context, account string) error {
 		state.Deposit{Account: account, Amount: 2 * c.cfg.Stake},
 		state.Bond{Account: account, Amount: c.cfg.Stake},
 	} {
-		if _, err := c.eng.Do(ctx, cmd); err != nil {
+		if _, err := c.engine().Do(ctx, cmd); err != nil {
 			return err
 		}
 	}
@@ -473,12 +551,16 @@ func (c *Cluster) publishBase(ctx context.Context) error {
 		return err
 	}
 	name := "local/" + safeArtifactName(filepath.Base(c.cfg.ModelDir))
-	rec, err := c.d.ArtifactStore().Publish(ctx, c.cfg.ModelDir, store.Meta{Kind: artifact.KindBaseModel, Name: name}, key, time.Now())
-	if err != nil {
-		return fmt.Errorf("localcluster: publish %s as a base model: %w", c.cfg.ModelDir, err)
-	}
-	if root := rec.Manifest.Manifest.Root; root != c.cfg.Base.Name {
-		return fmt.Errorf("localcluster: %s was published as %s, but hashes to %s (changed meanwhile?)", c.cfg.ModelDir, root, c.cfg.Base.Name)
+	// Into every replica's store: base models are artifacts fetched by
+	// CID, and a replica serves and reads its own.
+	for _, d := range c.ds {
+		rec, err := d.ArtifactStore().Publish(ctx, c.cfg.ModelDir, store.Meta{Kind: artifact.KindBaseModel, Name: name}, key, time.Now())
+		if err != nil {
+			return fmt.Errorf("localcluster: publish %s as a base model: %w", c.cfg.ModelDir, err)
+		}
+		if root := rec.Manifest.Manifest.Root; root != c.cfg.Base.Name {
+			return fmt.Errorf("localcluster: %s was published as %s, but hashes to %s (changed meanwhile?)", c.cfg.ModelDir, root, c.cfg.Base.Name)
+		}
 	}
 	c.emit(Event{Kind: EventBasePublished, CID: c.cfg.Base.Name, Detail: name})
 	return nil
@@ -503,7 +585,85 @@ func safeArtifactName(s string) string {
 }
 
 // Engine is hanzod's engine: commands, the state and the event log.
-func (c *Cluster) Engine() *engine.Engine { return c.eng }
+func (c *Cluster) Engine() *engine.Engine { return c.engine() }
+
+// engine is the leading replica's engine (the first live one's while none
+// leads).
+func (c *Cluster) engine() *engine.Engine { return c.leader().Engine() }
+
+// leader is the leading replica (the first live one while none leads).
+func (c *Cluster) leader() *daemon.Daemon {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first *daemon.Daemon
+	for i, d := range c.ds {
+		if c.dead[i] {
+			continue
+		}
+		if d.Engine().Leading() {
+			return d
+		}
+		if first == nil {
+			first = d
+		}
+	}
+	if first == nil {
+		return c.d
+	}
+	return first
+}
+
+// KillLeaderNow abandons the leading replica (the lease is not released,
+// as after kill -9) and returns how long it took until another replica
+// led. It fails with one replica.
+func (c *Cluster) KillLeaderNow(ctx context.Context) (time.Duration, error) {
+	if len(c.ds) < 2 {
+		return 0, fmt.Errorf("%w: killing the leader needs replicas", ErrConfig)
+	}
+	c.mu.Lock()
+	victim := -1
+	for i, d := range c.ds {
+		if !c.dead[i] && d.Engine().Leading() {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		c.mu.Unlock()
+		return 0, errors.New("localcluster: no replica leads")
+	}
+	c.dead[victim] = true
+	c.mu.Unlock()
+	t0 := time.Now()
+	c.ds[victim].Abandon()
+	c.emit(Event{Kind: EventLeaderKilled, Detail: fmt.Sprintf("replica %d", victim)})
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		c.mu.Lock()
+		for i, d := range c.ds {
+			if !c.dead[i] && d.Engine().Leading() {
+				took := time.Since(t0)
+				c.takeover, c.killed = took, true
+				c.mu.Unlock()
+				c.emit(Event{Kind: EventTakeover, Detail: fmt.Sprintf("replica %d leads after %s", i, took.Round(time.Millisecond))})
+				return took, nil
+			}
+		}
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Takeover is the measured takeover time of the last killed leader.
+func (c *Cluster) Takeover() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.takeover, c.killed
+}
 
 // Workers lists the workers in order.
 func (c *Cluster) Workers() []*Worker {
@@ -519,13 +679,13 @@ func (c *Cluster) Dial(key ed25519.PrivateKey, dir string) (*nodeclient.Client, 
 }
 
 // View runs f on hanzod's state.
-func (c *Cluster) View(f func(m *state.Machine)) { c.eng.View(f) }
+func (c *Cluster) View(f func(m *state.Machine)) { c.engine().View(f) }
 
 // Job returns a copy of job id.
 func (c *Cluster) Job(id string) (state.Job, bool) {
 	var j state.Job
 	var ok bool
-	c.eng.View(func(m *state.Machine) {
+	c.engine().View(func(m *state.Machine) {
 		if j, ok = m.Job(id); ok {
 			j = j.Clone()
 		}
@@ -590,7 +750,7 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 	n := 0
 	err := Poll(ctx, 50*time.Millisecond, func() bool {
 		n = 0
-		c.eng.View(func(m *state.Machine) {
+		c.engine().View(func(m *state.Machine) {
 			for _, w := range c.workers {
 				if _, ok := m.Node(w.ID); ok {
 					n++
@@ -612,7 +772,7 @@ func (c *Cluster) Submit(ctx context.Context, spec jobspec.Spec) (string, error)
 	if err != nil {
 		return "", err
 	}
-	evs, err := c.eng.Do(ctx, state.SubmitJob{Spec: spec})
+	evs, err := c.engine().Do(ctx, state.SubmitJob{Spec: spec})
 	if err != nil {
 		return "", fmt.Errorf("localcluster: submit job: %w", err)
 	}
@@ -659,7 +819,7 @@ func (c *Cluster) StartWorker(ctx context.Context, w *Worker) error {
 
 func (c *Cluster) startProcess(w *Worker) error {
 	cfg := c.cfg
-	args := []string{"worker", "--orchestrator", "grpc://" + c.Addr(), "--key", filepath.Join(w.Dir, "node.key"),
+	args := []string{"worker", "--orchestrator", "grpc://" + strings.Join(c.addrs, ","), "--key", filepath.Join(w.Dir, "node.key"),
 		"--data", w.Dir, "--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", "--threads", fmt.Sprint(cfg.WorkerThreads),
 		"--json", "--exit-when-done", "--ring-timeout", cfg.RingTimeout.String()}
 	if cfg.Heartbeat != worker.DefaultHeartbeat {
@@ -991,9 +1151,24 @@ func (c *Cluster) Close() error {
 	if c.conn != nil {
 		err = c.conn.Close()
 	}
-	err = errors.Join(err, c.d.Close())
+	for i, d := range c.ds {
+		c.mu.Lock()
+		dead := c.dead[i]
+		c.mu.Unlock()
+		if !dead {
+			err = errors.Join(err, d.Close())
+		}
+	}
 	c.closeLog()
 	return err
+}
+
+// dialReplicas connects to hanzod's replicas (nodeclient.Replicas: calls
+// go to the one that leads).
+func dialReplicas(addrs []string) (*grpc.ClientConn, error) {
+	target, opts := nodeclient.Replicas(addrs)
+	return grpc.NewClient(target, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))...)
 }
 
 func (c *Cluster) closeLog() {
@@ -1019,10 +1194,17 @@ func (c *Cluster) Follow(ctx context.Context, job string) (state.Job, error) {
 	var finishedAt time.Time
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
+	failures := 0
+	var killing sync.Once
 	for {
-		recs, _, err := c.eng.Read(ctx, next, 1000)
+		recs, _, err := c.engine().Read(ctx, next, 1000)
 		if err != nil && ctx.Err() == nil {
-			return state.Job{}, err
+			// A replica killed under the read: the next one answers.
+			if failures++; failures > 50 {
+				return state.Job{}, err
+			}
+		} else {
+			failures = 0
 		}
 		for _, rec := range recs {
 			next = rec.Index + 1
@@ -1036,6 +1218,21 @@ func (c *Cluster) Follow(ctx context.Context, job string) (state.Job, error) {
 			if k := ev.Body.Kind(); k != "ticked" && k != "heartbeat" {
 				c.emit(Event{Kind: EventHanzod, Hanzod: ev, Job: job})
 			}
+			if kl := c.cfg.KillLeader; kl != nil {
+				c.mu.Lock()
+				plan := c.plan
+				c.mu.Unlock()
+				if v, ok := ev.Body.(state.DeltaJudged); ok && plan != nil && v.Accepted && v.Job == job && v.Epoch == kl.Epoch &&
+					int(v.Step)-plan.FirstStep(kl.Epoch) >= kl.Step {
+					killing.Do(func() {
+						go func() {
+							if _, err := c.KillLeaderNow(ctx); err != nil {
+								c.log.Error("killing the leader", "err", err)
+							}
+						}()
+					})
+				}
+			}
 		}
 		jb, _ := c.Job(job)
 		if jb.State.Terminal() {
@@ -1048,7 +1245,7 @@ func (c *Cluster) Follow(ctx context.Context, job string) (state.Job, error) {
 		}
 		select {
 		case <-ctx.Done():
-			_, _ = c.eng.Do(context.WithoutCancel(ctx), state.FailJob{Job: job, Reason: "localcluster: " + ctx.Err().Error()})
+			_, _ = c.engine().Do(context.WithoutCancel(ctx), state.FailJob{Job: job, Reason: "localcluster: " + ctx.Err().Error()})
 			return jb, ctx.Err()
 		case <-t.C:
 		}

@@ -45,9 +45,13 @@ type Summary struct {
 	Events          map[string]int `json:"events"`
 	Seconds         float64        `json:"seconds"`
 	RecoverySeconds *float64       `json:"recovery_seconds,omitempty"`
-	Settled         bool           `json:"settled"`
-	RewardPNG       string         `json:"reward_png"`
-	Out             string         `json:"out"`
+	// Replicas is the number of hanzod replicas (0: one); TakeoverSeconds
+	// how long after the leader was killed another one led.
+	Replicas        int     `json:"replicas,omitempty"`
+	TakeoverSeconds float64 `json:"takeover_seconds,omitempty"`
+	Settled         bool    `json:"settled"`
+	RewardPNG       string  `json:"reward_png"`
+	Out             string  `json:"out"`
 	// Pins is the IPFS pinning of each published checkpoint, with
 	// Config.IPFS.
 	Pins []Pin `json:"ipfs_pins,omitempty"`
@@ -211,7 +215,7 @@ func Run(ctx context.Context, cfg Config, spec jobspec.Spec) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if q := c.d.Pins(); q != nil {
+	if q := c.leader().Pins(); q != nil {
 		wait := cfg.PinWait
 		if wait <= 0 {
 			wait = time.Minute
@@ -248,6 +252,41 @@ func mean(v []float64) float64 {
 
 // summarise evaluates before and after, gathers rewards and slashes, and
 // copies the inspectable files into Dir.
+// copyDeltas writes the job's accepted deltas into dst, one file per slot
+// (eEEEE-sSSSSSSSS-NODE.delta).
+func (c *Cluster) copyDeltas(jb state.Job, dst string) error {
+	if len(jb.Slots) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	j := c.leader().Judge()
+	for sl := range jb.Slots {
+		b, err := j.AcceptedDelta(context.Background(), jb.ID, sl)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("e%04d-s%08d-%s.delta", sl.Epoch, sl.Step, sl.Node)
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hanzodDirs are the replicas' data directories.
+func (c *Cluster) hanzodDirs() []string {
+	if len(c.ds) <= 1 {
+		return []string{filepath.Join(c.cfg.Dir, "hanzod")}
+	}
+	var out []string
+	for i := range c.ds {
+		out = append(out, filepath.Join(c.cfg.Dir, fmt.Sprintf("hanzod-%d", i)))
+	}
+	return out
+}
+
 func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start time.Time) (*Summary, error) {
 	dir := c.cfg.Dir
 	threads := c.cfg.Threads
@@ -255,6 +294,11 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		Workers: c.cfg.Workers, Seconds: time.Since(start).Seconds(), Settled: jb.Settled, Out: dir}
 	t.mu.Lock()
 	sum.RecoverySeconds = t.recovered
+	if took, ok := c.Takeover(); ok {
+		sum.Replicas, sum.TakeoverSeconds = len(c.ds), took.Seconds()
+	} else if len(c.ds) > 1 {
+		sum.Replicas = len(c.ds)
+	}
 	sum.Events = map[string]int{}
 	for k, v := range t.events {
 		sum.Events[k] = v
@@ -278,7 +322,14 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	// and every delta's quality score.
 	quality := map[string][]float64{}
 	for e := 1; e <= len(jb.CIDs); e++ {
-		b, err := os.ReadFile(filepath.Join(dir, "hanzod", "checkpoints", jb.ID, fmt.Sprintf("merge-%04d.json", e)))
+		// The replica that merged the epoch wrote the report.
+		var b []byte
+		err := os.ErrNotExist
+		for _, hd := range c.hanzodDirs() {
+			if b, err = os.ReadFile(filepath.Join(hd, "checkpoints", jb.ID, fmt.Sprintf("merge-%04d.json", e))); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			continue
 		}
@@ -295,7 +346,11 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	}
 	if jb.State == state.Published && len(jb.CIDs) > 0 {
 		dst := filepath.Join(dir, "checkpoint")
-		if err := CopyDir(c.d.Judge().CheckpointDir(jb.ID, len(jb.CIDs)), dst); err != nil {
+		src, err := c.leader().Judge().RestoreCheckpoint(context.Background(), jb.ID, len(jb.CIDs), jb.CIDs[len(jb.CIDs)-1])
+		if err != nil {
+			return nil, err
+		}
+		if err := CopyDir(src, dst); err != nil {
 			return nil, err
 		}
 		a, _, err := peft.Read(dst, base.Weights.Cfg)
@@ -309,7 +364,9 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		sum.EvalAfter, sum.LossAfter = after.Accuracy, after.Loss
 		sum.CheckpointCID, sum.CheckpointDir = jb.CIDs[len(jb.CIDs)-1], dst
 	}
-	if err := CopyDir(filepath.Join(dir, "hanzod", "deltas", jb.ID), filepath.Join(dir, "deltas")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// Every accepted delta, from hanzod's blob store (a directory, or
+	// Valkey with replicas), named by its slot.
+	if err := c.copyDeltas(jb, filepath.Join(dir, "deltas")); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()

@@ -33,12 +33,16 @@ gym="$work/gym"
 go build -o "$gym" ./cmd/gym
 head -c 24 /dev/urandom | base64 > "$work/admin-token"
 chmod 644 "$work/admin-token"
+# hanzod's signing key, whose ledger account must hold the orchestrator's
+# stake before it merges (docs/orchestrator.md, "The orchestrator's key").
+hanzod_id=$("$gym" keygen --out "$work/hanzod.key")
+chmod 644 "$work/hanzod.key"
 E network create "$net" >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
 start=$(date +%s)
 E run -d --name "hanzod-$$" --network "$net" --network-alias hanzod "${rflags[@]}" \
-  -p "127.0.0.1:$port:9550" -v "$work/admin-token:/run/admin-token:ro" \
+  -p "127.0.0.1:$port:9550" -v "$work/admin-token:/run/admin-token:ro" -v "$work/hanzod.key:/run/hanzod.key:ro" -e ORCHESTRATOR_KEY=/run/hanzod.key \
   -e HANZOD_INSECURE=true -e HANZOD_ADMIN_TOKEN_FILE=/run/admin-token -e HANZOD_ARTIFACTS_ADVERTISE=hanzod:9552 \
   "zoo-gym/hanzod:$tag" --threads 2 >/dev/null
 for i in 1 2 3; do
@@ -59,6 +63,7 @@ for id in "${ids[@]}"; do
   "$gym" ledger deposit "$id" 10000 >/dev/null && "$gym" ledger bond "$id" 10000 >/dev/null
 done
 "$gym" ledger deposit treasury 1000 >/dev/null
+"$gym" ledger deposit "$hanzod_id" 50000 >/dev/null && "$gym" ledger bond "$hanzod_id" 50000 >/dev/null
 cat > "$work/job.yaml" <<'JOB'
 model: builtin
 dataset: addition

@@ -117,6 +117,7 @@ fuzz=(
   "./artifact FuzzWalkBlock 20000"
   "./artifact FuzzParseSigned 20000"
   "./artifact/transfer FuzzParseAuthorization 20000"
+  "./orchestrator/blob FuzzName 20000"
   "./artifact/transfer FuzzParsePeer 20000"
   "./orchestrator/state FuzzDecodeEvent 20000"
   "./orchestrator/state FuzzRestore 5000"

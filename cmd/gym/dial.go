@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -22,10 +23,30 @@ import (
 // directory removed when the worker ends).
 func dialHanzod(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Closer, error) {
 	of := orchestratorFlags{addr: o.Addr, tlsCA: o.TLSCA, serverName: o.TLSServerName}
-	t, err := parseTarget(o.Addr, of.tlsCA != "")
-	if err != nil {
-		return nil, nil, err
+	// Replicas: grpc://HOST:PORT,HOST:PORT,… (one scheme for all); calls
+	// go to whichever leads (nodeclient.Replicas).
+	scheme, list, hasScheme := strings.Cut(o.Addr, "://")
+	if !hasScheme {
+		scheme, list = "", o.Addr
 	}
+	var hostports []string
+	var t target
+	for _, a := range strings.Split(list, ",") {
+		if hasScheme {
+			a = scheme + "://" + a
+		}
+		ta, err := parseTarget(a, of.tlsCA != "")
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(hostports) > 0 && ta.tls != t.tls {
+			return nil, nil, usageError{fmt.Errorf("--orchestrator %q: the replicas must all use TLS or none", o.Addr)}
+		}
+		t = ta
+		hostports = append(hostports, ta.hostport)
+	}
+	dialTarget, replicaOpts := nodeclient.Replicas(hostports)
+	var err error
 	creds := insecure.NewCredentials()
 	if t.tls {
 		cfg, err := of.tlsConfig()
@@ -34,7 +55,7 @@ func dialHanzod(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Clo
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	conn, err := grpc.NewClient(t.hostport, grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReply)))
+	conn, err := grpc.NewClient(dialTarget, append(replicaOpts, grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReply)))...)
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("--orchestrator %q: %v", o.Addr, err)}
 	}

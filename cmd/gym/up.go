@@ -19,6 +19,7 @@ import (
 	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/internal/valkeyserver"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/localcluster"
@@ -40,12 +41,14 @@ type upOptions struct {
 	ipfs                                              string
 	backend, python                                   string
 	backends                                          []string // --backend parsed, one per worker
+	replicas                                          int
+	killLeaderAt                                      string
 }
 
 func newUp() *cobra.Command {
 	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, timeout: 15 * time.Minute}
 	cmd := &cobra.Command{
-		Use:   "up [--workers 4] [--epochs 3] [--task NAME] [--kill-worker-at EPOCH:STEP] [--byzantine K --attack KIND] [--out DIR] [--json]",
+		Use:   "up [--workers 4] [--epochs 3] [--task NAME] [--kill-worker-at EPOCH:STEP] [--replicas 3 [--kill-leader-at EPOCH:STEP]] [--byzantine K --attack KIND] [--out DIR] [--json]",
 		Short: "Run decentralized GSPO training end to end on this machine: hanzod, N workers, one job",
 		Long: `up starts the orchestrator (hanzod, embedded store) in this process and N
 worker processes on loopback, funds and bonds their stake, submits a job on
@@ -81,6 +84,16 @@ Fault and attack demonstrations:
   --kill-worker-at E:S   kill -9 one worker at step S of epoch E; the ring
                          reports it, hanzod removes it, the rest go on
   --restart-killed       then start it again: it rejoins at the next epoch
+  --replicas 3           run 3 hanzod replicas (in this process) over a
+                         Valkey server the command starts (valkey-server or
+                         redis-server on PATH; data in --out/valkey), one
+                         signing key (--out/hanzod.key) and the blob store
+                         in Valkey; the workers reach whichever leads
+  --kill-leader-at E:S   abandon the leading replica (its lease not
+                         released, as kill -9 leaves it) once a delta of
+                         step S of epoch E is accepted; a standby takes
+                         over and finishes the epoch; the summary reports
+                         the takeover time
   --byzantine K --attack signflip|noise|replay|equivocate|ring
                          K workers cheat; the job declares f = K (so the
                          aggregation becomes median unless --aggregation
@@ -138,6 +151,8 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.MarkHidden("no-outlier-replays")
 	f.StringVar(&o.backend, "backend", "go", "training backend of the workers: go or torch, or one per worker, comma-separated (go,go,torch,torch)")
 	f.StringVar(&o.python, "python", "", "torch workers' Python interpreter (default $GYM_PYTHON, else python3)")
+	f.IntVar(&o.replicas, "replicas", 1, "hanzod replicas: more than 1 runs them over a Valkey server started by the command")
+	f.StringVar(&o.killLeaderAt, "kill-leader-at", "", "EPOCH:STEP: kill the leading hanzod replica once a delta of that step of that epoch is accepted (needs --replicas 2 or more)")
 	return cmd
 }
 
@@ -157,6 +172,15 @@ func (o *upOptions) check() error {
 		return errors.New("--byzantine K and --attack KIND go together")
 	case o.out == "":
 		return errors.New("--out DIR is required")
+	case o.replicas < 1 || o.replicas > 9:
+		return fmt.Errorf("--replicas %d: want 1..9", o.replicas)
+	case o.killLeaderAt != "" && o.replicas < 2:
+		return errors.New("--kill-leader-at needs --replicas 2 or more (a standby to take over)")
+	}
+	if o.killLeaderAt != "" {
+		if _, _, err := parseKillAt(o.killLeaderAt); err != nil {
+			return fmt.Errorf("--kill-leader-at: %w", err)
+		}
 	}
 	bs, err := backend.ParseList(o.backend)
 	if err != nil {
@@ -283,6 +307,19 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		e, s, _ := parseKillAt(o.killAt)
 		cfg.Kill = &localcluster.Kill{Worker: 0, Epoch: e, Step: s, Restart: o.restartKilled, RestartAfter: 3 * time.Second}
 	}
+	if o.replicas > 1 {
+		vs, err := valkeyserver.Start(ctx, filepath.Join(o.out, "valkey"))
+		if err != nil {
+			return nil, fmt.Errorf("gym up --replicas: %w", err)
+		}
+		defer vs.Kill()
+		v.say("valkey listening on %s (data in %s)", vs.URL(), vs.Dir)
+		cfg.Replicas, cfg.ValkeyURL, cfg.LeaseTTL = o.replicas, vs.URL(), 2*time.Second
+		if o.killLeaderAt != "" {
+			e, s, _ := parseKillAt(o.killLeaderAt)
+			cfg.KillLeader = &localcluster.KillLeader{Epoch: e, Step: s}
+		}
+	}
 	cfg.OnEvent = v.event
 	cfg.IPFS = o.ipfs
 	cfg.Backends, cfg.Python = o.backends, o.python
@@ -293,6 +330,9 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		cfg.RingTimeout = max(cfg.RingTimeout, 2*time.Minute)
 	}
 	v.spec, v.dir = upSpec(o, model), filepath.Join(o.out, "hanzod")
+	if o.replicas > 1 {
+		v.dir = filepath.Join(o.out, "hanzod-N")
+	}
 	sum, err := localcluster.Run(ctx, cfg, v.spec)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -352,6 +392,10 @@ func (v *upView) event(ev localcluster.Event) {
 		v.say("job %s submitted: %s on %s, %d epochs × %d steps, sync every %d, %d prompts × %d per step per worker, %s merge%s",
 			ev.Job, s.Model, s.Dataset, s.Epochs, s.StepsPerEpoch, s.GSPO.AggregateInterval, s.PromptsPerStep,
 			s.GSPO.GroupSize, s.Aggregation, map[bool]string{true: fmt.Sprintf(", f = %d", s.Byzantine)}[s.Byzantine > 0])
+	case localcluster.EventLeaderKilled:
+		v.say("hanzod leader killed: %s", ev.Detail)
+	case localcluster.EventTakeover:
+		v.say("hanzod takeover: %s", ev.Detail)
 	case localcluster.EventKilled:
 		v.say("killed %s (kill -9) at epoch %d step %d", ev.Worker.Name, ev.Epoch, ev.Step)
 	case localcluster.EventRestarted:
@@ -501,6 +545,11 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 	}
 	for _, p := range s.Pins {
 		fmt.Fprintf(w, "  IPFS: %s %s after %d attempt(s) %s\n", p.CID, p.State, p.Attempts, p.Error)
+	}
+	if s.TakeoverSeconds > 0 {
+		fmt.Fprintf(w, "  hanzod replicas: %d; leader killed, takeover after %.2f s\n", s.Replicas, s.TakeoverSeconds)
+	} else if s.Replicas > 1 {
+		fmt.Fprintf(w, "  hanzod replicas: %d\n", s.Replicas)
 	}
 	if s.RecoverySeconds != nil {
 		fmt.Fprintf(w, "  recovery after the kill: %.2f s\n", *s.RecoverySeconds)

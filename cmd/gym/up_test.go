@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
 )
@@ -173,6 +175,67 @@ func TestUpKillWorker(t *testing.T) {
 	}
 }
 
+// TestUpReplicas runs three hanzod replicas over the Valkey server gym up
+// starts and kills the leader after the first sync of epoch 1: a standby
+// takes over within a few seconds and publishes, every acknowledged delta
+// is in deltas/, and the records verify under the shared key, whose
+// account had the orchestrator's stake bonded.
+func TestUpReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil && os.Getenv("GYM_REQUIRE_REDIS") != "1" {
+		if _, err := exec.LookPath("valkey-server"); err != nil {
+			t.Skip("no redis-server or valkey-server on PATH")
+		}
+	}
+	s, out, r := upRunJSON(t, "--replicas", "3", "--kill-leader-at", "1:5")
+	if r.code != 0 || s.Status != "published" || !s.Settled {
+		t.Fatalf("exit %d, status %q (%s), settled %v\nstderr:\n%s", r.code, s.Status, s.Reason, s.Settled, r.stderr)
+	}
+	if s.Replicas != 3 || s.TakeoverSeconds <= 0 || s.TakeoverSeconds > 10 {
+		t.Fatalf("replicas %d, takeover %.2f s", s.Replicas, s.TakeoverSeconds)
+	}
+	if !strings.Contains(r.stderr, "hanzod leader killed") {
+		t.Errorf("the live view does not show the kill:\n%s", r.stderr)
+	}
+	for _, n := range s.Nodes {
+		if n.Slashed || n.Accepted != 4 {
+			t.Errorf("node %+v: want 4 accepted deltas, no slash", n)
+		}
+	}
+	if ds, _ := filepath.Glob(filepath.Join(out, "deltas", "*.delta")); len(ds) != 16 {
+		t.Errorf("%d deltas under deltas/, want 16", len(ds))
+	}
+	key, err := nodekey.Load(filepath.Join(out, "hanzod.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := nodekey.PublicHex(key)
+	minimum, _ := ledger.MinStake(ledger.RoleOrchestrator)
+	bonded := func(a string) (ledger.Amount, error) {
+		if a != acct {
+			return 0, nil
+		}
+		return minimum, nil // what localcluster bonded (the record says so too)
+	}
+	var pubs int
+	for _, ev := range events(t, out) {
+		if b, ok := ev.Body.(state.CheckpointPublished); ok {
+			pubs++
+			if got, err := judge.CheckRecord("publication", b.Record, b.Signature, bonded, minimum); err != nil || got != acct {
+				t.Errorf("publication record of epoch %d: %s, %v", b.Epoch, got, err)
+			}
+			if !strings.Contains(b.Record, fmt.Sprintf(`"bonded":%d`, minimum)) {
+				t.Errorf("record %s does not say the stake", b.Record)
+			}
+		}
+	}
+	if pubs != 2 {
+		t.Errorf("%d publications", pubs)
+	}
+}
+
 // TestUpByzantine runs one cheating worker per attack kind: the job
 // publishes, the cheater is slashed with evidence and ends with the lowest
 // reward (and, cheating in its deltas, the lowest quality; "ring" submits
@@ -217,6 +280,9 @@ func TestUpRefuses(t *testing.T) {
 		{"up", "--steps-per-epoch", "7", "--interval", "5"},
 		{"up", "--kill-worker-at", "x"},
 		{"up", "--attack", "bogus", "--byzantine", "1"},
+		{"up", "--kill-leader-at", "1:1"}, // no standby
+		{"up", "--replicas", "0"},
+		{"up", "--replicas", "3", "--kill-leader-at", "1"},
 	} {
 		if r := gym(t, args...); r.code != 2 {
 			t.Errorf("gym %v: exit %d, want 2\n%s", args, r.code, r.stderr)

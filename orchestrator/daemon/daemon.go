@@ -44,6 +44,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/chainsync"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
@@ -74,6 +75,11 @@ type Config struct {
 	// KeyFile is hanzod's signing key (nodekey format); it must exist.
 	// Empty: DataDir/hanzod.key, made when missing.
 	KeyFile string
+	// OrchestratorStake is what the signing key's ledger account must
+	// have bonded before the validator merges, publishes or settles
+	// (DefaultConfig: the orchestrator role's 50,000 GYM; 0: unchecked).
+	// Replicas share one key (KeyFile), hence one staked account.
+	OrchestratorStake ledger.Amount
 	// AdminToken enables ledger operations from non-loopback callers.
 	AdminToken string
 	// Artifacts is the address of the artifact server (trustless-gateway
@@ -133,9 +139,14 @@ type ChainLink struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen: ":9550", Metrics: ":9551", Artifacts: ":9552", Store: "embedded", ValkeyPrefix: "gym", Threads: 2,
-		LeaseTTL: 6 * time.Second, TickInterval: time.Second,
+		LeaseTTL: 6 * time.Second, TickInterval: time.Second, OrchestratorStake: orchestratorMinimum(),
 		Server: server.DefaultConfig(), Engine: engine.DefaultConfig("hanzod"),
 	}
+}
+
+func orchestratorMinimum() ledger.Amount {
+	m, _ := ledger.MinStake(ledger.RoleOrchestrator)
+	return m
 }
 
 // Validate checks the config and says what to fix.
@@ -410,6 +421,23 @@ func (d *Daemon) Close() error {
 	return errors.Join(d.err, err, d.st.Close(), d.arts.Close())
 }
 
+// Abandon stops the daemon the way kill -9 leaves a replica: connections
+// cut, loops stopped, the store closed, and the lease NOT released — the
+// other replicas take over only once it expires. For in-process failover
+// tests and gym up --kill-leader-at; a process is killed instead.
+func (d *Daemon) Abandon() {
+	d.grpc.Stop()
+	for _, h := range []*http.Server{d.http, d.ahttp} {
+		if h != nil {
+			h.Close()
+		}
+	}
+	d.cancel()
+	d.wg.Wait()
+	d.st.Close()
+	d.arts.Close()
+}
+
 // credentials picks TLS 1.3 (given or self-signed files) or plaintext.
 func (d *Daemon) credentials() (credentials.TransportCredentials, error) {
 	cfg := d.cfg
@@ -546,12 +574,24 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 	if err != nil {
 		return err
 	}
-	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Key: key, Store: d.arts, Threads: threads, Bases: bases,
+	// With replicas the bytes a merge needs live next to the log in
+	// Valkey, so a standby that takes over merges the epoch; the embedded
+	// store's single replica keeps them in the data directory.
+	var blobs blob.Store
+	if vs, ok := d.st.(*valkey.Store); ok {
+		blobs = vs.Blobs()
+	}
+	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Blobs: blobs, Key: key, MinStake: cfg.OrchestratorStake, Store: d.arts, Threads: threads, Bases: bases,
 		EpochGrace: cfg.EpochGrace, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err
 	}
 	srv.Judge = serverJudge{d.judge}
+	if err := d.judge.CheckStake(); err != nil {
+		d.log.Warn("hanzod will not merge, publish or settle until its key is staked", "err", err)
+	} else {
+		d.log.Info("orchestrator account", "account", d.judge.Account(), "minimum_gym", cfg.OrchestratorStake/ledger.GYM)
+	}
 	srv.Instance = key.Public().(ed25519.PublicKey)
 	if cfg.Artifacts == "" {
 		return nil
@@ -617,6 +657,7 @@ func (d *Daemon) judgeLoop(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	lastGC := time.Now()
+	lastErr := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -635,7 +676,13 @@ func (d *Daemon) judgeLoop(ctx context.Context) {
 			}
 		}
 		if err := d.judge.Step(ctx); err != nil && ctx.Err() == nil {
-			d.log.Warn("validator step failed", "err", err)
+			// An unstaked key is said once, not four times a second.
+			if msg := err.Error(); msg != lastErr {
+				d.log.Warn("validator step failed", "err", err)
+				lastErr = msg
+			}
+		} else {
+			lastErr = ""
 		}
 	}
 }

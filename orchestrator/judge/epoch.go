@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,6 +90,23 @@ func (j *Judge) Step(ctx context.Context) error {
 		switch {
 		case jb.State == state.Running:
 			key := fmt.Sprintf("%s/%d", jb.ID, jb.Epoch)
+			if jb.Epoch > 1 && len(jb.CIDs) >= jb.Epoch-1 {
+				// The workers fetch the epoch's start from the leader's
+				// artifact server: a replica that took over since the
+				// last merge restores and publishes it.
+				j.mu.Lock()
+				ready := j.ready[key]
+				j.mu.Unlock()
+				if !ready {
+					if _, err := j.checkpoint(ctx, jb.ID, jb.Epoch-1, jb.CIDs[jb.Epoch-2]); err != nil {
+						errs = append(errs, err)
+					} else {
+						j.mu.Lock()
+						j.ready[key] = true
+						j.mu.Unlock()
+					}
+				}
+			}
 			j.mu.Lock()
 			first, waiting := j.waiting[key]
 			if t.some && !waiting {
@@ -103,6 +121,10 @@ func (j *Judge) Step(ctx context.Context) error {
 			}
 		case jb.State == state.Aggregating:
 			key := fmt.Sprintf("%s/%d", jb.ID, jb.Epoch)
+			if err := j.CheckStake(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if err := j.aggregate(ctx, jb); err != nil {
 				j.mu.Lock()
 				j.failures[key]++
@@ -123,6 +145,10 @@ func (j *Judge) Step(ctx context.Context) error {
 				j.mu.Unlock()
 			}
 		case jb.State.Terminal():
+			if err := j.CheckStake(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if err := j.settle(ctx, jb); err != nil {
 				errs = append(errs, err)
 			}
@@ -148,13 +174,95 @@ func (j *Judge) CheckpointDir(job string, epoch int) string {
 	return filepath.Join(j.cfg.DataDir, "checkpoints", job, fmt.Sprintf("epoch-%04d", epoch))
 }
 
-// startAdapter is the adapter epoch e starts from.
-func (j *Judge) startAdapter(plan jobconf.Plan, job string, epoch int) (*llama.Adapter, error) {
+// startAdapter is the adapter epoch e starts from: the checkpoint of
+// record of epoch e−1 (restored from the blob store when this replica did
+// not merge it).
+func (j *Judge) startAdapter(ctx context.Context, plan jobconf.Plan, jb state.Job, epoch int) (*llama.Adapter, error) {
 	if epoch == 1 {
 		return plan.InitialAdapter(plan.Base.Weights.Cfg)
 	}
-	a, _, err := peft.Read(j.CheckpointDir(job, epoch-1), plan.Base.Weights.Cfg)
+	if len(jb.CIDs) < epoch-1 {
+		return nil, fmt.Errorf("judge: %s has %d checkpoints, epoch %d starts from the %dth", jb.ID, len(jb.CIDs), epoch, epoch-1)
+	}
+	dir, err := j.checkpoint(ctx, jb.ID, epoch-1, jb.CIDs[epoch-2])
+	if err != nil {
+		return nil, err
+	}
+	a, _, err := peft.Read(dir, plan.Base.Weights.Cfg)
 	return a, err
+}
+
+// checkpointFiles are the files of a checkpoint directory (peft.Write).
+var checkpointFiles = []string{peft.WeightsFile, peft.ConfigFile, peft.CardFile}
+
+// checkpointBlob names a file of the checkpoint with root CID root.
+func checkpointBlob(root, file string) string { return "checkpoints/" + root + "/" + file }
+
+// keepCheckpoint puts the files of the checkpoint directory dir, whose
+// root CID is root, into the blob store.
+func (j *Judge) keepCheckpoint(ctx context.Context, dir, root string) error {
+	for _, f := range checkpointFiles {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return err
+		}
+		if err := j.cfg.Blobs.Put(ctx, checkpointBlob(root, f), b); err != nil {
+			return fmt.Errorf("judge: keep checkpoint %s: %w", root, err)
+		}
+	}
+	return nil
+}
+
+// RestoreCheckpoint returns the directory of the checkpoint of record of
+// job's epoch e (root CID root, as logged), restoring it from the blob
+// store when this replica did not merge it.
+func (j *Judge) RestoreCheckpoint(ctx context.Context, job string, e int, root string) (string, error) {
+	return j.checkpoint(ctx, job, e, root)
+}
+
+// checkpoint returns the directory of the checkpoint of record of job's
+// epoch e, whose root CID the log records as root. A replica that did not
+// merge it (it took over since) restores it from the blob store, checks
+// that its files import to root, and publishes it into its artifact store
+// (the same bytes, the same CID), so the workers fetch the epoch's start
+// from whichever replica leads.
+func (j *Judge) checkpoint(ctx context.Context, job string, e int, root string) (string, error) {
+	dir := j.CheckpointDir(job, e)
+	if _, err := os.Stat(filepath.Join(dir, peft.WeightsFile)); err != nil {
+		_ = os.RemoveAll(dir) // a partial directory of an interrupted merge
+		err := atomicfile.Dir(dir, 0o755, func(tmp string) error {
+			for _, f := range checkpointFiles {
+				b, err := j.cfg.Blobs.Get(ctx, checkpointBlob(root, f))
+				if err != nil {
+					return fmt.Errorf("judge: checkpoint of epoch %d of %s (%s): %w", e, job, root, err)
+				}
+				if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
+					return err
+				}
+			}
+			im, err := artifact.Import(ctx, artifact.NewMemBlocks(), tmp)
+			if err != nil {
+				return err
+			}
+			if im.Root.String() != root {
+				return fmt.Errorf("judge: the stored checkpoint of epoch %d of %s imports to %s, the log records %s", e, job, im.Root, root)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+		j.log.Info("checkpoint restored from the blob store", "job", job, "epoch", e, "cid", root)
+	}
+	if k := j.cfg.Store.Known(artifact.KindCheckpoint, job); k != nil && k.Manifest.Version > uint64(e) {
+		return dir, nil // a later epoch is published already (a merge interrupted after publishing)
+	}
+	if got, err := j.publish(ctx, job, e, dir); err != nil {
+		return "", err
+	} else if got != root {
+		return "", fmt.Errorf("judge: checkpoint of epoch %d of %s in %s is %s, the log records %s", e, job, dir, got, root)
+	}
+	return dir, nil
 }
 
 // aggregate merges the epoch being aggregated and publishes it: it loads
@@ -167,7 +275,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		return j.fail(ctx, jb.ID, err.Error())
 	}
 	e := jb.Epoch
-	start, err := j.startAdapter(plan, jb.ID, e)
+	start, err := j.startAdapter(ctx, plan, jb, e)
 	if err != nil {
 		return fmt.Errorf("judge: checkpoint of epoch %d: %w", e-1, err)
 	}
@@ -197,7 +305,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	}
 	for _, sl := range res.Slashes {
 		j.log.Warn("spot-check failed", "job", jb.ID, "node", short(sl.Node), "sync", sl.Sync, "detail", sl.Detail)
-		b, _ := os.ReadFile(j.deltaPath(jb.ID, sl.Slot))
+		b, _, _ := j.readDelta(ctx, jb.ID, sl.Slot, sl.Digest)
 		j.punish(ctx, jb.ID, sl.Node, sl.Offence, "slot "+sl.Slot.String()+": "+sl.Detail, []*submission{{file: b, digest: sl.Digest}})
 	}
 	for _, f := range res.Shortfalls {
@@ -230,6 +338,11 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	if err != nil {
 		return err
 	}
+	// Before the publication is logged: a replica that takes over from
+	// here on starts the next epoch from these bytes.
+	if err := j.keepCheckpoint(ctx, dir, root); err != nil {
+		return err
+	}
 	rep.CID, rep.CheckpointDir = root, dir
 	rep.MergeSeconds = j.cfg.Now().Sub(t0).Seconds()
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
@@ -238,7 +351,6 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	record, sig := j.sign("publication", map[string]any{
 		"job": jb.ID, "epoch": e, "cid": rep.CID, "weights_cid": rep.WeightsCID, "quality": rep.Quality,
 		"accuracy": rep.Accuracy, "rule": rep.Rule, "deltas": len(rep.Scores), "time": j.cfg.Now().UTC().Format(time.RFC3339Nano),
-		"hanzod": hex.EncodeToString(j.cfg.Key.Public().(ed25519.PublicKey)),
 	})
 	j.pay(ctx, jb.ID, e, res.Rewards)
 	if _, err := j.eng.Do(ctx, state.PublishCheckpoint{Job: jb.ID, Epoch: e, CID: rep.CID, Record: record, Signature: sig}); err != nil {
@@ -284,10 +396,49 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 	return in, nil
 }
 
+// ErrUnstaked is returned when the signing key's account has less than
+// Config.MinStake bonded: the judge signs no records then.
+var ErrUnstaked = errors.New("judge: the orchestrator's signing key is not staked")
+
+// Account is the ledger account of the signing key: its public key in hex.
+func (j *Judge) Account() string { return hex.EncodeToString(j.cfg.Key.Public().(ed25519.PublicKey)) }
+
+// CheckStake says whether the signing key's account has Config.MinStake
+// bonded in the embedded ledger, and how to bond it when not.
+func (j *Judge) CheckStake() error {
+	if j.cfg.MinStake == 0 {
+		return nil
+	}
+	acct := j.Account()
+	var bonded ledger.Amount
+	j.eng.View(func(m *state.Machine) { bonded = m.Account(acct).Bonded })
+	if bonded >= j.cfg.MinStake {
+		return nil
+	}
+	return fmt.Errorf("%w: account %s has %s GYM bonded, an orchestrator needs %s: deposit and bond it on the leader "+
+		"(gym ledger deposit --account %s --amount %s, then gym ledger bond --account %s --amount %s); "+
+		"every replica signs with the same key (--key FILE)", ErrUnstaked, acct, gymString(bonded), gymString(j.cfg.MinStake),
+		acct, gymString(j.cfg.MinStake-bonded), acct, gymString(j.cfg.MinStake-bonded))
+}
+
+func gymString(a ledger.Amount) string {
+	if a%ledger.GYM == 0 {
+		return fmt.Sprintf("%d", a/ledger.GYM)
+	}
+	return fmt.Sprintf("%d.%06d", a/ledger.GYM, a%ledger.GYM)
+}
+
 // sign returns the canonical JSON of a record and its signature by hanzod
-// over "zoo-gym/record/v1/" ‖ kind ‖ 0x00 ‖ record.
+// over "zoo-gym/record/v1/" ‖ kind ‖ 0x00 ‖ record. Every record names the
+// signing key ("hanzod", which is also its ledger account) and the stake
+// it had bonded when it signed ("bonded", micro-GYM): anyone checks a
+// record from the record itself and a ledger lookup (CheckRecord).
 func (j *Judge) sign(kind string, fields map[string]any) (string, string) {
 	fields["kind"] = kind
+	fields["hanzod"] = j.Account()
+	var bonded ledger.Amount
+	j.eng.View(func(m *state.Machine) { bonded = m.Account(j.Account()).Bonded })
+	fields["bonded"] = bonded
 	b, _ := json.Marshal(fields) // map keys sorted: canonical
 	return string(b), hex.EncodeToString(ed25519.Sign(j.cfg.Key, RecordMessage(kind, b)))
 }
@@ -295,6 +446,39 @@ func (j *Judge) sign(kind string, fields map[string]any) (string, string) {
 // RecordMessage is what hanzod signs for a record of kind.
 func RecordMessage(kind string, record []byte) []byte {
 	return append([]byte("zoo-gym/record/v1/"+kind+"\x00"), record...)
+}
+
+// CheckRecord checks a publication or settlement record from the record
+// alone and a ledger lookup: the signature verifies under the key the
+// record names ("hanzod"), and that key's account has at least min bonded
+// (bonded reads the ledger: the embedded one's GetBalance, or the chain).
+// It returns the account.
+func CheckRecord(kind, record, sigHex string, bonded func(account string) (ledger.Amount, error), min ledger.Amount) (string, error) {
+	var r struct {
+		Kind   string `json:"kind"`
+		Hanzod string `json:"hanzod"`
+	}
+	if err := json.Unmarshal([]byte(record), &r); err != nil {
+		return "", fmt.Errorf("judge: record: %w", err)
+	}
+	if r.Kind != kind {
+		return "", fmt.Errorf("judge: record of kind %q, want %q", r.Kind, kind)
+	}
+	pub, err := hex.DecodeString(r.Hanzod)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return "", fmt.Errorf("judge: record names no signing key (hanzod %q)", r.Hanzod)
+	}
+	if !VerifyRecord(pub, kind, record, sigHex) {
+		return r.Hanzod, fmt.Errorf("judge: the %s record's signature does not verify under %s", kind, r.Hanzod)
+	}
+	b, err := bonded(r.Hanzod)
+	if err != nil {
+		return r.Hanzod, err
+	}
+	if b < min {
+		return r.Hanzod, fmt.Errorf("%w: the record's signer %s has %s GYM bonded, an orchestrator needs %s", ErrUnstaked, r.Hanzod, gymString(b), gymString(min))
+	}
+	return r.Hanzod, nil
 }
 
 // VerifyRecord checks a publication or settlement record's signature

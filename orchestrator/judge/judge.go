@@ -30,10 +30,13 @@
 // accepted files, the ring history from the log), issues the resulting
 // commands and writes and publishes the checkpoint.
 //
-// The judge runs on the leader only; its files (accepted deltas,
-// evidence, checkpoints) live in the data directory. Every decision it
-// makes goes through the state machine as a command, so the log, not the
-// judge's memory, is the record.
+// The judge runs on the leader only. The bytes an epoch's merge needs —
+// accepted deltas, evidence, the checkpoints of record — go into a blob
+// store every replica reads (package blob: the data directory with the
+// embedded store, Valkey with replicas) before the verdict that depends
+// on them is logged, so a standby that takes over mid-epoch merges the
+// epoch. Every decision it makes goes through the state machine as a
+// command, so the log, not the judge's memory, is the record.
 package judge
 
 import (
@@ -60,11 +63,11 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
@@ -81,10 +84,21 @@ type Engine interface {
 
 // Config configures a Judge.
 type Config struct {
-	DataDir string             // deltas/, evidence/ and checkpoints/ go here
-	Key     ed25519.PrivateKey // hanzod's key: signs records, seeds spot-check sampling
-	Store   *store.Store       // content-addressed store checkpoints are published into
-	Threads int                // for evaluation and replay
+	DataDir string // checkpoints/ (the working copies) and, without Blobs, the blobs go here
+	// Blobs keeps the accepted deltas, the evidence and the checkpoints
+	// of record where every replica can read them (nil: a blob.Dir on
+	// DataDir, for the embedded store's single replica).
+	Blobs blob.Store
+	Key   ed25519.PrivateKey // hanzod's key: signs records, seeds spot-check sampling
+	// MinStake is what the signing key's account (its public key in hex,
+	// as a node's) must have bonded in the embedded ledger before the
+	// judge merges, publishes or settles anything — records signed by an
+	// orchestrator nobody can slash are worth nothing. The daemon sets the
+	// orchestrator role's minimum (ledger.MinStake, 50,000 GYM); 0: not
+	// checked.
+	MinStake ledger.Amount
+	Store    *store.Store // content-addressed store checkpoints are published into
+	Threads  int          // for evaluation and replay
 	// ShardSize is the number of held-out problems ΔL is measured on
 	// (default 128); EvalSize the number a checkpoint's accuracy is
 	// measured on (default 500).
@@ -132,6 +146,7 @@ type Judge struct {
 	failures  map[string]int                     // job/epoch → merges failed in a row
 	seen      map[string]map[string]jobspec.Slot // job → node/tensor digest → slot (replay detection)
 	waiting   map[string]time.Time               // job/epoch → when its first member finished
+	ready     map[string]bool                    // job/epoch → its start is in the artifact store
 
 	history eventHistory // the log's ring configurations and money, read incrementally
 
@@ -199,6 +214,13 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	if cfg.Threads < 1 {
 		cfg.Threads = 1
 	}
+	if cfg.Blobs == nil {
+		d, err := blob.NewDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Blobs = d
+	}
 	if cfg.ShardSize == 0 {
 		cfg.ShardSize = 128
 	}
@@ -224,7 +246,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 		cfg.NewPlan = jobconf.FromSpec
 	}
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
-		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{},
+		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{}, ready: map[string]bool{},
 		templates: map[string]*llama.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
 		plans: map[string]cachedPlan{},
@@ -534,22 +556,16 @@ func (j *Judge) conclude(ctx context.Context, s *submission, job string, a epoch
 		}
 		files := []*submission{s}
 		if o := a.Offence; o.Earlier != nil {
-			first, _ := os.ReadFile(j.deltaPath(job, *o.Earlier))
-			dg := o.EarlierDigest
-			if dg == "" {
-				dg = fileDigest(first)
-			}
+			first, dg, _ := j.readDelta(ctx, job, *o.Earlier, o.EarlierDigest)
 			files = []*submission{{file: first, digest: dg}, s}
 		}
 		j.punish(ctx, job, s.node, a.Offence.Name, a.Offence.Detail, files)
 		return resp, nil
 	}
-	// Accepted: keep the file, then record the verdict.
-	if err := os.MkdirAll(filepath.Dir(j.deltaPath(job, here)), 0o755); err != nil {
-		return Verdict{}, err
-	}
-	if err := atomicfile.WriteBytes(j.deltaPath(job, here), 0o644, true, s.file); err != nil {
-		return Verdict{}, err
+	// Accepted: keep the file where every replica reads it, then record
+	// the verdict (the worker is answered after both).
+	if err := j.cfg.Blobs.Put(ctx, deltaBlob(job, s.digest), s.file); err != nil {
+		return Verdict{}, fmt.Errorf("judge: keep accepted delta: %w", err)
 	}
 	v := state.DeltaJudged{Job: job, Node: s.node, Epoch: a.Epoch, Sync: a.Sync, Step: meta.Step, Sequence: meta.Sequence,
 		Samples: meta.Samples, Digest: s.digest, Accepted: true}
@@ -610,7 +626,8 @@ type Evidence struct {
 // EvidenceFile is one signed delta of the evidence.
 type EvidenceFile struct {
 	Digest string `json:"digest"`
-	Path   string `json:"path"`
+	Blob   string `json:"blob,omitempty"`  // its name in the blob store every replica reads
+	Path   string `json:"path,omitempty"`  // the file, when the blob store is a directory
 	Delta  string `json:"delta,omitempty"` // base64 of the whole file when it fits
 }
 
@@ -634,11 +651,16 @@ func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, fil
 		if f == nil || len(f.file) == 0 {
 			continue
 		}
-		p := filepath.Join(j.cfg.DataDir, "evidence", job, f.digest+".delta")
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-			_ = atomicfile.WriteBytes(p, 0o644, true, f.file)
+		name := "evidence/" + job + "/" + f.digest + ".delta"
+		ef := EvidenceFile{Digest: f.digest}
+		if err := j.cfg.Blobs.Put(ctx, name, f.file); err == nil || errors.Is(err, blob.ErrConflict) {
+			ef.Blob = name
+			if d, ok := j.cfg.Blobs.(*blob.Dir); ok {
+				ef.Path = d.Path(name)
+			}
+		} else {
+			j.log.Warn("evidence not kept", "job", job, "digest", f.digest, "err", err)
 		}
-		ef := EvidenceFile{Digest: f.digest, Path: p}
 		if len(f.file) <= maxInlineEvidence {
 			ef.Delta = base64.StdEncoding.EncodeToString(f.file)
 		}
@@ -667,8 +689,51 @@ func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, fil
 	}
 }
 
-func (j *Judge) deltaPath(job string, s jobspec.Slot) string {
-	return filepath.Join(j.cfg.DataDir, "deltas", job, fmt.Sprintf("e%04d-s%08d-%s.delta", s.Epoch, s.Step, s.Node)) // sortable
+// deltaBlob names an accepted delta file in the blob store: by the
+// signature digest the log's verdict records.
+func deltaBlob(job, digest string) string { return "deltas/" + job + "/" + digest + ".delta" }
+
+// legacyDeltaPath is where judges before the blob store kept an accepted
+// delta (read when the blob is missing, for a data directory written by
+// one).
+func (j *Judge) legacyDeltaPath(job string, s jobspec.Slot) string {
+	return filepath.Join(j.cfg.DataDir, "deltas", job, fmt.Sprintf("e%04d-s%08d-%s.delta", s.Epoch, s.Step, s.Node))
+}
+
+// AcceptedDelta returns the accepted delta file of job's slot sl (from
+// the blob store, checked against the digest the log records).
+func (j *Judge) AcceptedDelta(ctx context.Context, job string, sl jobspec.Slot) ([]byte, error) {
+	b, _, err := j.readDelta(ctx, job, sl, "")
+	return b, err
+}
+
+// readDelta returns the accepted file of slot sl and its digest: the one
+// the log records for the slot (digest "" looks it up), read from the blob
+// store and checked against it.
+func (j *Judge) readDelta(ctx context.Context, job string, sl jobspec.Slot, digest string) ([]byte, string, error) {
+	if digest == "" {
+		j.eng.View(func(m *state.Machine) {
+			if jb, ok := m.Job(job); ok {
+				digest = jb.Slots[sl]
+			}
+		})
+	}
+	if digest == "" {
+		return nil, "", fmt.Errorf("judge: slot %s of %s has no accepted delta", sl, job)
+	}
+	b, err := j.cfg.Blobs.Get(ctx, deltaBlob(job, digest))
+	if errors.Is(err, blob.ErrNotFound) {
+		if lb, lerr := os.ReadFile(j.legacyDeltaPath(job, sl)); lerr == nil {
+			b, err = lb, nil
+		}
+	}
+	if err != nil {
+		return nil, digest, fmt.Errorf("judge: accepted delta of slot %s: %w", sl, err)
+	}
+	if got := fileDigest(b); got != digest {
+		return nil, digest, fmt.Errorf("judge: accepted delta of slot %s: the stored file's digest is %s, the log's %s", sl, got, digest)
+	}
+	return b, digest, nil
 }
 
 // seenFor returns job's tensor digests (node/digest → slot), loading them
@@ -709,9 +774,9 @@ func (j *Judge) loadDelta(ctx context.Context, job string, sl jobspec.Slot, temp
 // loadDeltaBackend is loadDelta that also returns the backend the delta's
 // metadata claims (jobconf.BackendOf).
 func (j *Judge) loadDeltaBackend(ctx context.Context, job string, sl jobspec.Slot, template *llama.Adapter) (*llama.Adapter, delta.MetadataFields, string, error) {
-	b, err := os.ReadFile(j.deltaPath(job, sl))
+	b, _, err := j.readDelta(ctx, job, sl, "")
 	if err != nil {
-		return nil, delta.MetadataFields{}, "", fmt.Errorf("judge: accepted delta of slot %s: %w", sl, err)
+		return nil, delta.MetadataFields{}, "", err
 	}
 	d, err := delta.Read(ctx, bytes.NewReader(b), delta.DefaultLimits())
 	if err != nil {

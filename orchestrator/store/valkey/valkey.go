@@ -62,6 +62,7 @@ type Store struct {
 	kLog    string // list of records; element i is index base+i+1
 	kBase   string // records dropped from the head by Compact (absent: 0)
 	kSnap   string // hash: index, data
+	kBlob   string // prefix of the blobs' keys (Blobs)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,7 +78,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	c := redis.NewClient(opt)
 	p := "{" + cfg.Prefix + "}:"
-	s := &Store{c: c, timeout: cfg.Timeout, kLease: p + "lease", kToken: p + "token", kLog: p + "log", kBase: p + "base", kSnap: p + "snap"}
+	s := &Store{c: c, timeout: cfg.Timeout, kLease: p + "lease", kToken: p + "token", kLog: p + "log", kBase: p + "base", kSnap: p + "snap", kBlob: p + "blob:"}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
