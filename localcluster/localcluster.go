@@ -140,6 +140,19 @@ type Config struct {
 	// Kill, when set, kills one worker at a step (kill -9 for a process).
 	Kill *Kill
 
+	// Chain, when set, puts hanzod on a chain ledger (gym up --ledger
+	// evm): Start makes the workers' keys first, calls Chain with their
+	// node ids (in worker order) to deploy, fund and stake them on the
+	// chain, and gives hanzod the link it returns (daemon.Config.Chain):
+	// hanzod then admits only nodes staked on chain and mirrors rewards,
+	// slashes, publications and job locks onto it. ChainReport, when set,
+	// reads the job's record back from the chain for the summary once
+	// hanzod's mirror has caught up with the log (Run waits up to
+	// ChainWait for that, default two minutes).
+	Chain       func(ctx context.Context, nodes []string) (*daemon.ChainLink, error)
+	ChainReport func(ctx context.Context, job string) (*ChainSummary, error)
+	ChainWait   time.Duration
+
 	// Log receives hanzod's log; nil writes it to Dir/hanzod.log.
 	Log *slog.Logger
 	// OnEvent receives what happens, one call at a time. It must not
@@ -341,6 +354,30 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	var link *daemon.ChainLink
+	if cfg.Chain != nil {
+		// The chain needs the node ids before hanzod starts: make the
+		// workers' keys now.
+		keys := make([]ed25519.PrivateKey, cfg.Workers)
+		ids := make([]string, cfg.Workers)
+		for i := range keys {
+			if cfg.Key != nil {
+				keys[i] = cfg.Key(i)
+			} else {
+				k, err := nodekey.Generate(rand.Reader)
+				if err != nil {
+					return nil, err
+				}
+				keys[i] = k
+			}
+			ids[i] = nodekey.PublicHex(keys[i])
+		}
+		c.cfg.Key = func(i int) ed25519.PrivateKey { return keys[i] }
+		var err error
+		if link, err = cfg.Chain(ctx, ids); err != nil {
+			return nil, fmt.Errorf("localcluster: chain: %w", err)
+		}
+	}
 	if c.log == nil {
 		f, err := os.Create(filepath.Join(cfg.Dir, "hanzod.log"))
 		if err != nil {
@@ -358,6 +395,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
 	dc.Server.NodeRate = cfg.NodeRate
 	dc.IPFS, dc.PinMinBackoff, dc.PinMaxBackoff = cfg.IPFS, cfg.PinMinBackoff, cfg.PinMaxBackoff
+	dc.Chain = link
 	d, err := daemon.Start(ctx, dc, c.log)
 	if err != nil {
 		c.closeLog()
@@ -403,7 +441,7 @@ func (c *Cluster) waitLeading(ctx context.Context) error {
 
 // setup funds the treasury and makes and stakes the workers' keys.
 func (c *Cluster) setup(ctx context.Context) error {
-	cfg := c.cfg
+	cfg := c.cfg // c.cfg: Key set by Start for a chain
 	if cfg.Treasury > 0 {
 		if _, err := c.eng.Do(ctx, state.Deposit{Account: ledger.Treasury, Amount: cfg.Treasury}); err != nil {
 			return err
