@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -54,6 +53,7 @@ type Chain struct {
 	addrs    chain.Addresses
 	l        *evm.Ledger
 	accounts map[string]string // node id → 0x-address
+	nodes    []string          // in worker order
 	// SetupGas is the gas of each setup transaction.
 	SetupGas []chain.Step
 }
@@ -77,7 +77,7 @@ func Setup(ctx context.Context, cfg Config, nodes []string) (*Chain, error) {
 		return nil, err
 	}
 	ec := ethclient.NewClient(rc)
-	c := &Chain{cfg: cfg, ec: ec, accounts: map[string]string{}}
+	c := &Chain{cfg: cfg, ec: ec, accounts: map[string]string{}, nodes: append([]string(nil), nodes...)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -201,13 +201,10 @@ func (c *Chain) Report(ctx context.Context, job string) (*localcluster.ChainSumm
 	s := &localcluster.ChainSummary{ChainID: c.addrs.ChainID, RPC: c.cfg.RPC, GYMToken: c.addrs.GYMToken.Hex(),
 		MiningPool: c.addrs.MiningPool.Hex(), Registry: c.addrs.PublicationRegistry.Hex()}
 	byAddr := map[common.Address]string{}
-	ids := make([]string, 0, len(c.accounts))
 	for id, a := range c.accounts {
-		ids = append(ids, id)
 		byAddr[common.HexToAddress(a)] = id
 	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range c.nodes {
 		p, err := c.l.Position(ctx, c.accounts[id])
 		if err != nil {
 			return nil, err
