@@ -3,6 +3,8 @@ package localchain
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -38,6 +40,9 @@ type Config struct {
 	// Stake is minted to and staked by every node (at least the node
 	// minimum, 10,000 GYM); PoolFunds is minted into the MiningPool.
 	Stake, PoolFunds ledger.Amount
+	// Map, when set, gives hanzod the node → account map (the operator's
+	// --chain-accounts) instead of the nodes' own bindings on chain.
+	Map bool
 	// Confirmations each transaction waits for (0: 1).
 	Confirmations uint64
 	// Poll is the receipt polling interval (0: 50 ms).
@@ -60,9 +65,15 @@ type Chain struct {
 
 // Setup deploys the contracts with a fresh orchestrator key, funds the
 // MiningPool, and for every node makes an Ethereum key, sends it gas
-// money, mints it cfg.Stake and stakes it as a node (with the node's own
-// key, as a node operator would). nodes are hanzod's node ids.
-func Setup(ctx context.Context, cfg Config, nodes []string) (*Chain, error) {
+// money, mints it cfg.Stake, stakes it as a node and binds the node's
+// Ed25519 key to it (GYMToken.bindNode, signed by both keys), each with
+// the node's own keys, as a node operator would. nodeKeys are the nodes'
+// Ed25519 keys (hanzod's node ids are their public halves).
+func Setup(ctx context.Context, cfg Config, nodeKeys []ed25519.PrivateKey) (*Chain, error) {
+	nodes := make([]string, len(nodeKeys))
+	for i, k := range nodeKeys {
+		nodes[i] = hex.EncodeToString(k.Public().(ed25519.PublicKey))
+	}
 	if cfg.Stake < 10_000*ledger.GYM {
 		return nil, fmt.Errorf("localchain: stake %d µGYM is below the node minimum of 10,000 GYM", cfg.Stake)
 	}
@@ -130,7 +141,12 @@ func Setup(ctx context.Context, cfg Config, nodes []string) (*Chain, error) {
 	if c.l, err = evm.New(ctx, evm.Config{Client: c.client, Addresses: c.addrs, Key: orch, Accounts: kr}); err != nil {
 		return nil, err
 	}
-	for _, id := range nodes {
+	for i, id := range nodes {
+		r, err := chain.BindNode(ctx, c.client, c.addrs, keys[i], nodeKeys[i])
+		if err != nil {
+			return nil, fmt.Errorf("localchain: bind %s: %w", id, err)
+		}
+		c.SetupGas = append(c.SetupGas, chain.Step{What: "bindNode " + id[:12], Tx: r.TxHash, Gas: r.GasUsed})
 		if err := c.l.Deposit(ctx, id, cfg.Stake); err != nil {
 			return nil, fmt.Errorf("localchain: mint the stake of %s: %w", id, err)
 		}
@@ -183,10 +199,16 @@ func (c *Chain) Ledger() *evm.Ledger { return c.l }
 // Accounts maps the node ids to their addresses (accounts.json).
 func (c *Chain) Accounts() map[string]string { return c.accounts }
 
-// Link is hanzod's chain link: the ledger, the stake check and the
-// accounts map.
+// Link is hanzod's chain link: the ledger, the stake check and the nodes'
+// bindings on chain (or, with Config.Map, the accounts map).
 func (c *Chain) Link() *daemon.ChainLink {
-	return &daemon.ChainLink{Book: c.l, Staked: c.l.IsStaked, Accounts: c.accounts, StakeMaxAge: time.Minute}
+	l := &daemon.ChainLink{Book: c.l, Staked: c.l.IsStaked, StakeMaxAge: time.Minute}
+	if c.cfg.Map {
+		l.Accounts = c.accounts
+	} else {
+		l.Bound = c.l.NodeAccount
+	}
+	return l
 }
 
 func gym(a *big.Int) float64 {

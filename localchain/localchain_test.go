@@ -2,6 +2,7 @@ package localchain_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"math"
 	"os"
@@ -66,7 +67,7 @@ func TestUpOnGeth(t *testing.T) {
 	cfg.Attacks = []string{"", "", "", worker.AttackSignFlip}
 	cfg.Treasury = 300 * ledger.GYM
 	var ch *localchain.Chain
-	cfg.Chain = func(ctx context.Context, nodes []string) (*daemon.ChainLink, error) {
+	cfg.Chain = func(ctx context.Context, nodes []ed25519.PrivateKey) (*daemon.ChainLink, error) {
 		var err error
 		ch, err = localchain.Setup(ctx, localchain.Config{RPC: g.URL, Dir: filepath.Join(root, "chain"), Stake: 10_000 * ledger.GYM,
 			PoolFunds: cfg.Treasury}, nodes)
@@ -86,8 +87,12 @@ func TestUpOnGeth(t *testing.T) {
 		decided  = make(chan struct{}, 1) // a payment decided while it is down
 		down     bool
 		queuedAt int
+		hanzod   = make(chan *daemon.Daemon, 1)
 	)
 	cfg.OnEvent = func(ev localcluster.Event) {
+		if ev.Kind == localcluster.EventListening {
+			hanzod <- ev.Daemon
+		}
 		if ev.Kind != localcluster.EventHanzod {
 			return
 		}
@@ -126,10 +131,18 @@ func TestUpOnGeth(t *testing.T) {
 		mu.Lock()
 		down = true
 		mu.Unlock()
+		d := <-hanzod
 		select {
 		case <-decided:
 		case <-ctx.Done():
 		}
+		// The mirror has tried to send it and failed: it is queued.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		localcluster.Poll(wctx, 20*time.Millisecond, func() bool {
+			st, _ := d.ChainStatus()
+			return st.Failures > 0
+		})
+		cancel()
 		mu.Lock()
 		down = false
 		mu.Unlock()

@@ -141,15 +141,15 @@ type Config struct {
 	Kill *Kill
 
 	// Chain, when set, puts hanzod on a chain ledger (gym up --ledger
-	// evm): Start makes the workers' keys first, calls Chain with their
-	// node ids (in worker order) to deploy, fund and stake them on the
+	// evm): Start makes the workers' keys first, calls Chain with them
+	// (in worker order) to deploy, fund, stake and bind them on the
 	// chain, and gives hanzod the link it returns (daemon.Config.Chain):
 	// hanzod then admits only nodes staked on chain and mirrors rewards,
 	// slashes, publications and job locks onto it. ChainReport, when set,
 	// reads the job's record back from the chain for the summary once
 	// hanzod's mirror has caught up with the log (Run waits up to
 	// ChainWait for that, default two minutes).
-	Chain       func(ctx context.Context, nodes []string) (*daemon.ChainLink, error)
+	Chain       func(ctx context.Context, nodes []ed25519.PrivateKey) (*daemon.ChainLink, error)
 	ChainReport func(ctx context.Context, job string) (*ChainSummary, error)
 	ChainWait   time.Duration
 
@@ -274,6 +274,8 @@ type Event struct {
 	// addresses.
 	Addr, ArtifactsAddr string
 	CID, Detail         string
+	// Daemon is hanzod (EventListening): tests watch its state through it.
+	Daemon *daemon.Daemon
 }
 
 // Worker is one worker of the cluster.
@@ -359,7 +361,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// The chain needs the node ids before hanzod starts: make the
 		// workers' keys now.
 		keys := make([]ed25519.PrivateKey, cfg.Workers)
-		ids := make([]string, cfg.Workers)
 		for i := range keys {
 			if cfg.Key != nil {
 				keys[i] = cfg.Key(i)
@@ -370,11 +371,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 				}
 				keys[i] = k
 			}
-			ids[i] = nodekey.PublicHex(keys[i])
 		}
 		c.cfg.Key = func(i int) ed25519.PrivateKey { return keys[i] }
 		var err error
-		if link, err = cfg.Chain(ctx, ids); err != nil {
+		if link, err = cfg.Chain(ctx, keys); err != nil {
 			return nil, fmt.Errorf("localcluster: chain: %w", err)
 		}
 	}
@@ -408,7 +408,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
-	c.emit(Event{Kind: EventListening, Addr: d.Addr(), ArtifactsAddr: d.ArtifactsAddr()})
+	c.emit(Event{Kind: EventListening, Addr: d.Addr(), ArtifactsAddr: d.ArtifactsAddr(), Daemon: d})
 	if cfg.ModelDir != "" {
 		if err := c.publishBase(ctx); err != nil {
 			c.Close()

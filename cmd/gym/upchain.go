@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -28,7 +29,7 @@ func upChain(ctx context.Context, o upOptions, cfg *localcluster.Config, v *upVi
 	}
 	v.say("chain: geth --dev at %s (%s)", g.URL, bin)
 	var ch *localchain.Chain
-	cfg.Chain = func(ctx context.Context, nodes []string) (*hanzod.ChainLink, error) {
+	cfg.Chain = func(ctx context.Context, nodes []ed25519.PrivateKey) (*hanzod.ChainLink, error) {
 		var err error
 		ch, err = localchain.Setup(ctx, localchain.Config{RPC: g.URL, Dir: dir, Stake: cfg.Stake, PoolFunds: cfg.Treasury,
 			Confirmations: o.confirmations}, nodes)
@@ -40,7 +41,7 @@ func upChain(ctx context.Context, o upOptions, cfg *localcluster.Config, v *upVi
 			gas += s.Gas
 		}
 		a := ch.Addresses()
-		v.say("chain: contracts deployed (GYMToken %s, MiningPool %s, PublicationRegistry %s; %d gas), %d workers staked %.0f GYM each as nodes, pool funded with %.0f GYM",
+		v.say("chain: contracts deployed (GYMToken %s, MiningPool %s, PublicationRegistry %s; %d gas in all), %d workers bound to their own accounts and staked %.0f GYM each as nodes, pool funded with %.0f GYM",
 			a.GYMToken.Hex(), a.MiningPool.Hex(), a.PublicationRegistry.Hex(), gas, len(nodes), float64(cfg.Stake)/float64(ledger.GYM), float64(cfg.Treasury)/float64(ledger.GYM))
 		return ch.Link(), nil
 	}
