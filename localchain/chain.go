@@ -61,6 +61,9 @@ type Chain struct {
 	nodes    []string          // in worker order
 	// SetupGas is the gas of each setup transaction.
 	SetupGas []chain.Step
+	// Latency is each node's setup transactions' time from the gas
+	// estimate to the receipt with its confirmations (bind, mint, stake).
+	Latency []time.Duration
 }
 
 // Setup deploys the contracts with a fresh orchestrator key, funds the
@@ -142,16 +145,36 @@ func Setup(ctx context.Context, cfg Config, nodeKeys []ed25519.PrivateKey) (*Cha
 		return nil, err
 	}
 	for i, id := range nodes {
+		t0 := time.Now()
 		r, err := chain.BindNode(ctx, c.client, c.addrs, keys[i], nodeKeys[i])
+		c.Latency = append(c.Latency, time.Since(t0))
 		if err != nil {
 			return nil, fmt.Errorf("localchain: bind %s: %w", id, err)
 		}
 		c.SetupGas = append(c.SetupGas, chain.Step{What: "bindNode " + id[:12], Tx: r.TxHash, Gas: r.GasUsed})
+		t0 = time.Now()
 		if err := c.l.Deposit(ctx, id, cfg.Stake); err != nil {
 			return nil, fmt.Errorf("localchain: mint the stake of %s: %w", id, err)
 		}
+		t1 := time.Now()
 		if err := c.l.Stake(ctx, id, ledger.RoleNode, cfg.Stake); err != nil {
 			return nil, fmt.Errorf("localchain: stake %s: %w", id, err)
+		}
+		c.Latency = append(c.Latency, t1.Sub(t0), time.Since(t1))
+	}
+	// hanzod finds a binding through the chain's log index, which a node
+	// may update after the receipt: wait until every binding is found.
+	for _, id := range nodes {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var lerr error
+		err := localcluster.Poll(wctx, cfg.Poll, func() bool {
+			a, ok, err := c.l.NodeAccount(wctx, id)
+			lerr = err
+			return ok && a == c.accounts[id]
+		})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("localchain: the binding of %s is not found on chain: %v %v", id, err, lerr)
 		}
 	}
 	b, _ := json.MarshalIndent(c.accounts, "", "  ")

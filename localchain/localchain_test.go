@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -248,6 +249,13 @@ func TestUpOnGeth(t *testing.T) {
 	}
 	t.Logf("run %.1f s; gas of the epoch payments (4 workers): %v total over %d epochs; %d mirror failures while geth was down",
 		time.Since(start).Seconds(), gas, len(cs.Epochs), cs.MirrorFailures)
+	for _, st := range ch.SetupGas {
+		t.Logf("setup: %s: %d gas", st.What, st.Gas)
+	}
+	lat := append([]time.Duration(nil), ch.Latency...)
+	slices.Sort(lat)
+	t.Logf("confirmation latency of %d setup transactions (estimate to receipt, 1 confirmation): min %v, median %v, max %v",
+		len(lat), lat[0], lat[len(lat)/2], lat[len(lat)-1])
 	for _, e := range cs.Epochs {
 		t.Logf("epoch %d: %d workers, %.3f GYM, gas %d", e.Epoch, e.Workers, e.Total, e.Gas)
 	}
