@@ -152,6 +152,18 @@ type Config struct {
 	// leaves: the lease is not released) once an accepted delta of a step
 	// at or past Step (counted within the epoch, from 1) of Epoch is logged.
 	KillLeader *KillLeader
+	// Chain, when set, puts hanzod on a chain ledger (gym up --ledger
+	// evm): Start makes the workers' keys first, calls Chain with them
+	// (in worker order) to deploy, fund, stake and bind them on the
+	// chain, and gives hanzod the link it returns (daemon.Config.Chain):
+	// hanzod then admits only nodes staked on chain and mirrors rewards,
+	// slashes, publications and job locks onto it. ChainReport, when set,
+	// reads the job's record back from the chain for the summary once
+	// hanzod's mirror has caught up with the log (Run waits up to
+	// ChainWait for that, default two minutes).
+	Chain       func(ctx context.Context, nodes []ed25519.PrivateKey) (*daemon.ChainLink, error)
+	ChainReport func(ctx context.Context, job string) (*ChainSummary, error)
+	ChainWait   time.Duration
 
 	// Log receives hanzod's log; nil writes it to Dir/hanzod.log.
 	Log *slog.Logger
@@ -283,6 +295,8 @@ type Event struct {
 	// addresses.
 	Addr, ArtifactsAddr string
 	CID, Detail         string
+	// Daemon is hanzod (EventListening): tests watch its state through it.
+	Daemon *daemon.Daemon
 }
 
 // Worker is one worker of the cluster.
@@ -369,6 +383,28 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	var link *daemon.ChainLink
+	if cfg.Chain != nil {
+		// The chain needs the node ids before hanzod starts: make the
+		// workers' keys now.
+		keys := make([]ed25519.PrivateKey, cfg.Workers)
+		for i := range keys {
+			if cfg.Key != nil {
+				keys[i] = cfg.Key(i)
+			} else {
+				k, err := nodekey.Generate(rand.Reader)
+				if err != nil {
+					return nil, err
+				}
+				keys[i] = k
+			}
+		}
+		c.cfg.Key = func(i int) ed25519.PrivateKey { return keys[i] }
+		var err error
+		if link, err = cfg.Chain(ctx, keys); err != nil {
+			return nil, fmt.Errorf("localcluster: chain: %w", err)
+		}
+	}
 	if c.log == nil {
 		f, err := os.Create(filepath.Join(cfg.Dir, "hanzod.log"))
 		if err != nil {
@@ -402,6 +438,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
 	dc.Server.NodeRate = cfg.NodeRate
 	dc.IPFS, dc.PinMinBackoff, dc.PinMaxBackoff = cfg.IPFS, cfg.PinMinBackoff, cfg.PinMaxBackoff
+	dc.Chain = link
 	var addrs []string
 	for i := range max(cfg.Replicas, 1) {
 		rc := dc
@@ -427,7 +464,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
-	c.emit(Event{Kind: EventListening, Addr: d.Addr(), ArtifactsAddr: d.ArtifactsAddr()})
+	c.emit(Event{Kind: EventListening, Addr: d.Addr(), ArtifactsAddr: d.ArtifactsAddr(), Daemon: d})
 	if cfg.ModelDir != "" {
 		if err := c.publishBase(ctx); err != nil {
 			c.Close()
@@ -467,7 +504,7 @@ func (c *Cluster) waitLeading(ctx context.Context) error {
 
 // setup funds the treasury and makes and stakes the workers' keys.
 func (c *Cluster) setup(ctx context.Context) error {
-	cfg := c.cfg
+	cfg := c.cfg // c.cfg: Key set by Start for a chain
 	if cfg.Treasury > 0 {
 		if _, err := c.engine().Do(ctx, state.Deposit{Account: ledger.Treasury, Amount: cfg.Treasury}); err != nil {
 			return err

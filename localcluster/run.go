@@ -55,6 +55,63 @@ type Summary struct {
 	// Pins is the IPFS pinning of each published checkpoint, with
 	// Config.IPFS.
 	Pins []Pin `json:"ipfs_pins,omitempty"`
+	// Chain is what the chain holds of the run, read back from it, with
+	// Config.ChainReport.
+	Chain *ChainSummary `json:"chain,omitempty"`
+}
+
+// ChainSummary is a run's record on the chain, read back from it (not from
+// hanzod): every node's stake and slashes, each epoch's payment and each
+// checkpoint's publication record, and hanzod's mirror's counters.
+type ChainSummary struct {
+	ChainID      uint64             `json:"chain_id"`
+	RPC          string             `json:"rpc"`
+	GYMToken     string             `json:"gym_token"`
+	MiningPool   string             `json:"mining_pool"`
+	Registry     string             `json:"publication_registry"`
+	Treasury     float64            `json:"treasury_gym"` // the pool's balance at the end
+	Nodes        []ChainNode        `json:"nodes"`
+	Epochs       []ChainEpoch       `json:"epochs"`
+	Publications []ChainPublication `json:"publications"`
+	// Mirror is hanzod's chain mirror when the report was read.
+	MirrorPending  uint64 `json:"mirror_pending"`
+	MirrorFailures uint64 `json:"mirror_failures"`
+}
+
+// ChainNode is a worker's account on the chain.
+type ChainNode struct {
+	ID      string       `json:"id"`
+	Address string       `json:"address"`
+	Stake   float64      `json:"stake_gym"`   // bonded, as an on-chain node
+	Balance float64      `json:"balance_gym"` // free GYM (rewards land here)
+	Banned  bool         `json:"banned,omitempty"`
+	Slashes []ChainSlash `json:"slashes,omitempty"`
+}
+
+// ChainSlash is one slash record of GYMToken.slashesOf.
+type ChainSlash struct {
+	Offence      int     `json:"offence"`
+	Pct          int     `json:"pct"`
+	Amount       float64 `json:"amount_gym"`
+	EvidenceHash string  `json:"evidence_hash"` // keccak256, 0x-hex
+}
+
+// ChainEpoch is one MiningPool.EpochRewardsDistributed of the job.
+type ChainEpoch struct {
+	Epoch   uint64             `json:"epoch"`
+	Workers int                `json:"workers"`
+	Total   float64            `json:"total_gym"`
+	Paid    map[string]float64 `json:"paid_gym"` // node id (or address) → GYM, from the transaction's Transfers
+	Tx      string             `json:"tx"`
+	Block   uint64             `json:"block"`
+	Gas     uint64             `json:"gas"`
+}
+
+// ChainPublication is one PublicationRegistry record of the job.
+type ChainPublication struct {
+	Epoch  uint64 `json:"epoch"`
+	CID    string `json:"cid"`
+	Signer string `json:"signer"` // hanzod's Ed25519 key, hex
 }
 
 // Pin is where the IPFS pinning of one checkpoint stood when Run ended.
@@ -233,6 +290,11 @@ func Run(ctx context.Context, cfg Config, spec jobspec.Spec) (*Summary, error) {
 		for _, id := range jb.CIDs {
 			e, _ := q.Get(id)
 			sum.Pins = append(sum.Pins, Pin{CID: id, State: cmp.Or(e.State, pin.Pending), Attempts: e.Attempts, Error: e.LastError})
+		}
+	}
+	if c.cfg.ChainReport != nil {
+		if sum.Chain, err = c.chainReport(ctx, job); err != nil {
+			return nil, err
 		}
 	}
 	b, _ := json.MarshalIndent(sum, "", "  ")
@@ -421,4 +483,33 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		}
 	}
 	return sum, nil
+}
+
+// chainReport waits (up to Config.ChainWait) until hanzod's chain mirror
+// has caught up with the event log as it stands now, then reads the job's
+// record back from the chain.
+func (c *Cluster) chainReport(ctx context.Context, job string) (*ChainSummary, error) {
+	wait := cmp.Or(c.cfg.ChainWait, 2*time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	_, last, err := c.engine().Read(wctx, 1<<62, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := Poll(wctx, 50*time.Millisecond, func() bool {
+		st, ok := c.leader().ChainStatus()
+		return !ok || st.Cursor >= last
+	}); err != nil {
+		st, _ := c.leader().ChainStatus()
+		return nil, fmt.Errorf("localcluster: hanzod's chain mirror did not catch up within %v (at event %d of %d, %d failures, last error %q)",
+			wait, st.Cursor, last, st.Failures, st.LastError)
+	}
+	cs, err := c.cfg.ChainReport(ctx, job)
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: read the chain: %w", err)
+	}
+	if st, ok := c.leader().ChainStatus(); ok {
+		cs.MirrorPending, cs.MirrorFailures = st.Pending, st.Failures
+	}
+	return cs, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zooai/gym/chain"
+	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/ledger/evm"
 )
@@ -25,7 +27,7 @@ func newChain() *cobra.Command {
 		Long: `chain deploys the stake, reward and publication contracts to an EVM chain and
 reads them back; hanzod --ledger evm uses them (docs/chain.md).`,
 	}
-	cmd.AddCommand(newChainKeygen(), newChainDeploy(), newChainBalance(), newChainPublication())
+	cmd.AddCommand(newChainKeygen(), newChainDeploy(), newChainBalance(), newChainBind(), newChainPublication())
 	return cmd
 }
 
@@ -179,46 +181,124 @@ func newChainBalance() *cobra.Command {
 	var f chainFlags
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "balance [--json] ADDRESS|treasury",
+		Use:   "balance [--json] ADDRESS|NODE|treasury",
 		Short: "Show an address's GYM balance, stake, unbonding, locks and slashes on chain",
-		Args:  exactArgs(1),
+		Long: `balance reads an account on chain: a 0x-address, a node id (64 hex
+characters: the account the node bound to its key with 'gym chain bind',
+whose signature is checked here), or "treasury" (the MiningPool).`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			l, closeC, err := openReadOnly(ctx, &f)
-			if err != nil {
-				return err
-			}
-			defer closeC()
-			w := cmd.OutOrStdout()
-			if args[0] == ledger.Treasury {
-				t, err := l.Treasury(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return json.NewEncoder(w).Encode(map[string]uint64{"treasury": uint64(t)})
-				}
-				fmt.Fprintf(w, "treasury (MiningPool)  %s\n", gymAmount(uint64(t)))
-				return nil
-			}
-			p, err := l.Position(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(w).Encode(p)
-			}
-			fmt.Fprintf(w, "free       %s\nstaked     %s as %v\nunbonding  %s in %d entries\nlocked by  %d unsettled jobs\nbanned     %v\n",
-				gymAmount(uint64(p.Free)), gymAmount(uint64(p.Bonded)), p.Role, gymAmount(uint64(p.Unbonded())), len(p.Unbonding), p.Locks, p.Banned)
-			for _, s := range p.Slashes {
-				fmt.Fprintf(w, "slash %d    %d%%, %s, evidence keccak256 %s\n", s.Offence, s.Pct, gymAmount(uint64(s.Amount)), hex.EncodeToString(s.EvidenceHash[:]))
-			}
-			return nil
+			return chainBalance(cmd, &f, args[0], asJSON)
 		},
 	}
 	f.register(cmd, true)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (amounts in micro-GYM)")
+	return cmd
+}
+
+// chainBalance prints what the chain holds of account: a 0x-address, a
+// node id (resolved through the node's binding) or the treasury.
+func chainBalance(cmd *cobra.Command, f *chainFlags, account string, asJSON bool) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	l, closeC, err := openReadOnly(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer closeC()
+	w := cmd.OutOrStdout()
+	if account == ledger.Treasury {
+		t, err := l.Treasury(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(w).Encode(map[string]uint64{"treasury": uint64(t)})
+		}
+		fmt.Fprintf(w, "treasury (MiningPool)  %s\n", gymAmount(uint64(t)))
+		return nil
+	}
+	addr := account
+	if !strings.HasPrefix(account, "0x") {
+		a, ok, err := l.NodeAccount(ctx, account)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("node %s has bound no account on chain (gym chain bind), or is not a node id; give its 0x-address", account)
+		}
+		addr = a
+	}
+	p, err := l.Position(ctx, addr)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(struct {
+			Account string `json:"account"`
+			ledger.Position
+		}{addr, p})
+	}
+	if addr != account {
+		fmt.Fprintf(w, "node       %s\n", account)
+	}
+	fmt.Fprintf(w, "account    %s\nfree       %s\nstaked     %s as %v\nunbonding  %s in %d entries\nlocked by  %d unsettled jobs\nbanned     %v\n",
+		addr, gymAmount(uint64(p.Free)), gymAmount(uint64(p.Bonded)), p.Role, gymAmount(uint64(p.Unbonded())), len(p.Unbonding), p.Locks, p.Banned)
+	for _, s := range p.Slashes {
+		fmt.Fprintf(w, "slash %d    %d%%, %s, evidence keccak256 %s\n", s.Offence, s.Pct, gymAmount(uint64(s.Amount)), hex.EncodeToString(s.EvidenceHash[:]))
+	}
+	return nil
+}
+
+func newChainBind() *cobra.Command {
+	var f chainFlags
+	var nodeKey, key string
+	cmd := &cobra.Command{
+		Use:   "bind --node-key FILE --key FILE",
+		Short: "Bind a node's Ed25519 key to an Ethereum account on chain (signed by both keys)",
+		Long: `bind makes the account of --key (a secp256k1 key file, 'gym chain keygen') the
+node's chain account: the node key (--node-key, 'gym keygen') signs the chain
+id, the GYMToken contract and the account, and the account sends
+GYMToken.bindNode with that signature. hanzod --ledger evm checks the
+signature off chain and then reads the node's stake from that account and
+pays its rewards there; a binding replaces the operator's --chain-accounts
+entry for the node. Binding the account again, to another node key, ends
+this binding. Stake with the same account (GYMToken.stake(1, amount)).`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nodeKey == "" || key == "" {
+				return usageError{fmt.Errorf("--node-key FILE and --key FILE are required")}
+			}
+			nk, err := nodekey.Load(nodeKey)
+			if err != nil {
+				return err
+			}
+			k, err := chain.LoadKey(key)
+			if err != nil {
+				return err
+			}
+			addrs, err := chain.ReadAddresses(f.contracts)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			c, closeC, err := f.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeC()
+			r, err := chain.BindNode(ctx, c, addrs, k, nk)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s bound to %s (tx %s, %d gas)\n", nodekey.PublicHex(nk), chain.Address(k).Hex(), r.TxHash.Hex(), r.GasUsed)
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&nodeKey, "node-key", "", "the node's key file (gym keygen)")
+	cmd.Flags().StringVar(&key, "key", "", "the account's secp256k1 key file (gym chain keygen)")
 	return cmd
 }
 

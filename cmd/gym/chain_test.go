@@ -10,6 +10,7 @@ import (
 
 	"github.com/zooai/gym/chain"
 	"github.com/zooai/gym/chain/chaintest"
+	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -60,5 +61,36 @@ func TestChainDeploy(t *testing.T) {
 	}
 	if r := gym(t, "chain", "publication", "--rpc", url, "--chain-id", "1337", "--contracts", out, "job-1", "1"); r.code == 0 {
 		t.Fatal("a publication that was never recorded was found")
+	}
+
+	// A node binds the account; its id then reads the account's position,
+	// through gym chain balance and gym ledger balance --chain.
+	nk, err := nodekey.Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nkFile := filepath.Join(dir, "node.key")
+	if err := nodekey.Save(nkFile, nk, false); err != nil {
+		t.Fatal(err)
+	}
+	id := nodekey.PublicHex(nk)
+	if r := gym(t, "chain", "balance", "--rpc", url, "--chain-id", "1337", "--contracts", out, id); r.code == 0 || !strings.Contains(r.stderr, "gym chain bind") {
+		t.Fatalf("balance of an unbound node: exit %d\n%s", r.code, r.stderr)
+	}
+	if b := mustGym(t, "chain", "bind", "--rpc", url, "--chain-id", "1337", "--contracts", out, "--node-key", nkFile, "--key", keyFile); !strings.Contains(b, "bound to "+a.Orchestrator.Hex()) {
+		t.Fatalf("bind: %s", b)
+	}
+	var bound struct {
+		Account string `json:"account"`
+		ledger.Position
+	}
+	if err := json.Unmarshal([]byte(mustGym(t, "chain", "balance", "--rpc", url, "--chain-id", "1337", "--contracts", out, "--json", id)), &bound); err != nil {
+		t.Fatal(err)
+	}
+	if bound.Account != a.Orchestrator.Hex() || bound.Bonded != 50_000*ledger.GYM {
+		t.Fatalf("node's position on chain %+v", bound)
+	}
+	if lb := mustGym(t, "ledger", "balance", "--chain", "--rpc", url, "--chain-id", "1337", "--contracts", out, id); !strings.Contains(lb, "50000.000000 GYM as orchestrator") || !strings.Contains(lb, a.Orchestrator.Hex()) {
+		t.Fatalf("gym ledger balance --chain:\n%s", lb)
 	}
 }

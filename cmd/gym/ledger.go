@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/chain"
 )
 
 func newLedger(o *orchestratorFlags) *cobra.Command {
@@ -68,7 +70,8 @@ type slashJSON struct {
 }
 
 func newLedgerBalance(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
-	var asJSON bool
+	var asJSON, onChain bool
+	var cf chainFlags
 	cmd := &cobra.Command{
 		Use:   "balance [--json] NODE",
 		Short: "Show an account's free, bonded and unbonding stake and its slashes",
@@ -78,12 +81,22 @@ account the ledger has never seen has nothing in it.
 
 With --json it prints one object: account, free, bonded, unbonding (integers
 in micro-GYM, 1 GYM = 1000000), banned, slashes ([{offence, amount, at
-(RFC 3339), reason, evidence (hex)}], never null).`,
+(RFC 3339), reason, evidence (hex)}], never null).
+
+When hanzod runs with --ledger evm, stake, rewards and slashes are on the
+chain: --chain reads them there (with --rpc, --chain-id and --contracts, or
+HANZO_RPC and HANZO_CHAIN_ID; the same as 'gym chain balance'): NODE's
+account is the one it bound on chain ('gym chain bind'), or give the
+0x-address; --json then prints the chain's position.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := strings.TrimSpace(args[0])
 			if id == "" {
 				return usageError{fmt.Errorf("ledger balance needs an account: a node id ('gym node list' shows them)")}
+			}
+			if onChain {
+				cf.timeout = *timeout
+				return chainBalance(cmd, &cf, id, asJSON)
 			}
 			a, err := call(cmd, o, *timeout, "balance of "+id, func(ctx context.Context, c *client) (*pb.Account, error) {
 				return c.api.GetBalance(ctx, &pb.GetBalanceRequest{Account: id})
@@ -100,6 +113,14 @@ in micro-GYM, 1 GYM = 1000000), banned, slashes ([{offence, amount, at
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (amounts in micro-GYM)")
+	cmd.Flags().BoolVar(&onChain, "chain", false, "read the account on chain (hanzod --ledger evm) instead of hanzod's ledger")
+	cmd.Flags().StringVar(&cf.rpc, "rpc", os.Getenv("HANZO_RPC"), "chain RPC URL, with --chain [HANZO_RPC]")
+	id := uint64(chain.HanzoChainID)
+	if v, err := strconv.ParseUint(os.Getenv("HANZO_CHAIN_ID"), 10, 64); err == nil {
+		id = v
+	}
+	cmd.Flags().Uint64Var(&cf.chainID, "chain-id", id, "chain id, with --chain [HANZO_CHAIN_ID]")
+	cmd.Flags().StringVar(&cf.contracts, "contracts", "contracts.json", "addresses file, with --chain (gym chain deploy --out)")
 	return cmd
 }
 

@@ -43,10 +43,13 @@ type upOptions struct {
 	backends                                          []string // --backend parsed, one per worker
 	replicas                                          int
 	killLeaderAt                                      string
+	ledger, geth                                      string // --ledger embedded|evm, --geth PATH
+	confirmations                                     uint64
 }
 
 func newUp() *cobra.Command {
-	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, timeout: 15 * time.Minute}
+	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, timeout: 15 * time.Minute,
+		ledger: "embedded", confirmations: 1}
 	cmd := &cobra.Command{
 		Use:   "up [--workers 4] [--epochs 3] [--task NAME] [--kill-worker-at EPOCH:STEP] [--replicas 3 [--kill-leader-at EPOCH:STEP]] [--byzantine K --attack KIND] [--out DIR] [--json]",
 		Short: "Run decentralized GSPO training end to end on this machine: hanzod, N workers, one job",
@@ -111,6 +114,18 @@ backend (one name for all, or one per worker); torch workers run python -m
 gym_protocol.backend with --python (default $GYM_PYTHON, else python3) and
 the job allows any backend when they are mixed (docs/backends.md).
 
+On a chain: --ledger evm starts geth --dev on loopback (the build of
+scripts/build-geth.sh in the user cache, or --geth PATH), deploys GYMToken,
+MiningPool and PublicationRegistry, mints and stakes 10,000 GYM for every
+worker as a node from the worker's own Ethereum key, funds the MiningPool,
+and runs hanzod with the chain ledger: it admits only nodes staked on chain
+and mirrors every epoch's payment, every slash (with its evidence), every
+checkpoint's publication record and the job's locks onto the chain. The
+summary then shows what the chain holds, read back from it: each node's
+stake, balance and slashes, each epoch's payment with its gas, each
+publication record. The chain's data, keys, contracts.json and
+accounts.json are under --out DIR/chain (docs/chain.md).
+
 Exits 0 when the job is published, 1 otherwise.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -153,6 +168,9 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.python, "python", "", "torch workers' Python interpreter (default $GYM_PYTHON, else python3)")
 	f.IntVar(&o.replicas, "replicas", 1, "hanzod replicas: more than 1 runs them over a Valkey server started by the command")
 	f.StringVar(&o.killLeaderAt, "kill-leader-at", "", "EPOCH:STEP: kill the leading hanzod replica once a delta of that step of that epoch is accepted (needs --replicas 2 or more)")
+	f.StringVar(&o.ledger, "ledger", o.ledger, "embedded (hanzod's own ledger) or evm (stake, rewards, slashes and publications on a geth --dev chain)")
+	f.StringVar(&o.geth, "geth", "", "geth binary for --ledger evm (default: scripts/build-geth.sh's build in the user cache, else geth on PATH)")
+	f.Uint64Var(&o.confirmations, "confirmations", o.confirmations, "blocks each chain transaction waits for (--ledger evm)")
 	return cmd
 }
 
@@ -172,6 +190,10 @@ func (o *upOptions) check() error {
 		return errors.New("--byzantine K and --attack KIND go together")
 	case o.out == "":
 		return errors.New("--out DIR is required")
+	case o.ledger != "embedded" && o.ledger != "evm":
+		return fmt.Errorf("--ledger %q: want embedded or evm", o.ledger)
+	case o.geth != "" && o.ledger != "evm":
+		return errors.New("--geth goes with --ledger evm")
 	case o.replicas < 1 || o.replicas > 9:
 		return fmt.Errorf("--replicas %d: want 1..9", o.replicas)
 	case o.killLeaderAt != "" && o.replicas < 2:
@@ -332,6 +354,13 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	v.spec, v.dir = upSpec(o, model), filepath.Join(o.out, "hanzod")
 	if o.replicas > 1 {
 		v.dir = filepath.Join(o.out, "hanzod-N")
+	}
+	if o.ledger == "evm" {
+		stop, err := upChain(ctx, o, &cfg, v)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	sum, err := localcluster.Run(ctx, cfg, v.spec)
 	if err != nil {
@@ -574,6 +603,9 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 	}
 	if s.RewardPNG != "" {
 		fmt.Fprintf(w, "  reward curve: %s\n", s.RewardPNG)
+	}
+	if c := s.Chain; c != nil {
+		printChain(w, s, c)
 	}
 	fmt.Fprintf(w, "  events, deltas and logs: %s\n", s.Out)
 }

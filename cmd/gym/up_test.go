@@ -283,10 +283,15 @@ func TestUpRefuses(t *testing.T) {
 		{"up", "--kill-leader-at", "1:1"}, // no standby
 		{"up", "--replicas", "0"},
 		{"up", "--replicas", "3", "--kill-leader-at", "1"},
+		{"up", "--ledger", "chain"},
+		{"up", "--geth", "/bin/true"}, // without --ledger evm
 	} {
 		if r := gym(t, args...); r.code != 2 {
 			t.Errorf("gym %v: exit %d, want 2\n%s", args, r.code, r.stderr)
 		}
+	}
+	if r := gym(t, "up", "--ledger", "evm", "--geth", filepath.Join(t.TempDir(), "no-geth"), "--out", filepath.Join(t.TempDir(), "up")); r.code != 1 || !strings.Contains(r.stderr, "no-geth") {
+		t.Errorf("gym up --ledger evm with a missing --geth: exit %d\n%s", r.code, r.stderr)
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644)

@@ -99,5 +99,5 @@ func (c chainSettings) open(ctx context.Context, log *slog.Logger) (*daemon.Chai
 	}
 	log.Info("chain ledger", "rpc", c.RPC, "chain_id", c.ChainID, "gym_token", addrs.GYMToken, "mining_pool", addrs.MiningPool,
 		"publication_registry", addrs.PublicationRegistry, "orchestrator", l.Orchestrator(), "accounts", len(accounts))
-	return &daemon.ChainLink{Book: l, Staked: l.IsStaked, Accounts: accounts}, ec.Close, nil
+	return &daemon.ChainLink{Book: l, Staked: l.IsStaked, Accounts: accounts, Bound: l.NodeAccount}, ec.Close, nil
 }

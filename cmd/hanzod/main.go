@@ -151,7 +151,7 @@ as keys), then the environment variable in brackets, then flags.
 	fs.Uint64Var(&f.ChainID, "chain-id", s.ChainID, "chain id the RPC endpoint must serve [HANZOD_CHAIN_ID, HANZO_CHAIN_ID]")
 	fs.StringVar(&f.Contracts, "contracts", "", "addresses file written by 'gym chain deploy' [HANZOD_CONTRACTS]")
 	fs.StringVar(&f.ChainKey, "chain-key", "", "the authorised orchestrator's secp256k1 key file (64 hex digits) [HANZOD_CHAIN_KEY]")
-	fs.StringVar(&f.ChainAccounts, "chain-accounts", "", "JSON file mapping node ids to their chain addresses [HANZOD_CHAIN_ACCOUNTS]")
+	fs.StringVar(&f.ChainAccounts, "chain-accounts", "", "JSON file mapping node ids to their chain addresses, for nodes that have not bound one on chain (gym chain bind), whose binding takes precedence [HANZOD_CHAIN_ACCOUNTS]")
 	fs.Uint64Var(&f.Confirmations, "confirmations", s.Confirmations, "blocks a chain transaction waits for, its own included [HANZOD_CONFIRMATIONS]")
 	fs.StringVar(&f.Key, "key", "", "hanzod's signing key (gym keygen format; must exist); default DATA/hanzod.key, made when missing [HANZOD_KEY, ORCHESTRATOR_KEY]")
 	var level slog.Level

@@ -71,6 +71,10 @@ contract GYMToken is ERC20, AccessControl {
     mapping(address => Unbonding[]) private _unbonding;
     mapping(address => SlashRecord[]) private _slashes;
 
+    /// The Ed25519 node key (hanzod's node id) each account has bound; zero
+    /// when none.
+    mapping(address => bytes32) public nodeKeyOf;
+
     event Staked(address indexed account, uint8 role, uint256 amount, uint256 total);
     event Unbonded(address indexed account, uint256 amount, uint64 releaseAt);
     event Withdrawn(address indexed account, uint256 amount);
@@ -86,6 +90,7 @@ contract GYMToken is ERC20, AccessControl {
         bool banned
     );
     event TreasuryChanged(address treasury);
+    event NodeBound(bytes32 indexed nodeKey, address indexed account, bytes signature);
 
     error ZeroAmount();
     error UnknownRole(uint8 role);
@@ -99,6 +104,7 @@ contract GYMToken is ERC20, AccessControl {
     error NothingToSlash(address account);
     error SlashPlanMismatch(uint8 requested, uint8 planned);
     error NoTreasury();
+    error BadNodeBinding();
 
     constructor(address admin, uint64 unbondingDelay_) ERC20("Zoo Gym", "GYM") {
         _grantRole(DEFAULT_ADMIN_ROLE, admin);
@@ -330,5 +336,19 @@ contract GYMToken is ERC20, AccessControl {
         while (list.length > 0 && list[list.length - 1].amount == 0) {
             list.pop();
         }
+    }
+
+    /// @notice Binds the caller's account to an Ed25519 node key: the
+    /// transaction is the account's signature, and signature is the node
+    /// key's Ed25519 signature of the binding message ("zoo-gym node
+    /// binding v1" || chain id || this contract || the account). The EVM has
+    /// no cheap Ed25519 verification, so it is stored (in the event) and not
+    /// verified here: hanzod verifies it off chain before it trusts the
+    /// binding, and ignores bindings whose signature does not verify. A
+    /// later call rebinds the account (the earlier key's binding lapses).
+    function bindNode(bytes32 nodeKey, bytes calldata signature) external {
+        if (nodeKey == bytes32(0) || signature.length != 64) revert BadNodeBinding();
+        nodeKeyOf[msg.sender] = nodeKey;
+        emit NodeBound(nodeKey, msg.sender, signature);
     }
 }

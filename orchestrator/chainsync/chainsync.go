@@ -43,6 +43,10 @@ type Config struct {
 	// false: it has none, and what it is owed on chain is skipped (logged,
 	// counted in Status.Unbound).
 	Account func(node string) (string, bool)
+	// Lookup, when set, replaces Account: it may ask the chain (a node's
+	// own binding, Accounts.Lookup), and its error fails the step, which
+	// is retried (the event stays queued).
+	Lookup func(ctx context.Context, node string) (string, bool, error)
 	// CursorFile keeps the progress across restarts.
 	CursorFile string
 	Log        *slog.Logger
@@ -178,13 +182,25 @@ func (m *Mirror) count(f func(*Status)) {
 	f(&m.st)
 }
 
-func (m *Mirror) account(node string) (string, bool) {
-	a, ok := m.cfg.Account(node)
+func (m *Mirror) account(ctx context.Context, node string) (string, bool, error) {
+	var (
+		a   string
+		ok  bool
+		err error
+	)
+	if m.cfg.Lookup != nil {
+		a, ok, err = m.cfg.Lookup(ctx, node)
+	} else {
+		a, ok = m.cfg.Account(node)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("chainsync: chain account of %s: %w", node, err)
+	}
 	if !ok {
 		m.cfg.Log.Warn("chain: node has no chain account; skipped", "node", node)
 		m.count(func(s *Status) { s.Unbound++ })
 	}
-	return a, ok
+	return a, ok, nil
 }
 
 func (m *Mirror) apply(ctx context.Context, ev state.Event) error {
@@ -192,7 +208,11 @@ func (m *Mirror) apply(ctx context.Context, ev state.Event) error {
 	case state.RewardsPaid:
 		var payouts []ledger.Payout
 		for _, p := range e.Payouts {
-			if a, ok := m.account(p.ID); ok {
+			a, ok, err := m.account(ctx, p.ID)
+			if err != nil {
+				return err
+			}
+			if ok {
 				payouts = append(payouts, ledger.Payout{ID: a, Amount: p.Amount})
 			}
 		}
@@ -206,9 +226,9 @@ func (m *Mirror) apply(ctx context.Context, ev state.Event) error {
 		}
 		return err
 	case state.Slashed:
-		a, ok := m.account(e.Account)
-		if !ok {
-			return nil
+		a, ok, err := m.account(ctx, e.Account)
+		if err != nil || !ok {
+			return err
 		}
 		pos, err := m.cfg.Book.Position(ctx, a)
 		if err != nil {
@@ -279,7 +299,11 @@ func (m *Mirror) lock(ctx context.Context, job string, nodes []string) error {
 	}
 	var add []string
 	for _, n := range nodes {
-		if a, ok := m.account(n); ok && !have[a] {
+		a, ok, err := m.account(ctx, n)
+		if err != nil {
+			return err
+		}
+		if ok && !have[a] {
 			add = append(add, a)
 			have[a] = true
 		}
@@ -357,7 +381,9 @@ type Staked func(ctx context.Context, account string, role ledger.Role) (bool, e
 type StakeCache struct {
 	Staked  Staked
 	Account func(node string) (string, bool)
-	MaxAge  time.Duration
+	// Lookup, when set, replaces Account (Accounts.Lookup).
+	Lookup func(ctx context.Context, node string) (string, bool, error)
+	MaxAge time.Duration
 	Now     func() time.Time
 
 	mu   sync.Mutex
@@ -380,9 +406,20 @@ func (c *StakeCache) Check(ctx context.Context, node string) error {
 	if ok && now().Sub(at) < c.MaxAge {
 		return nil
 	}
-	a, ok := c.Account(node)
+	var (
+		a   string
+		err error
+	)
+	if c.Lookup != nil {
+		a, ok, err = c.Lookup(ctx, node)
+		if err != nil {
+			return fmt.Errorf("chainsync: chain account of %s: %w", node, err)
+		}
+	} else {
+		a, ok = c.Account(node)
+	}
 	if !ok {
-		return fmt.Errorf("%w: %s has no chain account", ErrNotStaked, node)
+		return fmt.Errorf("%w: %s has no chain account (bind one: gym chain bind; or the operator's --chain-accounts)", ErrNotStaked, node)
 	}
 	staked, err := c.Staked(ctx, a, ledger.RoleNode)
 	if err != nil {

@@ -128,8 +128,12 @@ type ChainLink struct {
 	Book ledger.Book
 	// Staked reads an account's on-chain stake for a role.
 	Staked chainsync.Staked
-	// Accounts maps node ids to their chain accounts.
+	// Accounts maps node ids to their chain accounts (the operator's
+	// --chain-accounts).
 	Accounts map[string]string
+	// Bound, when set, finds the account a node bound to its key on chain
+	// (evm.Ledger.NodeAccount), which takes precedence over Accounts.
+	Bound chainsync.Bound
 	// StakeMaxAge bounds how long an admission's stake check is reused
 	// (0: one minute).
 	StakeMaxAge time.Duration
@@ -797,21 +801,18 @@ func (d *Daemon) openChain(srv *server.Server) error {
 	if c == nil {
 		return nil
 	}
-	account := func(node string) (string, bool) {
-		a, ok := c.Accounts[node]
-		return a, ok
-	}
-	var err error
-	d.mirror, err = chainsync.Open(chainsync.Config{Book: c.Book, Read: d.eng.Read, Account: account,
-		CursorFile: filepath.Join(d.cfg.DataDir, "chain-cursor.json"), Log: d.log})
-	if err != nil {
-		return fmt.Errorf("hanzod: %w", err)
-	}
 	age := c.StakeMaxAge
 	if age <= 0 {
 		age = time.Minute
 	}
-	stakes := &chainsync.StakeCache{Staked: c.Staked, Account: account, MaxAge: age}
+	accounts := &chainsync.Accounts{Static: c.Accounts, Bound: c.Bound, MaxAge: age}
+	var err error
+	d.mirror, err = chainsync.Open(chainsync.Config{Book: c.Book, Read: d.eng.Read, Lookup: accounts.Lookup,
+		CursorFile: filepath.Join(d.cfg.DataDir, "chain-cursor.json"), Log: d.log})
+	if err != nil {
+		return fmt.Errorf("hanzod: %w", err)
+	}
+	stakes := &chainsync.StakeCache{Staked: c.Staked, Lookup: accounts.Lookup, MaxAge: age}
 	srv.StakeCheck = stakes.Check
 	return nil
 }

@@ -13,6 +13,8 @@ package evm
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/big"
@@ -447,4 +449,20 @@ func (l *Ledger) Treasury(ctx context.Context) (ledger.Amount, error) {
 		return 0, err
 	}
 	return amount(b)
+}
+
+// NodeAccount is the account a node (hanzod's node id: its Ed25519 public
+// key in hex) bound to itself on chain (chain.NodeAccount: the latest
+// GYMToken.bindNode whose Ed25519 signature verifies off chain), as a
+// 0x-address; ok is false when the node has bound none.
+func (l *Ledger) NodeAccount(ctx context.Context, node string) (string, bool, error) {
+	pub, err := hex.DecodeString(node)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return "", false, nil // not a node id: no binding
+	}
+	a, ok, err := chain.NodeAccount(ctx, l.cfg.Client.B, l.cfg.Addresses, pub)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	return a.Hex(), true, nil
 }
