@@ -13,9 +13,11 @@ import (
 const module = "github.com/zooai/gym/"
 
 // wiring are the packages that may put the orchestrator together with
-// everything else: the commands, and the local cluster that gym up and the
-// end-to-end tests share.
-var wiring = []string{"cmd", "localcluster"}
+// everything else: the commands, the local cluster that gym up and the
+// end-to-end tests share, and its chain (gym up --ledger evm: a dev chain
+// and hanzod's chain ledger, kept apart so localcluster does not link
+// go-ethereum).
+var wiring = []string{"cmd", "localcluster", "localchain"}
 
 // leaves are the packages the rest is built on: their builds depend on
 // nothing of the worker, the orchestrator or the commands.
