@@ -740,6 +740,14 @@ func TestJobBuiltin(t *testing.T) {
 	t.Setenv("ORCHESTRATOR_ADMIN_TOKEN", "")
 	conn := dialPlain(t, d.addr)
 	nc, oc := pb.NewNodeServiceClient(conn), pb.NewOrchestratorServiceClient(conn)
+	// hanzod merges and settles only with its signing key's account
+	// staked as an orchestrator's (docs/orchestrator.md).
+	hk, err := nodekey.Load(filepath.Join(d.data, "hanzod.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustGym(t, "ledger", "deposit", nodekey.PublicHex(hk), "50000")
+	mustGym(t, "ledger", "bond", nodekey.PublicHex(hk), "50000")
 	var nodes []*testNode
 	var ids []string
 	for i := range 3 {
