@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 version=$(go list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 out="${XDG_CACHE_HOME:-$HOME/.cache}/zoo-gym/geth-$version"
-if [ -x "$out/geth" ] && "$out/geth" version 2>/dev/null | grep -q "${version#v}"; then
+# The version's output is read whole before it is searched: with pipefail,
+# grep -q leaving early would make geth die of SIGPIPE and the check fail.
+if [ -x "$out/geth" ] && have=$("$out/geth" version 2>/dev/null) && grep -q "${version#v}" <<<"$have"; then
   exit 0
 fi
 echo "building geth $version into $out (once; minutes)" >&2
