@@ -416,7 +416,7 @@ func (j *Judge) CheckStake() error {
 		return nil
 	}
 	return fmt.Errorf("%w: account %s has %s GYM bonded, an orchestrator needs %s: deposit and bond it on the leader "+
-		"(gym ledger deposit --account %s --amount %s, then gym ledger bond --account %s --amount %s); "+
+		"(gym ledger deposit %s %s, then gym ledger bond %s %s); "+
 		"every replica signs with the same key (--key FILE)", ErrUnstaked, acct, gymString(bonded), gymString(j.cfg.MinStake),
 		acct, gymString(j.cfg.MinStake-bonded), acct, gymString(j.cfg.MinStake-bonded))
 }

@@ -34,7 +34,7 @@ func TestOrchestratorStake(t *testing.T) {
 	}
 	_ = e.j.Step(e.ctx) // ends the epoch: no record needed
 	err = e.j.Step(e.ctx)
-	if !errors.Is(err, judge.ErrUnstaked) || !strings.Contains(err.Error(), "gym ledger bond --account "+j.Account()) {
+	if !errors.Is(err, judge.ErrUnstaked) || !strings.Contains(err.Error(), "gym ledger bond "+j.Account()+" 50000") {
 		t.Fatalf("Step with an unstaked key: %v, want ErrUnstaked saying how to bond", err)
 	}
 	if jb := e.jobState(); jb.State != state.Aggregating {

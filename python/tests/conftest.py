@@ -44,14 +44,31 @@ class LocalCluster:
     """
 
     def __init__(self, gym: pathlib.Path, hanzod: pathlib.Path, dir: pathlib.Path) -> None:
+        self.gym, self.dir = gym, dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.addr = ""
+        try:
+            self._start(hanzod)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, hanzod: pathlib.Path) -> None:
         import json
         import time
 
-        self.gym, self.dir, self.procs = gym, dir, []
+        gym, dir = self.gym, self.dir
+        # hanzod merges and settles only with its signing key's account
+        # staked as an orchestrator's (50,000 GYM, docs/orchestrator.md):
+        # make the key here, bond it once hanzod serves.
+        hkey = dir / "hanzod-signing.key"
+        out = subprocess.run([str(gym), "keygen", "--out", str(hkey)], check=True, capture_output=True,
+                             text=True).stdout
+        orchestrator = out.strip().split()[-1]
         log = open(dir / "hanzod.log", "w+")
         self.procs.append(subprocess.Popen(
             [str(hanzod), "--data", str(dir / "hanzod"), "--listen", "127.0.0.1:0", "--metrics", "",
-             "--artifacts", "127.0.0.1:0", "--epoch-grace", "30s"], stdout=log, stderr=log))
+             "--artifacts", "127.0.0.1:0", "--epoch-grace", "30s", "--key", str(hkey)], stdout=log, stderr=log))
         self.addr = ""
         deadline = time.monotonic() + 30
         while not self.addr:
@@ -65,6 +82,8 @@ class LocalCluster:
                 if rec.get("msg") == "serving":
                     self.addr = rec["grpc"]
             time.sleep(0.05)
+        self.run("ledger", "deposit", orchestrator, "50000")
+        self.run("ledger", "bond", orchestrator, "50000")
 
     def run(self, *args: str | pathlib.Path) -> str:
         r = subprocess.run([str(self.gym), "--orchestrator", self.addr, *map(str, args)], capture_output=True,
