@@ -168,3 +168,49 @@ func TestMixedRing(t *testing.T) {
 	t.Logf("killed inside Step: worker %d's process %d (its start %d); process starts now %d", h.worker, h.pid, h.starts, mid)
 	t.Logf("mixed ring: held-out accuracy %.3f → %.3f, %.1f s; epochs %+v", sum.EvalBefore, sum.EvalAfter, sum.Seconds, sum.Epochs)
 }
+
+// TestTorchOutOfMemoryRefuses: a torch worker whose device runs out of
+// memory in a Step (the service's test hook GYM_TRAINER_TEST_OOM raises
+// torch.cuda.OutOfMemoryError there, as a full GPU does) refuses the job
+// instead of retrying it: hanzod's record of the node says why, with the
+// hint, and the three go workers train the job to its checkpoint.
+func TestTorchOutOfMemoryRefuses(t *testing.T) {
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
+	pkg, err := filepath.Abs(filepath.Join("..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := localcluster.TestConfig(dir, 4)
+	cfg.Backends = []string{"torch", "go", "go", "go"}
+	cfg.Python, cfg.PythonEnv = py, []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1", "GYM_TRAINER_TEST_OOM=Step"}
+	// The go workers wait for w0 in their first all-reduce until the ring
+	// times out (15 s) and hanzod rebuilds the ring without it.
+	cfg.EpochGrace = 5 * time.Minute
+	spec := tinySpec(1, 4, 3)
+	spec.MaxNodes, spec.Backend, spec.GSPO.Use4Bit = 4, "any", false
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	w0 := sum.Nodes[0]
+	t.Logf("w0 refused: %s", w0.Refused)
+	for _, want := range []string{"out of device memory", "CUDA out of memory", "GYM_TRAINER_TEST_OOM", "smaller max_seq_len"} {
+		if !strings.Contains(w0.Refused, want) {
+			t.Errorf("hanzod's record of w0's refusal %q does not say %q", w0.Refused, want)
+		}
+	}
+	if w0.Accepted != 0 {
+		t.Errorf("w0 ran out of memory and had %d deltas accepted", w0.Accepted)
+	}
+	for _, n := range sum.Nodes[1:] {
+		if n.Refused != "" || n.Accepted == 0 || n.Slashed {
+			t.Errorf("%s: refused %q, %d deltas accepted, slashed %v", n.Name, n.Refused, n.Accepted, n.Slashed)
+		}
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/zooai/gym/internal/pyenv"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/trainer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestMissingPythonSaysWhatToInstall(t *testing.T) {
@@ -210,4 +212,20 @@ func FuzzReadTraces(f *testing.F) {
 			t.Fatalf("accepted inconsistent traces")
 		}
 	})
+}
+
+// TestOutOfMemoryIsUnservable: the process's ResourceExhausted (CUDA out of
+// memory) becomes ErrUnservable with what to change; other codes pass
+// unchanged (localcluster TestTorchOutOfMemoryRefuses runs it end to end).
+func TestOutOfMemoryIsUnservable(t *testing.T) {
+	oom := status.Error(codes.ResourceExhausted, "CUDA out of memory: Tried to allocate 2.00 GiB")
+	err := outOfMemory(oom)
+	if !errors.Is(err, backend.ErrUnservable) || !strings.Contains(err.Error(), "Tried to allocate 2.00 GiB") || !strings.Contains(err.Error(), "4-bit") {
+		t.Errorf("out of memory: %v", err)
+	}
+	for _, e := range []error{status.Error(codes.Unavailable, "gone"), errors.New("local"), nil} {
+		if got := outOfMemory(e); got != e {
+			t.Errorf("outOfMemory(%v) = %v, want it unchanged", e, got)
+		}
+	}
 }

@@ -216,7 +216,7 @@ func (b *Backend) load(ctx context.Context, t *Trainer, p *proc) error {
 		return fmt.Errorf("%w: %s", backend.ErrUnservable, status.Convert(err).Message())
 	}
 	if err != nil {
-		return err
+		return outOfMemory(err)
 	}
 	got, err := ReadAdapter(t.path(resp.Adapter), t.adapter)
 	os.Remove(t.path(resp.Adapter))
@@ -257,6 +257,20 @@ func relDiff(a, b *llama.Adapter) float64 {
 		return math.Sqrt(num)
 	}
 	return math.Sqrt(num / den)
+}
+
+// outOfMemory turns the process's ResourceExhausted answer (CUDA out of
+// memory, service.py) into ErrUnservable, so the worker refuses the job with
+// the reason in its status instead of retrying an epoch that cannot fit;
+// other errors pass unchanged. The process has already released its cached
+// GPU memory, and the next job loads afresh.
+func outOfMemory(err error) error {
+	if status.Code(err) != codes.ResourceExhausted {
+		return err
+	}
+	return fmt.Errorf("%w: the trainer ran out of device memory (%s); this node cannot train the job at this size: "+
+		"use a device with more memory, 4-bit quantization (--use-4bit, if the job allows it), or a job with a "+
+		"smaller max_seq_len, group_size or prompts_per_step", backend.ErrUnservable, status.Convert(err).Message())
 }
 
 // retryable reports an error after which the process is restarted and
@@ -307,7 +321,7 @@ func (b *Backend) call(ctx context.Context, t *Trainer, f func(ctx context.Conte
 			select {
 			case <-p.exited: // died during the call: the error is about that
 			default:
-				return err
+				return outOfMemory(err)
 			}
 		}
 		last = fmt.Errorf("%w (process %d, start %d): %v: %s", ErrProcess, p.Pid(), p.gen, err, p.stderr)

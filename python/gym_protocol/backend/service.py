@@ -45,6 +45,20 @@ def _hold_in_step() -> None:
         time.sleep(0.05)
 
 
+# A test hook: with GYM_TRAINER_TEST_OOM=<call>[,<call>...] (Load, Generate,
+# Step) in its environment, those calls raise torch.cuda.OutOfMemoryError as
+# a GPU that ran out of memory does, so tests on machines without a GPU check
+# what the worker and the job's status make of it (backend/torch
+# TestOutOfMemoryIsUnservable); nothing else sets it.
+OOM_ENV = "GYM_TRAINER_TEST_OOM"
+
+
+def _inject_oom(call: str) -> None:
+    if call in os.environ.get(OOM_ENV, "").split(","):
+        raise torch.cuda.OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate 2.00 GiB (injected into {call} by {OOM_ENV})")
+
+
 def _versions() -> dict[str, str]:
     import peft
     import transformers
@@ -73,6 +87,8 @@ class Service(pbg.TrainerServiceServicer):
         except PreconditionError as e:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         except torch.cuda.OutOfMemoryError as e:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # give the cached blocks back before the next job
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"CUDA out of memory: {e}")
         except FileNotFoundError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no such file in the exchange directory: {e.filename}")
@@ -90,6 +106,7 @@ class Service(pbg.TrainerServiceServicer):
 
     def Load(self, r, context):
         def run():
+            _inject_oom("Load")
             g = r.gspo
             c = LoadConfig(
                 base_dir=r.base_dir, rank=r.lora_rank, alpha=r.lora_alpha, targets=list(r.lora_target_modules),
@@ -116,6 +133,7 @@ class Service(pbg.TrainerServiceServicer):
     def Generate(self, r, context):
         def run():
             e = self._need()
+            _inject_oom("Generate")
             out = self._path(r.out)
             t0 = time.perf_counter()
             t = e.generate([list(p.ids) for p in r.prompts], r.group_size, r.max_new_tokens, r.temperature or 1.0,
@@ -132,6 +150,7 @@ class Service(pbg.TrainerServiceServicer):
             if not r.dry_run:
                 self._path(r.out)
             _hold_in_step()
+            _inject_oom("Step")
             gpath = self._path(r.gradient) if r.gradient else None
             stats, grad, secs = e.step(t, r.group_size, dry_run=r.dry_run, want_grad=gpath is not None)
             if gpath:
