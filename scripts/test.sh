@@ -133,6 +133,7 @@ fuzz=(
   "./peft FuzzParseConfig 20000"
   "./jobconf FuzzDecodeAny 20000"
   "./backend/torch FuzzReadTraces 5000"
+  "./trace FuzzRead 10000"
   "./tokenizer FuzzParse 5000"
   "./tokenizer FuzzEncode 10000"
   "./orchestrator/judge FuzzSubmit 3000"

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/zooai/gym/basecache"
+	"github.com/zooai/gym/heldout"
+	"github.com/zooai/gym/internal/atomicfile"
+	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/rollout"
+	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/trace"
+	"github.com/zooai/gym/trainer"
+)
+
+type rolloutOptions struct {
+	modelDir, checkpoint, dataset, split, out string
+	n, group, topK, maxNew, threads           int
+	seed                                      uint64
+	temperature                               float64
+}
+
+// rolloutStream labels gym rollout's sampler streams, apart from the
+// trainer's: prompts are sampled rolloutBatch at a time, batch b from
+// prng.New(seed, rolloutStream, b) (recorded in the trace header).
+const (
+	rolloutStream = 0x726f6c6c // "roll"
+	rolloutBatch  = 16
+)
+
+func newRollout() *cobra.Command {
+	o := rolloutOptions{dataset: "addition", split: "train", group: 8, temperature: 1, threads: runtime.GOMAXPROCS(0)}
+	cmd := &cobra.Command{
+		Use:   "rollout [--model DIR] [--checkpoint PATH] [--dataset NAME] [--split train|test] --n K [--group G] --out FILE",
+		Short: "Sample completions and write them as rollout traces (token ids, log-probabilities, rewards)",
+		Long: `rollout samples G completions for each of K prompts with the Go engine and
+writes them as a trace file (JSON Lines, docs/traces.md): per completion the
+prompt and completion text and token ids, the log-probability of every
+sampled token under the sampling policy, and its reward; the header records
+the model, the adapter's digest, the sampler's seed and settings. The same
+seed, model, checkpoint and flags give the same file on any machine and any
+--threads.
+
+Traces are synthetic data (filter them by reward for supervised fine-tuning),
+a record for offline analysis, and the format workers' deltas reference for
+verification across hardware.
+
+The model is the built-in base or --model DIR (a Hugging Face model
+directory); --checkpoint adds a trained LoRA adapter (a PEFT directory or an
+adapter.delta, as gym eval takes). Prompts come from --dataset (built-in: ` + strings.Join(task.Names(), ", ") + `):
+--split train draws K training problems from the seed, --split test takes
+the first K held-out problems. --out - writes to standard output. Progress
+goes to standard error.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case o.out == "":
+				return usageError{errors.New("--out is required: a file for the traces, or - for standard output")}
+			case o.n < 1 || o.n > 1<<16:
+				return usageError{fmt.Errorf("--n %d: want 1 to 65536 prompts", o.n)}
+			case o.group < 1 || o.group > 256:
+				return usageError{fmt.Errorf("--group %d: want 1 to 256 completions per prompt", o.group)}
+			case o.split != "train" && o.split != "test":
+				return usageError{fmt.Errorf("--split %q: want train or test", o.split)}
+			case o.split == "test" && o.n > heldout.MaxN:
+				return usageError{fmt.Errorf("--split test --n %d: the held-out set has %d problems", o.n, heldout.MaxN)}
+			}
+			if err := (rollout.Config{Temperature: o.temperature, TopK: o.topK, MaxNew: o.maxNew}).Validate(); err != nil {
+				return usageError{err}
+			}
+			if _, err := task.Lookup(o.dataset); err != nil {
+				return usageError{fmt.Errorf("--dataset: %w", err)}
+			}
+			return runRollout(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
+	f.StringVar(&o.checkpoint, "checkpoint", "", "a trained adapter: checkpoint directory (PEFT layout) or adapter.delta (default: the base alone)")
+	f.StringVar(&o.dataset, "dataset", o.dataset, "where the prompts come from: "+strings.Join(task.Names(), ", "))
+	f.StringVar(&o.split, "split", o.split, "train (drawn from --seed) or test (the held-out problems)")
+	f.IntVar(&o.n, "n", 0, "prompts")
+	f.IntVar(&o.group, "group", o.group, "completions per prompt")
+	f.Uint64Var(&o.seed, "seed", 0, "seed of the prompts (train split) and of the sampler")
+	f.Float64Var(&o.temperature, "temperature", o.temperature, "sampling temperature")
+	f.IntVar(&o.topK, "top-k", 0, "sample among the K most likely tokens (0: all)")
+	f.IntVar(&o.maxNew, "max-new-tokens", 0, "longest completion in tokens (0: the batch's longest reference answer)")
+	f.StringVar(&o.out, "out", "", "trace file to write (- for standard output)")
+	f.IntVar(&o.threads, "threads", o.threads, "goroutines for matrix products (results do not depend on it)")
+	return cmd
+}
+
+func runRollout(ctx context.Context, o rolloutOptions, stdout, stderr io.Writer) error {
+	start := time.Now()
+	base, err := loadBase(o.modelDir)
+	if err != nil {
+		return err
+	}
+	h := trace.Header{Model: "builtin", Dataset: o.dataset, Seed: o.seed, Stream: []uint64{rolloutStream}, Batch: rolloutBatch,
+		Temperature: o.temperature, TopK: o.topK, MaxNew: o.maxNew, Vocab: base.Weights.Cfg.Vocab}
+	if o.modelDir != "" {
+		root, err := basecache.DirCID(ctx, o.modelDir)
+		if err != nil {
+			return fmt.Errorf("--model %s: %w", o.modelDir, err)
+		}
+		h.Model = root.String()
+	}
+	var adapter *llama.Adapter
+	if o.checkpoint != "" {
+		ck, err := loadEvalCheckpoint(ctx, o.checkpoint, base.Weights.Cfg)
+		if err != nil {
+			return err
+		}
+		if ck.baseSHA3 != "" && ck.baseSHA3 != base.SHA3 {
+			return fmt.Errorf("%s was trained on base model %.16s…, not this one (%.16s…): pass --model with the base model it was trained on",
+				o.checkpoint, ck.baseSHA3, base.SHA3)
+		}
+		adapter = ck.adapter
+		h.Policy = fmt.Sprintf("%x", llama.Digest(adapter.Views()))
+	}
+	md, err := llama.New(base.Weights, adapter, o.threads)
+	if err != nil {
+		return err
+	}
+	t, _ := task.Lookup(o.dataset)
+	var probs []task.Problem
+	if o.split == "test" {
+		probs = task.NewSplit(t, heldout.MaxN).Eval[:o.n]
+	} else {
+		probs = task.NewSplit(t, trainer.DefaultConfig().EvalSize).Batch(o.seed, 0, 0, o.n)
+	}
+	c := rollout.Config{Temperature: o.temperature, TopK: o.topK, MaxNew: o.maxNew}
+	all := &rollout.Rollouts{G: o.group}
+	for i := 0; i < len(probs); i += rolloutBatch {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rng := prng.New(o.seed, rolloutStream, uint64(i/rolloutBatch))
+		ro, err := rollout.Generate(md, base.Tokenizer, probs[i:min(i+rolloutBatch, len(probs))], o.group, c, rng)
+		if err != nil {
+			return err
+		}
+		all.Problems = append(all.Problems, ro.Problems...)
+		all.Prompts = append(all.Prompts, ro.Prompts...)
+		all.Completions = append(all.Completions, ro.Completions...)
+		all.OldLogP = append(all.OldLogP, ro.OldLogP...)
+		all.Texts = append(all.Texts, ro.Texts...)
+		all.Rewards = append(all.Rewards, ro.Rewards...)
+		all.Exact = append(all.Exact, ro.Exact...)
+		fmt.Fprintf(stderr, "\rsampled %d/%d prompts × %d", len(all.Problems), len(probs), o.group)
+	}
+	fmt.Fprintln(stderr)
+	set := trace.FromRollouts(h, all)
+	if o.out == "-" {
+		bw := bufio.NewWriter(stdout)
+		if err := trace.Write(bw, set); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+	} else if err := atomicfile.Write(o.out, 0o644, true, func(w io.Writer) error { return trace.Write(w, set) }); err != nil {
+		return err
+	}
+	exact := 0
+	for _, e := range all.Exact {
+		if e {
+			exact++
+		}
+	}
+	fmt.Fprintf(stderr, "%d completions, %d tokens, mean reward %.3f, exact %.1f%%, %.1f s; wrote %s\n",
+		len(set.Seqs), set.Tokens(), set.MeanReward(), 100*float64(exact)/float64(len(set.Seqs)), time.Since(start).Seconds(), o.out)
+	return nil
+}
