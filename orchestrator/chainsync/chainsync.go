@@ -384,7 +384,7 @@ type StakeCache struct {
 	// Lookup, when set, replaces Account (Accounts.Lookup).
 	Lookup func(ctx context.Context, node string) (string, bool, error)
 	MaxAge time.Duration
-	Now     func() time.Time
+	Now    func() time.Time
 
 	mu   sync.Mutex
 	seen map[string]time.Time
