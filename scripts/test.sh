@@ -81,6 +81,10 @@ if [ -z "${GYM_SKIP_KUBO:-}" ]; then
 fi
 
 go vet ./...
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  unformatted=$(git ls-files -z '*.go' | xargs -0 gofmt -l)
+  [ -z "$unformatted" ] || { echo "not gofmt'd (run gofmt -w): $unformatted" >&2; exit 1; }
+fi
 # -timeout is a hang guard, not a speed check: on a 2-core machine shared with
 # other work a package such as llama or cmd/gym can take past go test's
 # default 10 minutes without anything being wrong.
