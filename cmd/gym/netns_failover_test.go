@@ -456,6 +456,18 @@ gspo:
 	if !lost {
 		t.Errorf("the cut-off replica never logged losing the lead\n%s", logs())
 	}
+	// What the store refused: writes that reached Valkey with a token older
+	// than the newest issued (the cut-off leader's, sent before the cut and
+	// delivered after the link came back) are error replies FENCED.
+	stats, _ := redis("INFO", "errorstats")
+	token, _ := redis("GET", "{gym}:token")
+	refused := 0
+	for _, l := range strings.Fields(stats) {
+		if v, ok := strings.CutPrefix(l, "errorstat_FENCED:count="); ok {
+			refused, _ = strconv.Atoi(v)
+		}
+	}
+	t.Logf("Valkey refused %d writes as fenced; tokens issued: %s", refused, strings.TrimSpace(token))
 	t.Logf("job %s published (CID %s) across %d namespaces, %d events; takeover %v after the cut, cut-off leader stepped down after %v (%d fenced writes logged), rejoined as a standby; %d blobs, %d bytes of the settled job deleted",
 		jobID, st.CIDs[len(st.CIDs)-1], bed.N+1, events, takeover.Round(time.Millisecond), stepDown.Round(time.Millisecond), fenced, deleted, freed)
 }
