@@ -2,12 +2,15 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/zooai/gym/internal/valkeyserver"
 	"github.com/zooai/gym/jobspec"
@@ -108,9 +113,22 @@ func TestNetnsFailoverCutLeader(t *testing.T) {
 	os.MkdirAll(vdir, 0o700)
 	start(vk, "valkey.log", redisBin, "--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no", "--dir", vdir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no")
-	redis := func(args ...string) (string, error) {
-		out, err := bed.Exec(vk, "redis-cli", append([]string{"-h", "127.0.0.1", "-p", "6379", "--raw"}, args...)...).CombinedOutput()
+	// The test reaches Valkey and the replicas' metrics from inside their
+	// namespaces, through this test binary (netnsHelperMain): no
+	// redis-cli or curl needed.
+	helper := func(i int, mode string, args ...string) (string, error) {
+		self, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		cmd := bed.Exec(i, self)
+		b, _ := json.Marshal(args)
+		cmd.Env = append(os.Environ(), "GYM_TEST_NETNS_HELPER="+mode, "GYM_TEST_NETNS_ARGS="+string(b))
+		out, err := cmd.Output()
 		return string(out), err
+	}
+	redis := func(args ...string) (string, error) {
+		return helper(vk, "redis", append([]string{"127.0.0.1:6379"}, args...)...)
 	}
 	poll("valkey answers", 20*time.Second, 100*time.Millisecond, func() bool {
 		out, err := redis("PING")
@@ -339,7 +357,7 @@ gspo:
 	// Settled: after the retention (2 s here) the leader deletes the
 	// job's deltas from Valkey; the checkpoints of record stay.
 	keys := func(pattern string) int {
-		out, err := redis("--scan", "--pattern", pattern)
+		out, err := redis("SCAN*", pattern)
 		if err != nil {
 			t.Fatal(out, err)
 		}
@@ -352,11 +370,11 @@ gspo:
 		t.Errorf("%d checkpoint files in the blob store after the deletion, want 6", n)
 	}
 	metric := func(i int, name string) (uint64, bool) {
-		out, err := bed.Exec(i, "curl", "-fsS", "--max-time", "3", "http://127.0.0.1:9551/metrics").Output()
+		out, err := helper(i, "get", "http://127.0.0.1:9551/metrics")
 		if err != nil {
 			return 0, false
 		}
-		for _, l := range strings.Split(string(out), "\n") {
+		for _, l := range strings.Split(out, "\n") {
 			if v, ok := strings.CutPrefix(l, name+" "); ok {
 				n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 				return n, err == nil
@@ -380,6 +398,13 @@ gspo:
 		a, b := applied(first), applied(second)
 		return a > 0 && a >= b
 	})
+
+	// It refuses to write: an operator's deposit on its loopback is
+	// answered as by a standby.
+	if out, err := bed.Exec(first, gymBin, append(local, "ledger", "deposit", "treasury", "1")...).CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "standby") {
+		t.Errorf("a deposit on the old leader after the link came back: %v\n%s", err, out)
+	}
 
 	// The log, read from Valkey.
 	out, err := redis("LRANGE", "{gym}:log", "0", "-1")
@@ -470,4 +495,77 @@ gspo:
 	t.Logf("Valkey refused %d writes as fenced; tokens issued: %s", refused, strings.TrimSpace(token))
 	t.Logf("job %s published (CID %s) across %d namespaces, %d events; takeover %v after the cut, cut-off leader stepped down after %v (%d fenced writes logged), rejoined as a standby; %d blobs, %d bytes of the settled job deleted",
 		jobID, st.CIDs[len(st.CIDs)-1], bed.N+1, events, takeover.Round(time.Millisecond), stepDown.Round(time.Millisecond), fenced, deleted, freed)
+}
+
+// netnsHelperMain runs this test binary as a helper inside a network
+// namespace when GYM_TEST_NETNS_HELPER is set: "get" prints the body of
+// an HTTP GET of args[0]; "redis" sends one command (args[1:]) to the
+// Valkey at args[0] and prints the reply, one element a line ("SCAN*
+// PATTERN" prints every key matching PATTERN).
+func netnsHelperMain() bool {
+	mode := os.Getenv("GYM_TEST_NETNS_HELPER")
+	if mode == "" {
+		return false
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(os.Getenv("GYM_TEST_NETNS_ARGS")), &args); err != nil || len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "GYM_TEST_NETNS_ARGS: want a JSON list")
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	switch mode {
+	case "get":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
+		if err != nil {
+			fail(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fail(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			fail(fmt.Errorf("GET %s: %s", args[0], resp.Status))
+		}
+		io.Copy(os.Stdout, resp.Body)
+	case "redis":
+		c := goredis.NewClient(&goredis.Options{Addr: args[0]})
+		defer c.Close()
+		if len(args) == 3 && args[1] == "SCAN*" {
+			it := c.Scan(ctx, 0, args[2], 1000).Iterator()
+			for it.Next(ctx) {
+				fmt.Println(it.Val())
+			}
+			if err := it.Err(); err != nil {
+				fail(err)
+			}
+			break
+		}
+		cmd := make([]any, len(args)-1)
+		for i, a := range args[1:] {
+			cmd[i] = a
+		}
+		v, err := c.Do(ctx, cmd...).Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			fail(err)
+		}
+		switch v := v.(type) {
+		case []any:
+			for _, e := range v {
+				fmt.Println(e)
+			}
+		case nil:
+		default:
+			fmt.Println(v)
+		}
+	default:
+		fail(fmt.Errorf("GYM_TEST_NETNS_HELPER=%q: want get or redis", mode))
+	}
+	os.Exit(0)
+	return true
 }
