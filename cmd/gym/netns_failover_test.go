@@ -111,8 +111,7 @@ func TestNetnsFailoverCutLeader(t *testing.T) {
 	// the bridge address.
 	vdir := filepath.Join(dir, "valkey")
 	os.MkdirAll(vdir, 0o700)
-	start(vk, "valkey.log", redisBin, "--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no", "--dir", vdir,
-		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no")
+	start(vk, "valkey.log", redisBin, valkeyserver.Args(6379, "0.0.0.0", vdir)...)
 	// The test reaches Valkey and the replicas' metrics from inside their
 	// namespaces, through this test binary (netnsHelperMain): no
 	// redis-cli or curl needed.
