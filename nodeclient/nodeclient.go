@@ -231,6 +231,24 @@ func (c *Client) signed(send func(a nodeauth.Auth, opts ...grpc.CallOption) (int
 	}
 }
 
+// CallTimeout bounds a node request whose context has no deadline, and
+// SubmitTimeout a delta's submission (an upload and the judge's
+// verdict): a call to a replica whose host dropped off the network fails
+// instead of holding the client (whose requests are serialised) until
+// TCP gives up; the next goes to the replica that leads (Replicas).
+const (
+	CallTimeout   = 15 * time.Second
+	SubmitTimeout = 2 * time.Minute
+)
+
+// callContext is ctx with timeout d unless ctx has a deadline.
+func callContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // TimeTrailer is the trailer in which hanzod sends its clock with every
 // NodeService reply (server.TimeTrailer).
 const TimeTrailer = "hanzod-time-ms"
@@ -241,6 +259,8 @@ func pbAuth(a nodeauth.Auth) *pb.Auth {
 
 // Register implements worker.Orchestrator.
 func (c *Client) Register(ctx context.Context, ringAddr, probeAddr string) error {
+	ctx, cancel := callContext(ctx, CallTimeout)
+	defer cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
@@ -254,6 +274,8 @@ func (c *Client) Register(ctx context.Context, ringAddr, probeAddr string) error
 
 // Heartbeat implements worker.Orchestrator.
 func (c *Client) Heartbeat(ctx context.Context) (worker.Assignment, error) {
+	ctx, cancel := callContext(ctx, CallTimeout)
+	defer cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var r *pb.HeartbeatResponse
@@ -275,6 +297,8 @@ func (c *Client) Heartbeat(ctx context.Context) (worker.Assignment, error) {
 
 // ReportBandwidth implements worker.Orchestrator.
 func (c *Client) ReportBandwidth(ctx context.Context, job string, kbps map[string]uint64) (worker.Assignment, error) {
+	ctx, cancel := callContext(ctx, CallTimeout)
+	defer cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var r *pb.ReportBandwidthResponse
@@ -298,6 +322,8 @@ func (c *Client) ReportBandwidth(ctx context.Context, job string, kbps map[strin
 
 // SubmitDelta implements worker.Orchestrator.
 func (c *Client) SubmitDelta(ctx context.Context, file []byte) (worker.Verdict, error) {
+	ctx, cancel := callContext(ctx, SubmitTimeout)
+	defer cancel()
 	r, err := c.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: file})
 	if err != nil {
 		return worker.Verdict{}, err
@@ -307,6 +333,8 @@ func (c *Client) SubmitDelta(ctx context.Context, file []byte) (worker.Verdict, 
 
 // ReportSuspect implements worker.Orchestrator.
 func (c *Client) ReportSuspect(ctx context.Context, s worker.Suspect) error {
+	ctx, cancel := callContext(ctx, CallTimeout)
+	defer cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
@@ -414,6 +442,8 @@ func (c *Client) FetchBase(ctx context.Context, root cid.Cid) error {
 // the job's record at hanzod (its status shows it). A reason longer than
 // hanzod keeps is cut at a character boundary.
 func (c *Client) RefuseJob(ctx context.Context, job, reason string) error {
+	ctx, cancel := callContext(ctx, CallTimeout)
+	defer cancel()
 	if len(reason) > MaxReason {
 		reason = strings.ToValidUTF8(reason[:MaxReason], "")
 	}

@@ -21,7 +21,7 @@ import (
 var gymBin string
 
 func TestMain(m *testing.M) {
-	if spawnMain() {
+	if netnsHelperMain() || spawnMain() {
 		return
 	}
 	dir, err := os.MkdirTemp("", "gym-cli-test-")

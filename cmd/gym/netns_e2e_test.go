@@ -2,6 +2,9 @@ package main
 
 import (
 	"bufio"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/ring/ringbench"
 	gymworker "github.com/zooai/gym/worker"
 )
@@ -46,9 +50,18 @@ func TestNetnsEndToEnd(t *testing.T) {
 	}
 
 	// hanzod on host 0: TLS (self-signed, pinned by the clients), the
-	// artifact server on its bridge address.
+	// artifact server on its bridge address, its signing key staked below
+	// (merges need a staked orchestrator key).
+	key, err := nodekey.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "hanzod.key")
+	if err := nodekey.Save(keyFile, key, false); err != nil {
+		t.Fatal(err)
+	}
 	h := in(0, hanzod, "--data", data, "--listen", "0.0.0.0:9550", "--metrics", "", "--artifacts", "0.0.0.0:9552",
-		"--artifacts-advertise", bed.Addr(0)+":9552", "--epoch-grace", "30s")
+		"--artifacts-advertise", bed.Addr(0)+":9552", "--epoch-grace", "30s", "--key", keyFile)
 	hlog, _ := os.Create(filepath.Join(dir, "hanzod.log"))
 	h.Stdout, h.Stderr = hlog, hlog
 	if err := h.Start(); err != nil {
@@ -70,6 +83,10 @@ func TestNetnsEndToEnd(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	account := hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	run(0, append(local, "ledger", "deposit", account, "50000")...)
+	run(0, append(local, "ledger", "bond", account, "50000")...)
 
 	// Four staked workers on hosts 1..4.
 	type worker struct {

@@ -31,6 +31,21 @@ func Binary() (string, error) {
 	return "", ErrNotInstalled
 }
 
+// Args are the server's arguments: listen on bind:port, data and log
+// (server.log) in dir, AOF with an fsync on every write, no RDB
+// snapshots, in the foreground. A bind address other than loopback turns
+// protected mode off (the test beds' servers on a bridge have no
+// password).
+func Args(port int, bind, dir string) []string {
+	args := []string{"--port", strconv.Itoa(port), "--bind", bind, "--dir", dir,
+		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
+		"--logfile", filepath.Join(dir, "server.log")}
+	if bind != "127.0.0.1" {
+		args = append(args, "--protected-mode", "no")
+	}
+	return args
+}
+
 // Server is a running server.
 type Server struct {
 	Port int
@@ -59,9 +74,7 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	s := &Server{Port: port, Dir: dir, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
-		"--logfile", filepath.Join(dir, "server.log"))
+	s.cmd = exec.Command(bin, Args(port, "127.0.0.1", dir)...)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}

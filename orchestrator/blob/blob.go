@@ -12,6 +12,11 @@
 // (ErrConflict), so a deposed leader can never replace what the current
 // one wrote. Put returns once the bytes are durable: the judge writes a
 // blob before it logs the verdict that depends on it.
+//
+// DeleteDir removes a directory's blobs at once (the deltas and evidence
+// of a job once it settled): it is idempotent, and a name deleted may be
+// put again (a deposed leader writing late), which the next DeleteDir
+// removes.
 package blob
 
 import (
@@ -29,6 +34,28 @@ type Store interface {
 	Put(ctx context.Context, name string, data []byte) error
 	// Get returns the bytes under name (ErrNotFound when absent).
 	Get(ctx context.Context, name string) ([]byte, error)
+	// DeleteDir removes every blob named dir/NAME, NAME without '/'
+	// (names deeper below dir stay), and says how many blobs and bytes it
+	// removed. A directory without blobs is no error: deleting twice
+	// reclaims nothing the second time.
+	DeleteDir(ctx context.Context, dir string) (Reclaimed, error)
+}
+
+// Reclaimed is what a DeleteDir removed.
+type Reclaimed struct {
+	Blobs int
+	Bytes int64
+}
+
+// Add returns the sum of r and o.
+func (r Reclaimed) Add(o Reclaimed) Reclaimed {
+	return Reclaimed{Blobs: r.Blobs + o.Blobs, Bytes: r.Bytes + o.Bytes}
+}
+
+// InDir reports whether name is dir/NAME with NAME without '/'.
+func InDir(name, dir string) bool {
+	rest, ok := strings.CutPrefix(name, dir+"/")
+	return ok && rest != "" && !strings.Contains(rest, "/")
 }
 
 var (
@@ -120,4 +147,25 @@ func (s *Mem) Get(ctx context.Context, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	return append([]byte(nil), b...), nil
+}
+
+// DeleteDir implements Store.
+func (s *Mem) DeleteDir(ctx context.Context, dir string) (Reclaimed, error) {
+	if err := ValidName(dir); err != nil {
+		return Reclaimed{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Reclaimed{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var r Reclaimed
+	for name, b := range s.m {
+		if InDir(name, dir) {
+			r.Blobs++
+			r.Bytes += int64(len(b))
+			delete(s.m, name)
+		}
+	}
+	return r, nil
 }

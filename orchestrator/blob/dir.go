@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/zooai/gym/internal/atomicfile"
 )
@@ -71,4 +72,49 @@ func (d *Dir) Get(ctx context.Context, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	return b, err
+}
+
+// DeleteDir implements Store: it removes the directory's files (also
+// the temporary files of writes interrupted there) one by one, then the
+// directory if nothing else is left in it. Interrupted, it leaves the
+// rest for the next call.
+func (d *Dir) DeleteDir(ctx context.Context, dir string) (Reclaimed, error) {
+	if err := ValidName(dir); err != nil {
+		return Reclaimed{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Reclaimed{}, err
+	}
+	p := d.Path(dir)
+	ents, err := os.ReadDir(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Reclaimed{}, nil
+	}
+	if err != nil {
+		return Reclaimed{}, fmt.Errorf("blob: %w", err)
+	}
+	var r Reclaimed
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue // a directory of deeper names
+		}
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return r, fmt.Errorf("blob: %w", err)
+		}
+		if err := os.Remove(filepath.Join(p, e.Name())); errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return r, fmt.Errorf("blob: %w", err)
+		}
+		if ValidName(e.Name()) == nil && !strings.HasPrefix(e.Name(), ".") {
+			r.Blobs++
+		}
+		r.Bytes += fi.Size()
+	}
+	_ = os.Remove(p) // fails while deeper names or a racing write remain
+	return r, nil
 }

@@ -94,6 +94,10 @@ type Config struct {
 	// EpochGrace is how long an epoch waits for members that have not
 	// finished once the first has (0: 2 min).
 	EpochGrace time.Duration
+	// BlobRetention is how long a settled job's accepted deltas and
+	// evidence stay in the blob store before the leader deletes them
+	// (0: 1 h; judge.Config.BlobRetention).
+	BlobRetention time.Duration
 	// IPFS is the RPC URL of a kubo node (IPFS_URL, e.g.
 	// http://ipfs:5001) on which every complete artifact of the store —
 	// each published checkpoint — is pinned, through a durable retry
@@ -182,12 +186,15 @@ func (c Config) Validate() error {
 
 // Daemon is a running hanzod.
 type Daemon struct {
-	cfg     Config
-	log     *slog.Logger
-	st      store.Store
-	eng     *engine.Engine
-	grpc    *grpc.Server
-	health  *health.Server
+	cfg    Config
+	log    *slog.Logger
+	st     store.Store
+	eng    *engine.Engine
+	grpc   *grpc.Server
+	health *health.Server
+	// serving is what health says (SERVING: this replica leads); under smu.
+	smu     sync.Mutex
+	serving bool
 	lis     net.Listener
 	mlis    net.Listener
 	http    *http.Server
@@ -328,10 +335,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 			}
 		}()
 	}
-	d.wg.Add(2)
+	d.wg.Add(3)
 	go func() {
 		defer d.wg.Done()
 		d.loop(ctx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.watchLease(ctx)
 	}()
 	go func() {
 		defer d.wg.Done()
@@ -374,21 +385,12 @@ func (d *Daemon) MetricsAddr() string {
 func (d *Daemon) loop(ctx context.Context) {
 	t := time.NewTicker(d.cfg.TickInterval)
 	defer t.Stop()
-	leading := false
 	for {
 		ok, err := d.eng.Campaign(ctx)
 		if err != nil && ctx.Err() == nil {
 			d.log.Warn("campaign failed", "err", err)
 		}
-		if ok != leading {
-			leading = ok
-			d.log.Info("leadership changed", "leader", ok)
-			st := healthpb.HealthCheckResponse_NOT_SERVING
-			if ok {
-				st = healthpb.HealthCheckResponse_SERVING
-			}
-			d.health.SetServingStatus("", st)
-		}
+		d.setServing(ok, "campaign")
 		if ok {
 			if _, err := d.eng.Do(ctx, state.Tick{}); err != nil && ctx.Err() == nil {
 				d.log.Warn("tick failed", "err", err)
@@ -399,6 +401,48 @@ func (d *Daemon) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// setServing makes the health service say whether this replica leads,
+// logging a change.
+func (d *Daemon) setServing(ok bool, why string) {
+	d.smu.Lock()
+	defer d.smu.Unlock()
+	d.setServingLocked(ok, why)
+}
+
+func (d *Daemon) setServingLocked(ok bool, why string) {
+	if ok == d.serving {
+		return
+	}
+	d.serving = ok
+	d.log.Info("leadership changed", "leader", ok, "by", why)
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	d.health.SetServingStatus("", st)
+}
+
+// watchLease says NOT_SERVING as soon as the lease runs out unrenewed on
+// this replica's clock, without waiting for the renewal in progress: a
+// leader cut off from the store waits for its call to time out (several
+// seconds) while a standby takes the lease as soon as it expires.
+func (d *Daemon) watchLease(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.smu.Lock()
+		if d.serving && !d.eng.Leading() {
+			d.setServingLocked(false, "lease expired unrenewed")
+		}
+		d.smu.Unlock()
 	}
 }
 
@@ -586,7 +630,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 		blobs = vs.Blobs()
 	}
 	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Blobs: blobs, Key: key, MinStake: cfg.OrchestratorStake, Store: d.arts, Threads: threads, Bases: bases,
-		EpochGrace: cfg.EpochGrace, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, Log: d.log.With("part", "judge")}, d.eng)
+		EpochGrace: cfg.EpochGrace, BlobRetention: cfg.BlobRetention, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zooai/gym/orchestrator/state"
@@ -79,8 +80,12 @@ type Engine struct {
 	m     *state.Machine
 	token uint64    // 0 unless leader
 	until time.Time // the lease is surely ours until then (local clock)
-	snap  uint64    // index of the last snapshot
-	dirty bool      // a rebuild failed: rebuild before the next use
+	// lease mirrors until (unix ns) while token != 0, else 0: Leading
+	// reads it without the lock, which a store call in Campaign may hold
+	// for as long as the store takes to answer (or time out).
+	lease atomic.Int64
+	snap  uint64 // index of the last snapshot
+	dirty bool   // a rebuild failed: rebuild before the next use
 	// Group commit: the batch being filled while another is appended.
 	pending  *batch
 	flushing bool
@@ -203,6 +208,7 @@ func (e *Engine) Follow(ctx context.Context) error {
 func (e *Engine) Campaign(ctx context.Context) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.publishLease()
 	if err := e.clean(ctx); err != nil {
 		return false, err
 	}
@@ -235,11 +241,23 @@ func (e *Engine) Campaign(ctx context.Context) (bool, error) {
 
 func (e *Engine) leading() bool { return e.token != 0 && e.now().Before(e.until) }
 
-// Leading reports whether this replica holds a live lease.
+// publishLease mirrors token and until into lease. Call with e.mu held
+// after changing either.
+func (e *Engine) publishLease() {
+	if e.token == 0 {
+		e.lease.Store(0)
+	} else {
+		e.lease.Store(e.until.UnixNano())
+	}
+}
+
+// Leading reports whether this replica holds a live lease. It does not
+// wait for a campaign in progress: a leader cut off from its store stops
+// saying it leads when its lease runs out on its own clock, not when the
+// renewal it is waiting for times out.
 func (e *Engine) Leading() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.leading()
+	u := e.lease.Load()
+	return u != 0 && e.now().UnixNano() < u
 }
 
 // Resign releases the lease (graceful shutdown).
@@ -251,6 +269,7 @@ func (e *Engine) Resign(ctx context.Context) error {
 	}
 	tok := e.token
 	e.token = 0
+	e.publishLease()
 	return e.st.Release(ctx, tok)
 }
 
@@ -374,6 +393,7 @@ func encode(evs []state.Event) ([]store.Record, error) {
 func (e *Engine) failed(ctx context.Context, err error) error {
 	if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrConflict) {
 		e.token = 0
+		e.publishLease()
 	}
 	if rerr := e.rebuild(ctx); rerr != nil {
 		e.dirty = true

@@ -112,6 +112,8 @@ type env struct {
 	auth  map[string]uint64
 	dseq  map[string]uint64 // last delta sequence per node
 	runMu sync.Mutex
+	// retention is the judge's BlobRetention (replica).
+	retention time.Duration
 }
 
 // newEnv registers n nodes (and keeps key n unregistered), stakes them,

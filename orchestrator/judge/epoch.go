@@ -24,6 +24,7 @@ import (
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
@@ -42,6 +43,7 @@ func (j *Judge) Step(ctx context.Context) error {
 		some   bool // at least one did
 	}
 	var work []todo
+	var settled []string
 	// Bases named by CID are exported, verified and parsed here, outside
 	// the engine's lock (once per process each); plan then finds them.
 	var models []string
@@ -77,6 +79,9 @@ func (j *Judge) Step(ctx context.Context) error {
 					}
 				}
 			case jb.State == state.Aggregating, jb.State.Terminal() && !jb.Settled:
+			case jb.Settled:
+				settled = append(settled, jb.ID)
+				continue
 			default:
 				continue
 			}
@@ -153,6 +158,59 @@ func (j *Judge) Step(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := j.reclaim(ctx, settled); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// reclaim deletes the accepted deltas and the evidence of the settled
+// jobs once Config.BlobRetention has passed since this judge first saw
+// each settled. Nothing else needs them: the log's verdicts name their
+// digests but replay reads no blob, no running job refers to another
+// job's files (their names start with the job's id), and the checkpoints
+// of record (under their CIDs) are kept. Each judge deletes each job's
+// files once, so a replica that takes over deletes again — idempotent,
+// and it removes what a deposed leader may have written late.
+func (j *Judge) reclaim(ctx context.Context, settled []string) error {
+	if j.cfg.BlobRetention < 0 {
+		return nil
+	}
+	now := j.cfg.Now()
+	var errs []error
+	for _, id := range settled {
+		j.mu.Lock()
+		done := j.reclaimed[id]
+		at, seen := j.settledAt[id]
+		if !seen {
+			at = now
+			j.settledAt[id] = at
+		}
+		j.mu.Unlock()
+		if done || now.Sub(at) < j.cfg.BlobRetention {
+			continue
+		}
+		var r blob.Reclaimed
+		var err error
+		for _, dir := range []string{"deltas/" + id, "evidence/" + id} {
+			d, derr := j.cfg.Blobs.DeleteDir(ctx, dir)
+			r = r.Add(d)
+			err = errors.Join(err, derr)
+		}
+		j.cmu.Lock()
+		j.freed = j.freed.Add(r)
+		j.cmu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("judge: delete the blobs of settled job %s: %w", id, err))
+			continue
+		}
+		j.mu.Lock()
+		j.reclaimed[id] = true
+		delete(j.settledAt, id)
+		delete(j.seen, id)
+		j.mu.Unlock()
+		j.log.Info("blobs of a settled job deleted", "job", id, "blobs", r.Blobs, "bytes", r.Bytes)
 	}
 	return errors.Join(errs...)
 }

@@ -106,6 +106,13 @@ type Config struct {
 	// EpochGrace is how long an epoch waits for members that have not
 	// finished after the first one did (default 2 min).
 	EpochGrace time.Duration
+	// BlobRetention is how long a settled job's accepted deltas and
+	// evidence stay in the blob store after this judge first saw the job
+	// settled (0: one hour; negative: kept for ever). Until then a second
+	// file for one of its slots can still be proven an equivocation and
+	// an operator can read the files; then the leader deletes them
+	// (Step). The checkpoints of record are kept: they are the product.
+	BlobRetention time.Duration
 	// Reward is paid from the treasury per epoch when it holds enough
 	// (default 100 GYM).
 	Reward  ledger.Amount
@@ -147,6 +154,8 @@ type Judge struct {
 	seen      map[string]map[string]jobspec.Slot // job → node/tensor digest → slot (replay detection)
 	waiting   map[string]time.Time               // job/epoch → when its first member finished
 	ready     map[string]bool                    // job/epoch → its start is in the artifact store
+	settledAt map[string]time.Time               // job → when this judge first saw it settled
+	reclaimed map[string]bool                    // job → its deltas and evidence deleted by this judge
 
 	history eventHistory // the log's ring configurations and money, read incrementally
 
@@ -162,6 +171,7 @@ type Judge struct {
 	slashes  map[string]uint64    // offence → count
 	merges   uint64
 	mergeSec float64
+	freed    blob.Reclaimed // the blobs of settled jobs deleted
 }
 
 func (j *Judge) countVerdict(verdict, reason string) {
@@ -204,6 +214,15 @@ func (j *Judge) WriteMetrics(w io.Writer) {
 	}
 	fmt.Fprintf(w, "# HELP gym_hanzod_merges_total Epochs merged and published.\n# TYPE gym_hanzod_merges_total counter\ngym_hanzod_merges_total %d\n", j.merges)
 	fmt.Fprintf(w, "# HELP gym_hanzod_merge_seconds_total Time spent validating, merging and publishing epochs.\n# TYPE gym_hanzod_merge_seconds_total counter\ngym_hanzod_merge_seconds_total %g\n", j.mergeSec)
+	fmt.Fprintf(w, "# HELP gym_hanzod_blobs_deleted_total Blobs (accepted deltas, evidence) of settled jobs deleted by this replica.\n# TYPE gym_hanzod_blobs_deleted_total counter\ngym_hanzod_blobs_deleted_total %d\n", j.freed.Blobs)
+	fmt.Fprintf(w, "# HELP gym_hanzod_blob_bytes_reclaimed_total Bytes of the blobs of settled jobs deleted by this replica.\n# TYPE gym_hanzod_blob_bytes_reclaimed_total counter\ngym_hanzod_blob_bytes_reclaimed_total %d\n", j.freed.Bytes)
+}
+
+// Reclaimed is what this judge deleted of settled jobs' blobs so far.
+func (j *Judge) Reclaimed() blob.Reclaimed {
+	j.cmu.Lock()
+	defer j.cmu.Unlock()
+	return j.freed
 }
 
 // New returns a judge.
@@ -233,6 +252,9 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	if cfg.Reward == 0 {
 		cfg.Reward = 100 * ledger.GYM
 	}
+	if cfg.BlobRetention == 0 {
+		cfg.BlobRetention = time.Hour
+	}
 	if cfg.Weights == [3]float64{} {
 		cfg.Weights = [3]float64{0.5, 0.3, 0.2}
 	}
@@ -247,6 +269,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	}
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
 		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{}, ready: map[string]bool{},
+		settledAt: map[string]time.Time{}, reclaimed: map[string]bool{},
 		templates: map[string]*llama.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
 		plans: map[string]cachedPlan{},
@@ -528,12 +551,20 @@ func (j *Judge) standing(ctx context.Context, s *submission, full bool) (epoch.S
 		return st, job.ID, Verdict{}, nil
 	}
 	here := jobspec.Slot{Epoch: int(meta.Epoch), Step: meta.Step, Node: s.node}
+	// A settled job's files are deleted after Config.BlobRetention: a
+	// file for one of its slots can then be neither accepted nor proven
+	// to conflict with the one held.
+	gone := func(err error) bool { return job.Settled && errors.Is(err, blob.ErrNotFound) }
 	if st.Held != "" && st.Held != s.digest {
-		if st.HeldAdapter, _, err = j.loadDelta(ctx, job.ID, here, st.Template); err != nil {
+		if st.HeldAdapter, _, err = j.loadDelta(ctx, job.ID, here, st.Template); gone(err) {
+			return st, "", reject(ReasonLate, "job %s is settled and its deltas were deleted", job.ID), nil
+		} else if err != nil {
 			return st, "", Verdict{}, err
 		}
 	}
-	if st.Seen, err = j.seenFor(ctx, job.ID, st.Template); err != nil {
+	if st.Seen, err = j.seenFor(ctx, job.ID, st.Template); gone(err) {
+		return st, "", reject(ReasonLate, "job %s is settled and its deltas were deleted", job.ID), nil
+	} else if err != nil {
 		return st, "", Verdict{}, err
 	}
 	return st, job.ID, Verdict{}, nil

@@ -32,7 +32,7 @@ func (e *env) replica(t *testing.T, name string, blobs blob.Store) {
 	}
 	t.Cleanup(func() { arts.Close() })
 	j, err := judge.New(judge.Config{DataDir: e.jdir(), Blobs: blobs, Key: judgeKey(), Store: arts, Threads: 2,
-		ShardSize: 8, EvalSize: 8, Base: base(t), Now: e.clk.Now}, e.eng)
+		ShardSize: 8, EvalSize: 8, Base: base(t), Now: e.clk.Now, BlobRetention: e.retention}, e.eng)
 	if err != nil {
 		t.Fatal(err)
 	}

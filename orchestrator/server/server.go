@@ -24,6 +24,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -185,8 +186,15 @@ func (s *Server) Options() []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(1024),
 		grpc.ChainUnaryInterceptor(s.reqs.unary),
 		grpc.ChainStreamInterceptor(s.reqs.stream),
+		grpc.KeepaliveEnforcementPolicy(KeepalivePolicy),
 	}
 }
+
+// KeepalivePolicy lets clients ping every 5 s, also without a call in
+// flight (gRPC's default refuses pings more often than every 5 minutes):
+// nodeclient pings every 10 s to find a replica whose host dropped off
+// the network (nodeclient.Keepalive).
+var KeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
 
 // Attach registers both services on g.
 func (s *Server) Attach(g *grpc.Server) {

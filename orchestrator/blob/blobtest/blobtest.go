@@ -32,6 +32,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"Names", testNames},
 		{"Concurrent", testConcurrent},
 		{"OtherReplica", testOther},
+		{"DeleteDir", testDeleteDir},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newEnv(t)) })
@@ -141,5 +142,96 @@ func testOther(t *testing.T, e *Env) {
 	}
 	if err := o.Put(ctx, "deltas/j/d1", []byte("a deposed leader's other bytes")); !errors.Is(err, blob.ErrConflict) {
 		t.Fatalf("the other handle replaced a blob: %v", err)
+	}
+}
+
+func testDeleteDir(t *testing.T, e *Env) {
+	ctx := context.Background()
+	put := map[string]string{
+		"deltas/j1/a.delta":     "first delta",
+		"deltas/j1/b.delta":     "the second delta",
+		"deltas/j1/sub/c.delta": "deeper: not in deltas/j1",
+		"deltas/j10/d.delta":    "another job whose id starts alike",
+		"deltas/j2/e.delta":     "another job",
+		"deltas/j1x":            "a sibling name",
+	}
+	for name, data := range put {
+		if err := e.Store.Put(ctx, name, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Putting the same bytes again does not count them twice.
+	if err := e.Store.Put(ctx, "deltas/j1/a.delta", []byte("first delta")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Store.DeleteDir(ctx, "deltas/j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (blob.Reclaimed{Blobs: 2, Bytes: int64(len("first delta") + len("the second delta"))}); r != want {
+		t.Fatalf("DeleteDir reclaimed %+v, want %+v", r, want)
+	}
+	for name, data := range put {
+		got, err := e.Store.Get(ctx, name)
+		if blob.InDir(name, "deltas/j1") {
+			if !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("Get %s after DeleteDir: %q, %v; want ErrNotFound", name, got, err)
+			}
+		} else if err != nil || string(got) != data {
+			t.Errorf("Get %s after deleting another directory: %q, %v", name, got, err)
+		}
+	}
+	// Idempotent.
+	if r, err := e.Store.DeleteDir(ctx, "deltas/j1"); err != nil || r != (blob.Reclaimed{}) {
+		t.Fatalf("DeleteDir again: %+v, %v; want nothing reclaimed", r, err)
+	}
+	if r, err := e.Store.DeleteDir(ctx, "never/written"); err != nil || r != (blob.Reclaimed{}) {
+		t.Fatalf("DeleteDir of a directory never written: %+v, %v", r, err)
+	}
+	// A deleted name can be written again (a deposed leader late) — with
+	// other bytes too, since nothing holds it — and is deleted again.
+	if err := e.Store.Put(ctx, "deltas/j1/a.delta", []byte("late")); err != nil {
+		t.Fatalf("Put after DeleteDir: %v", err)
+	}
+	other := e.Store
+	if e.Other != nil {
+		other = e.Other(t)
+	}
+	if r, err := other.DeleteDir(ctx, "deltas/j1"); err != nil || r != (blob.Reclaimed{Blobs: 1, Bytes: 4}) {
+		t.Fatalf("DeleteDir of a late write: %+v, %v", r, err)
+	}
+	if _, err := e.Store.Get(ctx, "deltas/j1/a.delta"); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("a late write survived DeleteDir: %v", err)
+	}
+	for _, bad := range []string{"", "a/", "../a", "a b"} {
+		if _, err := e.Store.DeleteDir(ctx, bad); !errors.Is(err, blob.ErrName) {
+			t.Errorf("DeleteDir %q: %v, want ErrName", bad, err)
+		}
+	}
+	// Many blobs (more than one batch of a server-side script), deleted
+	// while other directories are written.
+	const n = 600
+	var wg sync.WaitGroup
+	for i := range n {
+		if err := e.Store.Put(ctx, fmt.Sprintf("evidence/big/%04d", i), []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 50 {
+			if err := e.Store.Put(ctx, fmt.Sprintf("evidence/busy/%d", i), []byte("x")); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	r, err = e.Store.DeleteDir(ctx, "evidence/big")
+	wg.Wait()
+	if err != nil || r != (blob.Reclaimed{Blobs: n, Bytes: n}) {
+		t.Fatalf("DeleteDir of %d blobs: %+v, %v", n, r, err)
+	}
+	if r, err := e.Store.DeleteDir(ctx, "evidence/busy"); err != nil || r.Blobs != 50 {
+		t.Fatalf("DeleteDir of the directory written meanwhile: %+v, %v", r, err)
 	}
 }

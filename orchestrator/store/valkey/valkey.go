@@ -55,14 +55,15 @@ func (c Config) Validate() error {
 
 // Store is the Valkey implementation of store.Store.
 type Store struct {
-	c       *redis.Client
-	timeout time.Duration
-	kLease  string // holder, with a PX ttl
-	kToken  string // newest token issued
-	kLog    string // list of records; element i is index base+i+1
-	kBase   string // records dropped from the head by Compact (absent: 0)
-	kSnap   string // hash: index, data
-	kBlob   string // prefix of the blobs' keys (Blobs)
+	c        *redis.Client
+	timeout  time.Duration
+	kLease   string // holder, with a PX ttl
+	kToken   string // newest token issued
+	kLog     string // list of records; element i is index base+i+1
+	kBase    string // records dropped from the head by Compact (absent: 0)
+	kSnap    string // hash: index, data
+	kBlob    string // prefix of the blobs' keys (Blobs)
+	kBlobDir string // prefix of the sets of a directory's blob names (Blobs)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -78,7 +79,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	c := redis.NewClient(opt)
 	p := "{" + cfg.Prefix + "}:"
-	s := &Store{c: c, timeout: cfg.Timeout, kLease: p + "lease", kToken: p + "token", kLog: p + "log", kBase: p + "base", kSnap: p + "snap", kBlob: p + "blob:"}
+	s := &Store{c: c, timeout: cfg.Timeout, kLease: p + "lease", kToken: p + "token", kLog: p + "log", kBase: p + "base", kSnap: p + "snap", kBlob: p + "blob:", kBlobDir: p + "blobdir:"}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
