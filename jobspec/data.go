@@ -24,8 +24,9 @@ var ErrDataset = errors.New("jobspec: dataset must be a built-in task (addition,
 
 // DatasetCID returns the root CID a job's dataset names, or ok false for a
 // built-in task. The CID must be the canonical string of a CIDv1 over
-// sha2-256 (as `gym artifact publish --kind dataset PATH` prints it): a
-// directory (dag-pb) or a single file (raw or dag-pb).
+// sha2-256 whose codec is dag-pb: a directory, as `gym artifact publish
+// --kind dataset PATH` makes (a single file is published as the train
+// split of a directory).
 func DatasetCID(name string) (c cid.Cid, ok bool, err error) {
 	if slices.Contains(BuiltinDatasets, name) {
 		return cid.Undef, false, nil
@@ -39,8 +40,8 @@ func DatasetCID(name string) (c cid.Cid, ok bool, err error) {
 	}
 	p := c.Prefix()
 	switch {
-	case p.Version != 1 || (p.Codec != cid.DagProtobuf && p.Codec != cid.Raw) || p.MhType != mh.SHA2_256 || p.MhLength != 32:
-		return cid.Undef, false, fmt.Errorf("%w: %s is not a CIDv1 over sha2-256", ErrDataset, name)
+	case p.Version != 1 || p.Codec != cid.DagProtobuf || p.MhType != mh.SHA2_256 || p.MhLength != 32:
+		return cid.Undef, false, fmt.Errorf("%w: %s is not a CIDv1 of a directory over sha2-256", ErrDataset, name)
 	case c.String() != name:
 		return cid.Undef, false, fmt.Errorf("%w: %q is not in canonical form (%s)", ErrDataset, name, c)
 	}
