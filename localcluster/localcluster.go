@@ -956,6 +956,12 @@ func (c *Cluster) startInProcess(w *Worker) error {
 		nc.Close()
 		return err
 	}
+	if wc.Datasets, err = basecache.NewKind(artifact.KindDataset, filepath.Join(w.Dir, "datasets"), nc.Store(), nc.FetchBase); err != nil {
+		logf.Close()
+		evf.Close()
+		nc.Close()
+		return err
+	}
 	if w.Index < len(cfg.MemoryLimit) {
 		wc.MemoryLimit = cfg.MemoryLimit[w.Index]
 	}
