@@ -361,3 +361,44 @@ func readFile(p string, fields []string, max int) ([]Row, error) {
 	}
 	return nil, fmt.Errorf("%w: %s: not .jsonl or .parquet", ErrFormat, name)
 }
+
+// Stage returns the directory a dataset at path is published as: path
+// itself when it is a directory holding at least one split, or, for a
+// single .jsonl or .parquet file, a new directory under tmp holding a copy
+// of it as the train split (train.jsonl or train.parquet) — the one
+// split a single file is.
+func Stage(path, tmp string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.IsDir() {
+		splits, err := Splits(path)
+		if err != nil {
+			return "", err
+		}
+		if len(splits) == 0 {
+			return "", fmt.Errorf("%w: %s holds no data files (SPLIT.jsonl, SPLIT.parquet or SPLIT-*.parquet, directly or in one subdirectory)", ErrLayout, path)
+		}
+		return path, nil
+	}
+	ext := filepath.Ext(path)
+	if ext != ".jsonl" && ext != ".parquet" {
+		return "", fmt.Errorf("%w: %s is not a .jsonl or .parquet file", ErrLayout, path)
+	}
+	if st.Size() > MaxFileBytes {
+		return "", fmt.Errorf("%w: %s: %d bytes, at most %d", ErrLimit, path, st.Size(), MaxFileBytes)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(tmp, "dataset-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, DefaultSplit+ext), b, 0o644); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
