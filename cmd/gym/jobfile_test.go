@@ -86,7 +86,7 @@ func TestParseJobFileBuiltin(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ file, want string }{
-		{strings.Replace(minimalBuiltin, "sort", "gsm8k", 1), `j.yaml:1: model: builtin: the trainer cannot run these settings on the built-in model: task: unknown task "gsm8k"`},
+		{strings.Replace(minimalBuiltin, "sort", "gsm8k", 1), `j.yaml:1: model: builtin: the trainer cannot run these settings on the built-in model: jobspec: dataset must be a built-in task (addition, sort) or the CID of a dataset artifact: "gsm8k" is neither`},
 		{minimalBuiltin + "prompts_per_step: 2\n" + "", ""},
 		{strings.Replace(minimalBuiltin, "gradient_accumulation_steps: 1", "gradient_accumulation_steps: 4", 1) + "prompts_per_step: 2\n",
 			"gradient_accumulation_steps 4 must divide prompts_per_step 2"},
