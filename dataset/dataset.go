@@ -393,8 +393,12 @@ func Stage(path, tmp string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp(tmp, "dataset-")
+	parent, err := os.MkdirTemp(tmp, "dataset-")
 	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(parent, strings.TrimSuffix(filepath.Base(path), ext))
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(dir, DefaultSplit+ext), b, 0o644); err != nil {

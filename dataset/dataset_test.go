@@ -267,3 +267,31 @@ func FuzzReadParquet(f *testing.F) {
 		}
 	})
 }
+
+// Stage makes a single file the train split of a directory named after
+// it, and takes a directory as it is.
+func TestStage(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "math.jsonl")
+	writeJSONL(t, src, rows(20, 0))
+	dir, err := Stage(src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(dir) != "math" {
+		t.Errorf("staged as %s", dir)
+	}
+	a, err := Load(src, Config{Prompt: "question", Answer: "answer", HoldOutBP: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(dir, Config{Prompt: "question", Answer: "answer", HoldOutBP: 2000})
+	if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("the staged directory reads differently: %v", err)
+	}
+	if got, err := Stage(dir, t.TempDir()); err != nil || got != dir {
+		t.Fatalf("a directory staged as %s, %v", got, err)
+	}
+	if _, err := Stage(t.TempDir(), t.TempDir()); !errors.Is(err, ErrLayout) {
+		t.Fatalf("an empty directory: %v", err)
+	}
+}
