@@ -136,3 +136,24 @@ func TestJobBuiltinExample(t *testing.T) {
 		t.Errorf("gspo: %+v, want %+v", j.GSPO, want)
 	}
 }
+
+// examples/dataset-job.yaml parses and names a dataset by CID with its
+// mapping and reward.
+func TestJobDatasetExample(t *testing.T) {
+	const path = "../../examples/dataset-job.yaml"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := parseJobFile(path, b, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := j.Spec()
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	if _, byCID, err := jobspec.DatasetCID(s.Dataset); !byCID || err != nil || s.Data.Extract != "numeric" || s.Reward == "" {
+		t.Fatalf("%+v", s)
+	}
+}
