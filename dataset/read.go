@@ -44,6 +44,17 @@ var (
 	ErrConfig = errors.New("dataset: invalid configuration")
 )
 
+// IsData reports whether err is about the data or its mapping (any of the
+// errors above), as opposed to the file system.
+func IsData(err error) bool {
+	for _, e := range []error{ErrFormat, ErrField, ErrLimit, ErrLayout, ErrConfig} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // Row is one record's fields, as text: the fields a mapping asked for.
 type Row map[string]string
 

@@ -99,7 +99,7 @@ func (r Rewards) Terms() ([]reward.Term, error) {
 	return terms, nil
 }
 
-// Set is the job's reward, checked: the list, or the default for the
+// RewardSet is the job's reward, checked: the list, or the default for the
 // dataset (reward.Default for a built-in task, reward.DatasetDefault for a
 // dataset named by CID).
 func (s Spec) RewardSet() (*reward.Set, error) {
@@ -124,16 +124,19 @@ func (r Rewards) MarshalJSON() ([]byte, error) {
 	return []byte(r), nil
 }
 
-// UnmarshalJSON reads a list (or null) into its canonical form; a list
-// the reward package refuses is kept as it is, for Normalise to refuse
-// with the reason.
+// UnmarshalJSON reads a list (or null) into its canonical form; a key a
+// verifier does not have is an error (a misspelt setting is not dropped),
+// a list the reward package refuses is kept, for Normalise to refuse with
+// the reason.
 func (r *Rewards) UnmarshalJSON(b []byte) error {
 	if string(bytes.TrimSpace(b)) == "null" {
 		*r = ""
 		return nil
 	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
 	var terms []reward.Term
-	if err := json.Unmarshal(b, &terms); err != nil {
+	if err := dec.Decode(&terms); err != nil {
 		return err
 	}
 	if len(terms) == 0 {

@@ -141,3 +141,14 @@ func TestDataJobErrors(t *testing.T) {
 		t.Fatal("an identity CID accepted")
 	}
 }
+
+// A misspelt verifier setting is an error, not dropped.
+func TestRewardsStrict(t *testing.T) {
+	var r Rewards
+	if err := r.UnmarshalJSON([]byte(`[{"verifier":"numeric","weight":1,"tol":0.5}]`)); err == nil {
+		t.Fatalf("accepted %s", r)
+	}
+	if err := r.UnmarshalJSON([]byte(`[{"weight":1,"verifier":"numeric","tolerance":0.5}]`)); err != nil || r != `[{"verifier":"numeric","weight":1,"tolerance":0.5}]` {
+		t.Fatalf("%s %v", r, err)
+	}
+}

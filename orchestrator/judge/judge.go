@@ -62,6 +62,7 @@ import (
 
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -297,13 +298,18 @@ func (j *Judge) plan(id string, s jobspec.Spec) (jobconf.Plan, error) {
 		return jobconf.Plan{}, err
 	}
 	data, err := j.dataFor(context.Background(), s)
-	if err != nil {
-		return jobconf.Plan{}, err
-	}
 	j.pmu.Lock()
 	defer j.pmu.Unlock()
 	if c, ok := j.plans[id]; ok && c.spec == s {
 		return c.plan, c.err
+	}
+	if err != nil {
+		if dataset.IsData(err) {
+			// The rows do not fit the mapping: that will not change,
+			// so the refusal is kept like any other plan's.
+			j.plans[id] = cachedPlan{spec: s, err: err}
+		}
+		return jobconf.Plan{}, err
 	}
 	p, err := j.cfg.NewPlan(id, s, base, data)
 	j.plans[id] = cachedPlan{spec: s, plan: p, err: err}
