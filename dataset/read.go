@@ -404,4 +404,3 @@ func valueText(v parquet.Value) (string, error) {
 	}
 	return "", fmt.Errorf("a %s value", v.Kind())
 }
-

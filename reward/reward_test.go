@@ -113,10 +113,10 @@ func TestInvalid(t *testing.T) {
 func TestExtractNumber(t *testing.T) {
 	for in, want := range map[string]string{
 		"Natalia sold 48/2 = 24 clips in May. 48+24 = 72 #### 72": "72",
-		`The final answer is $\boxed{-3.5}$ then 9`:                "-3.5",
-		"1, 2, and 3,000":                                           "3,000",
-		"#### \n 5":                                                 "5",
-		"0180":                                                      "0180",
+		`The final answer is $\boxed{-3.5}$ then 9`:               "-3.5",
+		"1, 2, and 3,000": "3,000",
+		"#### \n 5":       "5",
+		"0180":            "0180",
 	} {
 		if got, ok := ExtractNumber(in); !ok || got != want {
 			t.Errorf("%q: %q %v, want %q", in, got, ok, want)

@@ -31,7 +31,7 @@ type Config struct {
 	// Reward scores completions (nil: reward.Default, the built-in
 	// tasks' partial credit).
 	Reward reward.Scorer `json:"-"`
-	Seed uint64 `json:"seed"` // job seed: data, sampling and adapter initialisation
+	Seed   uint64        `json:"seed"` // job seed: data, sampling and adapter initialisation
 	// Steps is the number of optimiser steps of a run (the schedule's
 	// horizon is fixed by it only when CosineDecay is set).
 	Steps int `json:"steps"`
