@@ -33,6 +33,10 @@ const (
 	KindCheckpoint   Kind = "checkpoint"
 	KindBaseModel    Kind = "base-model"
 	KindDatasetShard Kind = "dataset-shard"
+	// KindDataset is a job's training data: a directory of JSONL or
+	// Parquet files in the datasets layout (docs/datasets.md), named by
+	// its CID in a job's dataset field.
+	KindDataset Kind = "dataset"
 	// KindDelta is a signed delta file (docs/delta-format.md) a node
 	// publishes so that others can fetch it by CID (gym_protocol's
 	// DeltaWriter.upload_ipfs).
@@ -91,7 +95,7 @@ func (m *Manifest) Validate() error {
 	switch {
 	case m.Format != ManifestFormat:
 		return fmt.Errorf("%w: format %d, want %d", ErrManifest, m.Format, ManifestFormat)
-	case m.Kind != KindCheckpoint && m.Kind != KindBaseModel && m.Kind != KindDatasetShard && m.Kind != KindDelta:
+	case m.Kind != KindCheckpoint && m.Kind != KindBaseModel && m.Kind != KindDatasetShard && m.Kind != KindDelta && m.Kind != KindDataset:
 		return fmt.Errorf("%w: kind %q", ErrManifest, m.Kind)
 	case !nameRE.MatchString(m.Name):
 		return fmt.Errorf("%w: name %q", ErrManifest, m.Name)

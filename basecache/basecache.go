@@ -14,6 +14,10 @@
 //
 // Nothing here trusts the manifest's name or creator: the CID the job names
 // is the trust anchor, and the manifest's kind must be base-model.
+//
+// Datasets (a job's dataset named by CID) are kept the same way by a cache
+// made with NewKind(artifact.KindDataset, ...): Dir returns the verified
+// directory of a dataset artifact; Open is for base models only.
 package basecache
 
 import (
@@ -37,9 +41,9 @@ import (
 var (
 	// ErrVerify is a directory whose DAG root is not the CID it is held
 	// under, or an artifact that is not a base model.
-	ErrVerify = errors.New("basecache: base model does not verify")
+	ErrVerify = errors.New("basecache: artifact does not verify")
 	// ErrFetch wraps a failure to get the artifact into the store.
-	ErrFetch = errors.New("basecache: base model not available")
+	ErrFetch = errors.New("basecache: artifact not available")
 )
 
 // Fetch makes root a complete artifact in the store; when it already is
@@ -57,6 +61,7 @@ type Stats struct {
 // Cache resolves base-model CIDs to verified directories and parsed bases.
 // Safe for concurrent use (calls are serialised).
 type Cache struct {
+	kind  artifact.Kind
 	dir   string
 	st    *store.Store
 	fetch Fetch
@@ -69,13 +74,19 @@ type Cache struct {
 // New returns a cache keeping directories under dir, exporting from st,
 // and calling fetch for a CID it does not hold.
 func New(dir string, st *store.Store, fetch Fetch) (*Cache, error) {
+	return NewKind(artifact.KindBaseModel, dir, st, fetch)
+}
+
+// NewKind is New for artifacts of another kind (artifact.KindDataset):
+// Dir accepts only artifacts of that kind.
+func NewKind(kind artifact.Kind, dir string, st *store.Store, fetch Fetch) (*Cache, error) {
 	if dir == "" || st == nil || fetch == nil {
 		return nil, errors.New("basecache: needs a directory, a store and a fetch function")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Cache{dir: dir, st: st, fetch: fetch, bases: map[string]*basemodel.Base{}}, nil
+	return &Cache{kind: kind, dir: dir, st: st, fetch: fetch, bases: map[string]*basemodel.Base{}}, nil
 }
 
 // Stats returns the counters so far.
@@ -145,8 +156,8 @@ func (c *Cache) export(ctx context.Context, root cid.Cid, p string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrFetch, root, err)
 	}
-	if k := rec.Manifest.Manifest.Kind; k != artifact.KindBaseModel {
-		return fmt.Errorf("%w: %s is a %s artifact, not a %s", ErrVerify, root, k, artifact.KindBaseModel)
+	if k := rec.Manifest.Manifest.Kind; k != c.kind {
+		return fmt.Errorf("%w: %s is a %s artifact, not a %s", ErrVerify, root, k, c.kind)
 	}
 	return atomicfile.Dir(p, 0o755, func(tmp string) error {
 		if err := c.st.Export(ctx, root, tmp, ""); err != nil {
@@ -167,6 +178,9 @@ func (c *Cache) export(ctx context.Context, root cid.Cid, p string) error {
 // directory, named by its CID). It is parsed once per Cache: later calls
 // return the same *Base.
 func (c *Cache) Open(ctx context.Context, root cid.Cid) (*basemodel.Base, error) {
+	if c.kind != artifact.KindBaseModel {
+		return nil, fmt.Errorf("basecache: Open on a cache of %s artifacts", c.kind)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b, ok := c.bases[root.String()]; ok {

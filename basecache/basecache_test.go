@@ -238,3 +238,32 @@ func TestCacheRefuses(t *testing.T) {
 		t.Fatal("opened a directory without weights")
 	}
 }
+
+// A dataset cache keeps dataset artifacts the same way and refuses any
+// other kind; a base-model cache refuses a dataset.
+func TestDatasetCache(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "train.jsonl"), []byte(`{"q":"1+2","a":"3"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := publish(t, e.origin, src, artifact.KindDataset)
+	if _, err := e.cache.Dir(ctx, root); !errors.Is(err, basecache.ErrVerify) {
+		t.Fatalf("a base-model cache took a dataset: %v", err)
+	}
+	ds, err := basecache.NewKind(artifact.KindDataset, filepath.Join(t.TempDir(), "datasets"), e.node, func(ctx context.Context, c cid.Cid) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := ds.Dir(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "train.jsonl")); err != nil || string(b) != `{"q":"1+2","a":"3"}`+"\n" {
+		t.Fatalf("%q %v", b, err)
+	}
+	if _, err := ds.Open(ctx, root); err == nil {
+		t.Fatal("Open on a dataset cache")
+	}
+}

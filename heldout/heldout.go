@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/tokenizer"
@@ -30,8 +31,8 @@ var ErrInput = errors.New("heldout: invalid input")
 type Result struct {
 	Task     string  `json:"task"`
 	N        int     `json:"n"`
-	Accuracy float64 `json:"accuracy"` // fraction of exact answers, greedy decoding
-	Reward   float64 `json:"reward"`   // mean partial-credit reward, greedy decoding
+	Accuracy float64 `json:"accuracy"` // fraction of correct answers (exact for a built-in task), greedy decoding
+	Reward   float64 `json:"reward"`   // mean reward (partial credit for a built-in task), greedy decoding
 	Loss     float64 `json:"loss"`     // mean per-token NLL of the reference answers, teacher-forced (nats)
 }
 
@@ -55,8 +56,30 @@ func Evaluate(base *llama.Weights, tok *tokenizer.Tokenizer, a *llama.Adapter, t
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInput, err)
 	}
-	problems := task.NewSplit(t, n).Eval
-	sc, err := rollout.Evaluate(md, tok, problems)
+	return evaluate(md, tok, taskName, task.NewSplit(t, n).Eval, nil)
+}
+
+// EvaluateOn scores base with adapter a (nil: the base alone) on problems,
+// the held-out set of the job's data named name (a built-in task or a
+// dataset: trainer.Config.Split gives it), with the job's reward sc (nil:
+// reward.Default). A built-in task's first n held-out problems with a nil
+// scorer give exactly Evaluate's result.
+func EvaluateOn(base *llama.Weights, tok *tokenizer.Tokenizer, a *llama.Adapter, name string, problems []task.Problem, sc reward.Scorer, threads int) (Result, error) {
+	if len(problems) < 1 || len(problems) > MaxN {
+		return Result{}, fmt.Errorf("%w: %d problems, want 1 to %d", ErrInput, len(problems), MaxN)
+	}
+	if base == nil || tok == nil {
+		return Result{}, fmt.Errorf("%w: no base weights or tokenizer", ErrInput)
+	}
+	md, err := llama.New(base, a, threads)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	return evaluate(md, tok, name, problems, sc)
+}
+
+func evaluate(md *llama.Model, tok *tokenizer.Tokenizer, name string, problems []task.Problem, scorer reward.Scorer) (Result, error) {
+	sc, err := rollout.Evaluate(md, tok, problems, scorer)
 	if err != nil {
 		return Result{}, err
 	}
@@ -64,7 +87,7 @@ func Evaluate(base *llama.Weights, tok *tokenizer.Tokenizer, a *llama.Adapter, t
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Task: taskName, N: n, Accuracy: sc.Accuracy, Reward: sc.Reward, Loss: loss}, nil
+	return Result{Task: name, N: len(problems), Accuracy: sc.Accuracy, Reward: sc.Reward, Loss: loss}, nil
 }
 
 // Loss is the mean negative log-likelihood per answer token of the

@@ -223,7 +223,7 @@ func TestEvaluateMatchesRollout(t *testing.T) {
 			tk, _ := task.Lookup(name)
 			ps := task.NewSplit(tk, 100).Eval
 			md := newModel(t, base, ad, 1)
-			sc, err := rollout.Evaluate(md, tok, ps)
+			sc, err := rollout.Evaluate(md, tok, ps, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,8 +20,10 @@ import (
 	"strings"
 
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -91,6 +93,9 @@ func Check(s jobspec.Spec, base func() (*basemodel.Base, error)) error {
 	if s.Model != BuiltinModel {
 		return nil
 	}
+	if _, byCID, _ := jobspec.DatasetCID(s.Dataset); byCID {
+		return nil // its rows are not at hand to check against; the workers do
+	}
 	b, err := base()
 	if err != nil {
 		return err
@@ -108,15 +113,61 @@ func Check(s jobspec.Spec, base func() (*basemodel.Base, error)) error {
 // FromSpec returns the plan of job id with spec s (as accepted by hanzod)
 // on base (parsed once by the caller), the model the job names: its
 // configuration and tokenizer are what the trainer settings are checked
-// against.
+// against. It is FromSpecData without data: for a job on a built-in task.
 func FromSpec(id string, s jobspec.Spec, base *basemodel.Base) (Plan, error) {
+	return FromSpecData(id, s, base, nil)
+}
+
+// LoadData reads the dataset of spec s from path (its verified copy, a
+// file or a directory) with the job's mapping.
+func LoadData(path string, s jobspec.Spec) (*task.Data, error) {
+	return dataset.Load(path, s.Data.Config())
+}
+
+// FromSpecData is FromSpec for a job whose dataset is named by CID: data
+// is its rows (LoadData), nil for a built-in task. Every row's prompt and
+// answer must tokenize and fit max_seq_len and the model's context.
+func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Data) (Plan, error) {
 	if base == nil || base.Weights == nil || base.Tokenizer == nil {
 		return Plan{}, errors.New("jobconf: FromSpec needs the base model")
 	}
 	if s.Model != base.Name {
 		return Plan{}, fmt.Errorf("%w: the job trains model %q, this base model is %q", ErrJob, s.Model, base.Name)
 	}
+	_, byCID, err := jobspec.DatasetCID(s.Dataset)
+	switch {
+	case err != nil:
+		return Plan{}, fmt.Errorf("%w: %v", ErrJob, err)
+	case byCID && data == nil:
+		return Plan{}, fmt.Errorf("%w: dataset %s is not loaded", ErrJob, s.Dataset)
+	case !byCID && data != nil:
+		return Plan{}, fmt.Errorf("%w: dataset %s is a built-in task, given rows", ErrJob, s.Dataset)
+	}
+	rs, err := s.RewardSet()
+	if err != nil {
+		return Plan{}, fmt.Errorf("%w: %v", ErrJob, err)
+	}
 	c := trainerConfig(s)
+	c.Data = data
+	if s.Reward != "" || byCID {
+		c.Reward = rs // nil otherwise: the trainer's default, the built-in tasks' partial credit
+	}
+	if data != nil {
+		need, err := trainer.Need(base.Tokenizer, data.Train)
+		if err == nil {
+			var ne int
+			ne, err = trainer.Need(base.Tokenizer, data.Eval)
+			need = max(need, ne)
+		}
+		switch {
+		case err != nil:
+			return Plan{}, fmt.Errorf("%w: dataset %s: %v", ErrJob, s.Dataset, err)
+		case need > c.MaxSeqLen:
+			return Plan{}, fmt.Errorf("%w: dataset %s has a prompt and answer of %d tokens, gspo.max_seq_len is %d", ErrJob, s.Dataset, need, c.MaxSeqLen)
+		case need > base.Weights.Cfg.MaxPositions:
+			return Plan{}, fmt.Errorf("%w: dataset %s has a prompt and answer of %d tokens, the model's context is %d", ErrJob, s.Dataset, need, base.Weights.Cfg.MaxPositions)
+		}
+	}
 	spe := s.StepsPerEpoch
 	if spe == 0 {
 		spe = s.GSPO.AggregateInterval

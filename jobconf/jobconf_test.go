@@ -45,7 +45,7 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Dataset = "gsm8k"
-	if err := jobconf.Check(s, basemodel.Builtin); err == nil || !strings.HasPrefix(err.Error(), `the trainer cannot run these settings on the built-in model: task: unknown task "gsm8k"`) {
+	if err := jobconf.Check(s, basemodel.Builtin); err == nil || !strings.Contains(err.Error(), `dataset must be a built-in task (addition, sort) or the CID of a dataset artifact: "gsm8k"`) {
 		t.Fatalf("%v", err)
 	}
 	s.Model = "Qwen/Qwen3-0.6B"

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/zooai/gym/dataset"
+	"github.com/zooai/gym/reward"
 )
 
 // MaxFileBytes bounds a job file: a job file is a short YAML mapping.
@@ -44,6 +47,10 @@ type File struct {
 	GSPO           GSPO   `json:"gspo"`
 	// Backend is the training backend workers must use: go, torch or any.
 	Backend string `json:"backend"`
+	// Data maps a dataset's rows onto problems (docs/datasets.md).
+	Data Data `json:"data"`
+	// Reward is the reward list in canonical form ("" for the default).
+	Reward Rewards `json:"reward,omitempty"`
 	// HasGSPO records whether the file had a gspo section.
 	HasGSPO bool `json:"-"`
 }
@@ -55,6 +62,7 @@ func (j *File) Spec() Spec {
 		Model: j.Model, Dataset: j.Dataset, Epochs: j.Epochs, MinNodes: j.MinNodes, MaxNodes: j.MaxNodes, MinVRAMMiB: j.MinVRAMMiB,
 		Aggregation: j.Aggregation, Utility: j.Utility, Submitter: j.Submitter, GSPO: j.GSPO,
 		StepsPerEpoch: j.StepsPerEpoch, PromptsPerStep: j.PromptsPerStep, Seed: j.Seed, Byzantine: j.Byzantine, SpotCheckBP: j.SpotCheckBP,
+		Data: j.Data, Reward: j.Reward,
 	}
 	if j.Backend != Fields.Backend.Default {
 		s.Backend = j.Backend
@@ -156,6 +164,8 @@ func ParseFile(name string, data []byte, now time.Time, check func(Spec) error) 
 		{"byzantine", false, func(n *yaml.Node) { j.Byzantine = int(p.whole(n, f.Byzantine)) }},
 		{"spot_check_bp", false, func(n *yaml.Node) { j.SpotCheckBP = int(p.whole(n, f.SpotCheckBP)) }},
 		{"gspo", false, func(n *yaml.Node) { j.HasGSPO = true; p.gspo(n, &j.GSPO) }},
+		{"data", false, func(n *yaml.Node) { p.data(n, &j.Data) }},
+		{"reward", false, func(n *yaml.Node) { j.Reward = p.reward(n) }},
 	}
 	p.mapping(root, "", top)
 	if deadline != nil {
@@ -176,6 +186,7 @@ func ParseFile(name string, data []byte, now time.Time, check func(Spec) error) 
 	} else if j.MinNodes != 0 && j.MaxNodes < j.MinNodes {
 		p.errorf(p.seen["max_nodes"], "max_nodes: %d is below min_nodes %d; raise it or leave it out", j.MaxNodes, j.MinNodes)
 	}
+	p.checkData(j)
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -624,4 +635,97 @@ func (j File) MarshalJSON() ([]byte, error) {
 		out.Deadline = &s
 	}
 	return json.Marshal(out)
+}
+
+// data reads the data section: the mapping of a dataset's rows.
+func (p *jobParser) data(n *yaml.Node, d *Data) {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, "data: want a mapping (answer: FIELD, template: \"^{question}=\", held_out: test, ...), got %s", kindName(n))
+		return
+	}
+	str := func(dst *string, key string) func(*yaml.Node) {
+		return func(n *yaml.Node) {
+			*dst = p.str(n, "data."+key)
+			if len(*dst) > dataset.MaxTemplateBytes {
+				p.errorf(n, "data.%s: %d bytes, at most %d", key, len(*dst), dataset.MaxTemplateBytes)
+			}
+		}
+	}
+	p.mapping(n, "data.", []jobKey{
+		{"prompt", false, str(&d.Prompt, "prompt")},
+		{"template", false, str(&d.Template, "template")},
+		{"answer", true, str(&d.Answer, "answer")},
+		{"extract", false, str(&d.Extract, "extract")},
+		{"split", false, str(&d.Split, "split")},
+		{"held_out", false, str(&d.HeldOut, "held_out")},
+		{"hold_out_bp", false, func(n *yaml.Node) {
+			d.HoldOutBP = int(p.integer(n, "data.hold_out_bp", 1, 5000, "basis points of the training split held out: 1000 is 10%"))
+		}},
+	})
+	if err := d.Config().Validate(); err != nil && len(p.problems) == 0 {
+		p.errorf(n, "data: %s", trimPrefix(err, dataset.ErrConfig))
+	}
+}
+
+// reward reads the reward list: [{verifier: numeric, weight: 1}, ...].
+func (p *jobParser) reward(n *yaml.Node) Rewards {
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, "reward: want a list of verifiers ([{verifier: numeric, weight: 1}, ...]), got %s", kindName(n))
+		return ""
+	}
+	if len(n.Content) > reward.MaxTerms {
+		p.errorf(n, "reward: %d verifiers, at most %d", len(n.Content), reward.MaxTerms)
+		return ""
+	}
+	terms := make([]reward.Term, len(n.Content))
+	before := len(p.problems)
+	for i, c := range n.Content {
+		c = resolve(c)
+		if c.Kind != yaml.MappingNode {
+			p.errorf(c, "reward[%d]: want a mapping (verifier: numeric, weight: 1), got %s", i, kindName(c))
+			continue
+		}
+		t := &terms[i]
+		pre := fmt.Sprintf("reward[%d].", i)
+		p.mapping(c, pre, []jobKey{
+			{"verifier", true, func(n *yaml.Node) { t.Verifier = p.str(n, pre+"verifier") }},
+			{"weight", true, func(n *yaml.Node) { t.Weight, _ = p.number(n, pre+"weight") }},
+			{"pattern", false, func(n *yaml.Node) { t.Pattern = p.str(n, pre+"pattern") }},
+			{"tolerance", false, func(n *yaml.Node) { t.Tolerance, _ = p.number(n, pre+"tolerance") }},
+			{"max_chars", false, func(n *yaml.Node) {
+				t.MaxChars = int(p.integer(n, pre+"max_chars", 1, reward.MaxChars, "characters before the length penalty starts"))
+			}},
+		})
+		if len(p.problems) == before {
+			if _, err := reward.New([]reward.Term{*t}); err != nil {
+				p.errorf(c, "reward[%d]: %s", i, strings.TrimPrefix(trimPrefix(err, reward.ErrInvalid), "reward[0] ("+t.Verifier+"): "))
+			}
+		}
+	}
+	if len(p.problems) > before {
+		return ""
+	}
+	r, err := NewRewards(terms)
+	if err != nil {
+		p.errorf(n, "reward: %s", trimPrefix(err, reward.ErrInvalid))
+	}
+	return r
+}
+
+// checkData relates the dataset to its mapping (the rules Normalise
+// applies), reported on the dataset line.
+func (p *jobParser) checkData(j *File) {
+	dn := p.seen["dataset"]
+	if dn == nil || j.Dataset == "" {
+		return
+	}
+	// Another name (a Hub id, say) is hanzod's to accept and the
+	// workers' to refuse, as for model.
+	_, byCID, _ := DatasetCID(j.Dataset)
+	switch {
+	case byCID && p.seen["data"] == nil:
+		p.errorf(dn, "dataset: %s needs a data section: the answer field, a prompt field or template, and held_out or hold_out_bp (docs/datasets.md)", j.Dataset)
+	case !byCID && p.seen["data"] != nil:
+		p.errorf(p.seen["data"], "data: a mapping is for a dataset named by CID; %s is a built-in task", j.Dataset)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/reward"
 )
 
 // FromProto maps an API job spec (api/hanzod/v1) onto a Spec: the one
@@ -20,7 +21,52 @@ func FromProto(p *pb.JobSpec) Spec {
 		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
 		GSPO: GSPOFromProto(p.Gspo), StepsPerEpoch: int(p.StepsPerEpoch), PromptsPerStep: int(p.PromptsPerStep), Seed: p.Seed,
 		Byzantine: int(p.Byzantine), SpotCheckBP: int(p.SpotCheckBp), Backend: p.Backend,
+		Data: DataFromProto(p.Data), Reward: RewardsFromProto(p.Reward),
 	}
+}
+
+// DataFromProto maps the API's data mapping (nil: none).
+func DataFromProto(p *pb.DataMapping) Data {
+	if p == nil {
+		return Data{}
+	}
+	return Data{Prompt: p.Prompt, Template: p.Template, Answer: p.Answer, Extract: p.Extract,
+		Split: p.Split, HeldOut: p.HeldOut, HoldOutBP: int(p.HoldOutBp)}
+}
+
+// RewardsFromProto maps the API's reward list onto its canonical form
+// (unchecked: Normalise refuses a bad list by name).
+func RewardsFromProto(ts []*pb.RewardTerm) Rewards {
+	if len(ts) == 0 {
+		return ""
+	}
+	terms := make([]reward.Term, len(ts))
+	for i, t := range ts {
+		if t != nil {
+			terms[i] = reward.Term{Verifier: t.Verifier, Weight: t.Weight, Pattern: t.Pattern, Tolerance: t.Tolerance, MaxChars: int(t.MaxChars)}
+		}
+	}
+	return Rewards(reward.MarshalTerms(terms))
+}
+
+func dataToProto(d Data) *pb.DataMapping {
+	if d == (Data{}) {
+		return nil
+	}
+	return &pb.DataMapping{Prompt: d.Prompt, Template: d.Template, Answer: d.Answer, Extract: d.Extract,
+		Split: d.Split, HeldOut: d.HeldOut, HoldOutBp: int32(d.HoldOutBP)}
+}
+
+func rewardsToProto(r Rewards) []*pb.RewardTerm {
+	terms, err := r.Terms()
+	if err != nil {
+		return nil
+	}
+	var out []*pb.RewardTerm
+	for _, t := range terms {
+		out = append(out, &pb.RewardTerm{Verifier: t.Verifier, Weight: t.Weight, Pattern: t.Pattern, Tolerance: t.Tolerance, MaxChars: int32(t.MaxChars)})
+	}
+	return out
 }
 
 // GSPOFromProto maps the API's GSPO settings (see FromProto).
@@ -82,6 +128,7 @@ func ToProto(s Spec) *pb.JobSpec {
 		MinVramMib: s.MinVRAMMiB, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, DeadlineUnixMs: s.Deadline,
 		Gspo: GSPOToProto(s.GSPO), StepsPerEpoch: int32(s.StepsPerEpoch), PromptsPerStep: int32(s.PromptsPerStep), Seed: s.Seed,
 		Byzantine: int32(s.Byzantine), SpotCheckBp: int32(s.SpotCheckBP), Backend: s.Backend,
+		Data: dataToProto(s.Data), Reward: rewardsToProto(s.Reward),
 	}
 }
 

@@ -57,6 +57,13 @@ type Spec struct {
 	// jobs logged before the setting existed carry), "torch" or "any"
 	// (docs/backends.md).
 	Backend string `json:"backend,omitempty"`
+	// Data maps the rows of a dataset named by CID onto problems
+	// (docs/datasets.md); zero for a built-in task.
+	Data Data `json:"data,omitzero"`
+	// Reward is the job's verifiers with their weights (package reward),
+	// in canonical form; "" for the default: partial credit on a built-in
+	// task, exact match on a dataset.
+	Reward Rewards `json:"reward,omitempty"`
 }
 
 // TrainingBackend is the backend the job asks for: go, torch or any.
@@ -203,6 +210,9 @@ func (s *Spec) Normalise() error {
 		return invalidf("byzantine %d declared with aggregation mean: a mean cannot defend against any Byzantine worker; use median or trimmed-mean", s.Byzantine)
 	case 3*s.Byzantine >= s.MinNodes:
 		return invalidf("byzantine %d with min_nodes %d: %s cannot defend f >= n/3; raise min_nodes above %d or declare fewer", s.Byzantine, s.MinNodes, s.Aggregation, 3*s.Byzantine)
+	}
+	if err := s.checkData(); err != nil {
+		return err
 	}
 	if err := s.GSPO.normalise(); err != nil {
 		return err

@@ -36,6 +36,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ipfs/go-cid"
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/backend"
@@ -75,6 +76,13 @@ type Config struct {
 	// peers), verifies it and caches it under its data directory; hanzod's
 	// validator exports it from its store and verifies it the same way.
 	ModelDir string
+	// DatasetDir is a dataset directory (docs/datasets.md; dataset.Stage
+	// makes one of a single file) Start publishes into hanzod's store as
+	// a dataset artifact. Jobs name it by CID (basecache.DirCID of the
+	// directory); every worker fetches it from hanzod and peers, verifies
+	// and caches it, as a base model. A job on a dataset that is already
+	// in hanzod's store needs no DatasetDir.
+	DatasetDir string
 	// MemoryLimit[i], when set, is worker i's memory limit in bytes
 	// (worker.Config.MemoryLimit; gym worker --max-memory-mib).
 	MemoryLimit []int64
@@ -268,17 +276,18 @@ func (c Config) Validate() error {
 
 // Event kinds.
 const (
-	EventListening     = "listening"      // hanzod serves on Addr, its artifact server on ArtifactsAddr
-	EventBasePublished = "base_published" // ModelDir is in hanzod's store as base-model artifact CID (Detail: its name)
-	EventRegistered    = "registered"     // every one of Workers registered
-	EventSubmitted     = "submitted"      // Job submitted
-	EventWorker        = "worker"         // Work is one of Worker's events
-	EventHanzod        = "hanzod"         // Hanzod is an event of hanzod's log (ticks and heartbeats left out)
-	EventKilled        = "killed"         // Worker was killed at Epoch, Step (within the epoch)
-	EventRestarted     = "restarted"      // Worker was started again
-	EventRestartFailed = "restart_failed" // starting Worker again failed with Err
-	EventLeaderKilled  = "leader_killed"  // the leading replica (Detail) was killed
-	EventTakeover      = "takeover"       // another replica leads (Detail: which, after how long)
+	EventListening        = "listening"         // hanzod serves on Addr, its artifact server on ArtifactsAddr
+	EventBasePublished    = "base_published"    // ModelDir is in hanzod's store as base-model artifact CID (Detail: its name)
+	EventDatasetPublished = "dataset_published" // DatasetDir is in hanzod's store as dataset artifact CID (Detail: its name)
+	EventRegistered       = "registered"        // every one of Workers registered
+	EventSubmitted        = "submitted"         // Job submitted
+	EventWorker           = "worker"            // Work is one of Worker's events
+	EventHanzod           = "hanzod"            // Hanzod is an event of hanzod's log (ticks and heartbeats left out)
+	EventKilled           = "killed"            // Worker was killed at Epoch, Step (within the epoch)
+	EventRestarted        = "restarted"         // Worker was started again
+	EventRestartFailed    = "restart_failed"    // starting Worker again failed with Err
+	EventLeaderKilled     = "leader_killed"     // the leading replica (Detail) was killed
+	EventTakeover         = "takeover"          // another replica leads (Detail: which, after how long)
 )
 
 // Event is one thing that happened in the cluster.
@@ -471,6 +480,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if cfg.DatasetDir != "" {
+		if err := c.publishDataset(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	if err := c.waitLeading(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -601,6 +616,53 @@ func (c *Cluster) publishBase(ctx context.Context) error {
 	}
 	c.emit(Event{Kind: EventBasePublished, CID: c.cfg.Base.Name, Detail: name})
 	return nil
+}
+
+// publishDataset publishes DatasetDir into every replica's artifact store
+// as a dataset artifact.
+func (c *Cluster) publishDataset(ctx context.Context) error {
+	key, err := nodekey.Generate(nil)
+	if err != nil {
+		return err
+	}
+	name := "local/" + safeArtifactName(filepath.Base(c.cfg.DatasetDir))
+	var root string
+	for _, d := range c.ds {
+		rec, err := d.ArtifactStore().Publish(ctx, c.cfg.DatasetDir, store.Meta{Kind: artifact.KindDataset, Name: name}, key, time.Now())
+		if err != nil {
+			return fmt.Errorf("localcluster: publish %s as a dataset: %w", c.cfg.DatasetDir, err)
+		}
+		root = rec.Manifest.Manifest.Root
+	}
+	c.emit(Event{Kind: EventDatasetPublished, CID: root, Detail: name})
+	return nil
+}
+
+// Plan is the plan of a job with spec on the cluster's base: for a
+// dataset named by CID, its rows are read from hanzod's store (exported
+// and verified like a worker's copy) with the job's mapping.
+func (c *Cluster) Plan(ctx context.Context, spec jobspec.Spec) (jobconf.Plan, error) {
+	root, byCID, err := jobspec.DatasetCID(spec.Dataset)
+	if err != nil || !byCID {
+		return jobconf.FromSpec("", spec, c.cfg.Base)
+	}
+	arts := c.leader().ArtifactStore()
+	cache, err := basecache.NewKind(artifact.KindDataset, filepath.Join(c.cfg.Dir, "datasets"), arts, func(_ context.Context, root cid.Cid) error {
+		_, err := arts.Artifact(root)
+		return err
+	})
+	if err != nil {
+		return jobconf.Plan{}, err
+	}
+	dir, err := cache.Dir(ctx, root)
+	if err != nil {
+		return jobconf.Plan{}, fmt.Errorf("localcluster: dataset %s: %w", root, err)
+	}
+	data, err := jobconf.LoadData(dir, spec)
+	if err != nil {
+		return jobconf.Plan{}, fmt.Errorf("localcluster: dataset %s: %w", root, err)
+	}
+	return jobconf.FromSpecData("", spec, c.cfg.Base, data)
 }
 
 // safeArtifactName maps s onto an artifact name segment.
@@ -805,7 +867,7 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 
 // Submit submits a job and returns its id.
 func (c *Cluster) Submit(ctx context.Context, spec jobspec.Spec) (string, error) {
-	plan, err := jobconf.FromSpec("", spec, c.cfg.Base)
+	plan, err := c.Plan(ctx, spec)
 	if err != nil {
 		return "", err
 	}
@@ -951,6 +1013,12 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	wc := worker.DefaultConfig()
 	wc.Key, wc.Orchestrator, wc.DataDir, wc.Threads, wc.Base = w.Key, nc, w.Dir, cfg.WorkerThreads, c.shared
 	if wc.Bases, err = basecache.New(filepath.Join(w.Dir, "bases"), nc.Store(), nc.FetchBase); err != nil {
+		logf.Close()
+		evf.Close()
+		nc.Close()
+		return err
+	}
+	if wc.Datasets, err = basecache.NewKind(artifact.KindDataset, filepath.Join(w.Dir, "datasets"), nc.Store(), nc.FetchBase); err != nil {
 		logf.Close()
 		evf.Close()
 		nc.Close()

@@ -16,7 +16,6 @@ import (
 
 	"github.com/zooai/gym/artifact/pin"
 	"github.com/zooai/gym/heldout"
-	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -367,7 +366,7 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	}
 	t.mu.Unlock()
 	base := c.cfg.Base
-	plan, err := jobconf.FromSpec("", spec, base)
+	plan, err := c.Plan(context.Background(), spec)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +374,11 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	if err != nil {
 		return nil, err
 	}
-	before, err := heldout.Evaluate(base.Weights, base.Tokenizer, init, spec.Dataset, 500, threads)
+	evalSplit, err := plan.Trainer.Split(500)
+	if err != nil {
+		return nil, err
+	}
+	before, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, init, spec.Dataset, evalSplit.Eval, plan.Trainer.Reward, threads)
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +422,7 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		if err != nil {
 			return nil, err
 		}
-		after, err := heldout.Evaluate(base.Weights, base.Tokenizer, a, spec.Dataset, 500, threads)
+		after, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, a, spec.Dataset, evalSplit.Eval, plan.Trainer.Reward, threads)
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/tokenizer"
 )
@@ -33,6 +34,22 @@ type Config struct {
 	// reference answer of the batch, in tokens (for the built-in tasks, the
 	// fixed answer length).
 	MaxNew int
+	// Reward scores the completions (nil: reward.Default, the built-in
+	// tasks' partial credit).
+	Reward reward.Scorer
+}
+
+func (c Config) scorer() reward.Scorer {
+	if c.Reward == nil {
+		return reward.Default()
+	}
+	return c.Reward
+}
+
+// Score is sc's reward and verdict for completion of p.
+func score(sc reward.Scorer, p task.Problem, completion string) (float64, bool) {
+	x := reward.Sample{Prompt: p.Prompt, Answer: p.Answer, Completion: completion}
+	return sc.Score(x), sc.Correct(x)
 }
 
 // ErrConfig reports invalid sampling settings.
@@ -69,7 +86,7 @@ type Rollouts struct {
 	// log-probability.
 	OldLogP [][]float32
 	Texts   []string  // [P·G] decoded completions (end-of-sequence and special tokens left out)
-	Rewards []float64 // [P·G], partial credit in [0, 1]
+	Rewards []float64 // [P·G], the reward (Config.Reward) of each completion
 	Exact   []bool    // [P·G]
 }
 
@@ -227,12 +244,12 @@ func Generate(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem
 			ro.Completions[idx[s/G]*G+s%G] = comp
 		}
 	}
+	sc := c.scorer()
 	for i, comp := range ro.Completions {
 		if ro.Texts[i], err = text(tok, comp, md.W.Cfg.EOS); err != nil {
 			return nil, err
 		}
-		ro.Rewards[i] = task.Reward(problems[i/G], ro.Texts[i])
-		ro.Exact[i] = task.Exact(problems[i/G], ro.Texts[i])
+		ro.Rewards[i], ro.Exact[i] = score(sc, problems[i/G], ro.Texts[i])
 	}
 	return ro, nil
 }
@@ -340,21 +357,26 @@ func Greedy(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem, 
 
 // Score is held-out performance under greedy decoding.
 type Score struct {
-	Accuracy float64 `json:"accuracy"` // fraction of exact answers
-	Reward   float64 `json:"reward"`   // mean partial-credit reward
+	Accuracy float64 `json:"accuracy"` // fraction of correct answers (reward.Scorer's Correct)
+	Reward   float64 `json:"reward"`   // mean reward
 }
 
 // Evaluate decodes every problem greedily (up to the longest answer's
-// length in tokens) and scores the answers.
-func Evaluate(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem) (Score, error) {
+// length in tokens) and scores the answers with sc (nil: reward.Default,
+// partial credit, correct meaning exact).
+func Evaluate(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem, sc reward.Scorer) (Score, error) {
 	comps, err := Greedy(md, tok, problems, 0, 500)
 	if err != nil {
 		return Score{}, err
 	}
+	if sc == nil {
+		sc = reward.Default()
+	}
 	var s Score
 	for i, p := range problems {
-		s.Reward += task.Reward(p, comps[i])
-		if task.Exact(p, comps[i]) {
+		r, ok := score(sc, p, comps[i])
+		s.Reward += r
+		if ok {
 			s.Accuracy++
 		}
 	}

@@ -196,7 +196,7 @@ func TestGreedyIsArgmax(t *testing.T) {
 			t.Fatalf("problem %d: greedy %q, argmax %q", i, comps[i], want)
 		}
 	}
-	sc, err := Evaluate(md, tok, ps)
+	sc, err := Evaluate(md, tok, ps, nil)
 	if err != nil || sc.Accuracy < 0 || sc.Accuracy > 1 || sc.Reward < sc.Accuracy {
 		t.Fatalf("score %+v %v", sc, err)
 	}

@@ -113,6 +113,8 @@ GOARCH=arm64 go vet ./llama
 # fails the run and leaves its input under the package's testdata/fuzz/).
 fuzz=(
   "./delta FuzzRead 20000"
+  "./dataset FuzzReadJSONL 20000"
+  "./dataset FuzzReadParquet 5000"
   "./delta FuzzReadResigned 50000"
   "./safetensors FuzzParse 50000"
   "./ring FuzzDecodeFrame 50000"

@@ -15,9 +15,9 @@ package task
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/tokenizer"
 )
 
@@ -47,23 +47,10 @@ type Task interface {
 
 // Reward is the fraction of the answer's characters the completion has at
 // the same position, in [0, 1]; 1 only for an exact match (a completion
-// longer than the answer loses the extra characters' share).
+// longer than the answer loses the extra characters' share): the partial
+// verifier of package reward, the built-in tasks' reward.
 func Reward(p Problem, completion string) float64 {
-	n := utf8.RuneCountInString(p.Answer)
-	if n == 0 {
-		return 0
-	}
-	ok := 0
-	c := []rune(completion)
-	for i, a := range []rune(p.Answer) {
-		if i < len(c) && c[i] == a {
-			ok++
-		}
-	}
-	if extra := len(c) - n; extra > 0 {
-		return float64(ok) / float64(n+extra)
-	}
-	return float64(ok) / float64(n)
+	return reward.PartialCredit(p.Answer, completion)
 }
 
 // Exact reports whether the completion is exactly the answer.
@@ -100,10 +87,26 @@ func Lookup(name string) (Task, error) {
 }
 
 // Split holds a task's held-out evaluation set; training draws exclude it.
+// A dataset's split (FromData) draws its training problems from the
+// dataset's training rows instead; Task is nil then.
 type Split struct {
 	Task    Task
 	Eval    []Problem
 	heldOut map[string]bool
+	train   []Problem // a dataset's training rows
+}
+
+// Data is a dataset's problems: the training rows and the held-out rows
+// (package dataset reads them).
+type Data struct {
+	Train, Eval []Problem
+}
+
+// FromData returns the split of a dataset: training draws are uniform over
+// d.Train (one IntN per problem), Eval is the first n of d.Eval (all of
+// them when there are fewer). d must hold at least one training row.
+func FromData(d *Data, n int) *Split {
+	return &Split{Eval: d.Eval[:min(n, len(d.Eval))], train: d.Train}
 }
 
 // HeldOutSeed is the seed of every task's evaluation set.
@@ -125,6 +128,9 @@ func NewSplit(t Task, n int) *Split {
 
 // Train draws a training problem: never one of the held-out set.
 func (s *Split) Train(r *prng.Source) Problem {
+	if s.Task == nil {
+		return s.train[r.IntN(len(s.train))]
+	}
 	for {
 		p := s.Task.Generate(r)
 		if !s.heldOut[p.Prompt] {

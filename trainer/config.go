@@ -9,6 +9,7 @@ import (
 	"github.com/zooai/gym/gspo"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/optim"
+	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/tokenizer"
@@ -20,8 +21,17 @@ import (
 // gradient_accumulation_steps, learning_rate, warmup_steps, weight_decay)
 // plus what the built-in trainer needs to be fully specified.
 type Config struct {
+	// Task names the problems: a built-in task (task.Names), or, with
+	// Data set, the dataset (its CID).
 	Task string `json:"task"`
-	Seed uint64 `json:"seed"` // job seed: data, sampling and adapter initialisation
+	// Data, when set, is the job's dataset (package dataset reads it):
+	// training draws come from its rows and the held-out set is its
+	// held-out rows. nil: the built-in task Task.
+	Data *task.Data `json:"-"`
+	// Reward scores completions (nil: reward.Default, the built-in
+	// tasks' partial credit).
+	Reward reward.Scorer `json:"-"`
+	Seed   uint64        `json:"seed"` // job seed: data, sampling and adapter initialisation
 	// Steps is the number of optimiser steps of a run (the schedule's
 	// horizon is fixed by it only when CosineDecay is set).
 	Steps int `json:"steps"`
@@ -85,9 +95,12 @@ var ErrConfig = errors.New("trainer: invalid config")
 // (prompt and answer, in tokens) within max_seq_len and the model's
 // context.
 func (c Config) Validate(mc llama.Config, tok *tokenizer.Tokenizer) error {
-	t, err := task.Lookup(c.Task)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
+	if c.Data == nil {
+		if _, err := task.Lookup(c.Task); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	} else if len(c.Data.Train) == 0 || len(c.Data.Eval) == 0 {
+		return fmt.Errorf("%w: dataset %s has %d training and %d held-out problems", ErrConfig, c.Task, len(c.Data.Train), len(c.Data.Eval))
 	}
 	if _, err := c.objective(); err != nil {
 		return err
@@ -120,13 +133,10 @@ func (c Config) Validate(mc llama.Config, tok *tokenizer.Tokenizer) error {
 	case tok == nil:
 		return fmt.Errorf("%w: no tokenizer", ErrConfig)
 	}
-	need := 0
-	for _, p := range task.NewSplit(t, c.EvalSize).Eval {
-		pr, ans, err := task.Tokenize(tok, p)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrConfig, err)
-		}
-		need = max(need, len(pr)+len(ans))
+	split, _ := c.Split(c.EvalSize)
+	need, err := Need(tok, split.Eval)
+	if err != nil {
+		return err
 	}
 	if c.MaxSeqLen < need {
 		return fmt.Errorf("%w: max_seq_len %d < %d, the length of a %s sequence in tokens", ErrConfig, c.MaxSeqLen, need, c.Task)
@@ -135,6 +145,44 @@ func (c Config) Validate(mc llama.Config, tok *tokenizer.Tokenizer) error {
 		return fmt.Errorf("%w: task %s needs a context of %d, the model has %d", ErrConfig, c.Task, need, mc.MaxPositions)
 	}
 	return nil
+}
+
+// Need is the longest prompt plus answer of problems in tokens, or an
+// error naming the first problem tok cannot tokenize.
+func Need(tok *tokenizer.Tokenizer, problems []task.Problem) (int, error) {
+	need := 0
+	for _, p := range problems {
+		pr, ans, err := task.Tokenize(tok, p)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		need = max(need, len(pr)+len(ans))
+	}
+	return need, nil
+}
+
+// Split returns the problems of c with a held-out set of n: the built-in
+// task's split (task.NewSplit), or the dataset's (task.FromData).
+func (c Config) Split(n int) (*task.Split, error) {
+	if c.Data != nil {
+		if len(c.Data.Train) == 0 {
+			return nil, fmt.Errorf("%w: dataset %s has no training rows", ErrConfig, c.Task)
+		}
+		return task.FromData(c.Data, n), nil
+	}
+	t, err := task.Lookup(c.Task)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return task.NewSplit(t, n), nil
+}
+
+// Scorer is c's reward: Reward, or reward.Default.
+func (c Config) Scorer() reward.Scorer {
+	if c.Reward == nil {
+		return reward.Default()
+	}
+	return c.Reward
 }
 
 // maxEvalSize bounds eval_size: the held-out set is drawn and tokenized
@@ -190,5 +238,5 @@ func (c Config) optimizer() optim.Config {
 }
 
 func (c Config) sampling() rollout.Config {
-	return rollout.Config{Temperature: c.Temperature, TopK: c.TopK}
+	return rollout.Config{Temperature: c.Temperature, TopK: c.TopK, Reward: c.Reward}
 }

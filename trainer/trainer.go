@@ -113,7 +113,10 @@ func Resume(base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint
 
 func resume(base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint64, threads int, s State) (*Trainer, error) {
 	obj, _ := c.objective()
-	tk, _ := task.Lookup(c.Task)
+	split, err := c.Split(c.EvalSize)
+	if err != nil {
+		return nil, err
+	}
 	if s.Adapter == nil {
 		return nil, fmt.Errorf("%w: state without an adapter", ErrConfig)
 	}
@@ -153,7 +156,7 @@ func resume(base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint
 	opt.Step = s.Updates
 	return &Trainer{
 		cfg: c, obj: obj, worker: worker,
-		split: task.NewSplit(tk, c.EvalSize), tok: tok,
+		split: split, tok: tok,
 		policy: policy, ref: ref,
 		opt: opt, step: s.Step,
 	}, nil
@@ -167,12 +170,12 @@ func (t *Trainer) StepCount() int { return t.step }
 
 // Evaluate returns greedy held-out performance of the current policy.
 func (t *Trainer) Evaluate() (rollout.Score, error) {
-	return rollout.Evaluate(t.policy, t.tok, t.split.Eval)
+	return rollout.Evaluate(t.policy, t.tok, t.split.Eval, t.cfg.Reward)
 }
 
 // EvaluateBase returns greedy held-out performance of the base model.
 func (t *Trainer) EvaluateBase() (rollout.Score, error) {
-	return rollout.Evaluate(t.ref, t.tok, t.split.Eval)
+	return rollout.Evaluate(t.ref, t.tok, t.split.Eval, t.cfg.Reward)
 }
 
 // Step runs one training step: sampling, num_iterations optimiser updates.

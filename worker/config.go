@@ -58,6 +58,14 @@ type Bases interface {
 	Open(ctx context.Context, root cid.Cid) (*basemodel.Base, error)
 }
 
+// Datasets resolves the datasets jobs name by CID (a basecache.Cache of
+// artifact.KindDataset implements it).
+type Datasets interface {
+	// Dir returns the verified directory of dataset root (fetched and
+	// cached as needed).
+	Dir(ctx context.Context, root cid.Cid) (string, error)
+}
+
 // Constraints are the operator's limits on the jobs a worker runs: a zero
 // field accepts anything.
 type Constraints struct {
@@ -126,6 +134,11 @@ type Config struct {
 	// nil: the worker refuses jobs on any other base than Base and the
 	// built-in one.
 	Bases Bases
+	// Datasets resolves the datasets jobs name by CID: fetched from
+	// hanzod and peers, verified against the CID and cached under the
+	// data directory, like Bases. nil: the worker refuses jobs on a
+	// dataset (it takes only built-in tasks).
+	Datasets Datasets
 	// MemoryLimit is the most memory, in bytes, a job may need by
 	// jobconf.EstimateMemory (computed from the base's config.json before
 	// it is loaded): a job that needs more is refused. 0: the host's

@@ -14,6 +14,7 @@ const (
 	EventIdle             = "idle"
 	EventJobRefused       = "job_refused"
 	EventBaseReady        = "base_ready"
+	EventDatasetReady     = "dataset_ready"
 	EventBandwidth        = "bandwidth_reported"
 	EventCheckpointLoaded = "checkpoint_loaded"
 	EventEpochStarted     = "epoch_started"

@@ -7,7 +7,7 @@ import (
 )
 
 // eventKinds are every Event.Kind, so each series is always exported.
-var eventKinds = []string{EventRegistered, EventAssigned, EventIdle, EventJobRefused, EventBaseReady, EventBandwidth,
+var eventKinds = []string{EventRegistered, EventAssigned, EventIdle, EventJobRefused, EventBaseReady, EventDatasetReady, EventBandwidth,
 	EventCheckpointLoaded, EventEpochStarted, EventStep, EventDeltaSubmitted, EventDeltaRejected,
 	EventRingReduced, EventRingFailed, EventRingRecovered, EventEpochDone, EventEpochAbandoned, EventJobDone}
 

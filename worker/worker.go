@@ -25,6 +25,7 @@ import (
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/ring/tcp"
+	"github.com/zooai/gym/task"
 )
 
 // ErrJobFailed is returned by Run with ExitWhenDone when the job failed.
@@ -329,7 +330,15 @@ func (w *Worker) loop(ctx context.Context) error {
 				w.refuse(ctx, a.Job, err)
 				continue
 			}
-			p, err := jobconf.FromSpec(a.Job, a.Spec, base)
+			data, err := w.dataFor(ctx, a.Spec)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				w.refuse(ctx, a.Job, err)
+				continue
+			}
+			p, err := jobconf.FromSpecData(a.Job, a.Spec, base, data)
 			if err == nil {
 				err = p.Serves(w.backend().Name())
 			}
@@ -470,6 +479,43 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 	}
 	w.baseDirs[b] = dir // for backends that load the directory themselves
 	return b, nil
+}
+
+// dataFor returns the rows of the dataset job spec s names by CID
+// (fetched, verified and cached through Config.Datasets, then read with
+// the job's mapping), or nil for a built-in task.
+func (w *Worker) dataFor(ctx context.Context, s jobspec.Spec) (*task.Data, error) {
+	root, byCID, err := jobspec.DatasetCID(s.Dataset)
+	switch {
+	case err != nil:
+		return nil, err
+	case !byCID:
+		return nil, nil
+	case w.c.Datasets == nil:
+		return nil, fmt.Errorf("worker: the job's dataset %s is named by CID, and this worker fetches no datasets", s.Dataset)
+	}
+	var dir string
+	err = w.retry(ctx, "fetch dataset", 4, func() error {
+		var ferr error
+		dir, ferr = w.c.Datasets.Dir(ctx, root)
+		if errors.Is(ferr, basecache.ErrVerify) {
+			return permanent{ferr}
+		}
+		return ferr
+	})
+	var p permanent
+	if errors.As(err, &p) {
+		err = p.err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("worker: dataset %s: %w", root, err)
+	}
+	data, err := jobconf.LoadData(dir, s)
+	if err != nil {
+		return nil, fmt.Errorf("worker: dataset %s: %w", root, err)
+	}
+	w.emit(Event{Kind: EventDatasetReady, Detail: fmt.Sprintf("%s in %s: %d training, %d held-out rows", root, dir, len(data.Train), len(data.Eval))})
+	return data, nil
 }
 
 // permanent ends retry at once: a base that does not verify will not

@@ -17,6 +17,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trainer"
 	"google.golang.org/grpc/codes"
@@ -167,11 +168,11 @@ func (b *Backend) StartTrainer(ctx context.Context, j backend.Job) (*Trainer, er
 	if err := j.Config.Validate(j.Base.Weights.Cfg, j.Base.Tokenizer); err != nil {
 		return nil, err
 	}
-	tk, err := task.Lookup(j.Config.Task)
+	split, err := j.Config.Split(j.Config.EvalSize)
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{b: b, j: j, split: task.NewSplit(tk, j.Config.EvalSize), step: j.FirstStep, adapter: j.Adapter.Clone()}
+	t := &Trainer{b: b, j: j, split: split, step: j.FirstStep, adapter: j.Adapter.Clone()}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cur, b.loaded = t, 0
@@ -400,6 +401,7 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 		st = trainer.StepStats{Step: k, SyncDue: k%c.AggregateInterval == 0}
 		tr.Rewards = make([]float64, len(tr.Completions))
 		eos := t.j.Base.Weights.Cfg.EOS
+		sc := c.Scorer()
 		for i, comp := range tr.Completions {
 			ids := comp
 			if n := len(ids); slices.Contains(eos, ids[n-1]) {
@@ -410,9 +412,10 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 				return err
 			}
 			pr := problems[i/c.GroupSize]
-			tr.Rewards[i] = task.Reward(pr, text)
+			x := reward.Sample{Prompt: pr.Prompt, Answer: pr.Answer, Completion: text}
+			tr.Rewards[i] = sc.Score(x)
 			st.RewardMean += tr.Rewards[i] / float64(len(tr.Completions))
-			if task.Exact(pr, text) {
+			if sc.Correct(x) {
 				st.SampleExact += 1 / float64(len(tr.Completions))
 			}
 			st.GenTokens += len(comp)
@@ -496,8 +499,9 @@ func (t *Trainer) Call(ctx context.Context, f func(ctx context.Context, c traine
 
 // Evaluate decodes the held-out problems greedily in the process and
 // scores them here.
-func (t *Trainer) Evaluate(ctx context.Context) (accuracy, reward float64, err error) {
+func (t *Trainer) Evaluate(ctx context.Context) (accuracy, mean float64, err error) {
 	probs := t.split.Eval
+	sc := t.j.Config.Scorer()
 	req := &trainerv1.EvaluateRequest{}
 	maxNew := 0
 	for _, p := range probs {
@@ -542,12 +546,13 @@ func (t *Trainer) Evaluate(ctx context.Context) (accuracy, reward float64, err e
 		if err != nil {
 			return 0, 0, err
 		}
-		reward += task.Reward(probs[i], text) / float64(len(probs))
-		if task.Exact(probs[i], text) {
+		x := reward.Sample{Prompt: probs[i].Prompt, Answer: probs[i].Answer, Completion: text}
+		mean += sc.Score(x) / float64(len(probs))
+		if sc.Correct(x) {
 			accuracy += 1 / float64(len(probs))
 		}
 	}
-	return accuracy, reward, nil
+	return accuracy, mean, nil
 }
 
 // Close forgets the trainer (the process stays for the next one).

@@ -20,6 +20,7 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/nodekey"
 )
 
@@ -108,6 +109,19 @@ func newArtifactPublish() *cobra.Command {
 				return err
 			}
 			defer st.Close()
+			if artifact.Kind(kind) == artifact.KindDataset {
+				// A dataset is a directory in the datasets layout; a
+				// single JSONL or Parquet file is published as the train
+				// split of one (docs/datasets.md).
+				tmp, err := os.MkdirTemp("", "gym-dataset-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				if src, err = dataset.Stage(src, tmp); err != nil {
+					return err
+				}
+			}
 			rec, err := st.Publish(cmd.Context(), src, store.Meta{Kind: artifact.Kind(kind), Name: name, Version: version, TTL: ttl}, key, time.Now())
 			if err != nil {
 				return err
@@ -120,7 +134,7 @@ func newArtifactPublish() *cobra.Command {
 	}
 	sf.add(cmd, "store", "store directory (created if missing)")
 	cmd.Flags().StringVar(&keyPath, "key", "", "node key that signs the manifest (required)")
-	cmd.Flags().StringVar(&kind, "kind", string(artifact.KindCheckpoint), "checkpoint, base-model, dataset-shard or delta")
+	cmd.Flags().StringVar(&kind, "kind", string(artifact.KindCheckpoint), "checkpoint, base-model, dataset (a .jsonl or .parquet file or a datasets directory; docs/datasets.md), dataset-shard or delta")
 	cmd.Flags().StringVar(&name, "name", "", "artifact name (default: the base name of SRC)")
 	cmd.Flags().Uint64Var(&version, "version", 0, "manifest version (default: one more than the newest known)")
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "how long the manifest stays valid")

@@ -20,6 +20,9 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/basecache"
+	"github.com/zooai/gym/dataset"
+	"github.com/zooai/gym/jobspec"
 )
 
 // server is a running `gym artifact serve` child process.
@@ -482,5 +485,39 @@ func TestArtifactGCCLI(t *testing.T) {
 	// A publish of the removed v1 under its old version is still a rollback.
 	if r := gym(t, "artifact", "publish", "--store", st, "--key", key, "--name", "ckpt", "--version", "1", filepath.Join(dir, "v0")); r.code == 0 {
 		t.Fatal("republishing v1 after gc succeeded: the rollback protection was lost")
+	}
+}
+
+// gym artifact publish --kind dataset FILE publishes the file as the train
+// split of a directory named after it: the CID a job names, the same as
+// hashing that directory.
+func TestArtifactPublishDataset(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "k.pem")
+	mustGym(t, "keygen", "--out", key)
+	src := filepath.Join(dir, "math.jsonl")
+	if err := os.WriteFile(src, []byte(`{"question":"12+34","answer":"#### 640"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := gym(t, "artifact", "publish", "--store", filepath.Join(dir, "s"), "--key", key, "--kind", "dataset", src)
+	if r.code != 0 {
+		t.Fatalf("publish: exit %d\n%s", r.code, r.stderr)
+	}
+	staged, err := dataset.Stage(src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := basecache.DirCID(t.Context(), staged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(r.stdout); got != want.String() {
+		t.Fatalf("published %s, the staged directory is %s", got, want)
+	}
+	if _, byCID, err := jobspec.DatasetCID(want.String()); !byCID || err != nil {
+		t.Fatalf("a job cannot name %s: %v", want, err)
+	}
+	if r := gym(t, "artifact", "publish", "--store", filepath.Join(dir, "s"), "--key", key, "--kind", "dataset", key); r.code == 0 || !strings.Contains(r.stderr, "not a .jsonl or .parquet file") {
+		t.Fatalf("publishing a key as a dataset: exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -196,7 +196,8 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
   hanzod recorded none for, else {importance_sampling_level, beta,
   group_size, aggregate_interval, use_4bit, lora_rank, lora_alpha,
   max_seq_len, gradient_accumulation_steps, learning_rate, warmup_steps,
-  weight_decay})}, checkpoints ([{epoch, cid}], the cids by epoch),
+  weight_decay}), data and reward (a dataset's mapping and the reward
+  list, docs/datasets.md; left out when not given)}, checkpoints ([{epoch, cid}], the cids by epoch),
   artifacts (hanzod's artifact server, KEYHEX@host:port, "" when it runs
   none: 'gym job checkpoint' fetches from it), refusals ([{node, reason}]:
   the nodes that refused the job, such as a worker whose memory the job
@@ -293,6 +294,10 @@ type specJSON struct {
 	SpotCheckBP    int    `json:"spot_check_bp"`
 	// GSPO uses the job file's keys; nil for a job without settings.
 	GSPO *jobspec.GSPO `json:"gspo"`
+	// Data and Reward are the dataset mapping and the reward list
+	// (docs/datasets.md), left out for a built-in task with the default.
+	Data   *jobspec.Data   `json:"data,omitempty"`
+	Reward jobspec.Rewards `json:"reward,omitempty"`
 }
 
 func nonNil(s []string) []string {
@@ -342,6 +347,10 @@ func jobOut(j *pb.Job) jobJSON {
 			g := jobspec.GSPOFromProto(s.Gspo)
 			out.Spec.GSPO = &g
 		}
+		if d := jobspec.DataFromProto(s.Data); d != (jobspec.Data{}) {
+			out.Spec.Data = &d
+		}
+		out.Spec.Reward = jobspec.RewardsFromProto(s.Reward)
 		if out.Spec.StepsPerEpoch == 0 && s.Gspo != nil {
 			out.Spec.StepsPerEpoch = s.Gspo.GetAggregateInterval() // one sync per epoch
 		}

@@ -86,7 +86,7 @@ func TestParseJobFileBuiltin(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ file, want string }{
-		{strings.Replace(minimalBuiltin, "sort", "gsm8k", 1), `j.yaml:1: model: builtin: the trainer cannot run these settings on the built-in model: task: unknown task "gsm8k"`},
+		{strings.Replace(minimalBuiltin, "sort", "gsm8k", 1), `j.yaml:1: model: builtin: the trainer cannot run these settings on the built-in model: jobspec: dataset must be a built-in task (addition, sort) or the CID of a dataset artifact: "gsm8k" is neither`},
 		{minimalBuiltin + "prompts_per_step: 2\n" + "", ""},
 		{strings.Replace(minimalBuiltin, "gradient_accumulation_steps: 1", "gradient_accumulation_steps: 4", 1) + "prompts_per_step: 2\n",
 			"gradient_accumulation_steps 4 must divide prompts_per_step 2"},
@@ -134,5 +134,26 @@ func TestJobBuiltinExample(t *testing.T) {
 		t.Errorf("run: %+v", j)
 	case !j.HasGSPO || j.GSPO != want:
 		t.Errorf("gspo: %+v, want %+v", j.GSPO, want)
+	}
+}
+
+// examples/dataset-job.yaml parses and names a dataset by CID with its
+// mapping and reward.
+func TestJobDatasetExample(t *testing.T) {
+	const path = "../../examples/dataset-job.yaml"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := parseJobFile(path, b, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := j.Spec()
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	if _, byCID, err := jobspec.DatasetCID(s.Dataset); !byCID || err != nil || s.Data.Extract != "numeric" || s.Reward == "" {
+		t.Fatalf("%+v", s)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/internal/valkeyserver"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -26,6 +27,7 @@ import (
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/worker"
 )
@@ -45,6 +47,12 @@ type upOptions struct {
 	killLeaderAt                                      string
 	ledger, geth                                      string // --ledger embedded|evm, --geth PATH
 	confirmations                                     uint64
+	// --dataset PATH|CID and its mapping and reward
+	dataset      string
+	data         jobspec.Data
+	rewardJSON   string
+	datasetCID   string // the CID the job names (set by runUp)
+	datasetStage string // the directory published (set by runUp)
 }
 
 func newUp() *cobra.Command {
@@ -62,6 +70,16 @@ hanzod validates and scores the deltas, spot-checks some by deterministic
 replay, merges each epoch into the checkpoint of record (PEFT layout,
 content-addressed), pays rewards, slashes proven cheating and settles the
 job.
+
+--dataset PATH|CID trains on a dataset instead of a built-in task
+(docs/datasets.md): a JSONL or Parquet file (published as the train split of
+a directory), a directory in the Hugging Face datasets layout, or the CID
+of a dataset already in hanzod's store. up publishes a path into hanzod's
+store as a dataset artifact and the job names its CID; each worker fetches
+it, verifies it and caches it under workers/wN/datasets/. The mapping:
+--template "^{question}=" (or --prompt-field), --answer-field, --extract
+numeric, --held-out test (or --hold-out-bp); the reward: --reward
+'[{"verifier":"numeric","weight":1}]' (default: exact match).
 
 --model DIR trains a Hugging Face model directory instead (Llama, Qwen2,
 Qwen3, Mistral; docs/models.md): up publishes it into hanzod's artifact
@@ -150,6 +168,15 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.IntVar(&o.prompts, "prompts", o.prompts, "prompts per step per worker (group size 8 completions each)")
 	f.StringVar(&o.task, "task", o.task, "built-in task: "+strings.Join(task.Names(), ", "))
 	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
+	f.StringVar(&o.dataset, "dataset", "", "training data instead of --task: a .jsonl or .parquet file, a datasets directory, or a dataset CID in hanzod's store")
+	f.StringVar(&o.data.Prompt, "prompt-field", "", "--dataset: the field holding the prompt (or give --template)")
+	f.StringVar(&o.data.Template, "template", "", `--dataset: the prompt template, {field} substituted, e.g. "^{question}="`)
+	f.StringVar(&o.data.Answer, "answer-field", "answer", "--dataset: the field holding the reference answer")
+	f.StringVar(&o.data.Extract, "extract", "", "--dataset: numeric keeps only the answer's final number (after ####, in \\boxed{}, or the last)")
+	f.StringVar(&o.data.Split, "split", "", "--dataset: the training split (default train)")
+	f.StringVar(&o.data.HeldOut, "held-out", "", "--dataset: the held-out split, e.g. test (default: --hold-out-bp of the training split)")
+	f.IntVar(&o.data.HoldOutBP, "hold-out-bp", 0, "--dataset: basis points of the training split held out when there is no --held-out (default 1000)")
+	f.StringVar(&o.rewardJSON, "reward", "", `the reward as JSON, e.g. '[{"verifier":"numeric","weight":1},{"verifier":"format","pattern":"^[0-9]+$","weight":0.2}]' (default: partial credit on a task, exact match on a dataset)`)
 	f.Uint64Var(&o.seed, "seed", 0, "job seed (data order, sampling, adapter initialisation)")
 	f.StringVar(&o.aggregation, "aggregation", "", "merge rule: mean (quality-weighted), median or trimmed-mean (default mean; median with --byzantine)")
 	f.IntVar(&o.spotCheckBP, "spot-check-bp", 0, "share of deltas re-executed by replay, in basis points (0: 1000 = 10%; -1: none)")
@@ -240,6 +267,63 @@ func (o *upOptions) check() error {
 	if _, err := task.Lookup(o.task); err != nil {
 		return err
 	}
+	if o.dataset == "" {
+		if o.data != (jobspec.Data{Answer: "answer"}) {
+			return errors.New("--prompt-field, --template, --extract, --split, --held-out and --hold-out-bp map a --dataset; give one")
+		}
+		o.data = jobspec.Data{}
+	} else {
+		if o.data.HeldOut == "" && o.data.HoldOutBP == 0 {
+			o.data.HoldOutBP = 1000
+		}
+		if err := o.data.Config().Validate(); err != nil {
+			return fmt.Errorf("--dataset: %w", err)
+		}
+	}
+	if o.rewardJSON != "" {
+		var r jobspec.Rewards
+		if err := r.UnmarshalJSON([]byte(o.rewardJSON)); err != nil {
+			return fmt.Errorf("--reward: want a JSON list of verifiers: %w", err)
+		}
+		terms, _ := r.Terms()
+		if _, err := reward.New(terms); err != nil {
+			return fmt.Errorf("--reward: %w", err)
+		}
+	}
+	return nil
+}
+
+// upDataset resolves --dataset: a path is staged (a single file becomes
+// the train split of a directory under tmp) and hashed; a CID is taken as
+// it is (it must be in hanzod's store).
+func upDataset(ctx context.Context, o *upOptions, tmp string) error {
+	if o.dataset == "" {
+		return nil
+	}
+	if _, byCID, err := jobspec.DatasetCID(o.dataset); err == nil && byCID {
+		o.datasetCID = o.dataset
+		return nil
+	}
+	if _, err := os.Stat(o.dataset); err != nil {
+		return fmt.Errorf("--dataset %s: neither a file or directory nor a dataset CID: %w", o.dataset, err)
+	}
+	dir, err := dataset.Stage(o.dataset, tmp)
+	if err != nil {
+		return fmt.Errorf("--dataset: %w", err)
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+	// Read it once with the mapping: a mapping that does not fit the
+	// data is refused here, before anything starts.
+	if _, err := dataset.Load(dir, o.data.Config()); err != nil {
+		return fmt.Errorf("--dataset %s: %w", o.dataset, err)
+	}
+	root, err := basecache.DirCID(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("--dataset %s: %w", o.dataset, err)
+	}
+	o.datasetStage, o.datasetCID = dir, root.String()
 	return nil
 }
 
@@ -314,6 +398,10 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		}
 		model = root.String()
 	}
+	if err := upDataset(ctx, &o, o.out); err != nil {
+		return nil, err
+	}
+	cfg.DatasetDir = o.datasetStage
 	cfg.Treasury = ledger.Amount(o.epochs) * 100 * ledger.GYM
 	if o.noOutlierReplays {
 		cfg.Outliers = merge.OutlierConfig{Far: -1, Near: -1, Twin: -1, Small: -1, Large: -1}
@@ -381,12 +469,19 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 // built-in model's training profile (jobconf.BuiltinGSPO,
 // trainer.DefaultConfig's settings), split over the workers.
 func upSpec(o upOptions, model string) jobspec.Spec {
-	return jobspec.Spec{
+	s := jobspec.Spec{
 		Model: model, Dataset: o.task, Epochs: o.epochs, MinNodes: o.workers, MaxNodes: o.workers,
 		Aggregation: o.aggregation, Byzantine: o.byzantine, SpotCheckBP: o.spotCheckBP,
 		StepsPerEpoch: o.stepsPerEpoch, PromptsPerStep: o.prompts, Seed: o.seed,
 		GSPO: jobconf.BuiltinGSPO(o.interval), Backend: jobBackend(o.backends),
 	}
+	if o.datasetCID != "" {
+		s.Dataset, s.Data = o.datasetCID, o.data
+	}
+	if o.rewardJSON != "" {
+		s.Reward.UnmarshalJSON([]byte(o.rewardJSON)) // checked by check
+	}
+	return s
 }
 
 // jobBackend is the backend a job trained by workers of backends asks
@@ -409,6 +504,8 @@ func (v *upView) event(ev localcluster.Event) {
 		v.say("hanzod listening on %s (artifacts %s), data in %s", ev.Addr, ev.ArtifactsAddr, v.dir)
 	case localcluster.EventBasePublished:
 		v.say("base model %s published into hanzod's store as %s (kind base-model): the job names it, the workers fetch and verify it", ev.Detail, ev.CID)
+	case localcluster.EventDatasetPublished:
+		v.say("dataset %s published into hanzod's store as %s (kind dataset): the job names it, the workers fetch and verify it", ev.Detail, ev.CID)
 	case localcluster.EventRegistered:
 		v.mu.Lock()
 		for _, w := range ev.Workers {

@@ -299,3 +299,27 @@ func TestUpRefuses(t *testing.T) {
 		t.Errorf("gym up into a non-empty directory: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestUpDatasetRefuses: a --dataset whose mapping does not fit it, or a
+// mapping without a --dataset, is refused before anything starts, with
+// the file, line and field.
+func TestUpDatasetRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"up", "--template", "^{q}="},                                                                  // no --dataset
+		{"up", "--dataset", "x.jsonl", "--template", "^{q="},                                           // a bad template
+		{"up", "--dataset", "x.jsonl", "--held-out", "test", "--hold-out-bp", "10"},                    // both
+		{"up", "--reward", `[{"verifier":"bleu","weight":1}]`},                                         // unknown verifier
+		{"up", "--reward", `{"verifier":"numeric"}`},                                                   // not a list
+		{"up", "--dataset", "x.jsonl", "--prompt-field", "q", "--template", "^{q}=", "--extract", "x"}, // both prompt forms
+	} {
+		if r := gym(t, args...); r.code != 2 {
+			t.Errorf("gym %v: exit %d, want 2\n%s", args, r.code, r.stderr)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "math.jsonl")
+	os.WriteFile(f, []byte("{\"question\":\"12+34\",\"answer\":\"#### 640\"}\n{\"question\":\"1+2\"}\n"), 0o644)
+	r := gym(t, "up", "--dataset", f, "--template", "^{question}=", "--extract", "numeric", "--out", filepath.Join(t.TempDir(), "up"))
+	if r.code != 1 || !strings.Contains(r.stderr, `train.jsonl:2: no field "answer"`) {
+		t.Errorf("gym up --dataset with a row missing the answer: exit %d\n%s", r.code, r.stderr)
+	}
+}

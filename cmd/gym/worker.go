@@ -18,6 +18,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
+	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/backend"
@@ -313,6 +314,12 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 			return err
 		}
 		cfg.Bases = bases
+		// Datasets jobs name by CID, kept the same way under DIR/datasets.
+		datasets, err := basecache.NewKind(artifact.KindDataset, filepath.Join(filepath.Dir(bn.Store().Dir()), "datasets"), bn.Store(), bn.FetchBase)
+		if err != nil {
+			return err
+		}
+		cfg.Datasets = datasets
 	}
 	if cfg.ArtifactsAddr != "" || len(o.artifactsPeers) > 0 || len(o.artifactsAllow) > 0 || o.artifactsAllowAny {
 		an, ok := orch.(artifactNode)

@@ -622,6 +622,16 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 	if err != nil {
 		return err
 	}
+	datasets, err := basecache.NewKind(artifact.KindDataset, filepath.Join(cfg.DataDir, "datasets"), d.arts, func(_ context.Context, root cid.Cid) error {
+		if _, err := arts.Artifact(root); err != nil {
+			return fmt.Errorf("hanzod's artifact store has no complete dataset %s (publish it into the store: gym artifact publish --kind dataset --store %s PATH): %w",
+				root, arts.Dir(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	// With replicas the bytes a merge needs live next to the log in
 	// Valkey, so a standby that takes over merges the epoch; the embedded
 	// store's single replica keeps them in the data directory.
@@ -629,7 +639,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 	if vs, ok := d.st.(*valkey.Store); ok {
 		blobs = vs.Blobs()
 	}
-	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Blobs: blobs, Key: key, MinStake: cfg.OrchestratorStake, Store: d.arts, Threads: threads, Bases: bases,
+	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Blobs: blobs, Key: key, MinStake: cfg.OrchestratorStake, Store: d.arts, Threads: threads, Bases: bases, Datasets: datasets,
 		EpochGrace: cfg.EpochGrace, BlobRetention: cfg.BlobRetention, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err

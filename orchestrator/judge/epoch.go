@@ -46,17 +46,28 @@ func (j *Judge) Step(ctx context.Context) error {
 	var settled []string
 	// Bases named by CID are exported, verified and parsed here, outside
 	// the engine's lock (once per process each); plan then finds them.
+	// So are datasets named by CID, read with their job's mapping: the
+	// plan is derived here and cached.
 	var models []string
+	var data []state.Job
 	j.eng.View(func(m *state.Machine) {
 		for _, id := range m.Jobs() {
 			if jb, _ := m.Job(id); jb.State == state.Running || jb.State == state.Aggregating {
 				models = append(models, jb.Spec.Model)
+				if _, byCID, _ := jobspec.DatasetCID(jb.Spec.Dataset); byCID {
+					data = append(data, jb)
+				}
 			}
 		}
 	})
 	for _, model := range models {
 		if _, err := j.baseFor(ctx, model); err != nil {
 			j.log.Warn("base model unavailable", "model", model, "err", err)
+		}
+	}
+	for _, jb := range data {
+		if _, err := j.plan(jb.ID, jb.Spec); err != nil {
+			j.log.Warn("job's dataset unavailable", "job", jb.ID, "dataset", jb.Spec.Dataset, "err", err)
 		}
 	}
 	j.eng.View(func(m *state.Machine) {

@@ -10,6 +10,7 @@ import (
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/task"
 )
 
 // TestPlanCache: the plan is derived once per job and spec, again when
@@ -26,12 +27,12 @@ func TestPlanCache(t *testing.T) {
 	byCID.Name = root
 	bases := &fakeBases{base: &byCID}
 	calls := 0
-	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{Bases: bases, NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base) (jobconf.Plan, error) {
+	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{Bases: bases, NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base, data *task.Data) (jobconf.Plan, error) {
 		calls++
 		if want := map[string]*basemodel.Base{jobconf.BuiltinModel: base, root: &byCID}[s.Model]; b != want {
 			t.Errorf("the plan of model %s was derived from base %s", s.Model, b.Name)
 		}
-		return jobconf.FromSpec(id, s, b)
+		return jobconf.FromSpecData(id, s, b, data)
 	}}}
 	g := jobspec.DefaultGSPO()
 	g.AggregateInterval = 1

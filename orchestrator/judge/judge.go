@@ -62,6 +62,7 @@ import (
 
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -72,6 +73,7 @@ import (
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	ostore "github.com/zooai/gym/orchestrator/store"
+	"github.com/zooai/gym/task"
 )
 
 // Engine is what the judge needs of the orchestrator engine.
@@ -129,9 +131,14 @@ type Config struct {
 	// artifact store, verified against the CID, parsed once per process
 	// (basecache.Cache). nil: only jobs on Base are judged.
 	Bases Bases
-	// NewPlan derives a job's plan from its spec (nil: jobconf.FromSpec).
-	// The judge calls it once per job and spec, not on every step.
-	NewPlan func(id string, s jobspec.Spec, base *basemodel.Base) (jobconf.Plan, error)
+	// Datasets resolves the datasets jobs name by CID: from hanzod's own
+	// artifact store, verified against the CID (a basecache.Cache of
+	// artifact.KindDataset). nil: only jobs on built-in tasks are judged.
+	Datasets Datasets
+	// NewPlan derives a job's plan from its spec, its base and, for a
+	// dataset named by CID, its rows (nil: jobconf.FromSpecData). The
+	// judge calls it once per job and spec, not on every step.
+	NewPlan func(id string, s jobspec.Spec, base *basemodel.Base, data *task.Data) (jobconf.Plan, error)
 	Log     *slog.Logger
 	Now     func() time.Time
 }
@@ -139,6 +146,12 @@ type Config struct {
 // Bases resolves base models named by CID (basecache.Cache implements it).
 type Bases interface {
 	Open(ctx context.Context, root cid.Cid) (*basemodel.Base, error)
+}
+
+// Datasets resolves datasets named by CID to their verified directories
+// (basecache.Cache implements it).
+type Datasets interface {
+	Dir(ctx context.Context, root cid.Cid) (string, error)
 }
 
 // Judge validates, scores and merges. Safe for concurrent use.
@@ -265,7 +278,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.NewPlan == nil {
-		cfg.NewPlan = jobconf.FromSpec
+		cfg.NewPlan = jobconf.FromSpecData
 	}
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
 		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{}, ready: map[string]bool{},
@@ -307,12 +320,21 @@ func (j *Judge) plan(id string, s jobspec.Spec) (jobconf.Plan, error) {
 	if err != nil {
 		return jobconf.Plan{}, err
 	}
+	data, err := j.dataFor(context.Background(), s)
 	j.pmu.Lock()
 	defer j.pmu.Unlock()
 	if c, ok := j.plans[id]; ok && c.spec == s {
 		return c.plan, c.err
 	}
-	p, err := j.cfg.NewPlan(id, s, base)
+	if err != nil {
+		if dataset.IsData(err) {
+			// The rows do not fit the mapping: that will not change,
+			// so the refusal is kept like any other plan's.
+			j.plans[id] = cachedPlan{spec: s, err: err}
+		}
+		return jobconf.Plan{}, err
+	}
+	p, err := j.cfg.NewPlan(id, s, base, data)
 	j.plans[id] = cachedPlan{spec: s, plan: p, err: err}
 	return p, err
 }
@@ -340,6 +362,24 @@ func (j *Judge) baseFor(ctx context.Context, model string) (*basemodel.Base, err
 		return nil, fmt.Errorf("judge: no base-model store to find %s in", model)
 	}
 	return j.cfg.Bases.Open(ctx, root)
+}
+
+// dataFor returns the rows of the dataset spec s names by CID (from
+// Datasets: hanzod's store, verified), nil for a built-in task. A dataset
+// whose rows do not fit the mapping is an error, as for a worker.
+func (j *Judge) dataFor(ctx context.Context, s jobspec.Spec) (*task.Data, error) {
+	root, byCID, err := jobspec.DatasetCID(s.Dataset)
+	switch {
+	case err != nil || !byCID:
+		return nil, nil // a built-in task, or a name NewPlan refuses
+	case j.cfg.Datasets == nil:
+		return nil, fmt.Errorf("judge: no dataset store to find %s in", s.Dataset)
+	}
+	dir, err := j.cfg.Datasets.Dir(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	return jobconf.LoadData(dir, s)
 }
 
 // Rejection reasons (Verdict.Reason, SubmitDeltaResponse.reason).

@@ -8,6 +8,7 @@ import (
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/task"
 )
 
 // TestPlanDerivedOnce: the judge derives a job's plan from its spec once,
@@ -18,9 +19,9 @@ func TestPlanDerivedOnce(t *testing.T) {
 	var calls atomic.Int64
 	j, err := judge.New(judge.Config{DataDir: e.jdir(), Key: judgeKey(), Store: e.arts, Threads: 2, ShardSize: 8, EvalSize: 8,
 		Base: base(t), Now: e.clk.Now,
-		NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base) (jobconf.Plan, error) {
+		NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base, data *task.Data) (jobconf.Plan, error) {
 			calls.Add(1)
-			return jobconf.FromSpec(id, s, b)
+			return jobconf.FromSpecData(id, s, b, data)
 		}}, e.eng)
 	if err != nil {
 		t.Fatal(err)

@@ -1186,7 +1186,13 @@ type JobSpec struct {
 	// Which training backend workers must use: "go" (or empty: the built-in
 	// engine, every delta exactly replayable), "torch" or "any"
 	// (docs/backends.md).
-	Backend       string `protobuf:"bytes,17,opt,name=backend,proto3" json:"backend,omitempty"`
+	Backend string `protobuf:"bytes,17,opt,name=backend,proto3" json:"backend,omitempty"`
+	// The mapping of a dataset named by CID onto problems (docs/datasets.md);
+	// absent for a built-in task (addition, sort).
+	Data *DataMapping `protobuf:"bytes,18,opt,name=data,proto3" json:"data,omitempty"`
+	// The reward: verifiers with weights (docs/datasets.md); empty for the
+	// default, partial credit on a built-in task and exact match on a dataset.
+	Reward        []*RewardTerm `protobuf:"bytes,19,rep,name=reward,proto3" json:"reward,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1340,6 +1346,190 @@ func (x *JobSpec) GetBackend() string {
 	return ""
 }
 
+func (x *JobSpec) GetData() *DataMapping {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *JobSpec) GetReward() []*RewardTerm {
+	if x != nil {
+		return x.Reward
+	}
+	return nil
+}
+
+// DataMapping says how a dataset's rows become prompts and answers.
+type DataMapping struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prompt        string                 `protobuf:"bytes,1,opt,name=prompt,proto3" json:"prompt,omitempty"`                           // the prompt field (or give template)
+	Template      string                 `protobuf:"bytes,2,opt,name=template,proto3" json:"template,omitempty"`                       // e.g. "^{question}=": {field} substituted
+	Answer        string                 `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"`                           // the answer field (required)
+	Extract       string                 `protobuf:"bytes,4,opt,name=extract,proto3" json:"extract,omitempty"`                         // "numeric": keep only the answer's final number
+	Split         string                 `protobuf:"bytes,5,opt,name=split,proto3" json:"split,omitempty"`                             // training split; "": train
+	HeldOut       string                 `protobuf:"bytes,6,opt,name=held_out,json=heldOut,proto3" json:"held_out,omitempty"`          // held-out split, e.g. test (or give hold_out_bp)
+	HoldOutBp     int32                  `protobuf:"varint,7,opt,name=hold_out_bp,json=holdOutBp,proto3" json:"hold_out_bp,omitempty"` // basis points of the training split held out, 1..5000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DataMapping) Reset() {
+	*x = DataMapping{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DataMapping) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DataMapping) ProtoMessage() {}
+
+func (x *DataMapping) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DataMapping.ProtoReflect.Descriptor instead.
+func (*DataMapping) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DataMapping) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *DataMapping) GetTemplate() string {
+	if x != nil {
+		return x.Template
+	}
+	return ""
+}
+
+func (x *DataMapping) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+func (x *DataMapping) GetExtract() string {
+	if x != nil {
+		return x.Extract
+	}
+	return ""
+}
+
+func (x *DataMapping) GetSplit() string {
+	if x != nil {
+		return x.Split
+	}
+	return ""
+}
+
+func (x *DataMapping) GetHeldOut() string {
+	if x != nil {
+		return x.HeldOut
+	}
+	return ""
+}
+
+func (x *DataMapping) GetHoldOutBp() int32 {
+	if x != nil {
+		return x.HoldOutBp
+	}
+	return 0
+}
+
+// RewardTerm is one verifier of a job's reward with its weight.
+type RewardTerm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verifier      string                 `protobuf:"bytes,1,opt,name=verifier,proto3" json:"verifier,omitempty"`                  // exact, numeric, format, length or partial
+	Weight        float64                `protobuf:"fixed64,2,opt,name=weight,proto3" json:"weight,omitempty"`                    // > 0, at most 1000
+	Pattern       string                 `protobuf:"bytes,3,opt,name=pattern,proto3" json:"pattern,omitempty"`                    // format: the regular expression (RE2)
+	Tolerance     float64                `protobuf:"fixed64,4,opt,name=tolerance,proto3" json:"tolerance,omitempty"`              // numeric: absolute tolerance, >= 0
+	MaxChars      int32                  `protobuf:"varint,5,opt,name=max_chars,json=maxChars,proto3" json:"max_chars,omitempty"` // length: characters before the penalty
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewardTerm) Reset() {
+	*x = RewardTerm{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewardTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewardTerm) ProtoMessage() {}
+
+func (x *RewardTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewardTerm.ProtoReflect.Descriptor instead.
+func (*RewardTerm) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RewardTerm) GetVerifier() string {
+	if x != nil {
+		return x.Verifier
+	}
+	return ""
+}
+
+func (x *RewardTerm) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *RewardTerm) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *RewardTerm) GetTolerance() float64 {
+	if x != nil {
+		return x.Tolerance
+	}
+	return 0
+}
+
+func (x *RewardTerm) GetMaxChars() int32 {
+	if x != nil {
+		return x.MaxChars
+	}
+	return 0
+}
+
 // GSPOConfig is a job's training configuration: the keys of the seed's
 // GSPOConfig (SPEC.md, "Training: GSPO"). A field left unset takes the
 // seed's default (given after each field); a field that is set is taken as
@@ -1369,7 +1559,7 @@ type GSPOConfig struct {
 
 func (x *GSPOConfig) Reset() {
 	*x = GSPOConfig{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1571,7 @@ func (x *GSPOConfig) String() string {
 func (*GSPOConfig) ProtoMessage() {}
 
 func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1584,7 @@ func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GSPOConfig.ProtoReflect.Descriptor instead.
 func (*GSPOConfig) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GSPOConfig) GetImportanceSamplingLevel() string {
@@ -1509,7 +1699,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1711,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1724,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -1567,7 +1757,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1769,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1782,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubmitJobResponse) GetJob() string {
@@ -1611,7 +1801,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1813,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1826,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetJobRequest) GetJob() string {
@@ -1667,7 +1857,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1869,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1882,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Job) GetId() string {
@@ -1797,7 +1987,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1999,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +2012,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Refusal) GetNode() string {
@@ -1854,7 +2044,7 @@ type Pin struct {
 
 func (x *Pin) Reset() {
 	*x = Pin{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +2056,7 @@ func (x *Pin) String() string {
 func (*Pin) ProtoMessage() {}
 
 func (x *Pin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2069,7 @@ func (x *Pin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pin.ProtoReflect.Descriptor instead.
 func (*Pin) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Pin) GetCid() string {
@@ -1925,7 +2115,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2127,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2140,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
 }
 
 type ListJobsResponse struct {
@@ -1962,7 +2152,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2164,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2177,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -2016,7 +2206,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2218,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2231,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Node) GetId() string {
@@ -2129,7 +2319,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2331,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2344,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
 }
 
 type ListNodesResponse struct {
@@ -2166,7 +2356,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2368,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2381,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2210,7 +2400,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2412,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2425,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetBalanceRequest) GetAccount() string {
@@ -2258,7 +2448,7 @@ type Slash struct {
 
 func (x *Slash) Reset() {
 	*x = Slash{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2460,7 @@ func (x *Slash) String() string {
 func (*Slash) ProtoMessage() {}
 
 func (x *Slash) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2473,7 @@ func (x *Slash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slash.ProtoReflect.Descriptor instead.
 func (*Slash) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Slash) GetOffence() int32 {
@@ -2336,7 +2526,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2538,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2551,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Account) GetId() string {
@@ -2420,7 +2610,7 @@ type LedgerRequest struct {
 
 func (x *LedgerRequest) Reset() {
 	*x = LedgerRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2622,7 @@ func (x *LedgerRequest) String() string {
 func (*LedgerRequest) ProtoMessage() {}
 
 func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2635,7 @@ func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LedgerRequest) GetAccount() string {
@@ -2479,7 +2669,7 @@ type EndEpochRequest struct {
 
 func (x *EndEpochRequest) Reset() {
 	*x = EndEpochRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2681,7 @@ func (x *EndEpochRequest) String() string {
 func (*EndEpochRequest) ProtoMessage() {}
 
 func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2694,7 @@ func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEpochRequest.ProtoReflect.Descriptor instead.
 func (*EndEpochRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *EndEpochRequest) GetJob() string {
@@ -2532,7 +2722,7 @@ type PublishCheckpointRequest struct {
 
 func (x *PublishCheckpointRequest) Reset() {
 	*x = PublishCheckpointRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2734,7 @@ func (x *PublishCheckpointRequest) String() string {
 func (*PublishCheckpointRequest) ProtoMessage() {}
 
 func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2747,7 @@ func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*PublishCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PublishCheckpointRequest) GetJob() string {
@@ -2591,7 +2781,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2793,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2806,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FailJobRequest) GetJob() string {
@@ -2644,7 +2834,7 @@ type SlashRequest struct {
 
 func (x *SlashRequest) Reset() {
 	*x = SlashRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2846,7 @@ func (x *SlashRequest) String() string {
 func (*SlashRequest) ProtoMessage() {}
 
 func (x *SlashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2859,7 @@ func (x *SlashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlashRequest.ProtoReflect.Descriptor instead.
 func (*SlashRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SlashRequest) GetNode() string {
@@ -2707,7 +2897,7 @@ type Contribution struct {
 
 func (x *Contribution) Reset() {
 	*x = Contribution{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2909,7 @@ func (x *Contribution) String() string {
 func (*Contribution) ProtoMessage() {}
 
 func (x *Contribution) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2922,7 @@ func (x *Contribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
 func (*Contribution) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Contribution) GetAccount() string {
@@ -2775,7 +2965,7 @@ type PayRewardsRequest struct {
 
 func (x *PayRewardsRequest) Reset() {
 	*x = PayRewardsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2977,7 @@ func (x *PayRewardsRequest) String() string {
 func (*PayRewardsRequest) ProtoMessage() {}
 
 func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2990,7 @@ func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsRequest.ProtoReflect.Descriptor instead.
 func (*PayRewardsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PayRewardsRequest) GetJob() string {
@@ -2841,7 +3031,7 @@ type Payout struct {
 
 func (x *Payout) Reset() {
 	*x = Payout{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +3043,7 @@ func (x *Payout) String() string {
 func (*Payout) ProtoMessage() {}
 
 func (x *Payout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +3056,7 @@ func (x *Payout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payout.ProtoReflect.Descriptor instead.
 func (*Payout) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Payout) GetAccount() string {
@@ -2892,7 +3082,7 @@ type PayRewardsResponse struct {
 
 func (x *PayRewardsResponse) Reset() {
 	*x = PayRewardsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3094,7 @@ func (x *PayRewardsResponse) String() string {
 func (*PayRewardsResponse) ProtoMessage() {}
 
 func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3107,7 @@ func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsResponse.ProtoReflect.Descriptor instead.
 func (*PayRewardsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PayRewardsResponse) GetPayouts() []*Payout {
@@ -3025,7 +3215,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"<\n" +
 	"\x0eEventsResponse\x12\x16\n" +
 	"\x06events\x18\x01 \x03(\tR\x06events\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\x04R\x04last\"\xa6\x04\n" +
+	"\x04last\x18\x02 \x01(\x04R\x04last\"\x91\x05\n" +
 	"\aJobSpec\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x16\n" +
@@ -3045,7 +3235,24 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x04seed\x18\x0e \x01(\x04R\x04seed\x12\x1c\n" +
 	"\tbyzantine\x18\x0f \x01(\x05R\tbyzantine\x12\"\n" +
 	"\rspot_check_bp\x18\x10 \x01(\x05R\vspotCheckBp\x12\x18\n" +
-	"\abackend\x18\x11 \x01(\tR\abackend\"\x93\x06\n" +
+	"\abackend\x18\x11 \x01(\tR\abackend\x122\n" +
+	"\x04data\x18\x12 \x01(\v2\x1e.zoo.gym.hanzod.v1.DataMappingR\x04data\x125\n" +
+	"\x06reward\x18\x13 \x03(\v2\x1d.zoo.gym.hanzod.v1.RewardTermR\x06reward\"\xc4\x01\n" +
+	"\vDataMapping\x12\x16\n" +
+	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x1a\n" +
+	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x16\n" +
+	"\x06answer\x18\x03 \x01(\tR\x06answer\x12\x18\n" +
+	"\aextract\x18\x04 \x01(\tR\aextract\x12\x14\n" +
+	"\x05split\x18\x05 \x01(\tR\x05split\x12\x19\n" +
+	"\bheld_out\x18\x06 \x01(\tR\aheldOut\x12\x1e\n" +
+	"\vhold_out_bp\x18\a \x01(\x05R\tholdOutBp\"\x95\x01\n" +
+	"\n" +
+	"RewardTerm\x12\x1a\n" +
+	"\bverifier\x18\x01 \x01(\tR\bverifier\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\x12\x18\n" +
+	"\apattern\x18\x03 \x01(\tR\apattern\x12\x1c\n" +
+	"\ttolerance\x18\x04 \x01(\x01R\ttolerance\x12\x1b\n" +
+	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\"\x93\x06\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
@@ -3220,7 +3427,7 @@ func file_api_hanzod_v1_hanzod_proto_rawDescGZIP() []byte {
 	return file_api_hanzod_v1_hanzod_proto_rawDescData
 }
 
-var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Auth)(nil),                     // 0: zoo.gym.hanzod.v1.Auth
 	(*RegisterRequest)(nil),          // 1: zoo.gym.hanzod.v1.RegisterRequest
@@ -3241,30 +3448,32 @@ var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*EventsRequest)(nil),            // 16: zoo.gym.hanzod.v1.EventsRequest
 	(*EventsResponse)(nil),           // 17: zoo.gym.hanzod.v1.EventsResponse
 	(*JobSpec)(nil),                  // 18: zoo.gym.hanzod.v1.JobSpec
-	(*GSPOConfig)(nil),               // 19: zoo.gym.hanzod.v1.GSPOConfig
-	(*SubmitJobRequest)(nil),         // 20: zoo.gym.hanzod.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 21: zoo.gym.hanzod.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),            // 22: zoo.gym.hanzod.v1.GetJobRequest
-	(*Job)(nil),                      // 23: zoo.gym.hanzod.v1.Job
-	(*Refusal)(nil),                  // 24: zoo.gym.hanzod.v1.Refusal
-	(*Pin)(nil),                      // 25: zoo.gym.hanzod.v1.Pin
-	(*ListJobsRequest)(nil),          // 26: zoo.gym.hanzod.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 27: zoo.gym.hanzod.v1.ListJobsResponse
-	(*Node)(nil),                     // 28: zoo.gym.hanzod.v1.Node
-	(*ListNodesRequest)(nil),         // 29: zoo.gym.hanzod.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 30: zoo.gym.hanzod.v1.ListNodesResponse
-	(*GetBalanceRequest)(nil),        // 31: zoo.gym.hanzod.v1.GetBalanceRequest
-	(*Slash)(nil),                    // 32: zoo.gym.hanzod.v1.Slash
-	(*Account)(nil),                  // 33: zoo.gym.hanzod.v1.Account
-	(*LedgerRequest)(nil),            // 34: zoo.gym.hanzod.v1.LedgerRequest
-	(*EndEpochRequest)(nil),          // 35: zoo.gym.hanzod.v1.EndEpochRequest
-	(*PublishCheckpointRequest)(nil), // 36: zoo.gym.hanzod.v1.PublishCheckpointRequest
-	(*FailJobRequest)(nil),           // 37: zoo.gym.hanzod.v1.FailJobRequest
-	(*SlashRequest)(nil),             // 38: zoo.gym.hanzod.v1.SlashRequest
-	(*Contribution)(nil),             // 39: zoo.gym.hanzod.v1.Contribution
-	(*PayRewardsRequest)(nil),        // 40: zoo.gym.hanzod.v1.PayRewardsRequest
-	(*Payout)(nil),                   // 41: zoo.gym.hanzod.v1.Payout
-	(*PayRewardsResponse)(nil),       // 42: zoo.gym.hanzod.v1.PayRewardsResponse
+	(*DataMapping)(nil),              // 19: zoo.gym.hanzod.v1.DataMapping
+	(*RewardTerm)(nil),               // 20: zoo.gym.hanzod.v1.RewardTerm
+	(*GSPOConfig)(nil),               // 21: zoo.gym.hanzod.v1.GSPOConfig
+	(*SubmitJobRequest)(nil),         // 22: zoo.gym.hanzod.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 23: zoo.gym.hanzod.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),            // 24: zoo.gym.hanzod.v1.GetJobRequest
+	(*Job)(nil),                      // 25: zoo.gym.hanzod.v1.Job
+	(*Refusal)(nil),                  // 26: zoo.gym.hanzod.v1.Refusal
+	(*Pin)(nil),                      // 27: zoo.gym.hanzod.v1.Pin
+	(*ListJobsRequest)(nil),          // 28: zoo.gym.hanzod.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 29: zoo.gym.hanzod.v1.ListJobsResponse
+	(*Node)(nil),                     // 30: zoo.gym.hanzod.v1.Node
+	(*ListNodesRequest)(nil),         // 31: zoo.gym.hanzod.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 32: zoo.gym.hanzod.v1.ListNodesResponse
+	(*GetBalanceRequest)(nil),        // 33: zoo.gym.hanzod.v1.GetBalanceRequest
+	(*Slash)(nil),                    // 34: zoo.gym.hanzod.v1.Slash
+	(*Account)(nil),                  // 35: zoo.gym.hanzod.v1.Account
+	(*LedgerRequest)(nil),            // 36: zoo.gym.hanzod.v1.LedgerRequest
+	(*EndEpochRequest)(nil),          // 37: zoo.gym.hanzod.v1.EndEpochRequest
+	(*PublishCheckpointRequest)(nil), // 38: zoo.gym.hanzod.v1.PublishCheckpointRequest
+	(*FailJobRequest)(nil),           // 39: zoo.gym.hanzod.v1.FailJobRequest
+	(*SlashRequest)(nil),             // 40: zoo.gym.hanzod.v1.SlashRequest
+	(*Contribution)(nil),             // 41: zoo.gym.hanzod.v1.Contribution
+	(*PayRewardsRequest)(nil),        // 42: zoo.gym.hanzod.v1.PayRewardsRequest
+	(*Payout)(nil),                   // 43: zoo.gym.hanzod.v1.Payout
+	(*PayRewardsResponse)(nil),       // 44: zoo.gym.hanzod.v1.PayRewardsResponse
 }
 var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 0: zoo.gym.hanzod.v1.RegisterRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
@@ -3279,65 +3488,67 @@ var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	4,  // 9: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
 	0,  // 10: zoo.gym.hanzod.v1.RefuseJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	4,  // 11: zoo.gym.hanzod.v1.RefuseJobResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	19, // 12: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
-	18, // 13: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	0,  // 14: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	18, // 15: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	6,  // 16: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	25, // 17: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
-	24, // 18: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
-	23, // 19: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	28, // 20: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	32, // 21: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	39, // 22: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	41, // 23: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 24: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	3,  // 25: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	8,  // 26: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	10, // 27: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
-	12, // 28: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
-	14, // 29: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
-	20, // 30: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	22, // 31: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	26, // 32: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	29, // 33: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	31, // 34: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	34, // 35: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	34, // 36: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	34, // 37: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	34, // 38: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	35, // 39: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	36, // 40: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	37, // 41: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	38, // 42: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	40, // 43: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	16, // 44: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
-	2,  // 45: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	5,  // 46: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	9,  // 47: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	11, // 48: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
-	13, // 49: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
-	15, // 50: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
-	21, // 51: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	23, // 52: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	27, // 53: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	30, // 54: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	33, // 55: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	33, // 56: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	33, // 57: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	33, // 58: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	33, // 59: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	23, // 60: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	23, // 61: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	23, // 62: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	33, // 63: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	42, // 64: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	17, // 65: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
-	45, // [45:66] is the sub-list for method output_type
-	24, // [24:45] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	21, // 12: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
+	19, // 13: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
+	20, // 14: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
+	18, // 15: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	0,  // 16: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	18, // 17: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	6,  // 18: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	27, // 19: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
+	26, // 20: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
+	25, // 21: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	30, // 22: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	34, // 23: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	41, // 24: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	43, // 25: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 26: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	3,  // 27: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	8,  // 28: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	10, // 29: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
+	12, // 30: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
+	14, // 31: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
+	22, // 32: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	24, // 33: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	28, // 34: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	31, // 35: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	33, // 36: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	36, // 37: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	36, // 38: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	36, // 39: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	36, // 40: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	37, // 41: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	38, // 42: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	39, // 43: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	40, // 44: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	42, // 45: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	16, // 46: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
+	2,  // 47: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	5,  // 48: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	9,  // 49: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	11, // 50: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
+	13, // 51: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
+	15, // 52: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
+	23, // 53: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	25, // 54: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	29, // 55: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	32, // 56: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	35, // 57: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	35, // 58: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	35, // 59: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	35, // 60: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	35, // 61: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	25, // 62: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	25, // 63: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	25, // 64: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	35, // 65: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	44, // 66: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	17, // 67: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
+	47, // [47:68] is the sub-list for method output_type
+	26, // [26:47] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }
@@ -3345,14 +3556,14 @@ func file_api_hanzod_v1_hanzod_proto_init() {
 	if File_api_hanzod_v1_hanzod_proto != nil {
 		return
 	}
-	file_api_hanzod_v1_hanzod_proto_msgTypes[19].OneofWrappers = []any{}
+	file_api_hanzod_v1_hanzod_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_hanzod_v1_hanzod_proto_rawDesc), len(file_api_hanzod_v1_hanzod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -48,7 +48,6 @@ import (
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/ring"
-	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -374,11 +373,11 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 
 	// Score and merge sync by sync along the orchestrator's own
 	// trajectory T.
-	tk, err := task.Lookup(plan.Trainer.Task)
+	split, err := plan.Trainer.Split(in.ShardSize)
 	if err != nil {
 		return nil, err
 	}
-	shard := task.NewSplit(tk, in.ShardSize).Eval
+	shard := split.Eval
 	loss := func(a *llama.Adapter) (float64, error) {
 		md, err := llama.New(in.Base.Weights, a, in.Threads)
 		if err != nil {
@@ -468,7 +467,11 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	if rep.LossAfter, err = loss(T); err != nil {
 		return nil, err
 	}
-	ev, err := heldout.Evaluate(in.Base.Weights, in.Base.Tokenizer, T, plan.Trainer.Task, in.EvalSize, in.Threads)
+	evalSplit, err := plan.Trainer.Split(in.EvalSize)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := heldout.EvaluateOn(in.Base.Weights, in.Base.Tokenizer, T, plan.Trainer.Task, evalSplit.Eval, plan.Trainer.Reward, in.Threads)
 	if err != nil {
 		return nil, err
 	}
