@@ -26,6 +26,7 @@ import (
 
 type evalOptions struct {
 	checkpoint, task, modelDir string
+	data                       dataFlags
 	n, threads                 int
 	json                       bool
 }
@@ -36,7 +37,7 @@ const maxCheckpointFile = 1 << 30
 func newEval() *cobra.Command {
 	o := evalOptions{n: trainer.DefaultConfig().EvalSize}
 	cmd := &cobra.Command{
-		Use:   "eval [--model DIR] --checkpoint PATH [--task NAME] [--n N] [--json]",
+		Use:   "eval [--model DIR] --checkpoint PATH [--task NAME | --dataset FILE [mapping]] [--n N] [--json]",
 		Short: "Evaluate a trained LoRA adapter and the base model on a task's held-out problems",
 		Long: `eval loads a LoRA adapter and scores it, and the base model it was trained on,
 on the first N held-out problems of a task (the set gym train evaluates on
@@ -55,7 +56,12 @@ object: task, n, accuracy, reward, loss, base_accuracy, base_reward,
 base_loss, seconds.
 
 The task defaults to the one recorded in the checkpoint, else addition.
-Tasks: ` + strings.Join(task.Names(), ", ") + `. The base model is the built-in one, or the
+Tasks: ` + strings.Join(task.Names(), ", ") + `. --dataset FILE evaluates on a dataset's held-out
+rows instead (a JSONL/Parquet file or datasets directory, with the mapping
+flags gym up takes: --template or --prompt-field, --answer-field, --extract,
+--split, --held-out, --hold-out-bp), scored with --reward (default: exact
+match), as hanzod evaluates a job on that dataset; task is then the
+dataset's CID. The base model is the built-in one, or the
 Hugging Face model directory of --model; a checkpoint that records the SHA3
 of its base model is refused with a different base.`,
 		Args: exactArgs(0),
@@ -65,6 +71,9 @@ of its base model is refused with a different base.`,
 			}
 			if o.n < 1 || o.n > heldout.MaxN {
 				return usageError{fmt.Errorf("--n %d: want 1 to %d held-out problems", o.n, heldout.MaxN)}
+			}
+			if o.task != "" && o.data.dataset != "" {
+				return usageError{errors.New("give --task or --dataset, not both")}
 			}
 			if o.task != "" {
 				if _, err := task.Lookup(o.task); err != nil {
@@ -79,6 +88,7 @@ of its base model is refused with a different base.`,
 	f.StringVar(&o.task, "task", "", "task (default: the checkpoint's, else addition): "+strings.Join(task.Names(), ", "))
 	f.IntVar(&o.n, "n", o.n, "held-out problems to evaluate on")
 	f.BoolVar(&o.json, "json", false, "print one JSON object")
+	o.data.bind(f)
 	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	f.IntVar(&o.threads, "threads", runtime.GOMAXPROCS(0), "goroutines for matrix products (results do not depend on it)")
 	return cmd
@@ -130,22 +140,38 @@ func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
 	}
 	taskName := o.task
 	if taskName == "" {
+		taskName = o.data.dataset
+	}
+	if taskName == "" {
 		taskName = ck.task
 	}
 	if taskName == "" {
 		taskName = "addition"
 	}
-	if _, err := task.Lookup(taskName); err != nil {
-		return fmt.Errorf("%s records task %q, which this gym does not know: pass --task NAME: %w", o.checkpoint, taskName, err)
+	if _, err := task.Lookup(taskName); err != nil && o.data.dataset == "" {
+		return fmt.Errorf("%s records task %q, which this gym does not know: pass --task NAME or --dataset FILE: %w", o.checkpoint, taskName, err)
 	}
-	after, err := heldout.Evaluate(base.Weights, base.Tokenizer, ck.adapter, taskName, o.n, o.threads)
+	o.data.dataset = taskName
+	tmp, err := os.MkdirTemp("", "gym-eval-")
 	if err != nil {
 		return err
 	}
-	before, err := heldout.Evaluate(base.Weights, base.Tokenizer, nil, taskName, o.n, o.threads)
+	defer os.RemoveAll(tmp)
+	src, err := o.data.resolve(ctx, tmp)
 	if err != nil {
 		return err
 	}
+	taskName = src.name
+	problems := src.heldOut(o.n)
+	after, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, ck.adapter, taskName, problems, src.scorer, o.threads)
+	if err != nil {
+		return err
+	}
+	before, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, nil, taskName, problems, src.scorer, o.threads)
+	if err != nil {
+		return err
+	}
+	o.n = len(problems)
 	h := llama.Digest(ck.adapter.Views())
 	sum := evalSummary{Task: taskName, N: o.n, Accuracy: after.Accuracy, Reward: after.Reward, Loss: after.Loss,
 		BaseAccuracy: before.Accuracy, BaseReward: before.Reward, BaseLoss: before.Loss,

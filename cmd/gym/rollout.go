@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -23,10 +24,12 @@ import (
 )
 
 type rolloutOptions struct {
-	modelDir, checkpoint, dataset, split, out string
-	n, group, topK, maxNew, threads           int
-	seed                                      uint64
-	temperature                               float64
+	modelDir, checkpoint, out       string
+	data                            dataFlags
+	heldOut                         bool
+	n, group, topK, maxNew, threads int
+	seed                            uint64
+	temperature                     float64
 }
 
 // rolloutStream labels gym rollout's sampler streams, apart from the
@@ -38,9 +41,9 @@ const (
 )
 
 func newRollout() *cobra.Command {
-	o := rolloutOptions{dataset: "addition", split: "train", group: 8, temperature: 1, threads: runtime.GOMAXPROCS(0)}
+	o := rolloutOptions{data: dataFlags{dataset: "addition"}, group: 8, temperature: 1, threads: runtime.GOMAXPROCS(0)}
 	cmd := &cobra.Command{
-		Use:   "rollout [--model DIR] [--checkpoint PATH] [--dataset NAME] [--split train|test] --n K [--group G] --out FILE",
+		Use:   "rollout [--model DIR] [--checkpoint PATH] [--dataset NAME|FILE [mapping]] [--eval] --n K [--group G] --out FILE",
 		Short: "Sample completions and write them as rollout traces (token ids, log-probabilities, rewards)",
 		Long: `rollout samples G completions for each of K prompts with the Go engine and
 writes them as a trace file (JSON Lines, docs/traces.md): per completion the
@@ -56,9 +59,14 @@ verification across hardware.
 
 The model is the built-in base or --model DIR (a Hugging Face model
 directory); --checkpoint adds a trained LoRA adapter (a PEFT directory or an
-adapter.delta, as gym eval takes). Prompts come from --dataset (built-in: ` + strings.Join(task.Names(), ", ") + `):
---split train draws K training problems from the seed, --split test takes
-the first K held-out problems. --out - writes to standard output. Progress
+adapter.delta, as gym eval takes). Prompts come from --dataset: a built-in
+task (` + strings.Join(task.Names(), ", ") + `) or a JSONL/Parquet file or datasets directory
+with the mapping flags gym up takes (--template or --prompt-field,
+--answer-field, --extract, --split, --held-out, --hold-out-bp; the header
+names it by CID); --reward scores it as a job's reward list would (default:
+partial credit on a task, exact match on a dataset). K training problems
+are drawn from --seed as a job's trainer draws them; --eval takes the first
+K held-out problems instead. --out - writes to standard output. Progress
 goes to standard error.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,16 +77,11 @@ goes to standard error.`,
 				return usageError{fmt.Errorf("--n %d: want 1 to 65536 prompts", o.n)}
 			case o.group < 1 || o.group > 256:
 				return usageError{fmt.Errorf("--group %d: want 1 to 256 completions per prompt", o.group)}
-			case o.split != "train" && o.split != "test":
-				return usageError{fmt.Errorf("--split %q: want train or test", o.split)}
-			case o.split == "test" && o.n > heldout.MaxN:
-				return usageError{fmt.Errorf("--split test --n %d: the held-out set has %d problems", o.n, heldout.MaxN)}
+			case o.heldOut && o.n > heldout.MaxN:
+				return usageError{fmt.Errorf("--eval --n %d: at most %d held-out problems", o.n, heldout.MaxN)}
 			}
 			if err := (rollout.Config{Temperature: o.temperature, TopK: o.topK, MaxNew: o.maxNew}).Validate(); err != nil {
 				return usageError{err}
-			}
-			if _, err := task.Lookup(o.dataset); err != nil {
-				return usageError{fmt.Errorf("--dataset: %w", err)}
 			}
 			return runRollout(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -86,8 +89,8 @@ goes to standard error.`,
 	f := cmd.Flags()
 	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	f.StringVar(&o.checkpoint, "checkpoint", "", "a trained adapter: checkpoint directory (PEFT layout) or adapter.delta (default: the base alone)")
-	f.StringVar(&o.dataset, "dataset", o.dataset, "where the prompts come from: "+strings.Join(task.Names(), ", "))
-	f.StringVar(&o.split, "split", o.split, "train (drawn from --seed) or test (the held-out problems)")
+	o.data.bind(f)
+	f.BoolVar(&o.heldOut, "eval", false, "the held-out problems instead of training draws")
 	f.IntVar(&o.n, "n", 0, "prompts")
 	f.IntVar(&o.group, "group", o.group, "completions per prompt")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the prompts (train split) and of the sampler")
@@ -105,7 +108,16 @@ func runRollout(ctx context.Context, o rolloutOptions, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	h := trace.Header{Model: "builtin", Dataset: o.dataset, Seed: o.seed, Stream: []uint64{rolloutStream}, Batch: rolloutBatch,
+	tmp, err := os.MkdirTemp("", "gym-rollout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	src, err := o.data.resolve(ctx, tmp)
+	if err != nil {
+		return err
+	}
+	h := trace.Header{Model: "builtin", Dataset: src.name, Seed: o.seed, Stream: []uint64{rolloutStream}, Batch: rolloutBatch,
 		Temperature: o.temperature, TopK: o.topK, MaxNew: o.maxNew, Vocab: base.Weights.Cfg.Vocab}
 	if o.modelDir != "" {
 		root, err := basecache.DirCID(ctx, o.modelDir)
@@ -131,14 +143,15 @@ func runRollout(ctx context.Context, o rolloutOptions, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	t, _ := task.Lookup(o.dataset)
 	var probs []task.Problem
-	if o.split == "test" {
-		probs = task.NewSplit(t, heldout.MaxN).Eval[:o.n]
+	if o.heldOut {
+		if probs = src.heldOut(o.n); len(probs) < o.n {
+			return fmt.Errorf("--eval --n %d: %s holds out %d problems", o.n, o.data.dataset, len(probs))
+		}
 	} else {
-		probs = task.NewSplit(t, trainer.DefaultConfig().EvalSize).Batch(o.seed, 0, 0, o.n)
+		probs = src.train(o.seed, o.n, trainer.DefaultConfig().EvalSize)
 	}
-	c := rollout.Config{Temperature: o.temperature, TopK: o.topK, MaxNew: o.maxNew}
+	c := rollout.Config{Temperature: o.temperature, TopK: o.topK, MaxNew: o.maxNew, Reward: src.scorer}
 	all := &rollout.Rollouts{G: o.group}
 	for i := 0; i < len(probs); i += rolloutBatch {
 		if err := ctx.Err(); err != nil {

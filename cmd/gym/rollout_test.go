@@ -53,11 +53,11 @@ func TestRollout(t *testing.T) {
 	if len(ck.Header.Policy) != 64 || reflect.DeepEqual(ck.Seqs, s.Seqs) {
 		t.Errorf("with a checkpoint: policy %q, same completions %v", ck.Header.Policy, reflect.DeepEqual(ck.Seqs, s.Seqs))
 	}
-	test := read([]byte(mustGym(t, "rollout", "--dataset", "sort", "--split", "test", "--n", "2", "--group", "1", "--out", "-")))
+	test := read([]byte(mustGym(t, "rollout", "--dataset", "sort", "--eval", "--n", "2", "--group", "1", "--out", "-")))
 	if len(test.Seqs) != 2 || test.Seqs[0].PromptText == s.Seqs[0].PromptText {
 		t.Errorf("test split: %+v", test.Seqs)
 	}
-	for _, bad := range [][]string{{"--n", "3"}, {"--out", "-"}, {"--n", "3", "--out", "-", "--split", "dev"}, {"--n", "3", "--out", "-", "--dataset", "nope"},
+	for _, bad := range [][]string{{"--n", "3"}, {"--out", "-"}, {"--n", "3", "--out", "-", "--dataset", "sort", "--template", "^{q}="}, {"--n", "3", "--out", "-", "--dataset", "nope"},
 		{"--n", "3", "--out", "-", "--temperature", "0"}} {
 		if r := gym(t, append([]string{"rollout"}, bad...)...); r.code != 2 {
 			t.Errorf("gym rollout %v: exit %d, want 2 (usage)\n%s", bad, r.code, r.stderr)
