@@ -43,6 +43,9 @@ type Plan struct {
 	Base *basemodel.Base
 	// Backend is the training backend the job asks for: go, torch or any.
 	Backend string
+	// OuterLR and OuterMomentum are the job's outer optimiser (NewOuter;
+	// OuterLR 0: the plain average).
+	OuterLR, OuterMomentum float64
 }
 
 // Serves reports whether a worker training with backend (go or torch) may
@@ -78,8 +81,16 @@ func BuiltinGSPO(interval int) jobspec.GSPO {
 		Use4Bit: c.Use4Bit, LoRARank: c.LoRARank, LoRAAlpha: c.LoRAAlpha, MaxSeqLen: c.MaxSeqLen,
 		GradientAccumulationSteps: c.GradientAccumulationSteps, LearningRate: c.LearningRate, WarmupSteps: c.WarmupSteps,
 		WeightDecay: c.WeightDecay, LoRATargets: strings.Join(c.LoRATargets, ","),
+		OuterLR: BuiltinOuterLR, OuterMomentum: BuiltinOuterMomentum,
 	}
 }
+
+// BuiltinOuterLR and BuiltinOuterMomentum are the built-in profile's outer
+// optimiser (Outer), measured with gym bench quality (docs/end-to-end.md).
+const (
+	BuiltinOuterLR       = 0
+	BuiltinOuterMomentum = 0
+)
 
 // Check applies the trainer's own rules to a job file's spec
 // (jobspec.ParseFile's check): hanzod would accept a job that breaks them
@@ -121,7 +132,8 @@ func FromSpec(id string, s jobspec.Spec, base *basemodel.Base) (Plan, error) {
 	if spe == 0 {
 		spe = s.GSPO.AggregateInterval
 	}
-	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend()}
+	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend(),
+		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum}
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}
