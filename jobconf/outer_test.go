@@ -142,3 +142,20 @@ func randomAdapter(t *testing.T, seed uint64) *llama.Adapter {
 	}
 	return a
 }
+
+// The built-in profile's outer rate: the plain average's rate up to four
+// workers, √(workers/4) to two decimals above; the profile itself carries
+// the four-worker rate, without momentum.
+func TestBuiltinOuterLR(t *testing.T) {
+	for _, c := range []struct {
+		workers int
+		want    float64
+	}{{3, 1}, {4, 1}, {5, 1.12}, {8, 1.41}, {16, 2}, {64, 4}} {
+		if got := jobconf.BuiltinOuterLR(c.workers); got != c.want {
+			t.Errorf("BuiltinOuterLR(%d) = %v, want %v", c.workers, got, c.want)
+		}
+	}
+	if g := jobconf.BuiltinGSPO(5); g.OuterLR != 1 || g.OuterMomentum != 0 {
+		t.Errorf("built-in profile: outer rate %v, momentum %v", g.OuterLR, g.OuterMomentum)
+	}
+}
