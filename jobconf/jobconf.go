@@ -45,6 +45,9 @@ type Plan struct {
 	Base *basemodel.Base
 	// Backend is the training backend the job asks for: go, torch or any.
 	Backend string
+	// OuterLR and OuterMomentum are the job's outer optimiser (NewOuter;
+	// OuterLR 0: the plain average).
+	OuterLR, OuterMomentum float64
 }
 
 // Serves reports whether a worker training with backend (go or torch) may
@@ -80,7 +83,22 @@ func BuiltinGSPO(interval int) jobspec.GSPO {
 		Use4Bit: c.Use4Bit, LoRARank: c.LoRARank, LoRAAlpha: c.LoRAAlpha, MaxSeqLen: c.MaxSeqLen,
 		GradientAccumulationSteps: c.GradientAccumulationSteps, LearningRate: c.LearningRate, WarmupSteps: c.WarmupSteps,
 		WeightDecay: c.WeightDecay, LoRATargets: strings.Join(c.LoRATargets, ","),
+		OuterLR: BuiltinOuterLR(4),
 	}
+}
+
+// BuiltinOuterLR is the built-in profile's outer learning rate for a job
+// of workers workers, without momentum: √(workers/4), at least 1 (the
+// plain average up to four workers), to two decimals. A worker's batch is
+// the single worker's split workers ways; AdamW normalises each worker's
+// noisier gradient, and the mean of the normalised updates is shorter than
+// one worker's update on the whole batch. Up to four workers the plain
+// average matched one worker at equal samples on the built-in base; at
+// eight it fell 2–7 points behind, which the rate closes
+// (docs/end-to-end.md, "Convergence"; measured with gym bench quality,
+// where Nesterov momentum and larger rates did worse).
+func BuiltinOuterLR(workers int) float64 {
+	return math.Round(100*math.Max(1, math.Sqrt(float64(workers)/4))) / 100
 }
 
 // Check applies the trainer's own rules to a job file's spec
@@ -172,7 +190,8 @@ func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Da
 	if spe == 0 {
 		spe = s.GSPO.AggregateInterval
 	}
-	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend()}
+	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend(),
+		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum}
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}

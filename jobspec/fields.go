@@ -154,6 +154,7 @@ var Fields = struct {
 
 	ImportanceSamplingLevel                                                      Choice
 	Beta, LoRAAlpha, LearningRate, WeightDecay                                   Real
+	OuterLR, OuterMomentum                                                       Real
 	GroupSize, AggregateInterval, LoRARank, MaxSeqLen, GradientAccumulationSteps Whole
 	WarmupSteps                                                                  Whole
 	Use4Bit                                                                      Flag
@@ -174,11 +175,15 @@ var Fields = struct {
 	Byzantine:      Whole{"byzantine", 0, (maxNodes - 1) / 3, 0, "Byzantine workers to tolerate; 0 trusts every worker"},
 	SpotCheckBP:    Whole{"spot_check_bp", 0, 10_000, 1000, "basis points of deltas replayed: 1000 is 10%, 0 none"},
 
-	ImportanceSamplingLevel:   Choice{"gspo.importance_sampling_level", []string{"sequence", "token"}, "sequence", "sequence for GSPO or token for GRPO"},
-	Beta:                      Real{"gspo.beta", 0, math.Inf(1), false, 0.1, "the KL weight; 0 for none, 0.1 by default"},
-	LoRAAlpha:                 Real{"gspo.lora_alpha", 0, math.Inf(1), true, 32, "LoRA scaling, often twice lora_rank"},
-	LearningRate:              Real{"gspo.learning_rate", 0, 1, true, 2e-5, "LoRA rates are small, e.g. 2e-5"},
-	WeightDecay:               Real{"gspo.weight_decay", 0, 1, false, 0.01, "AdamW decay, e.g. 0.01"},
+	ImportanceSamplingLevel: Choice{"gspo.importance_sampling_level", []string{"sequence", "token"}, "sequence", "sequence for GSPO or token for GRPO"},
+	Beta:                    Real{"gspo.beta", 0, math.Inf(1), false, 0.1, "the KL weight; 0 for none, 0.1 by default"},
+	LoRAAlpha:               Real{"gspo.lora_alpha", 0, math.Inf(1), true, 32, "LoRA scaling, often twice lora_rank"},
+	LearningRate:            Real{"gspo.learning_rate", 0, 1, true, 2e-5, "LoRA rates are small, e.g. 2e-5"},
+	WeightDecay:             Real{"gspo.weight_decay", 0, 1, false, 0.01, "AdamW decay, e.g. 0.01"},
+	OuterLR: Real{"gspo.outer_learning_rate", 0, 10, false, 0,
+		"the outer optimiser's rate on each sync's averaged update; 0 is the plain average"},
+	OuterMomentum: Real{"gspo.outer_momentum", 0, 0.99, false, 0,
+		"the outer optimiser's Nesterov momentum, [0, 0.99]; needs outer_learning_rate > 0"},
 	GroupSize:                 Whole{"gspo.group_size", 2, 1024, 8, "advantages need a group of at least 2 completions per prompt"},
 	AggregateInterval:         Whole{"gspo.aggregate_interval", 1, 1_000_000, 50, "local steps between ring syncs"},
 	LoRARank:                  Whole{"gspo.lora_rank", 1, 4096, 16, "the LoRA adapter rank, e.g. 16"},

@@ -620,6 +620,8 @@ func (p *jobParser) gspo(n *yaml.Node, g *GSPO) {
 		{"warmup_steps", false, func(n *yaml.Node) { g.WarmupSteps = int(p.whole(n, f.WarmupSteps)) }},
 		{"weight_decay", false, func(n *yaml.Node) { p.real(n, &g.WeightDecay, f.WeightDecay) }},
 		{"lora_target_modules", false, func(n *yaml.Node) { g.LoRATargets = p.modules(n, f.LoRATargetModules) }},
+		{"outer_learning_rate", false, func(n *yaml.Node) { p.real(n, &g.OuterLR, f.OuterLR) }},
+		{"outer_momentum", false, func(n *yaml.Node) { p.real(n, &g.OuterMomentum, f.OuterMomentum) }},
 	})
 }
 

@@ -111,6 +111,12 @@ func GSPOFromProto(p *pb.GSPOConfig) GSPO {
 	if p.WeightDecay != nil {
 		g.WeightDecay = *p.WeightDecay
 	}
+	if p.OuterLearningRate != nil {
+		g.OuterLR = *p.OuterLearningRate
+	}
+	if p.OuterMomentum != nil {
+		g.OuterMomentum = *p.OuterMomentum
+	}
 	if len(p.LoraTargetModules) > 0 {
 		// Canonical when the names are; otherwise kept for Normalise to refuse by name.
 		g.LoRATargets = strings.Join(p.LoraTargetModules, ",")
@@ -144,6 +150,6 @@ func GSPOToProto(g GSPO) *pb.GSPOConfig {
 		Use_4Bit: proto.Bool(g.Use4Bit), LoraRank: proto.Int32(int32(g.LoRARank)), LoraAlpha: proto.Float64(g.LoRAAlpha),
 		MaxSeqLen: proto.Int32(int32(g.MaxSeqLen)), GradientAccumulationSteps: proto.Int32(int32(g.GradientAccumulationSteps)),
 		LearningRate: proto.Float64(g.LearningRate), WarmupSteps: proto.Int32(int32(g.WarmupSteps)), WeightDecay: proto.Float64(g.WeightDecay),
-		LoraTargetModules: g.Targets(),
+		LoraTargetModules: g.Targets(), OuterLearningRate: proto.Float64(g.OuterLR), OuterMomentum: proto.Float64(g.OuterMomentum),
 	}
 }

@@ -114,6 +114,15 @@ type GSPO struct {
 	// order), "" for the default set (its one encoding, which is also what
 	// jobs logged before the setting existed carry).
 	LoRATargets string `json:"lora_target_modules,omitempty"`
+	// OuterLR and OuterMomentum are the outer optimiser applied at every
+	// sync to the averaged update (the ring's mean between workers, the
+	// judge's merge into the checkpoint of record): Nesterov momentum on
+	// the pseudo-gradient, as DiLoCo does (docs/end-to-end.md, "Outer
+	// optimiser"). OuterLR 0 is the plain average, the behaviour of jobs
+	// logged before the settings existed (and their one encoding);
+	// OuterMomentum needs OuterLR > 0.
+	OuterLR       float64 `json:"outer_learning_rate,omitempty"`
+	OuterMomentum float64 `json:"outer_momentum,omitempty"`
 }
 
 // Targets returns the adapted projections' names: LoRATargets split, or
@@ -135,6 +144,7 @@ func DefaultGSPO() GSPO {
 		AggregateInterval: int(f.AggregateInterval.Default), Use4Bit: f.Use4Bit.Default, LoRARank: int(f.LoRARank.Default),
 		LoRAAlpha: f.LoRAAlpha.Default, MaxSeqLen: int(f.MaxSeqLen.Default), GradientAccumulationSteps: int(f.GradientAccumulationSteps.Default),
 		LearningRate: f.LearningRate.Default, WarmupSteps: int(f.WarmupSteps.Default), WeightDecay: f.WeightDecay.Default,
+		OuterLR: f.OuterLR.Default, OuterMomentum: f.OuterMomentum.Default,
 	}
 }
 
@@ -227,7 +237,7 @@ func (s *Spec) Normalise() error {
 // the setting and its allowed range.
 func (g *GSPO) normalise() error {
 	// -0 and 0 are the same setting; keep one encoding of it.
-	for _, v := range []*float64{&g.Beta, &g.LoRAAlpha, &g.LearningRate, &g.WeightDecay} {
+	for _, v := range []*float64{&g.Beta, &g.LoRAAlpha, &g.LearningRate, &g.WeightDecay, &g.OuterLR, &g.OuterMomentum} {
 		if *v == 0 {
 			*v = 0
 		}
@@ -239,7 +249,8 @@ func (g *GSPO) normalise() error {
 	for _, r := range []struct {
 		f *Real
 		v float64
-	}{{&f.Beta, g.Beta}, {&f.LoRAAlpha, g.LoRAAlpha}, {&f.LearningRate, g.LearningRate}, {&f.WeightDecay, g.WeightDecay}} {
+	}{{&f.Beta, g.Beta}, {&f.LoRAAlpha, g.LoRAAlpha}, {&f.LearningRate, g.LearningRate}, {&f.WeightDecay, g.WeightDecay},
+		{&f.OuterLR, g.OuterLR}, {&f.OuterMomentum, g.OuterMomentum}} {
 		if !r.f.Contains(r.v) {
 			return invalidf("%s %v must %s (%s)", r.f.Key, r.v, r.f.rule(), r.f.Hint)
 		}
@@ -252,6 +263,9 @@ func (g *GSPO) normalise() error {
 		if !w.f.Contains(int64(w.v)) {
 			return invalidf("%s %d outside %d..%d (%s)", w.f.Key, w.v, w.f.Min, w.f.Max, w.f.Hint)
 		}
+	}
+	if g.OuterMomentum != 0 && g.OuterLR == 0 {
+		return invalidf("%s %v needs %s > 0 (0 is the plain average, which has no momentum)", f.OuterMomentum.Key, g.OuterMomentum, f.OuterLR.Key)
 	}
 	if g.LoRATargets != "" {
 		t, err := f.LoRATargetModules.Canonical(strings.Split(g.LoRATargets, ","))

@@ -253,3 +253,35 @@ func TestInBoundAttacks(t *testing.T) {
 		})
 	}
 }
+
+// TestRunOuterReplays runs a job with an outer optimiser (Nesterov
+// momentum, three syncs an epoch, two of them all-reduced) and every delta
+// spot-checked: the workers step the ring's mean by the job's rule, the
+// judge rebuilds the same ring results, and every honest delta replays bit
+// for bit.
+func TestRunOuterReplays(t *testing.T) {
+	dir := t.TempDir()
+	cfg := localcluster.TestConfig(dir, 3)
+	spec := tinySpec(2, 6, 3)
+	spec.GSPO.OuterLR, spec.GSPO.OuterMomentum = 1.41, 0.5
+	spec.SpotCheckBP = 10000
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" || len(sum.Epochs) != 2 {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, e := range sum.Epochs {
+		if e.Deltas != 9 || e.SpotChecks != 9 || len(e.RingDisagreements) != 0 || len(e.Excluded) != 0 || len(e.Forfeited) != 0 {
+			t.Errorf("epoch %+v: want 9 deltas, all replayed, no disagreement or exclusion", e)
+		}
+	}
+	for _, n := range sum.Nodes {
+		if n.Accepted != 6 || n.Rejected != 0 || n.Slashed {
+			t.Errorf("node %+v: want 6 accepted deltas and no slash", n)
+		}
+	}
+}

@@ -4,6 +4,9 @@
 # workers (gym up) and four workers with one Byzantine (each attack), at the
 # same total number of samples (90 steps × 16 prompts × 8 completions), over
 # several seeds. Usage: scripts/bench-e2e.sh [SEEDS...]   (default: 0 1 2)
+# `gym bench quality` measures one worker against 4 and 8 at equal samples
+# with gaps, means, spreads and wall times (docs/end-to-end.md,
+# "Convergence"); this script adds every attack.
 set -eu
 cd "$(dirname "$0")/.."
 seeds=${*:-0 1 2}

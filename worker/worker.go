@@ -724,6 +724,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		w.ringMu.Unlock()
 	}()
 	r := &ringState{comm: comm, gen: a.Ring.Generation, configID: a.Ring.ConfigID, members: len(cfg.Members)}
+	outer := plan.NewOuter() // the job's outer optimiser, fresh every epoch
 	t0 := w.c.Clock.Now()
 	w.emit(Event{Kind: EventEpochStarted, Job: job, Epoch: e, Step: plan.FirstStep(e), Generation: r.gen,
 		Members: len(cfg.Members), Adapter: jobconf.Digest(start)})
@@ -772,7 +773,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if err := jobconf.AddFlat(s, mean); err != nil {
+		if err := outer.Apply(s, mean); err != nil {
 			return false, err
 		}
 		if err := tr.SetAdapter(ctx, s); err != nil {

@@ -19,7 +19,7 @@ func newBench() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure this machine: delta packing and verification, the model engine against PyTorch",
 	}
-	cmd.AddCommand(newBenchDelta(), newBenchVerifyRSS(), newBenchModel(), newBenchModelGo(), newBenchBackend())
+	cmd.AddCommand(newBenchDelta(), newBenchVerifyRSS(), newBenchModel(), newBenchModelGo(), newBenchBackend(), newBenchQuality(), newBenchQualitySim())
 	return cmd
 }
 

@@ -91,6 +91,7 @@ not apply to the float32 engine.`,
 	f.StringVar(&cfg.Task, "task", cfg.Task, "task: "+strings.Join(task.Names(), ", "))
 	f.IntVar(&cfg.Steps, "steps", cfg.Steps, "optimiser steps")
 	f.IntVar(&cfg.GroupSize, "group-size", cfg.GroupSize, "completions per prompt (G)")
+	f.IntVar(&cfg.PromptsPerStep, "prompts", cfg.PromptsPerStep, "prompts per step")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "job seed (data, sampling, adapter initialisation)")
 	f.StringVar(&cfg.ImportanceSamplingLevel, "level", cfg.ImportanceSamplingLevel, "importance sampling level: sequence (GSPO) or token (GRPO)")
 	f.Float64Var(&cfg.Beta, "beta", cfg.Beta, "KL weight to the base model")
@@ -115,6 +116,8 @@ func applyTrainFlag(dst *trainer.Config, src trainer.Config, name string) {
 		dst.Steps = src.Steps
 	case "group-size":
 		dst.GroupSize = src.GroupSize
+	case "prompts":
+		dst.PromptsPerStep = src.PromptsPerStep
 	case "seed":
 		dst.Seed = src.Seed
 	case "level":

@@ -1553,6 +1553,11 @@ type GSPOConfig struct {
 	// o_proj gate_proj up_proj down_proj) or "all-linear" alone; empty: q_proj,
 	// v_proj. Reported in transformers' order.
 	LoraTargetModules []string `protobuf:"bytes,13,rep,name=lora_target_modules,json=loraTargetModules,proto3" json:"lora_target_modules,omitempty"`
+	// The outer optimiser on each sync's averaged update (Nesterov momentum,
+	// DiLoCo): rate in [0, 10], 0 the plain average; momentum in [0, 0.99],
+	// needing a rate above 0.
+	OuterLearningRate *float64 `protobuf:"fixed64,14,opt,name=outer_learning_rate,json=outerLearningRate,proto3,oneof" json:"outer_learning_rate,omitempty"`
+	OuterMomentum     *float64 `protobuf:"fixed64,15,opt,name=outer_momentum,json=outerMomentum,proto3,oneof" json:"outer_momentum,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -1676,6 +1681,20 @@ func (x *GSPOConfig) GetLoraTargetModules() []string {
 		return x.LoraTargetModules
 	}
 	return nil
+}
+
+func (x *GSPOConfig) GetOuterLearningRate() float64 {
+	if x != nil && x.OuterLearningRate != nil {
+		return *x.OuterLearningRate
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetOuterMomentum() float64 {
+	if x != nil && x.OuterMomentum != nil {
+		return *x.OuterMomentum
+	}
+	return 0
 }
 
 // SubmitJobRequest is either signed by a submitter key whose ledger
@@ -3252,7 +3271,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x06weight\x18\x02 \x01(\x01R\x06weight\x12\x18\n" +
 	"\apattern\x18\x03 \x01(\tR\apattern\x12\x1c\n" +
 	"\ttolerance\x18\x04 \x01(\x01R\ttolerance\x12\x1b\n" +
-	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\"\x93\x06\n" +
+	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\"\x9f\a\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
@@ -3271,7 +3290,9 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\fwarmup_steps\x18\v \x01(\x05H\n" +
 	"R\vwarmupSteps\x88\x01\x01\x12&\n" +
 	"\fweight_decay\x18\f \x01(\x01H\vR\vweightDecay\x88\x01\x01\x12.\n" +
-	"\x13lora_target_modules\x18\r \x03(\tR\x11loraTargetModulesB\x1c\n" +
+	"\x13lora_target_modules\x18\r \x03(\tR\x11loraTargetModules\x123\n" +
+	"\x13outer_learning_rate\x18\x0e \x01(\x01H\fR\x11outerLearningRate\x88\x01\x01\x12*\n" +
+	"\x0eouter_momentum\x18\x0f \x01(\x01H\rR\routerMomentum\x88\x01\x01B\x1c\n" +
 	"\x1a_importance_sampling_levelB\a\n" +
 	"\x05_betaB\r\n" +
 	"\v_group_sizeB\x15\n" +
@@ -3284,7 +3305,9 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x1c_gradient_accumulation_stepsB\x10\n" +
 	"\x0e_learning_rateB\x0f\n" +
 	"\r_warmup_stepsB\x0f\n" +
-	"\r_weight_decay\"\x8e\x01\n" +
+	"\r_weight_decayB\x16\n" +
+	"\x14_outer_learning_rateB\x11\n" +
+	"\x0f_outer_momentum\"\x8e\x01\n" +
 	"\x10SubmitJobRequest\x12.\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12+\n" +
 	"\x04auth\x18\x02 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x1d\n" +

@@ -238,6 +238,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	// their base. nil: unknown.
 	S := make([]*llama.Adapter, K)
 	S[0] = in.Start
+	outer := plan.NewOuter() // the workers' outer optimiser along S
 	if d := jobconf.Digest(in.Start); K >= 1 {
 		for _, en := range syncs[1] {
 			if en.Base != d {
@@ -254,6 +255,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			claims[en.Base]++
 		}
 		var best *llama.Adapter
+		var bestOuter *jobconf.Outer
 		bestVotes := 0
 		for _, order := range in.Rings {
 			vecs, ok := ringInputs(order, syncs[k])
@@ -264,19 +266,19 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			if err != nil {
 				continue
 			}
-			c := S[k-1].Clone()
-			if err := jobconf.AddFlat(c, mean); err != nil {
+			c, o := S[k-1].Clone(), outer.Clone()
+			if err := o.Apply(c, mean); err != nil {
 				return nil, err
 			}
 			if v := claims[jobconf.Digest(c)]; v > bestVotes {
-				best, bestVotes = c, v
+				best, bestOuter, bestVotes = c, o, v
 			}
 		}
 		if best == nil {
 			rep.RingUnknown = append(rep.RingUnknown, k)
 			break
 		}
-		S[k] = best
+		S[k], outer = best, bestOuter
 		d := jobconf.Digest(best)
 		for _, en := range syncs[k+1] {
 			if en.Base != d {
@@ -386,6 +388,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		return heldout.Loss(md, in.Base.Tokenizer, shard)
 	}
 	T := in.Start.Clone()
+	outerT := plan.NewOuter() // the same outer optimiser along T, on the merged updates
 	if rep.LossBefore, err = loss(T); err != nil {
 		return nil, err
 	}
@@ -456,7 +459,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			}
 		}
 		rep.Scores = append(rep.Scores, scores...)
-		if err := jobconf.AddFlat(T, u); err != nil {
+		if err := outerT.Apply(T, u); err != nil {
 			return nil, err
 		}
 		prevU = u

@@ -40,6 +40,12 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, nil)
+}
+
+// newWorldWith is newWorld with the spec edited by edit (nil: none).
+func newWorldWith(t *testing.T, edit func(*jobspec.Spec)) *world {
+	t.Helper()
 	base, err := testBase()
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +61,9 @@ func newWorld(t *testing.T) *world {
 	g.WeightDecay = 0
 	spec := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, MaxNodes: 3,
 		StepsPerEpoch: 2, PromptsPerStep: 2, Seed: 11, GSPO: g}
+	if edit != nil {
+		edit(&spec)
+	}
 	plan, err := jobconf.FromSpec("job-00000001", spec, base)
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +112,11 @@ func (w *world) replay(calls *int) epoch.Replayer {
 }
 
 // honest returns the epoch's honest deltas: what the replayer makes of
-// each node's sync, the base of sync 2 being the ring's all-reduce of sync
-// 1 in w.order.
+// each node's sync, the base of sync k+1 being the ring's all-reduce of
+// sync k in w.order, stepped by the job's outer optimiser.
 func (w *world) honest(t *testing.T) []epoch.Delta {
 	t.Helper()
+	outer := w.plan.NewOuter()
 	var calls int
 	rp := w.replay(&calls)
 	starts := []*llama.Adapter{w.start}
@@ -136,7 +146,7 @@ func (w *world) honest(t *testing.T) []epoch.Delta {
 			t.Fatal(err)
 		}
 		s := starts[k-1].Clone()
-		if err := jobconf.AddFlat(s, mean); err != nil {
+		if err := outer.Apply(s, mean); err != nil {
 			t.Fatal(err)
 		}
 		starts = append(starts, s)
@@ -450,5 +460,67 @@ func TestOutliersReplayed(t *testing.T) {
 				t.Logf("%d replays; targeted %q", calls, rep.Targeted)
 			})
 		}
+	}
+}
+
+// TestEvaluateOuter: with an outer optimiser (Nesterov momentum over four
+// syncs, three all-reduced) the judge rebuilds the ring's results as the
+// workers stepped them, so every honest delta replays bit for bit; the
+// checkpoint of record is the merged updates stepped by the same rule; and
+// deltas whose bases follow the plain average (a worker ignoring the
+// rule) disagree with the ring from sync 2 on.
+func TestEvaluateOuter(t *testing.T) {
+	w := newWorldWith(t, func(s *jobspec.Spec) {
+		s.StepsPerEpoch = 4
+		s.GSPO.OuterLR, s.GSPO.OuterMomentum = 0.7, 0.9
+	})
+	if w.plan.Syncs() != 4 || w.plan.NewOuter() == nil {
+		t.Fatalf("plan %+v", w.plan)
+	}
+	var calls int
+	ds := w.honest(t)
+	r, err := epoch.Evaluate(context.Background(), w.input(ds, w.replay(&calls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := r.Report
+	if len(r.Slashes) != 0 || len(rep.RingDisagreements) != 0 || len(rep.RingUnknown) != 0 || len(rep.Excluded) != 0 ||
+		rep.SpotChecks != 12 || calls != 12 || len(rep.Scores) != 12 {
+		t.Fatalf("honest run under the outer rule: slashes %+v, report %+v", r.Slashes, rep)
+	}
+	// The checkpoint of record: start + the outer steps of the merged
+	// updates. Replaying the merge with the weights the report gives must
+	// land on the same bits.
+	T, o := w.start.Clone(), w.plan.NewOuter()
+	for k := 1; k <= 4; k++ {
+		var mi []merge.Input
+		for _, sc := range rep.Scores {
+			if sc.Sync == k {
+				mi = append(mi, merge.Input{Node: sc.Node, Vec: jobconf.Flatten(ds[find(ds, sc.Node, k)].Adapter), Quality: sc.Quality})
+			}
+		}
+		u, _, err := merge.Merge(merge.Config{Rule: merge.Mean}, mi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Apply(T, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobconf.Digest(T) != jobconf.Digest(r.Merged) {
+		t.Fatal("the checkpoint of record is not the merged updates stepped by the outer rule")
+	}
+	// Deltas made under the plain average: sync 2's bases are no ring
+	// result under the job's rule, so the ring is unknown from sync 1 on
+	// (and nothing later is compared with it).
+	plain := newWorld(t)
+	plain.plan.StepsPerEpoch = 4
+	pds := plain.honest(t)
+	r2, err := epoch.Evaluate(context.Background(), w.input(pds, w.replay(&calls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r2.Report.RingUnknown, []int{1}) {
+		t.Fatalf("plain-average bases under the outer rule: ring unknown %v, disagreements %q", r2.Report.RingUnknown, r2.Report.RingDisagreements)
 	}
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// The statistics of gym bench quality: gaps seed by seed against the
+// single worker, in points; mean, sample standard deviation, range.
+func TestQualityRowSummary(t *testing.T) {
+	single := qualityRow{Runs: []qualityRun{{Accuracy: 0.9}, {Accuracy: 0.94}}}
+	single.summarise(nil)
+	row := qualityRow{Name: "4 workers", Workers: 4, Runs: []qualityRun{{Accuracy: 0.92, Seconds: 10}, {Accuracy: 0.9, Seconds: 20}}}
+	row.summarise(single.Runs)
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if !near(row.Gaps[0], 2) || !near(row.Gaps[1], -4) || !near(row.MeanGap, -1) || !near(row.GapStd, math.Sqrt(18)) ||
+		!near(row.Mean, 0.91) || !near(row.Min, 0.9) || !near(row.Max, 0.92) || !near(row.MeanSeconds, 15) {
+		t.Fatalf("row %+v", row)
+	}
+	if single.Gaps != nil || !near(single.Mean, 0.92) {
+		t.Fatalf("single %+v", single)
+	}
+	var b strings.Builder
+	printQuality(&b, &qualityReport{Seeds: []uint64{0, 1}, Samples: 11520, Rows: []qualityRow{single, row}})
+	for _, want := range []string{"| 0 | 0.900 | 0.920 | +2.0 |", "| 1 | 0.940 | 0.900 | -4.0 |", "| 4 workers | 0.9100 |", "| -1.00 |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// The summary line of gym train and gym up --json.
+func TestLastSummary(t *testing.T) {
+	acc, st, err := lastSummary([]byte("{\"step\":1}\n{\"eval_after\":0.5,\"status\":\"published\"}\n"))
+	if err != nil || acc != 0.5 || st != "published" {
+		t.Fatalf("%v %q %v", acc, st, err)
+	}
+	if _, st, err := lastSummary([]byte(`{"eval_after":0.25}`)); err != nil || st != "done" {
+		t.Fatalf("%q %v", st, err)
+	}
+	for _, bad := range []string{"", "{}", "not json"} {
+		if _, _, err := lastSummary([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// Flag checks: worker counts must split the prompts evenly, steps whole
+// epochs of whole syncs.
+func TestQualityOptions(t *testing.T) {
+	ok := qualityOptions{seeds: 2, workers: "4,8", epochs: 3, steps: 90, interval: 5, prompts: 16, out: "x"}
+	if err := ok.check(); err != nil || len(ok.parsedSeeds) != 2 || ok.stepsPerEpoch != 30 || len(ok.parsedWorkers) != 2 {
+		t.Fatalf("%+v %v", ok, err)
+	}
+	for _, edit := range []func(*qualityOptions){
+		func(o *qualityOptions) { o.workers = "3" },  // 16 prompts do not split 3 ways
+		func(o *qualityOptions) { o.workers = "2" },  // no ring of 2
+		func(o *qualityOptions) { o.steps = 100 },    // not whole epochs of whole syncs
+		func(o *qualityOptions) { o.seedList = "a" }, // not a seed
+		func(o *qualityOptions) { o.seeds = 0 },
+	} {
+		o := ok
+		edit(&o)
+		if err := o.check(); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}

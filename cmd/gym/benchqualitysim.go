@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/heldout"
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/trainer"
+)
+
+// newBenchQualitySim is the screen gym bench quality's settings were chosen
+// with: gym up's training in this process, without hanzod, the network or
+// the judge — N trainers of the job's plan, the ring's mean by
+// ring.Reference stepped by the job's outer rule, each sync merged by
+// merge.Merge with equal weights (the judge weighs by quality) into the
+// checkpoint of record, held-out accuracy after every epoch. Worker data
+// indices are drawn from the seed, so two settings see the same data: a
+// paired comparison, about three times cheaper than a gym up run.
+func newBenchQualitySim() *cobra.Command {
+	var workers, interval, threads int
+	var seed uint64
+	var lr, olr, mu float64
+	var resetMoments bool
+	cmd := &cobra.Command{
+		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments]",
+		Short:  "Screen a setting of gym bench quality in process (no hanzod): gym up's training, 16 prompts a step split over the workers",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if workers < 1 || 16%workers != 0 {
+				return usageError{fmt.Errorf("--workers %d must divide 16", workers)}
+			}
+			ctx := cmd.Context()
+			base, err := basemodel.Builtin()
+			if err != nil {
+				return err
+			}
+			g := jobconf.BuiltinGSPO(interval)
+			g.LearningRate, g.OuterLR, g.OuterMomentum = lr, olr, mu
+			spec := jobspec.Spec{Model: base.Name, Dataset: "addition", Epochs: 3, MinNodes: max(workers, 3), MaxNodes: max(workers, 3), Aggregation: "mean",
+				StepsPerEpoch: 30, PromptsPerStep: 16 / workers, Seed: seed, GSPO: g}
+			if err := spec.Normalise(); err != nil {
+				return usageError{err}
+			}
+			plan, err := jobconf.FromSpec("sim", spec, base)
+			if err != nil {
+				return err
+			}
+			rng := rand.New(rand.NewPCG(seed, 12345))
+			widx := make([]uint64, workers)
+			for i := range widx {
+				widx[i] = rng.Uint64()
+			}
+			T, err := plan.InitialAdapter(base.Weights.Cfg)
+			if err != nil {
+				return err
+			}
+			t0 := time.Now()
+			var accs []float64
+			for e := 1; e <= plan.Epochs; e++ {
+				trs := make([]*trainer.Trainer, workers)
+				for i := range trs {
+					if trs[i], err = trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, widx[i], threads, trainer.State{Step: plan.FirstStep(e), Adapter: T}); err != nil {
+						return err
+					}
+				}
+				S := T.Clone()
+				outer, outerT := plan.NewOuter(), plan.NewOuter()
+				clip := plan.ClipNorm(T.NumParams())
+				for k := 1; k <= plan.Syncs(); k++ {
+					var flats [][]float32
+					var mi []merge.Input
+					for i, tr := range trs {
+						for range plan.Interval {
+							if _, err := tr.Step(ctx); err != nil {
+								return err
+							}
+						}
+						d := jobconf.Sub(tr.Adapter(), S)
+						jobconf.Clip(d, clip)
+						flats = append(flats, jobconf.Flatten(d))
+						mi = append(mi, merge.Input{Node: fmt.Sprintf("w%03d", i), Vec: flats[i], Quality: 1})
+					}
+					u, _, err := merge.Merge(merge.Config{Rule: merge.Mean}, mi)
+					if err != nil {
+						return err
+					}
+					if err := outerT.Apply(T, u); err != nil {
+						return err
+					}
+					if k == plan.Syncs() {
+						break
+					}
+					mean, err := ring.Reference(flats, ring.Mean)
+					if err != nil {
+						return err
+					}
+					if err := outer.Apply(S, mean); err != nil {
+						return err
+					}
+					for i, tr := range trs {
+						st := tr.State()
+						st.Adapter = S.Clone()
+						if resetMoments {
+							st.M, st.V, st.Updates = nil, nil, 0
+						}
+						if trs[i], err = trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, widx[i], threads, st); err != nil {
+							return err
+						}
+					}
+				}
+				ev, err := heldout.Evaluate(base.Weights, base.Tokenizer, T, "addition", 500, threads)
+				if err != nil {
+					return err
+				}
+				accs = append(accs, ev.Accuracy)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v: accuracy by epoch %v, %.0f s\n",
+				workers, seed, olr, mu, lr, interval, resetMoments, accs, time.Since(t0).Seconds())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&workers, "workers", 4, "workers (dividing 16 prompts a step)")
+	f.Uint64Var(&seed, "seed", 0, "job seed; also draws the workers' data indices")
+	f.Float64Var(&olr, "outer-lr", 0, "gspo.outer_learning_rate (0: the plain average)")
+	f.Float64Var(&mu, "outer-momentum", 0, "gspo.outer_momentum")
+	f.Float64Var(&lr, "learning-rate", 2e-3, "gspo.learning_rate")
+	f.IntVar(&interval, "interval", 5, "aggregate_interval (divides 30)")
+	f.BoolVar(&resetMoments, "reset-moments", false, "reset every worker's AdamW moments at each sync")
+	f.IntVar(&threads, "threads", 2, "threads per trainer")
+	return cmd
+}

@@ -1,0 +1,161 @@
+package jobconf_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/trainer"
+)
+
+// The outer optimiser against a hand computation of Nesterov momentum
+// (PyTorch's SGD(nesterov=True), dampening 0, on the pseudo-gradient −Δ):
+// η = 0.5, μ = 0.8 and the updates Δ1 = (1, −2), Δ2 = (0.5, 0.25):
+//
+//	b1 = Δ1 = (1, −2)                u1 = 0.5·(Δ1 + 0.8·b1) = (0.9, −1.8)
+//	b2 = 0.8·b1 + Δ2 = (1.3, −1.35)  u2 = 0.5·(Δ2 + 0.8·b2) = (0.77, −0.415)
+func TestOuterNesterov(t *testing.T) {
+	o := jobconf.Plan{OuterLR: 0.5, OuterMomentum: 0.8}.NewOuter()
+	u1, err := o.Step([]float32{1, -2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u2, err := o.Step([]float32{0.5, 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		got, want []float32
+	}{{u1, []float32{0.9, -1.8}}, {u2, []float32{0.77, -0.415}}, {o.Buffer(), []float32{1.3, -1.35}}} {
+		for i := range c.want {
+			if math.Abs(float64(c.got[i]-c.want[i])) > 1e-6 {
+				t.Fatalf("got %v, want %v", c.got, c.want)
+			}
+		}
+	}
+	if _, err := o.Step([]float32{1}); err == nil {
+		t.Fatal("an update of another length was taken")
+	}
+}
+
+// Without momentum and at rate 1 the outer step is the plain average; a
+// nil outer optimiser (outer_learning_rate 0) is AddFlat bit for bit.
+func TestOuterPlain(t *testing.T) {
+	a, d := randomAdapter(t, 1), randomFlat(t, 2)
+	want := a.Clone()
+	if err := jobconf.AddFlat(want, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []jobconf.Plan{{}, {OuterLR: 1}} {
+		o := p.NewOuter()
+		if (o == nil) != (p.OuterLR == 0) {
+			t.Fatalf("plan %+v: outer %v", p, o)
+		}
+		for range 3 { // no momentum: every step is the update itself
+			got := a.Clone()
+			if err := o.Apply(got, d); err != nil {
+				t.Fatal(err)
+			}
+			if jobconf.Digest(got) != jobconf.Digest(want) {
+				t.Fatalf("plan %+v: not the plain average", p)
+			}
+		}
+	}
+}
+
+// The same updates give the same bits, from a clone as from the original;
+// a clone does not share the buffer.
+func TestOuterDeterministic(t *testing.T) {
+	p := jobconf.Plan{OuterLR: 0.7, OuterMomentum: 0.9}
+	run := func(o *jobconf.Outer, n int) string {
+		a := randomAdapter(t, 1)
+		for k := range n {
+			if err := o.Apply(a, randomFlat(t, uint64(10+k))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return jobconf.Digest(a)
+	}
+	o := p.NewOuter()
+	first := run(o, 3)
+	if again := run(p.NewOuter(), 3); again != first {
+		t.Fatal("the same updates gave other bits")
+	}
+	c := o.Clone()
+	if _, err := c.Step(randomFlat(t, 99)); err != nil {
+		t.Fatal(err)
+	}
+	if c.Buffer()[0] == o.Buffer()[0] {
+		t.Fatal("a clone shares its momentum buffer")
+	}
+	var nilOuter *jobconf.Outer
+	if nilOuter.Clone() != nil || nilOuter.Buffer() != nil {
+		t.Fatal("nil outer optimiser")
+	}
+}
+
+// A job's outer settings reach the plan; momentum without a rate is
+// refused.
+func TestOuterFromSpec(t *testing.T) {
+	g := jobconf.BuiltinGSPO(5)
+	g.OuterLR, g.OuterMomentum = 0.7, 0.9
+	s := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, StepsPerEpoch: 10, GSPO: g}
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := jobconf.FromSpec("j", s, mustBase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := p.NewOuter(); o == nil || o.LR != 0.7 || o.Momentum != 0.9 {
+		t.Fatalf("outer %+v", o)
+	}
+	s.GSPO.OuterLR = 0
+	if err := s.Normalise(); err == nil {
+		t.Fatal("outer_momentum without outer_learning_rate accepted")
+	}
+}
+
+func randomFlat(t *testing.T, seed uint64) []float32 {
+	t.Helper()
+	a := randomAdapter(t, seed)
+	return jobconf.Flatten(a)
+}
+
+// randomAdapter is the built-in profile's adapter shape with values drawn
+// from seed.
+func randomAdapter(t *testing.T, seed uint64) *llama.Adapter {
+	t.Helper()
+	b := mustBase(t)
+	a, err := trainer.InitialAdapter(b.Weights.Cfg, trainer.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, 7))
+	for _, x := range a.Views() {
+		for i := range x.Data {
+			x.Data[i] = float32(r.NormFloat64() * 1e-3)
+		}
+	}
+	return a
+}
+
+// The built-in profile's outer rate: the plain average's rate up to four
+// workers, √(workers/4) to two decimals above; the profile itself carries
+// the four-worker rate, without momentum.
+func TestBuiltinOuterLR(t *testing.T) {
+	for _, c := range []struct {
+		workers int
+		want    float64
+	}{{3, 1}, {4, 1}, {5, 1.12}, {8, 1.41}, {16, 2}, {64, 4}} {
+		if got := jobconf.BuiltinOuterLR(c.workers); got != c.want {
+			t.Errorf("BuiltinOuterLR(%d) = %v, want %v", c.workers, got, c.want)
+		}
+	}
+	if g := jobconf.BuiltinGSPO(5); g.OuterLR != 1 || g.OuterMomentum != 0 {
+		t.Errorf("built-in profile: outer rate %v, momentum %v", g.OuterLR, g.OuterMomentum)
+	}
+}
