@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/zooai/gym/jobspec"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +11,7 @@ import (
 // gym up --backend: one name for every worker or one per worker; the job
 // asks for go, torch or any accordingly.
 func TestUpBackendFlag(t *testing.T) {
-	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 5, interval: 5, prompts: 4, task: "addition", out: "x", threads: 1, timeout: time.Minute, replicas: 1, ledger: "embedded"}
+	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 5, interval: 5, prompts: 4, task: "addition", out: "x", threads: 1, timeout: time.Minute, replicas: 1, ledger: "embedded", data: jobspec.Data{Answer: "answer"}}
 	for _, c := range []struct {
 		flag, job, err string
 		per            []string

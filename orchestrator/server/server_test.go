@@ -359,6 +359,7 @@ func TestJobGSPO(t *testing.T) {
 		LoraAlpha: proto.Float64(def.LoRAAlpha), MaxSeqLen: proto.Int32(int32(def.MaxSeqLen)),
 		GradientAccumulationSteps: proto.Int32(int32(def.GradientAccumulationSteps)), LearningRate: proto.Float64(0.30000000000000004),
 		WarmupSteps: proto.Int32(0), WeightDecay: proto.Float64(def.WeightDecay), LoraTargetModules: def.Targets(),
+		OuterLearningRate: proto.Float64(def.OuterLR), OuterMomentum: proto.Float64(def.OuterMomentum),
 	}
 	for id, w := range map[string]*pb.GSPOConfig{plain.Job: want, partial.Job: wantPartial} {
 		j, err := e.orch.GetJob(ctx, &pb.GetJobRequest{Job: id})
