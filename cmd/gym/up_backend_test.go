@@ -1,11 +1,12 @@
 package main
 
 import (
-	"github.com/zooai/gym/jobspec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zooai/gym/jobspec"
 )
 
 // gym up --backend: one name for every worker or one per worker; the job
