@@ -57,10 +57,10 @@ func TestParseHealth(t *testing.T) {
 		t.Fatalf("got %+v, %v", h, err)
 	}
 	for body, kind := range map[string]Kind{
-		`{"protocol":"gym-env/2","reward_min":0,"reward_max":1}`: KindProtocol,
-		`{"protocol":"gym-env/1","reward_min":1,"reward_max":1}`: KindProtocol,
-		`{"protocol":"gym-env/1","reward_min":0,"reward_max":1e10}`: KindProtocol,
-		`{"protocol":"gym-env/1","reward_min":0}`:                   KindMalformed,
+		`{"protocol":"gym-env/2","reward_min":0,"reward_max":1}`:                KindProtocol,
+		`{"protocol":"gym-env/1","reward_min":1,"reward_max":1}`:                KindProtocol,
+		`{"protocol":"gym-env/1","reward_min":0,"reward_max":1e10}`:             KindProtocol,
+		`{"protocol":"gym-env/1","reward_min":0}`:                               KindMalformed,
 		`{"protocol":"gym-env/1","reward_min":0,"reward_max":1,"multi_turn":1}`: KindMalformed,
 	} {
 		if _, err := ParseHealth([]byte(body)); KindOf(err) != kind {
