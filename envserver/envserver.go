@@ -133,6 +133,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// MaxHeaderBytes bounds a response's headers (the client's own
+// transport; a Config.HTTPClient brings its own bounds).
+const MaxHeaderBytes = 64 << 10
+
 // Client talks to one environment server.
 type Client struct {
 	base   string
@@ -158,7 +162,10 @@ func Dial(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = MaxHeaderBytes
+		tr.MaxIdleConnsPerHost = 32
+		hc = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	c := &Client{base: strings.TrimSuffix(u.String(), "/"), cfg: cfg, hc: hc, stats: newStats()}
 	b, err := c.call(ctx, http.MethodGet, "/health", nil, true)
