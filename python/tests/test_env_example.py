@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
@@ -103,3 +104,22 @@ def test_game_ends_after_max_guesses(url: str) -> None:
 def test_bad_session_and_path(url: str) -> None:
     assert call(url, "/reset", {"session": "a b", "prompt": "go"})[0] == 400
     assert call(url, "/nothing", {})[0] == 404
+
+
+def test_body_over_1_mib_refused(url: str) -> None:
+    """A Content-Length over 1 MiB is refused before the body is read."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    conn.putrequest("POST", "/score")
+    conn.putheader("Content-Length", str(example.MAX_BODY + 1))
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 413 and "at most" in json.loads(resp.read())["error"]
+    conn.close()
+
+
+def test_not_json(url: str) -> None:
+    req = urllib.request.Request(url + "/score", data=b"{nope", headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=5)
+    assert e.value.code == 400 and b"not JSON" in e.value.read()
