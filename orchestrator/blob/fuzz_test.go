@@ -29,7 +29,8 @@ func FuzzName(f *testing.F) {
 		}
 		p := d.Path(name)
 		rel, err := filepath.Rel(root, p)
-		if err != nil || rel == "." || strings.HasPrefix(rel, "..") || filepath.Clean(p) != p {
+		// ".." or "../…" is outside; "..0" is a file name like any other.
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.Clean(p) != p {
 			t.Fatalf("name %q maps to %s, outside %s", name, p, root)
 		}
 		if err := d.Put(context.Background(), name, []byte(name)); err != nil {
