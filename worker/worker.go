@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
 	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
@@ -439,20 +441,8 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 	if local != nil {
 		mc = local.Weights.Cfg
 	} else {
-		err := w.retry(ctx, "fetch base model", 4, func() error {
-			var ferr error
-			dir, ferr = w.c.Bases.Dir(ctx, root)
-			if errors.Is(ferr, basecache.ErrVerify) {
-				return permanent{ferr}
-			}
-			return ferr
-		})
-		var p permanent
-		if errors.As(err, &p) {
-			err = p.err
-		}
-		if err != nil {
-			return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+		if dir, err = w.fetchDir(ctx, "base model", root, w.c.Bases.Dir); err != nil {
+			return nil, err
 		}
 		// config.json and the weights' headers, checked against each
 		// other, no tensor data read (llama.Open bounds what it reads).
@@ -494,10 +484,26 @@ func (w *Worker) dataFor(ctx context.Context, s jobspec.Spec) (*task.Data, error
 	case w.c.Datasets == nil:
 		return nil, fmt.Errorf("worker: the job's dataset %s is named by CID, and this worker fetches no datasets", s.Dataset)
 	}
-	var dir string
-	err = w.retry(ctx, "fetch dataset", 4, func() error {
+	dir, err := w.fetchDir(ctx, "dataset", root, w.c.Datasets.Dir)
+	if err != nil {
+		return nil, err
+	}
+	data, err := jobconf.LoadData(dir, s)
+	if err != nil {
+		return nil, fmt.Errorf("worker: dataset %s: %w", root, err)
+	}
+	w.emit(Event{Kind: EventDatasetReady, Detail: fmt.Sprintf("%s in %s: %d training, %d held-out rows", root, dir, len(data.Train), len(data.Eval))})
+	return data, nil
+}
+
+// fetchDir fetches the artifact root (a base model or a dataset: what
+// names it in errors) through dir, retrying transient failures; an
+// artifact that does not verify is not retried.
+func (w *Worker) fetchDir(ctx context.Context, what string, root cid.Cid, dir func(context.Context, cid.Cid) (string, error)) (string, error) {
+	var d string
+	err := w.retry(ctx, "fetch "+what, 4, func() error {
 		var ferr error
-		dir, ferr = w.c.Datasets.Dir(ctx, root)
+		d, ferr = dir(ctx, root)
 		if errors.Is(ferr, basecache.ErrVerify) {
 			return permanent{ferr}
 		}
@@ -508,14 +514,9 @@ func (w *Worker) dataFor(ctx context.Context, s jobspec.Spec) (*task.Data, error
 		err = p.err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("worker: dataset %s: %w", root, err)
+		return "", fmt.Errorf("worker: %s %s: %w", what, root, err)
 	}
-	data, err := jobconf.LoadData(dir, s)
-	if err != nil {
-		return nil, fmt.Errorf("worker: dataset %s: %w", root, err)
-	}
-	w.emit(Event{Kind: EventDatasetReady, Detail: fmt.Sprintf("%s in %s: %d training, %d held-out rows", root, dir, len(data.Train), len(data.Eval))})
-	return data, nil
+	return d, nil
 }
 
 // permanent ends retry at once: a base that does not verify will not

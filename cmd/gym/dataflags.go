@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ipfs/go-cid"
 	"github.com/spf13/pflag"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/dataset"
@@ -25,16 +26,24 @@ type dataFlags struct {
 	rewardJSON string
 }
 
-func (d *dataFlags) bind(f *pflag.FlagSet) {
-	f.StringVar(&d.dataset, "dataset", d.dataset, "prompts: a built-in task ("+strings.Join(task.Names(), ", ")+") or a .jsonl/.parquet file or datasets directory")
-	f.StringVar(&d.data.Prompt, "prompt-field", "", "--dataset file: the field holding the prompt (or give --template)")
-	f.StringVar(&d.data.Template, "template", "", `--dataset file: the prompt template, {field} substituted, e.g. "^{question}="`)
-	f.StringVar(&d.data.Answer, "answer-field", "answer", "--dataset file: the field holding the reference answer")
-	f.StringVar(&d.data.Extract, "extract", "", "--dataset file: numeric keeps only the answer's final number (after ####, in \\boxed{}, or the last)")
-	f.StringVar(&d.data.Split, "split", "", "--dataset file: the training split (default train)")
-	f.StringVar(&d.data.HeldOut, "held-out", "", "--dataset file: the held-out split, e.g. test (default: --hold-out-bp of the training split)")
-	f.IntVar(&d.data.HoldOutBP, "hold-out-bp", 0, "--dataset file: basis points of the training split held out when there is no --held-out (default 1000, as gym up)")
-	f.StringVar(&d.rewardJSON, "reward", "", `the reward as JSON, as a job file's reward list (default: partial credit on a task, exact match on a dataset)`)
+// defaultAnswerField is --answer-field's default.
+const defaultAnswerField = "answer"
+
+// mappingGiven says whether a mapping flag was set (a built-in task takes
+// none).
+func (d *dataFlags) mappingGiven() bool { return d.data != (jobspec.Data{Answer: defaultAnswerField}) }
+
+// bind adds the flags; usage says what --dataset takes.
+func (d *dataFlags) bind(f *pflag.FlagSet, usage string) {
+	f.StringVar(&d.dataset, "dataset", d.dataset, usage)
+	f.StringVar(&d.data.Prompt, "prompt-field", "", "--dataset: the field holding the prompt (or give --template)")
+	f.StringVar(&d.data.Template, "template", "", `--dataset: the prompt template, {field} substituted, e.g. "^{question}="`)
+	f.StringVar(&d.data.Answer, "answer-field", defaultAnswerField, "--dataset: the field holding the reference answer")
+	f.StringVar(&d.data.Extract, "extract", "", "--dataset: numeric keeps only the answer's final number (after ####, in \\boxed{}, or the last)")
+	f.StringVar(&d.data.Split, "split", "", "--dataset: the training split (default train)")
+	f.StringVar(&d.data.HeldOut, "held-out", "", "--dataset: the held-out split, e.g. test (default: --hold-out-bp of the training split)")
+	f.IntVar(&d.data.HoldOutBP, "hold-out-bp", 0, "--dataset: basis points of the training split held out when there is no --held-out (default 1000)")
+	f.StringVar(&d.rewardJSON, "reward", "", `the reward as JSON, as a job file's reward list, e.g. '[{"verifier":"numeric","weight":1},{"verifier":"format","pattern":"^[0-9]+$","weight":0.2}]' (default: partial credit on a task, exact match on a dataset)`)
 }
 
 // dataSource is what dataFlags resolve to.
@@ -45,20 +54,26 @@ type dataSource struct {
 	scorer reward.Scorer
 }
 
-// resolve reads the dataset (a file or directory is staged under tmp and
-// named by its CID) and builds the reward; a task needs no mapping.
+// resolve resolves --dataset: a built-in task's name, or a dataset file
+// or directory (staged under tmp and named by its CID), with the reward.
 func (d *dataFlags) resolve(ctx context.Context, tmp string) (*dataSource, error) {
-	if t, err := task.Lookup(d.dataset); err == nil {
-		if d.data != (jobspec.Data{Answer: "answer"}) {
-			return nil, usageError{errors.New("--prompt-field, --template, --extract, --split, --held-out and --hold-out-bp map a dataset file; --dataset " + d.dataset + " is a built-in task")}
+	return d.resolveNamed(ctx, d.dataset, tmp)
+}
+
+// resolveNamed is resolve for an explicit name (a task or a path) in
+// place of --dataset: gym eval's default is the checkpoint's task.
+func (d *dataFlags) resolveNamed(ctx context.Context, name, tmp string) (*dataSource, error) {
+	rewards, err := parseRewardJSON(d.rewardJSON)
+	if err != nil {
+		return nil, err
+	}
+	if t, err := task.Lookup(name); err == nil {
+		if d.mappingGiven() {
+			return nil, usageError{errors.New("--prompt-field, --template, --extract, --split, --held-out and --hold-out-bp map a dataset file; " + name + " is a built-in task")}
 		}
-		src := &dataSource{name: d.dataset, task: t}
-		if d.rewardJSON != "" {
-			spec := jobspec.Spec{Dataset: d.dataset}
-			if err := spec.Reward.UnmarshalJSON([]byte(d.rewardJSON)); err != nil {
-				return nil, usageError{fmt.Errorf("--reward: want a JSON list of verifiers: %w", err)}
-			}
-			rs, err := spec.RewardSet()
+		src := &dataSource{name: name, task: t}
+		if rewards != "" {
+			rs, err := (jobspec.Spec{Dataset: name, Reward: rewards}).RewardSet()
 			if err != nil {
 				return nil, usageError{fmt.Errorf("--reward: %w", err)}
 			}
@@ -66,42 +81,84 @@ func (d *dataFlags) resolve(ctx context.Context, tmp string) (*dataSource, error
 		}
 		return src, nil
 	}
-	if _, err := os.Stat(d.dataset); err != nil {
-		return nil, usageError{fmt.Errorf("--dataset %s: neither a built-in task (%s) nor a file or directory: %w", d.dataset, strings.Join(task.Names(), ", "), err)}
+	if _, err := os.Stat(name); err != nil {
+		return nil, usageError{fmt.Errorf("--dataset %s: neither a built-in task (%s) nor a file or directory: %w", name, strings.Join(task.Names(), ", "), err)}
 	}
-	data := d.data
+	data, err := mappingWithDefaults(d.data)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	st, err := stageDataset(ctx, name, data, tmp)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := (jobspec.Spec{Dataset: st.root.String(), Data: data, Reward: rewards}).RewardSet()
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--reward: %w", err)}
+	}
+	return &dataSource{name: st.root.String(), data: st.rows, scorer: rs}, nil
+}
+
+// parseRewardJSON reads --reward (a job file's reward list as JSON; ""
+// for the default) and checks it.
+func parseRewardJSON(js string) (jobspec.Rewards, error) {
+	if js == "" {
+		return "", nil
+	}
+	var r jobspec.Rewards
+	if err := r.UnmarshalJSON([]byte(js)); err != nil {
+		return "", usageError{fmt.Errorf("--reward: want a JSON list of verifiers: %w", err)}
+	}
+	terms, err := r.Terms()
+	if err == nil {
+		_, err = reward.New(terms)
+	}
+	if err != nil {
+		return "", usageError{fmt.Errorf("--reward: %w", err)}
+	}
+	return r, nil
+}
+
+// mappingWithDefaults is a dataset mapping from flags with the default
+// hold-out (1000 basis points of the training split when no held-out
+// split is named), checked.
+func mappingWithDefaults(data jobspec.Data) (jobspec.Data, error) {
 	if data.HeldOut == "" && data.HoldOutBP == 0 {
 		data.HoldOutBP = 1000
 	}
 	if err := data.Config().Validate(); err != nil {
-		return nil, usageError{fmt.Errorf("--dataset: %w", err)}
+		return data, fmt.Errorf("--dataset: %w", err)
 	}
-	dir, err := dataset.Stage(d.dataset, tmp)
+	return data, nil
+}
+
+// stagedDataset is a dataset file or directory made ready to publish.
+type stagedDataset struct {
+	dir  string     // absolute; in the datasets layout
+	root cid.Cid    // what a job names
+	rows *task.Data // read with the mapping
+}
+
+// stageDataset stages path under tmp (a single file becomes the train
+// split of a directory), reads it with the mapping (one that does not fit
+// the data is refused here, before anything starts) and names it by CID.
+func stageDataset(ctx context.Context, path string, data jobspec.Data, tmp string) (stagedDataset, error) {
+	dir, err := dataset.Stage(path, tmp)
 	if err != nil {
-		return nil, fmt.Errorf("--dataset: %w", err)
+		return stagedDataset{}, fmt.Errorf("--dataset: %w", err)
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, err
+		return stagedDataset{}, err
 	}
 	rows, err := dataset.Load(dir, data.Config())
 	if err != nil {
-		return nil, fmt.Errorf("--dataset %s: %w", d.dataset, err)
+		return stagedDataset{}, fmt.Errorf("--dataset %s: %w", path, err)
 	}
 	root, err := basecache.DirCID(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("--dataset %s: %w", d.dataset, err)
+		return stagedDataset{}, fmt.Errorf("--dataset %s: %w", path, err)
 	}
-	spec := jobspec.Spec{Dataset: root.String(), Data: data}
-	if d.rewardJSON != "" {
-		if err := spec.Reward.UnmarshalJSON([]byte(d.rewardJSON)); err != nil {
-			return nil, usageError{fmt.Errorf("--reward: want a JSON list of verifiers: %w", err)}
-		}
-	}
-	rs, err := spec.RewardSet()
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--reward: %w", err)}
-	}
-	return &dataSource{name: root.String(), data: rows, scorer: rs}, nil
+	return stagedDataset{dir: dir, root: root, rows: rows}, nil
 }
 
 // heldOut returns the first n held-out problems (all a dataset has when

@@ -88,7 +88,7 @@ of its base model is refused with a different base.`,
 	f.StringVar(&o.task, "task", "", "task (default: the checkpoint's, else addition): "+strings.Join(task.Names(), ", "))
 	f.IntVar(&o.n, "n", o.n, "held-out problems to evaluate on")
 	f.BoolVar(&o.json, "json", false, "print one JSON object")
-	o.data.bind(f)
+	o.data.bind(f, "prompts: a built-in task ("+strings.Join(task.Names(), ", ")+") or a .jsonl/.parquet file or datasets directory")
 	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	f.IntVar(&o.threads, "threads", runtime.GOMAXPROCS(0), "goroutines for matrix products (results do not depend on it)")
 	return cmd
@@ -151,13 +151,12 @@ func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
 	if _, err := task.Lookup(taskName); err != nil && o.data.dataset == "" {
 		return fmt.Errorf("%s records task %q, which this gym does not know: pass --task NAME or --dataset FILE: %w", o.checkpoint, taskName, err)
 	}
-	o.data.dataset = taskName
 	tmp, err := os.MkdirTemp("", "gym-eval-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	src, err := o.data.resolve(ctx, tmp)
+	src, err := o.data.resolveNamed(ctx, taskName, tmp)
 	if err != nil {
 		return err
 	}

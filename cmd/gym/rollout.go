@@ -89,7 +89,7 @@ goes to standard error.`,
 	f := cmd.Flags()
 	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	f.StringVar(&o.checkpoint, "checkpoint", "", "a trained adapter: checkpoint directory (PEFT layout) or adapter.delta (default: the base alone)")
-	o.data.bind(f)
+	o.data.bind(f, "prompts: a built-in task ("+strings.Join(task.Names(), ", ")+") or a .jsonl/.parquet file or datasets directory")
 	f.BoolVar(&o.heldOut, "eval", false, "the held-out problems instead of training draws")
 	f.IntVar(&o.n, "n", 0, "prompts")
 	f.IntVar(&o.group, "group", o.group, "completions per prompt")

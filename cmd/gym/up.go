@@ -19,7 +19,6 @@ import (
 	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/internal/valkeyserver"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -27,7 +26,6 @@ import (
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/worker"
 )
@@ -48,12 +46,9 @@ type upOptions struct {
 	ledger, geth                                      string // --ledger embedded|evm, --geth PATH
 	confirmations                                     uint64
 	learningRate, outerLR, outerMomentum              float64
-	// --dataset PATH|CID and its mapping and reward
-	dataset      string
-	data         jobspec.Data
-	rewardJSON   string
-	datasetCID   string // the CID the job names (set by runUp)
-	datasetStage string // the directory published (set by runUp)
+	dataFlags                                                // --dataset PATH|CID and its mapping and reward
+	datasetCID                                        string // the CID the job names (set by runUp)
+	datasetStage                                      string // the directory published (set by runUp)
 }
 
 func newUp() *cobra.Command {
@@ -170,15 +165,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.IntVar(&o.prompts, "prompts", o.prompts, "prompts per step per worker (group size 8 completions each)")
 	f.StringVar(&o.task, "task", o.task, "built-in task: "+strings.Join(task.Names(), ", "))
 	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
-	f.StringVar(&o.dataset, "dataset", "", "training data instead of --task: a .jsonl or .parquet file, a datasets directory, or a dataset CID in hanzod's store")
-	f.StringVar(&o.data.Prompt, "prompt-field", "", "--dataset: the field holding the prompt (or give --template)")
-	f.StringVar(&o.data.Template, "template", "", `--dataset: the prompt template, {field} substituted, e.g. "^{question}="`)
-	f.StringVar(&o.data.Answer, "answer-field", "answer", "--dataset: the field holding the reference answer")
-	f.StringVar(&o.data.Extract, "extract", "", "--dataset: numeric keeps only the answer's final number (after ####, in \\boxed{}, or the last)")
-	f.StringVar(&o.data.Split, "split", "", "--dataset: the training split (default train)")
-	f.StringVar(&o.data.HeldOut, "held-out", "", "--dataset: the held-out split, e.g. test (default: --hold-out-bp of the training split)")
-	f.IntVar(&o.data.HoldOutBP, "hold-out-bp", 0, "--dataset: basis points of the training split held out when there is no --held-out (default 1000)")
-	f.StringVar(&o.rewardJSON, "reward", "", `the reward as JSON, e.g. '[{"verifier":"numeric","weight":1},{"verifier":"format","pattern":"^[0-9]+$","weight":0.2}]' (default: partial credit on a task, exact match on a dataset)`)
+	o.dataFlags.bind(f, "training data instead of --task: a .jsonl or .parquet file, a datasets directory, or a dataset CID in hanzod's store")
 	f.Uint64Var(&o.seed, "seed", 0, "job seed (data order, sampling, adapter initialisation)")
 	f.StringVar(&o.aggregation, "aggregation", "", "merge rule: mean (quality-weighted), median or trimmed-mean (default mean; median with --byzantine)")
 	f.IntVar(&o.spotCheckBP, "spot-check-bp", 0, "share of deltas re-executed by replay, in basis points (0: 1000 = 10%; -1: none)")
@@ -275,29 +262,19 @@ func (o *upOptions) check() error {
 		return err
 	}
 	if o.dataset == "" {
-		if o.data != (jobspec.Data{Answer: "answer"}) {
+		if o.mappingGiven() {
 			return errors.New("--prompt-field, --template, --extract, --split, --held-out and --hold-out-bp map a --dataset; give one")
 		}
 		o.data = jobspec.Data{}
 	} else {
-		if o.data.HeldOut == "" && o.data.HoldOutBP == 0 {
-			o.data.HoldOutBP = 1000
+		data, err := mappingWithDefaults(o.data)
+		if err != nil {
+			return err
 		}
-		if err := o.data.Config().Validate(); err != nil {
-			return fmt.Errorf("--dataset: %w", err)
-		}
+		o.data = data
 	}
-	if o.rewardJSON != "" {
-		var r jobspec.Rewards
-		if err := r.UnmarshalJSON([]byte(o.rewardJSON)); err != nil {
-			return fmt.Errorf("--reward: want a JSON list of verifiers: %w", err)
-		}
-		terms, _ := r.Terms()
-		if _, err := reward.New(terms); err != nil {
-			return fmt.Errorf("--reward: %w", err)
-		}
-	}
-	return nil
+	_, err = parseRewardJSON(o.rewardJSON)
+	return err
 }
 
 // upDataset resolves --dataset: a path is staged (a single file becomes
@@ -314,23 +291,11 @@ func upDataset(ctx context.Context, o *upOptions, tmp string) error {
 	if _, err := os.Stat(o.dataset); err != nil {
 		return fmt.Errorf("--dataset %s: neither a file or directory nor a dataset CID: %w", o.dataset, err)
 	}
-	dir, err := dataset.Stage(o.dataset, tmp)
+	st, err := stageDataset(ctx, o.dataset, o.data, tmp)
 	if err != nil {
-		return fmt.Errorf("--dataset: %w", err)
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
 		return err
 	}
-	// Read it once with the mapping: a mapping that does not fit the
-	// data is refused here, before anything starts.
-	if _, err := dataset.Load(dir, o.data.Config()); err != nil {
-		return fmt.Errorf("--dataset %s: %w", o.dataset, err)
-	}
-	root, err := basecache.DirCID(ctx, dir)
-	if err != nil {
-		return fmt.Errorf("--dataset %s: %w", o.dataset, err)
-	}
-	o.datasetStage, o.datasetCID = dir, root.String()
+	o.datasetStage, o.datasetCID = st.dir, st.root.String()
 	return nil
 }
 
@@ -490,9 +455,7 @@ func upSpec(o upOptions, model string) jobspec.Spec {
 	if o.datasetCID != "" {
 		s.Dataset, s.Data = o.datasetCID, o.data
 	}
-	if o.rewardJSON != "" {
-		s.Reward.UnmarshalJSON([]byte(o.rewardJSON)) // checked by check
-	}
+	s.Reward, _ = parseRewardJSON(o.rewardJSON) // checked by check
 	return s
 }
 
