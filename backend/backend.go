@@ -15,6 +15,8 @@ import (
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/trace"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -57,6 +59,10 @@ type Trainer interface {
 	// SetAdapter continues from a (the ring's average), keeping the
 	// optimiser's moments and update count.
 	SetAdapter(ctx context.Context, a *llama.Adapter) error
+	// Traces are the rollout traces the last Step trained on (nil before
+	// the first): the header's policy, step, sampler and vocabulary
+	// filled in; the worker adds the model, dataset, job, node and epoch.
+	Traces() *trace.Set
 	// Close releases what the trainer holds (not the backend process).
 	Close() error
 }
@@ -111,11 +117,31 @@ func (GoBackend) Start(_ context.Context, j Job) (Trainer, error) {
 }
 
 type goTrainer struct {
-	j  Job
-	tr *trainer.Trainer
+	j      Job
+	tr     *trainer.Trainer
+	policy string // digest of the adapter the last step sampled with
 }
 
-func (g *goTrainer) Step(ctx context.Context) (trainer.StepStats, error) { return g.tr.Step(ctx) }
+func (g *goTrainer) Step(ctx context.Context) (trainer.StepStats, error) {
+	policy := fmt.Sprintf("%x", llama.Digest(g.tr.Adapter().Views()))
+	st, err := g.tr.Step(ctx)
+	if err == nil {
+		g.policy = policy
+	}
+	return st, err
+}
+
+// Traces are the rollouts of the last step: sampled from
+// prng.New(seed, task.StreamSample, worker, step), as trainer.Step does.
+func (g *goTrainer) Traces() *trace.Set {
+	ro := g.tr.Rollouts()
+	if ro == nil {
+		return nil
+	}
+	c, k := g.j.Config, g.tr.StepCount()
+	return trace.FromRollouts(trace.Header{Policy: g.policy, Step: k, Seed: c.Seed, Stream: []uint64{task.StreamSample, g.j.Worker, uint64(k)},
+		Temperature: c.Temperature, TopK: c.TopK, Vocab: g.j.Base.Weights.Cfg.Vocab}, ro)
+}
 func (g *goTrainer) Adapter() *llama.Adapter                             { return g.tr.Adapter() }
 func (g *goTrainer) Close() error                                        { return nil }
 

@@ -196,8 +196,9 @@ func decode(md *llama.Model, ch *llama.Cache, logits []float32, maxNew int, pick
 	return out, nil
 }
 
-// text decodes a completion without its end-of-sequence token.
-func text(tok *tokenizer.Tokenizer, ids []int, eos []int) (string, error) {
+// CompletionText decodes a completion's ids without its end-of-sequence
+// token: the text its reward is computed on.
+func CompletionText(tok *tokenizer.Tokenizer, ids []int, eos []int) (string, error) {
 	if n := len(ids); n > 0 && slices.Contains(eos, ids[n-1]) {
 		ids = ids[:n-1]
 	}
@@ -246,7 +247,7 @@ func Generate(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem
 	}
 	sc := c.scorer()
 	for i, comp := range ro.Completions {
-		if ro.Texts[i], err = text(tok, comp, md.W.Cfg.EOS); err != nil {
+		if ro.Texts[i], err = CompletionText(tok, comp, md.W.Cfg.EOS); err != nil {
 			return nil, err
 		}
 		ro.Rewards[i], ro.Exact[i] = score(sc, problems[i/G], ro.Texts[i])
@@ -346,7 +347,7 @@ func Greedy(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem, 
 				return nil, err
 			}
 			for s, comp := range comps {
-				if out[idx[s]], err = text(tok, comp, md.W.Cfg.EOS); err != nil {
+				if out[idx[s]], err = CompletionText(tok, comp, md.W.Cfg.EOS); err != nil {
 					return nil, err
 				}
 			}

@@ -140,6 +140,7 @@ fuzz=(
   "./jobconf FuzzDecodeAny 20000"
   "./backend/torch FuzzReadTraces 5000"
   "./trace FuzzRead 10000"
+  "./trace FuzzReadBundle 5000"
   "./envserver FuzzParse 20000"
   "./tokenizer FuzzParse 5000"
   "./tokenizer FuzzEncode 10000"

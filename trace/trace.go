@@ -28,6 +28,7 @@ import (
 	"math"
 
 	"github.com/zooai/gym/rollout"
+	"github.com/zooai/gym/task"
 )
 
 // Format and Version identify the file.
@@ -123,6 +124,24 @@ func FromRollouts(h Header, r *rollout.Rollouts) *Set {
 	return s
 }
 
+// Rollouts turns s back into the rollouts a trainer trains on (rewards as
+// recorded; Exact left nil). It is FromRollouts' inverse.
+func (s *Set) Rollouts() *rollout.Rollouts {
+	G := s.Header.GroupSize
+	r := &rollout.Rollouts{G: G, Problems: make([]task.Problem, s.Header.Prompts), Prompts: make([][]int, s.Header.Prompts),
+		Completions: make([][]int, len(s.Seqs)), OldLogP: make([][]float32, len(s.Seqs)), Texts: make([]string, len(s.Seqs)),
+		Rewards: make([]float64, len(s.Seqs))}
+	for i := range s.Seqs {
+		q := &s.Seqs[i]
+		if i%G == 0 {
+			r.Problems[i/G] = task.Problem{Prompt: q.PromptText, Answer: q.Answer}
+			r.Prompts[i/G] = q.PromptIDs
+		}
+		r.Completions[i], r.OldLogP[i], r.Texts[i], r.Rewards[i] = q.CompletionIDs, q.LogProbs, q.Completion, q.Reward
+	}
+	return r
+}
+
 // Write writes s as JSON Lines. It checks s as Read would.
 func Write(w io.Writer, s *Set) error {
 	if err := s.check(DefaultLimits()); err != nil {
@@ -144,81 +163,150 @@ func Write(w io.Writer, s *Set) error {
 
 // Read reads a trace file within lim.
 func Read(r io.Reader, lim Limits) (*Set, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	line := 0
-	next := func() ([]byte, error) {
-		var buf []byte
-		for {
-			frag, err := br.ReadSlice('\n')
-			if len(buf)+len(frag) > lim.MaxLine {
-				return nil, fmt.Errorf("%w: line %d is longer than %d bytes", ErrFormat, line+1, lim.MaxLine)
-			}
-			buf = append(buf, frag...)
-			if err == bufio.ErrBufferFull {
-				continue
-			}
-			if err == io.EOF && len(buf) > 0 {
-				err = nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			line++
-			return bytes.TrimRight(buf, "\r\n"), nil
+	lr := newLineReader(r, lim)
+	s, err := lr.set()
+	if err != nil {
+		return nil, err
+	}
+	if b, err := lr.next(); err != io.EOF {
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			return nil, fmt.Errorf("%w: line %d is empty", ErrFormat, lr.line)
+		}
+		return nil, fmt.Errorf("%w: line %d: more than the header's %d × %d sequences", ErrFormat, lr.line, s.Header.Prompts, s.Header.GroupSize)
+	}
+	return s, nil
+}
+
+// MaxBundleSets bounds the sets in a bundle: the local steps of one sync.
+const MaxBundleSets = 1024
+
+// ReadBundle reads a bundle within lim: one or more trace sets one after
+// another in one file, each a header line and its sequences (a worker's
+// traces of one sync, a set per local step). The limits apply to each set;
+// at most MaxBundleSets sets.
+func ReadBundle(r io.Reader, lim Limits) ([]*Set, error) {
+	lr := newLineReader(r, lim)
+	var sets []*Set
+	for {
+		s, err := lr.set()
+		if err == io.EOF && len(sets) > 0 {
+			return sets, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(sets) == MaxBundleSets {
+			return nil, fmt.Errorf("%w: more than %d sets in a bundle", ErrFormat, MaxBundleSets)
+		}
+		sets = append(sets, s)
+	}
+}
+
+// WriteBundle writes sets one after another (ReadBundle reads them).
+func WriteBundle(w io.Writer, sets []*Set) error {
+	if len(sets) == 0 || len(sets) > MaxBundleSets {
+		return fmt.Errorf("%w: %d sets in a bundle (want 1 to %d)", ErrFormat, len(sets), MaxBundleSets)
+	}
+	for _, s := range sets {
+		if err := Write(w, s); err != nil {
+			return err
 		}
 	}
-	decode := func(b []byte, v any) error {
-		d := json.NewDecoder(bytes.NewReader(b))
-		d.DisallowUnknownFields()
-		if err := d.Decode(v); err != nil {
-			return fmt.Errorf("%w: line %d: %v", ErrFormat, line, err)
+	return nil
+}
+
+// lineReader reads a trace file's lines within the limits.
+type lineReader struct {
+	br   *bufio.Reader
+	lim  Limits
+	line int
+}
+
+func newLineReader(r io.Reader, lim Limits) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), lim: lim}
+}
+
+// next returns the next line without its end, or io.EOF.
+func (lr *lineReader) next() ([]byte, error) {
+	var buf []byte
+	for {
+		frag, err := lr.br.ReadSlice('\n')
+		if len(buf)+len(frag) > lr.lim.MaxLine {
+			return nil, fmt.Errorf("%w: line %d is longer than %d bytes", ErrFormat, lr.line+1, lr.lim.MaxLine)
 		}
-		if d.More() {
-			return fmt.Errorf("%w: line %d: more than one JSON value", ErrFormat, line)
+		buf = append(buf, frag...)
+		if err == bufio.ErrBufferFull {
+			continue
 		}
-		return nil
+		if err == io.EOF && len(buf) > 0 {
+			err = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		lr.line++
+		return bytes.TrimRight(buf, "\r\n"), nil
 	}
-	b, err := next()
+}
+
+// decode reads one JSON value, strictly, from line b.
+func (lr *lineReader) decode(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%w: line %d: %v", ErrFormat, lr.line, err)
+	}
+	if d.More() {
+		return fmt.Errorf("%w: line %d: more than one JSON value", ErrFormat, lr.line)
+	}
+	return nil
+}
+
+// set reads a header and exactly its sequences. It returns io.EOF when
+// the input ends before a header, and an error naming an empty file when
+// it ends before the first.
+func (lr *lineReader) set() (*Set, error) {
+	b, err := lr.next()
 	if err == io.EOF {
-		return nil, fmt.Errorf("%w: empty file (want a header line)", ErrFormat)
+		if lr.line == 0 {
+			return nil, fmt.Errorf("%w: empty file (want a header line)", ErrFormat)
+		}
+		return nil, io.EOF
 	}
 	if err != nil {
 		return nil, err
 	}
 	s := &Set{}
-	if err := decode(b, &s.Header); err != nil {
+	if err := lr.decode(b, &s.Header); err != nil {
 		return nil, err
 	}
-	if err := s.Header.check(lim); err != nil {
+	if err := s.Header.check(lr.lim); err != nil {
 		return nil, err
 	}
 	n := s.Header.Prompts * s.Header.GroupSize
 	s.Seqs = make([]Sequence, 0, min(n, 4096))
-	for {
-		b, err := next()
+	for len(s.Seqs) < n {
+		b, err := lr.next()
 		if err == io.EOF {
-			break
+			return nil, fmt.Errorf("%w: %d sequences, the header says %d × %d", ErrFormat, len(s.Seqs), s.Header.Prompts, s.Header.GroupSize)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if len(bytes.TrimSpace(b)) == 0 {
-			return nil, fmt.Errorf("%w: line %d is empty", ErrFormat, line)
-		}
-		if len(s.Seqs) == n {
-			return nil, fmt.Errorf("%w: line %d: more than the header's %d × %d sequences", ErrFormat, line, s.Header.Prompts, s.Header.GroupSize)
+			return nil, fmt.Errorf("%w: line %d is empty", ErrFormat, lr.line)
 		}
 		var q Sequence
-		if err := decode(b, &q); err != nil {
+		if err := lr.decode(b, &q); err != nil {
 			return nil, err
 		}
-		if err := s.Header.checkSeq(len(s.Seqs), &q, lim); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+		if err := s.Header.checkSeq(len(s.Seqs), &q, lr.lim); err != nil {
+			return nil, fmt.Errorf("line %d: %w", lr.line, err)
 		}
 		s.Seqs = append(s.Seqs, q)
-	}
-	if len(s.Seqs) != n {
-		return nil, fmt.Errorf("%w: %d sequences, the header says %d × %d", ErrFormat, len(s.Seqs), s.Header.Prompts, s.Header.GroupSize)
 	}
 	if err := s.sameGroupPrompts(); err != nil {
 		return nil, err

@@ -155,3 +155,70 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestBundle: sets written one after another read back the same; a bundle
+// cut inside a set, or a file with trailing sequences, is refused; Read
+// refuses a bundle of two (it wants one set).
+func TestBundle(t *testing.T) {
+	a := sampled(t)
+	b := sampled(t)
+	b.Header.Step, b.Header.Policy = 2, "ab"
+	var buf bytes.Buffer
+	if err := WriteBundle(&buf, []*Set{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.Bytes()
+	got, err := ReadBundle(bytes.NewReader(raw), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !reflect.DeepEqual(got[0], a) || !reflect.DeepEqual(got[1], b) {
+		t.Fatalf("bundle read back differs: %d sets", len(got))
+	}
+	if _, err := Read(bytes.NewReader(raw), DefaultLimits()); !errors.Is(err, ErrFormat) {
+		t.Errorf("Read of a two-set bundle: %v", err)
+	}
+	cut := raw[:len(raw)-len(raw)/5]
+	cut = cut[:bytes.LastIndexByte(cut, '\n')+1]
+	if _, err := ReadBundle(bytes.NewReader(cut), DefaultLimits()); !errors.Is(err, ErrFormat) {
+		t.Errorf("cut bundle: %v", err)
+	}
+	if _, err := ReadBundle(bytes.NewReader(nil), DefaultLimits()); !errors.Is(err, ErrFormat) {
+		t.Errorf("empty bundle: %v", err)
+	}
+	if err := WriteBundle(&buf, nil); !errors.Is(err, ErrFormat) {
+		t.Errorf("writing no sets: %v", err)
+	}
+	// Rollouts is FromRollouts' inverse.
+	back := FromRollouts(a.Header, a.Rollouts())
+	if !reflect.DeepEqual(back, a) {
+		t.Errorf("FromRollouts(Rollouts()) differs")
+	}
+}
+
+func FuzzReadBundle(f *testing.F) {
+	s := sampled(f)
+	var buf bytes.Buffer
+	if err := WriteBundle(&buf, []*Set{s, s}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	lim := Limits{MaxLine: 1 << 16, MaxSequences: 64, MaxTokens: 256}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sets, err := ReadBundle(bytes.NewReader(b), lim)
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("error without ErrFormat: %v", err)
+			}
+			return
+		}
+		var out bytes.Buffer
+		if err := WriteBundle(&out, sets); err != nil {
+			t.Fatalf("a bundle ReadBundle accepted does not write: %v", err)
+		}
+		again, err := ReadBundle(&out, lim)
+		if err != nil || !reflect.DeepEqual(again, sets) {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	trainerv1 "github.com/zooai/gym/api/trainer/v1"
 	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/backend/torch"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/internal/pyenv"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/task"
@@ -85,5 +86,62 @@ func TestTorchTracesCalibration(t *testing.T) {
 		r.Tokens, r.MaxAbs, r.MeanAbs, r.SeqMaxAbs)
 	if r.Tokens != s.Tokens() || r.Tokens == 0 || !(r.MaxAbs < 1e-3) || !(r.MeanAbs < 1e-4) {
 		t.Errorf("torch fp32 traces recompute to %+v", r)
+	}
+}
+
+// TestTorchSyncCalibration trains two syncs with the torch backend (fp32,
+// CPU) and checks the second from its traces with the Go engine: the
+// honest spread of every tolerant check, logged for docs/traces.md, must
+// pass Tolerances("torch"); an update scaled ×1.5 and an inflated reward
+// must not.
+func TestTorchSyncCalibration(t *testing.T) {
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
+	pkg, err := filepath.Abs(filepath.Join("..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	b, err := torch.New(ctx, torch.Options{Python: py, Env: []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := syncConfig()
+	tol := Tolerances("torch")
+	for _, worker := range []uint64{5, 11} {
+		in := trainSyncs(t, b, base, c, worker, 2)
+		r, err := CheckSync(ctx, in, tol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("torch fp32 worker %d, sync 2 checked by the Go engine: %d steps, %d tokens; log-prob max %.3g mean %.3g nats (tolerance %.3g); update rel L2 %.3g (tolerance %.3g), cosine %.9f (at least %.6f); loss Δ %.3g (tolerance %.3g)",
+			worker, r.Steps, r.Tokens, r.LogProbMax, r.LogProbMean, tol.LogProbMax, r.RelL2, tol.UpdateRelL2, r.Cosine, tol.UpdateCosine, r.LossDiff, tol.Loss)
+		if r.Failed != "" {
+			t.Fatalf("an honest torch sync fails %s: %s", r.Failed, r.Detail)
+		}
+		x := in
+		x.Delta = in.Delta.Clone()
+		for _, v := range x.Delta.Views() {
+			for j := range v.Data {
+				v.Data[j] *= 1.5
+			}
+		}
+		if r, err := CheckSync(ctx, x, tol); err != nil || r.Failed != CheckUpdate {
+			t.Errorf("torch update ×1.5: %+v %v", r, err)
+		}
+		x = in
+		x.Traces = [][]*trace.Set{in.Traces[0], append([]*trace.Set(nil), in.Traces[1]...)}
+		set := *in.Traces[1][0]
+		set.Seqs = append([]trace.Sequence(nil), set.Seqs...)
+		set.Seqs[0].Reward += 1
+		x.Traces[1][0] = &set
+		if r, err := CheckSync(ctx, x, tol); err != nil || r.Failed != CheckRewards {
+			t.Errorf("torch rewards inflated: %+v %v", r, err)
+		}
 	}
 }

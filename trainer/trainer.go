@@ -36,6 +36,7 @@ type Trainer struct {
 	ref    *llama.Model // base alone (frozen reference)
 	opt    *optim.AdamW
 	step   int
+	last   *rollout.Rollouts // the last step's
 }
 
 // StepStats describe one optimiser step.
@@ -168,6 +169,18 @@ func (t *Trainer) Adapter() *llama.Adapter { return t.policy.A }
 // StepCount is the number of steps taken.
 func (t *Trainer) StepCount() int { return t.step }
 
+// Rollouts returns what the last step trained on (nil before the first):
+// the rollouts it sampled, or those Train was given. The caller must not
+// change them.
+func (t *Trainer) Rollouts() *rollout.Rollouts { return t.last }
+
+// Batch returns the problems of training step k (counted from 1 over the
+// whole job) of this trainer's worker: what Step samples for that step, and
+// so the prompts a delta of that step must have used.
+func (t *Trainer) Batch(k int) []task.Problem {
+	return t.split.Batch(t.cfg.Seed, t.worker, uint64(k), t.cfg.PromptsPerStep)
+}
+
 // Evaluate returns greedy held-out performance of the current policy.
 func (t *Trainer) Evaluate() (rollout.Score, error) {
 	return rollout.Evaluate(t.policy, t.tok, t.split.Eval, t.cfg.Reward)
@@ -188,7 +201,7 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 	}
 	c := t.cfg
 	k := t.step + 1
-	problems := t.split.Batch(c.Seed, t.worker, uint64(k), c.PromptsPerStep)
+	problems := t.Batch(k)
 	ro, err := rollout.Generate(t.policy, t.tok, problems, c.GroupSize, c.sampling(), prng.New(c.Seed, task.StreamSample, t.worker, uint64(k)))
 	if err != nil {
 		return StepStats{}, err
@@ -198,7 +211,7 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 		return StepStats{}, err
 	}
 	st.Step, st.SyncDue = k, k%c.AggregateInterval == 0
-	t.step = k
+	t.step, t.last = k, ro
 	return st, nil
 }
 
@@ -218,6 +231,7 @@ func (t *Trainer) Train(ctx context.Context, ro *rollout.Rollouts) (StepStats, e
 		return StepStats{}, err
 	}
 	t.step++
+	t.last = ro
 	st.Step, st.SyncDue = t.step, t.step%t.cfg.AggregateInterval == 0
 	return st, nil
 }

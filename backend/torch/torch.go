@@ -19,6 +19,7 @@ import (
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/trace"
 	"github.com/zooai/gym/trainer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -136,6 +137,7 @@ type Trainer struct {
 	adapter *llama.Adapter // last verified adapter
 	files   int
 	timing  Timing
+	traces  *trace.Set // the last step's
 }
 
 // Timing splits the last step's wall time: what the process spent
@@ -359,6 +361,7 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 	var st trainer.StepStats
 	var next *llama.Adapter
 	var tm Timing
+	var set *trace.Set
 	t0 := time.Now()
 	err := b.call(ctx, t, func(ctx context.Context, p *proc) error {
 		t0 = time.Now() // a retried step is timed from its last attempt
@@ -400,6 +403,11 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 		}
 		st = trainer.StepStats{Step: k, SyncDue: k%c.AggregateInterval == 0}
 		tr.Rewards = make([]float64, len(tr.Completions))
+		// The traces the worker names in its delta: the sampler's seed
+		// is the one torch drew with (torch's generator, no prng stream).
+		set = &trace.Set{Header: trace.Header{Format: trace.Format, Version: trace.Version, Policy: fmt.Sprintf("%x", llama.Digest(t.adapter.Views())),
+			Step: k, Seed: seed, Temperature: c.Temperature, TopK: c.TopK, MaxNew: maxNew, Prompts: len(prompts), GroupSize: c.GroupSize,
+			Vocab: t.j.Base.Weights.Cfg.Vocab}, Seqs: make([]trace.Sequence, len(tr.Completions))}
 		eos := t.j.Base.Weights.Cfg.EOS
 		sc := c.Scorer()
 		for i, comp := range tr.Completions {
@@ -414,6 +422,8 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 			pr := problems[i/c.GroupSize]
 			x := reward.Sample{Prompt: pr.Prompt, Answer: pr.Answer, Completion: text}
 			tr.Rewards[i] = sc.Score(x)
+			set.Seqs[i] = trace.Sequence{Prompt: i / c.GroupSize, Sample: i % c.GroupSize, PromptText: pr.Prompt, Answer: pr.Answer,
+				PromptIDs: tr.Prompts[i/c.GroupSize], Completion: text, CompletionIDs: comp, LogProbs: tr.OldLogP[i], Reward: tr.Rewards[i]}
 			st.RewardMean += tr.Rewards[i] / float64(len(tr.Completions))
 			if sc.Correct(x) {
 				st.SampleExact += 1 / float64(len(tr.Completions))
@@ -455,9 +465,12 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 		return trainer.StepStats{}, err
 	}
 	tm.Wall = time.Since(t0).Seconds()
-	t.adapter, t.step, t.timing = next, k, tm
+	t.adapter, t.step, t.timing, t.traces = next, k, tm, set
 	return st, nil
 }
+
+// Traces are the last step's traces, as sampled and scored.
+func (t *Trainer) Traces() *trace.Set { return t.traces }
 
 // Adapter is the last verified adapter.
 func (t *Trainer) Adapter() *llama.Adapter { return t.adapter }

@@ -1,0 +1,286 @@
+package tracecheck
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/reward"
+	"github.com/zooai/gym/rollout"
+	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/tokenizer"
+	"github.com/zooai/gym/trace"
+	"github.com/zooai/gym/trainer"
+)
+
+// The checks of a sync, in the order CheckSync runs them (docs/traces.md).
+const (
+	CheckShape    = "traces"   // the bundle has the sets and headers the sync needs
+	CheckPrompts  = "prompts"  // (1) the prompts the job seed assigns to the node and step
+	CheckRewards  = "rewards"  // (2) rewards recomputed from the completions, exactly
+	CheckLogProbs = "logprobs" // (3) sampled tokens' log-probabilities under the claimed policy
+	CheckUpdate   = "update"   // (4) the GSPO update recomputed from the traces
+	CheckLoss     = "loss"     // (5) the claimed loss
+)
+
+// Tolerance is how far a recomputation may differ from what a node
+// claims. The Go engine's traces and updates recompute exactly; another
+// engine's (PyTorch, a GPU, bf16) differ by its rounding, which the
+// tolerances admit with a margin (calibrated in docs/traces.md).
+type Tolerance struct {
+	// LogProbMax bounds |recorded − recomputed| of one sampled token's
+	// log-probability, in nats.
+	LogProbMax float64
+	// UpdateRelL2 bounds ‖delta − recomputed‖ / ‖recomputed‖, and
+	// UpdateCosine is the least cosine between them.
+	UpdateRelL2, UpdateCosine float64
+	// Loss bounds |claimed − recomputed| of the sync's mean loss (the
+	// seeds' 0.05).
+	Loss float64
+}
+
+// Tolerances for a backend's deltas: exact for "go" (what the Go engine
+// sampled and trained recomputes bit for bit), and for "torch" the margins
+// of docs/traces.md over the honest spread measured for PyTorch fp32 on the
+// CPU (TestTorchSyncCalibration: at most 2.3e-6 nats per token and 4.8e-6
+// relative L2 on the update of a second sync; tolerances 1e-3 for both, a
+// margin of about 200×). bf16 and GPU runs have not been measured here (no
+// GPU): their spread must be measured before a job trains that way.
+func Tolerances(backend string) Tolerance {
+	if backend == "" || backend == "go" {
+		return Tolerance{LogProbMax: 0, UpdateRelL2: 0, UpdateCosine: 1 - 1e-12, Loss: 0.05}
+	}
+	return Tolerance{LogProbMax: 1e-3, UpdateRelL2: 1e-3, UpdateCosine: 0.9999, Loss: 0.05}
+}
+
+// SyncInput is one node's sync k of an epoch, with everything needed to
+// check it from its traces: the traces of every sync of the epoch up to
+// k (the optimiser's moments carry across a sync, so the update of sync k
+// depends on the steps before it).
+type SyncInput struct {
+	Weights   *llama.Weights
+	Tokenizer *tokenizer.Tokenizer
+	Config    trainer.Config // the job's (trainer.Config of its plan)
+	Worker    uint64         // the node's index in the job (jobconf.Worker)
+	FirstStep int            // steps of the job before the epoch
+	Interval  int            // local steps per sync
+	// Starts[s] is the adapter sync s+1 started from: the checkpoint of
+	// record, then each ring result (after the job's outer optimiser).
+	Starts []*llama.Adapter
+	// Traces[s] are the node's traces of sync s+1, a set per local step.
+	Traces [][]*trace.Set
+	// Delta is what the node submitted for sync k = len(Starts), clipped
+	// to ClipNorm as every contribution is; ClaimedLoss its claimed loss.
+	Delta       *llama.Adapter
+	ClipNorm    float64
+	ClaimedLoss float64
+	Threads     int
+}
+
+// SyncReport is what CheckSync measured. Failed names the first check
+// that failed ("" when all passed) and Detail says how.
+type SyncReport struct {
+	Steps, Sequences, Tokens int
+	// LogProbMax and LogProbMean are |recorded − recomputed| over every
+	// sampled token of every step checked.
+	LogProbMax, LogProbMean float64
+	// RelL2 and Cosine compare the delta with the recomputed update.
+	RelL2, Cosine float64
+	// Loss is the recomputed mean loss of sync k; LossDiff its distance
+	// from the claim.
+	Loss, LossDiff float64
+	Failed, Detail string
+}
+
+func (r *SyncReport) fail(check, format string, args ...any) {
+	r.Failed, r.Detail = check, fmt.Sprintf(format, args...)
+}
+
+// CheckSync replays the node's syncs 1..k from their traces instead of
+// sampling: for each local step it checks the traces' shape and prompts,
+// recomputes the rewards and the sampled tokens' log-probabilities under
+// the policy the replay holds at that step, then trains the step on the
+// traces; at the end of sync k it compares the update with the delta and
+// the losses with the claim. A node's cheating is a report with Failed
+// set, not an error; the error is for inputs the checker itself cannot use.
+func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, error) {
+	var r SyncReport
+	k := len(in.Starts)
+	if k == 0 || in.Interval < 1 || in.Delta == nil {
+		return r, fmt.Errorf("tracecheck: no sync to check")
+	}
+	if len(in.Traces) < k {
+		r.fail(CheckShape, "traces of %d syncs, the check needs %d", len(in.Traces), k)
+		return r, nil
+	}
+	c := in.Config
+	tr, err := trainer.Resume(in.Weights, in.Tokenizer, c, in.Worker, in.Threads, trainer.State{Step: in.FirstStep, Adapter: in.Starts[0]})
+	if err != nil {
+		return r, err
+	}
+	sc := c.Scorer()
+	var lpSum float64
+	var losses []float64
+	for s := 1; s <= k; s++ {
+		sets := in.Traces[s-1]
+		if len(sets) != in.Interval {
+			r.fail(CheckShape, "sync %d has %d trace sets, want %d (one per local step)", s, len(sets), in.Interval)
+			return r, nil
+		}
+		if s > 1 {
+			st := tr.State()
+			st.Adapter = in.Starts[s-1].Clone()
+			if tr, err = trainer.Resume(in.Weights, in.Tokenizer, c, in.Worker, in.Threads, st); err != nil {
+				return r, err
+			}
+		}
+		losses = losses[:0]
+		for i, set := range sets {
+			if err := ctx.Err(); err != nil {
+				return r, err
+			}
+			step := in.FirstStep + (s-1)*in.Interval + i + 1
+			if !checkShape(&r, set, c, in.Tokenizer.VocabSize(), step, s, i) {
+				return r, nil
+			}
+			if i == 0 {
+				// The policy that sampled the sync's first step is the
+				// sync's start, known exactly.
+				if want := jobconf.Digest(tr.Adapter()); set.Header.Policy != want {
+					r.fail(CheckShape, "step %d claims policy %.16s…, the sync started from %.16s…", step, set.Header.Policy, want)
+					return r, nil
+				}
+			}
+			if !checkPrompts(&r, set, tr.Batch(step), in.Tokenizer, step) {
+				return r, nil
+			}
+			if ok, err := checkRewards(&r, set, sc, in.Tokenizer, in.Weights.Cfg.EOS, step); err != nil || !ok {
+				return r, err
+			}
+			md, err := llama.New(in.Weights, tr.Adapter(), in.Threads)
+			if err != nil {
+				return r, err
+			}
+			lp, err := LogProbs(md, set, 8)
+			if err != nil {
+				return r, err
+			}
+			r.Steps++
+			r.Sequences += len(set.Seqs)
+			r.Tokens += lp.Tokens
+			lpSum += lp.MeanAbs * float64(lp.Tokens)
+			r.LogProbMax = max(r.LogProbMax, lp.MaxAbs)
+			if r.Tokens > 0 {
+				r.LogProbMean = lpSum / float64(r.Tokens)
+			}
+			if !(lp.MaxAbs <= tol.LogProbMax) {
+				r.fail(CheckLogProbs, "step %d: a sampled token's log-probability differs by %.3g nats from the claimed policy's (sequence %d token %d; tolerance %.3g)",
+					step, lp.MaxAbs, lp.WorstSeq, lp.WorstTok, tol.LogProbMax)
+				return r, nil
+			}
+			st, err := tr.Train(ctx, set.Rollouts())
+			if err != nil {
+				return r, err
+			}
+			losses = append(losses, st.Loss)
+		}
+	}
+	u := jobconf.Sub(tr.Adapter(), in.Starts[k-1])
+	jobconf.Clip(u, in.ClipNorm)
+	want, have := jobconf.Flatten(u), jobconf.Flatten(in.Delta)
+	if len(want) != len(have) {
+		r.fail(CheckUpdate, "the delta has %d values, the update %d", len(have), len(want))
+		return r, nil
+	}
+	r.RelL2, r.Cosine = compare(have, want)
+	r.Loss = jobconf.ClaimedLoss(losses)
+	r.LossDiff = math.Abs(r.Loss - in.ClaimedLoss)
+	switch {
+	case !(r.RelL2 <= tol.UpdateRelL2) || !(r.Cosine >= tol.UpdateCosine):
+		r.fail(CheckUpdate, "the delta is not the update its traces give: relative L2 error %.3g (tolerance %.3g), cosine %.6f (at least %.6f)",
+			r.RelL2, tol.UpdateRelL2, r.Cosine, tol.UpdateCosine)
+	case !(r.LossDiff <= tol.Loss):
+		r.fail(CheckLoss, "claimed loss %.6g, the traces give %.6g (tolerance %.3g)", in.ClaimedLoss, r.Loss, tol.Loss)
+	}
+	return r, nil
+}
+
+// checkShape checks set is step's batch of the job: its place in the
+// job, the job's sampling settings and batch shape.
+func checkShape(r *SyncReport, set *trace.Set, c trainer.Config, vocab, step, s, i int) bool {
+	h := set.Header
+	switch {
+	case h.Step != step:
+		r.fail(CheckShape, "sync %d's set %d is step %d, want %d", s, i+1, h.Step, step)
+	case h.Prompts != c.PromptsPerStep || h.GroupSize != c.GroupSize:
+		r.fail(CheckShape, "step %d: %d prompts × %d, the job samples %d × %d", step, h.Prompts, h.GroupSize, c.PromptsPerStep, c.GroupSize)
+	case h.Temperature != c.Temperature || h.TopK != c.TopK:
+		r.fail(CheckShape, "step %d: sampled at temperature %v top-k %d, the job's are %v and %d", step, h.Temperature, h.TopK, c.Temperature, c.TopK)
+	case h.Vocab != vocab:
+		r.fail(CheckShape, "step %d: vocabulary %d, the base model's is %d", step, h.Vocab, vocab)
+	default:
+		return true
+	}
+	return false
+}
+
+// checkPrompts is check (1): every group's prompt is the problem the job
+// seed assigns to the node at step, tokenized as the trainer does.
+func checkPrompts(r *SyncReport, set *trace.Set, want []task.Problem, tok *tokenizer.Tokenizer, step int) bool {
+	G := set.Header.GroupSize
+	for p, pr := range want {
+		q := &set.Seqs[p*G]
+		ids, _, err := task.Tokenize(tok, pr)
+		if err != nil || q.PromptText != pr.Prompt || q.Answer != pr.Answer || !slices.Equal(q.PromptIDs, ids) {
+			r.fail(CheckPrompts, "step %d prompt %d is %q, the job assigns %q to this node", step, p, q.PromptText, pr.Prompt)
+			return false
+		}
+	}
+	return true
+}
+
+// checkRewards is check (2): each completion's text is its ids decoded and
+// its reward is the job's reward of that text, bit for bit.
+func checkRewards(r *SyncReport, set *trace.Set, sc reward.Scorer, tok *tokenizer.Tokenizer, eos []int, step int) (bool, error) {
+	for i := range set.Seqs {
+		q := &set.Seqs[i]
+		text, err := rollout.CompletionText(tok, q.CompletionIDs, eos)
+		if err != nil {
+			r.fail(CheckRewards, "step %d sequence %d: completion ids do not decode: %v", step, i, err)
+			return false, nil
+		}
+		if text != q.Completion {
+			r.fail(CheckRewards, "step %d sequence %d: completion %q, its ids decode to %q", step, i, q.Completion, text)
+			return false, nil
+		}
+		got := sc.Score(reward.Sample{Prompt: q.PromptText, Answer: q.Answer, Completion: text})
+		if math.Float64bits(got) != math.Float64bits(q.Reward) {
+			r.fail(CheckRewards, "step %d sequence %d: reward %v claimed, the job's reward gives %v", step, i, q.Reward, got)
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// compare returns ‖have − want‖/‖want‖ and the cosine of have and want
+// (both 0 and 1 when both are zero).
+func compare(have, want []float32) (relL2, cosine float64) {
+	var dd, ww, hh, hw float64
+	for i := range want {
+		h, w := float64(have[i]), float64(want[i])
+		dd += (h - w) * (h - w)
+		ww += w * w
+		hh += h * h
+		hw += h * w
+	}
+	switch {
+	case ww == 0 && hh == 0:
+		return 0, 1
+	case ww == 0 || hh == 0:
+		return math.Inf(1), 0
+	}
+	return math.Sqrt(dd / ww), hw / math.Sqrt(hh*ww)
+}
