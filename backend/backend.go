@@ -142,8 +142,8 @@ func (g *goTrainer) Traces() *trace.Set {
 	return trace.FromRollouts(trace.Header{Policy: g.policy, Step: k, Seed: c.Seed, Stream: []uint64{task.StreamSample, g.j.Worker, uint64(k)},
 		Temperature: c.Temperature, TopK: c.TopK, Vocab: g.j.Base.Weights.Cfg.Vocab}, ro)
 }
-func (g *goTrainer) Adapter() *llama.Adapter                             { return g.tr.Adapter() }
-func (g *goTrainer) Close() error                                        { return nil }
+func (g *goTrainer) Adapter() *llama.Adapter { return g.tr.Adapter() }
+func (g *goTrainer) Close() error            { return nil }
 
 // SetAdapter resumes from the trainer's state with a in place of its
 // adapter, as the worker did before the seam existed.
