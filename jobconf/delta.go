@@ -76,6 +76,8 @@ type SyncDelta struct {
 	// Backend is the training backend that made the delta; "" or "go" is
 	// not written (KeyBackend).
 	Backend string
+	// Traces is the CID of the sync's trace bundle (KeyTraces; "": none).
+	Traces string
 }
 
 // Encode writes d as a signed delta file (fp32 tensors under PEFT's names,
@@ -87,6 +89,11 @@ func Encode(ctx context.Context, key ed25519.PrivateKey, d SyncDelta) ([]byte, e
 	})
 	if err := meta.Set(KeySync, d.Sync); err != nil {
 		return nil, err
+	}
+	if d.Traces != "" {
+		if err := meta.Set(KeyTraces, d.Traces); err != nil {
+			return nil, err
+		}
 	}
 	if d.Binding != "" {
 		if err := meta.Set(KeyBinding, d.Binding); err != nil {

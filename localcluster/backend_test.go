@@ -79,6 +79,7 @@ func TestMixedRing(t *testing.T) {
 	}
 	spec := tinySpec(1, 4, 4)
 	spec.Backend, spec.GSPO.Use4Bit = "any", false // 4-bit needs CUDA in the torch backend
+	spec.SpotCheckBP = 10_000                       // every delta checked: the go ones replayed, the torch ones from their traces
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// The kill inside a step: wait for the hook's file, find the worker
@@ -124,6 +125,25 @@ func TestMixedRing(t *testing.T) {
 		if n.Backend != want || n.Accepted != 2 || n.Rejected != 0 || n.Slashed {
 			t.Errorf("node %d %+v: want backend %q, 2 accepted deltas, no slash", i, n, want)
 		}
+	}
+	// Every torch delta passed its trace checks, the kills' optimiser
+	// resets included; the go ones replayed bit for bit.
+	var checks int
+	for _, e := range sum.Epochs {
+		if len(e.NotReplayed) != 0 || len(e.Excluded) != 0 || e.SpotChecks != 8 {
+			t.Errorf("epoch %d: %d checks, not replayed %v, excluded %v (want all 8 checked)", e.Epoch, e.SpotChecks, e.NotReplayed, e.Excluded)
+		}
+		for _, c := range e.TraceChecks {
+			checks++
+			t.Logf("trace check %s (%s): %d steps, %d tokens; log-prob max %.3g nats, update rel L2 %.3g cosine %.9f, loss Δ %.3g",
+				c.Slot, c.Backend, c.Steps, c.Tokens, c.LogProbMax, c.RelL2, c.Cosine, c.LossDiff)
+			if c.Failed != "" {
+				t.Errorf("an honest torch delta failed its trace check %s: %s", c.Failed, c.Detail)
+			}
+		}
+	}
+	if checks != 4 {
+		t.Errorf("%d torch deltas checked from traces, want 4", checks)
 	}
 	base, err := basemodel.Builtin()
 	if err != nil {

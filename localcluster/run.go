@@ -18,6 +18,7 @@ import (
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
@@ -150,6 +151,9 @@ type EpochSummary struct {
 	SpotChecks        int      `json:"spot_checks"`
 	Targeted          []string `json:"targeted,omitempty"`     // replayed as outliers (merge.Outliers)
 	NotReplayed       []string `json:"not_replayed,omitempty"` // torch deltas a spot-check would have replayed
+	// TraceChecks are the torch deltas checked from their traces, with
+	// the measured differences.
+	TraceChecks []epoch.TraceCheck `json:"trace_checks,omitempty"`
 	Forfeited         []string `json:"forfeited,omitempty"`
 	Excluded          []string `json:"excluded,omitempty"`
 	RingDisagreements []string `json:"ring_disagreements,omitempty"`
@@ -403,7 +407,7 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 			continue
 		}
 		sum.Epochs = append(sum.Epochs, EpochSummary{Epoch: e, CID: rep.CID, Accuracy: rep.Accuracy, Quality: rep.Quality,
-			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Targeted: rep.Targeted, NotReplayed: rep.NotReplayed, Forfeited: rep.Forfeited, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
+			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Targeted: rep.Targeted, NotReplayed: rep.NotReplayed, TraceChecks: rep.TraceChecks, Forfeited: rep.Forfeited, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
 			MergeSeconds: rep.MergeSeconds})
 		for _, s := range rep.Scores {
 			quality[s.Node] = append(quality[s.Node], s.Quality)

@@ -321,10 +321,10 @@ func (c *Client) ReportBandwidth(ctx context.Context, job string, kbps map[strin
 }
 
 // SubmitDelta implements worker.Orchestrator.
-func (c *Client) SubmitDelta(ctx context.Context, file []byte) (worker.Verdict, error) {
+func (c *Client) SubmitDelta(ctx context.Context, file, traces []byte) (worker.Verdict, error) {
 	ctx, cancel := callContext(ctx, SubmitTimeout)
 	defer cancel()
-	r, err := c.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: file})
+	r, err := c.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: file, Traces: traces})
 	if err != nil {
 		return worker.Verdict{}, err
 	}

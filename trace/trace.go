@@ -65,6 +65,11 @@ type Header struct {
 	Temperature float64  `json:"temperature"`
 	TopK        int      `json:"top_k"`
 	MaxNew      int      `json:"max_new_tokens"`
+	// OptimizerReset says the trainer's optimiser state (AdamW's moments
+	// and update count) was reset before this step, as at an epoch's
+	// start: a backend process restarted mid-epoch (docs/backends.md). A
+	// checker recomputing the update resets it there too.
+	OptimizerReset bool `json:"optimizer_reset,omitempty"`
 	// Prompts × GroupSize sequences follow.
 	Prompts   int `json:"prompts"`
 	GroupSize int `json:"group_size"`

@@ -43,17 +43,17 @@ type Tolerance struct {
 }
 
 // Tolerances for a backend's deltas: exact for "go" (what the Go engine
-// sampled and trained recomputes bit for bit), and for "torch" the margins
-// of docs/traces.md over the honest spread measured for PyTorch fp32 on the
-// CPU (TestTorchSyncCalibration: at most 2.3e-6 nats per token and 4.8e-6
-// relative L2 on the update of a second sync; tolerances 1e-3 for both, a
-// margin of about 200×). bf16 and GPU runs have not been measured here (no
-// GPU): their spread must be measured before a job trains that way.
+// sampled and trained recomputes bit for bit), and for "torch" margins over
+// the honest spread measured for PyTorch fp32 on the CPU (docs/traces.md:
+// at most 2.3e-6 nats per token; update relative L2 error up to 1.2e-4 and
+// cosine above 0.99999999 over a sync with a process restart): 1e-3 nats,
+// 1e-2 and 0.9999. bf16 and GPU runs have not been measured here (no GPU):
+// their spread must be measured before a job trains that way.
 func Tolerances(backend string) Tolerance {
 	if backend == "" || backend == "go" {
 		return Tolerance{LogProbMax: 0, UpdateRelL2: 0, UpdateCosine: 1 - 1e-12, Loss: 0.05}
 	}
-	return Tolerance{LogProbMax: 1e-3, UpdateRelL2: 1e-3, UpdateCosine: 0.9999, Loss: 0.05}
+	return Tolerance{LogProbMax: 1e-3, UpdateRelL2: 1e-2, UpdateCosine: 0.9999, Loss: 0.05}
 }
 
 // SyncInput is one node's sync k of an epoch, with everything needed to
@@ -145,6 +145,15 @@ func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, er
 			step := in.FirstStep + (s-1)*in.Interval + i + 1
 			if !checkShape(&r, set, c, in.Tokenizer.VocabSize(), step, s, i) {
 				return r, nil
+			}
+			if set.Header.OptimizerReset {
+				// A restarted backend process: fresh moments, as at the
+				// epoch's start.
+				st := tr.State()
+				st.Updates, st.M, st.V = 0, nil, nil
+				if tr, err = trainer.Resume(in.Weights, in.Tokenizer, c, in.Worker, in.Threads, st); err != nil {
+					return r, err
+				}
 			}
 			if i == 0 {
 				// The policy that sampled the sync's first step is the

@@ -11,7 +11,9 @@ import (
 	"github.com/zooai/gym/backend/torch"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/internal/pyenv"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trace"
 	"github.com/zooai/gym/trainer"
@@ -113,8 +115,10 @@ func TestTorchSyncCalibration(t *testing.T) {
 	}
 	c := syncConfig()
 	tol := Tolerances("torch")
+	ins := map[uint64]SyncInput{}
 	for _, worker := range []uint64{5, 11} {
 		in := trainSyncs(t, b, base, c, worker, 2)
+		ins[worker] = in
 		r, err := CheckSync(ctx, in, tol)
 		if err != nil {
 			t.Fatal(err)
@@ -143,5 +147,37 @@ func TestTorchSyncCalibration(t *testing.T) {
 		if r, err := CheckSync(ctx, x, tol); err != nil || r.Failed != CheckRewards {
 			t.Errorf("torch rewards inflated: %+v %v", r, err)
 		}
+	}
+	// The attacks that need a second node or the base model.
+	md, err := llama.New(base.Weights, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, o := ins[5], ins[11]
+	x := a
+	x.Traces = o.Traces
+	if r, err := CheckSync(ctx, x, tol); err != nil || r.Failed != CheckPrompts {
+		t.Errorf("torch traces copied from another node: %+v %v", r, err)
+	}
+	x = a
+	x.Delta = o.Delta
+	if r, err := CheckSync(ctx, x, tol); err != nil || r.Failed != CheckUpdate {
+		t.Errorf("torch delta from other traces: %+v %v", r, err)
+	} else {
+		t.Logf("torch delta from other traces: %s", r.Detail)
+	}
+	x = a
+	x.Traces = [][]*trace.Set{a.Traces[0], append([]*trace.Set(nil), a.Traces[1]...)}
+	set := a.Traces[1][1]
+	ro := set.Rollouts()
+	ro2, err := rollout.Generate(md, base.Tokenizer, ro.Problems, ro.G, rollout.Config{Temperature: c.Temperature, TopK: c.TopK}, prng.New(77))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Traces[1][1] = trace.FromRollouts(set.Header, ro2)
+	if r, err := CheckSync(ctx, x, tol); err != nil || r.Failed != CheckLogProbs {
+		t.Errorf("torch completions sampled from the base: %+v %v", r, err)
+	} else {
+		t.Logf("torch completions sampled from the base: %s", r.Detail)
 	}
 }

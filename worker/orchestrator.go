@@ -62,7 +62,9 @@ type Orchestrator interface {
 	Register(ctx context.Context, ringAddr, probeAddr string) error
 	Heartbeat(ctx context.Context) (Assignment, error)
 	ReportBandwidth(ctx context.Context, job string, kbps map[string]uint64) (Assignment, error)
-	SubmitDelta(ctx context.Context, file []byte) (Verdict, error)
+	// SubmitDelta sends a signed delta file and its sync's trace bundle,
+	// zstd-compressed (nil when the delta names none).
+	SubmitDelta(ctx context.Context, file, traces []byte) (Verdict, error)
 	ReportSuspect(ctx context.Context, s Suspect) error
 	// RefuseJob tells hanzod that this node will not run job, and why:
 	// hanzod records it in the job's status and takes the node out.

@@ -28,6 +28,7 @@ import (
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/ring/tcp"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/trace"
 )
 
 // ErrJobFailed is returned by Run with ExitWhenDone when the job failed.
@@ -733,6 +734,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		s := tr.Adapter().Clone()
 		baseDigest := jobconf.Digest(s)
 		var lossSum float64
+		var sets []*trace.Set
 		for range plan.Interval {
 			if _, ok := w.stillOn(job, e); !ok {
 				return false, errAbandon
@@ -743,6 +745,9 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 				return false, err
 			}
 			lossSum += st.Loss
+			if set := tr.Traces(); set != nil {
+				sets = append(sets, w.stamp(set, a))
+			}
 			w.emit(Event{Kind: EventStep, Job: job, Epoch: e, Sync: k, Step: st.Step, Reward: st.RewardMean, Loss: st.Loss,
 				Seconds: w.c.Clock.Now().Sub(ts).Seconds()})
 		}
@@ -753,12 +758,19 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
 			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding,
 			Backend: w.backend().Name()}
-		if err := w.submit(ctx, d); err != nil {
+		var traces jobconf.Traces
+		if len(sets) == plan.Interval {
+			if traces, err = jobconf.EncodeTraces(ctx, sets); err != nil {
+				return false, err
+			}
+			d.Traces = traces.CID
+		}
+		if err := w.submit(ctx, d, traces.Compressed); err != nil {
 			return false, err
 		}
 		if w.c.Attack == AttackEquivocate {
 			d.Delta = scaled(contrib, 2)
-			if err := w.submit(ctx, d); err != nil {
+			if err := w.submit(ctx, d, traces.Compressed); err != nil {
 				return false, err
 			}
 		}
@@ -952,9 +964,25 @@ func (w *Worker) supervised(ctx context.Context, r *ringState, job string, e int
 	return err
 }
 
-// submit signs d with a fresh sequence and submits it; a rejection is an
+// stamp fills in what a backend does not know about its traces: the
+// model, the dataset, the job, the node and the epoch.
+func (w *Worker) stamp(set *trace.Set, a Assignment) *trace.Set {
+	h := &set.Header
+	h.Model, h.Dataset = a.Spec.Model, a.Spec.Dataset
+	if h.Model == "" {
+		h.Model = w.plan.Base.Name
+	}
+	if h.Dataset == "" {
+		h.Dataset = w.plan.Trainer.Task
+	}
+	h.Job, h.Node, h.Epoch = a.Job, w.id, a.Epoch
+	return set
+}
+
+// submit signs d with a fresh sequence and submits it with its trace
+// bundle (zstd-compressed; nil when d names none); a rejection is an
 // event, not an error.
-func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta) error {
+func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta, traces []byte) error {
 	d.Time = w.c.Clock.Now().UTC()
 	seq, err := w.seq.next(d.Time)
 	if err != nil {
@@ -968,7 +996,7 @@ func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta) error {
 	var v Verdict
 	err = w.retry(ctx, "submit delta", 10, func() error {
 		var serr error
-		v, serr = w.c.Orchestrator.SubmitDelta(ctx, file)
+		v, serr = w.c.Orchestrator.SubmitDelta(ctx, file, traces)
 		return serr
 	})
 	if err != nil {

@@ -110,13 +110,13 @@ func (r *recorder) Heartbeat(ctx context.Context) (worker.Assignment, error) {
 	return a, err
 }
 
-func (r *recorder) SubmitDelta(ctx context.Context, file []byte) (worker.Verdict, error) {
+func (r *recorder) SubmitDelta(ctx context.Context, file, traces []byte) (worker.Verdict, error) {
 	if r.onSubmit != nil {
 		if v, ok := r.onSubmit(ctx, file); ok {
 			return v, ctx.Err()
 		}
 	}
-	return r.Orchestrator.SubmitDelta(ctx, file)
+	return r.Orchestrator.SubmitDelta(ctx, file, traces)
 }
 
 func (r *recorder) ReportSuspect(ctx context.Context, s worker.Suspect) error {

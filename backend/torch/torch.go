@@ -138,6 +138,7 @@ type Trainer struct {
 	files   int
 	timing  Timing
 	traces  *trace.Set // the last step's
+	reset   bool       // the optimiser state was reset since the last step
 }
 
 // Timing splits the last step's wall time: what the process spent
@@ -311,6 +312,9 @@ func (b *Backend) call(ctx context.Context, t *Trainer, f func(ctx context.Conte
 		if b.cur != t || b.loaded != p.gen {
 			if err = b.load(cctx, t, p); err == nil {
 				b.cur, b.loaded = t, p.gen
+				// A trainer loaded again after its first step starts
+				// with fresh moments: its next traces say so.
+				t.reset = t.reset || t.step > t.j.FirstStep
 			}
 		}
 		if err == nil {
@@ -465,6 +469,7 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 		return trainer.StepStats{}, err
 	}
 	tm.Wall = time.Since(t0).Seconds()
+	set.Header.OptimizerReset, t.reset = t.reset, false
 	t.adapter, t.step, t.timing, t.traces = next, k, tm, set
 	return st, nil
 }

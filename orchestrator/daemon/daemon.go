@@ -756,8 +756,8 @@ func (d *Daemon) Engine() *engine.Engine { return d.eng }
 // server's type (RingEvidence is the judge's own).
 type serverJudge struct{ *judge.Judge }
 
-func (j serverJudge) Submit(ctx context.Context, file []byte) (server.DeltaVerdict, error) {
-	v, err := j.Judge.Submit(ctx, file)
+func (j serverJudge) Submit(ctx context.Context, file, traces []byte) (server.DeltaVerdict, error) {
+	v, err := j.Judge.Submit(ctx, file, traces)
 	return server.DeltaVerdict(v), err
 }
 

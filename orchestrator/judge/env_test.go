@@ -320,7 +320,7 @@ func encodeWith(t testing.TB, key ed25519.PrivateKey, d jobconf.SyncDelta) []byt
 
 func (e *env) submit(file []byte) judge.Verdict {
 	e.t.Helper()
-	resp, err := e.j.Submit(e.ctx, file)
+	resp, err := e.j.Submit(e.ctx, file, nil)
 	if err != nil {
 		e.t.Fatalf("Submit: %v", err)
 	}

@@ -452,13 +452,14 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 		if _, _, ok := plan.SyncOf(sl.Step); !ok {
 			continue
 		}
-		a, meta, be, err := j.loadDeltaBackend(ctx, jb.ID, sl, template)
+		d, err := j.loadDeltaBackend(ctx, jb.ID, sl, template)
 		if err != nil {
 			return epoch.Input{}, err
 		}
 		in.Deltas = append(in.Deltas, epoch.Delta{Slot: sl, Node: sl.Node, Step: sl.Step, Digest: dig,
-			Base: meta.BaseCheckpoint, ClaimedLoss: meta.ClaimedLoss, Adapter: a, Backend: be})
+			Base: d.meta.BaseCheckpoint, ClaimedLoss: d.meta.ClaimedLoss, Adapter: d.adapter, Backend: d.backend, Traces: d.traces})
 	}
+	in.CheckTraces = j.traceChecker(jb.ID, plan, e)
 	if in.Rings, err = j.ringHistory(ctx, jb.ID); err != nil {
 		return epoch.Input{}, err
 	}

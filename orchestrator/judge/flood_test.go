@@ -111,7 +111,7 @@ func TestSubmitFlood(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				if v, err := e.j.Submit(e.ctx, stranger); err != nil || v.Reason != judge.ReasonSignature {
+				if v, err := e.j.Submit(e.ctx, stranger, nil); err != nil || v.Reason != judge.ReasonSignature {
 					t.Errorf("bomb: %+v %v", v, err)
 					return
 				}
@@ -143,7 +143,7 @@ func TestSubmitFlood(t *testing.T) {
 	for k := 2; k <= K; k++ {
 		for _, i := range ring {
 			t1 := time.Now()
-			v, err := e.j.Submit(e.ctx, h.files[k][i])
+			v, err := e.j.Submit(e.ctx, h.files[k][i], nil)
 			d := time.Since(t1)
 			if err != nil || !v.Accepted {
 				stop.Store(true)

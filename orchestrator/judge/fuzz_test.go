@@ -34,7 +34,7 @@ func FuzzSubmit(f *testing.F) {
 		known[r] = true
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := e.j.Submit(e.ctx, b)
+		r, err := e.j.Submit(e.ctx, b, nil)
 		if err != nil {
 			t.Fatalf("Submit returned an error, not a verdict: %v", err)
 		}

@@ -74,6 +74,7 @@ import (
 	"github.com/zooai/gym/orchestrator/state"
 	ostore "github.com/zooai/gym/orchestrator/store"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/trace"
 )
 
 // Engine is what the judge needs of the orchestrator engine.
@@ -222,7 +223,7 @@ func (j *Judge) WriteMetrics(w io.Writer) {
 		fmt.Fprintf(w, "gym_hanzod_deltas_total{verdict=%q,reason=%q} %d\n", k[0], k[1], j.verdicts[k])
 	}
 	fmt.Fprintf(w, "# HELP gym_hanzod_slashes_total Slashes decided by the validator, by offence.\n# TYPE gym_hanzod_slashes_total counter\n")
-	for _, o := range []string{"equivocation", "replay", "norm", "spot_check"} {
+	for _, o := range []string{"equivocation", "replay", "norm", "spot_check", "trace_check"} {
 		fmt.Fprintf(w, "gym_hanzod_slashes_total{offence=%q} %d\n", o, j.slashes[o])
 	}
 	fmt.Fprintf(w, "# HELP gym_hanzod_merges_total Epochs merged and published.\n# TYPE gym_hanzod_merges_total counter\ngym_hanzod_merges_total %d\n", j.merges)
@@ -396,6 +397,7 @@ const (
 	ReasonNonFinite    = epoch.ReasonNonFinite
 	ReasonNorm         = epoch.ReasonNorm
 	ReasonSpotCheck    = epoch.ReasonSpotCheck
+	ReasonTraces       = epoch.ReasonTraces
 )
 
 // Verdict is the judge's answer to a submitted delta (the server sends it
@@ -430,6 +432,10 @@ type submission struct {
 	node   string
 	meta   delta.MetadataFields
 	sync   int
+	// traces is the bundle the delta names (tracesCID), uncompressed and
+	// checked; nil when it names none.
+	traces    []byte
+	tracesCID string
 }
 
 // Submit validates one delta file and records the verdict. An error is
@@ -444,8 +450,8 @@ type submission struct {
 // the job's adapter — are given (epoch.Screen). Only then are the tensors
 // decompressed, within exactly the job's adapter size and outside the
 // judge's lock; the lock covers the decision and its commit.
-func (j *Judge) Submit(ctx context.Context, file []byte) (Verdict, error) {
-	resp, err := j.submit(ctx, file)
+func (j *Judge) Submit(ctx context.Context, file, traces []byte) (Verdict, error) {
+	resp, err := j.submit(ctx, file, traces)
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -464,7 +470,7 @@ func (j *Judge) Submit(ctx context.Context, file []byte) (Verdict, error) {
 // writes a few hundred bytes).
 const maxMetadataBytes = 64 << 10
 
-func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
+func (j *Judge) submit(ctx context.Context, file, traces []byte) (Verdict, error) {
 	ra := bytes.NewReader(file)
 	_, key, err := delta.PeekSigner(ra, int64(len(file)))
 	if err != nil {
@@ -479,12 +485,12 @@ func (j *Judge) submit(ctx context.Context, file []byte) (Verdict, error) {
 		return reject(ReasonSignature, "signed by %s, which is not a registered node", node), nil
 	}
 	digest := fileDigest(file)
-	v, err := j.judge(ctx, file, ra, node, digest)
+	v, err := j.judge(ctx, file, traces, ra, node, digest)
 	v.Digest = digest
 	return v, err
 }
 
-func (j *Judge) judge(ctx context.Context, file []byte, ra *bytes.Reader, node, digest string) (Verdict, error) {
+func (j *Judge) judge(ctx context.Context, file, traces []byte, ra *bytes.Reader, node, digest string) (Verdict, error) {
 	f, err := delta.Inspect(ctx, ra, int64(len(file)), delta.Limits{MaxTotalBytes: 64 << 20, MaxMetadataBytes: maxMetadataBytes})
 	if err != nil {
 		if errors.Is(err, delta.ErrSignature) {
@@ -504,6 +510,9 @@ func (j *Judge) judge(ctx context.Context, file []byte, ra *bytes.Reader, node, 
 		return reject(ReasonMetadata, "metadata names node %s but the file is signed by %s", meta.Node, node), nil
 	}
 	s := &submission{file: file, digest: digest, node: node, meta: meta}
+	if v, ok := checkTraces(ctx, s, info.Metadata, traces); !ok {
+		return v, nil
+	}
 	sub := epoch.Submission{Node: node, Digest: digest, Meta: meta}
 	sub.SyncKey, sub.HasSyncKey = info.Metadata.Get(jobconf.KeySync)
 	sub.Binding, sub.HasBinding = info.Metadata.Get(jobconf.KeyBinding)
@@ -633,8 +642,13 @@ func (j *Judge) conclude(ctx context.Context, s *submission, job string, a epoch
 		j.punish(ctx, job, s.node, a.Offence.Name, a.Offence.Detail, files)
 		return resp, nil
 	}
-	// Accepted: keep the file where every replica reads it, then record
-	// the verdict (the worker is answered after both).
+	// Accepted: keep the file (and its traces) where every replica reads
+	// it, then record the verdict (the worker is answered after both).
+	if s.tracesCID != "" {
+		if err := j.cfg.Blobs.Put(ctx, tracesBlob(job, s.tracesCID), s.traces); err != nil {
+			return Verdict{}, fmt.Errorf("judge: keep accepted delta's traces: %w", err)
+		}
+	}
 	if err := j.cfg.Blobs.Put(ctx, deltaBlob(job, s.digest), s.file); err != nil {
 		return Verdict{}, fmt.Errorf("judge: keep accepted delta: %w", err)
 	}
@@ -764,6 +778,48 @@ func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, fil
 // signature digest the log's verdict records.
 func deltaBlob(job, digest string) string { return "deltas/" + job + "/" + digest + ".delta" }
 
+// tracesBlob is the blob name of a trace bundle a delta of job names.
+func tracesBlob(job, cid string) string { return "traces/" + job + "/" + cid + ".jsonl" }
+
+// checkTraces checks the trace bundle a delta names against what the
+// worker sent (traces, zstd-compressed): the same bytes (CID), a bundle
+// that reads, every set the signer's, of the delta's job and epoch. A
+// delta of a backend that cannot be replayed bit for bit must name one;
+// traces sent with a delta that names none are refused too. On success
+// s holds the bundle.
+func checkTraces(ctx context.Context, s *submission, m *delta.Metadata, traces []byte) (Verdict, bool) {
+	want, err := jobconf.TracesOf(m)
+	if err != nil {
+		return reject(ReasonTraces, "%v", err), false
+	}
+	be, err := jobconf.BackendOf(m)
+	if err != nil {
+		return reject(ReasonMetadata, "%v", err), false
+	}
+	switch {
+	case want == "" && len(traces) > 0:
+		return reject(ReasonTraces, "traces were sent with a delta whose metadata names none (%q)", jobconf.KeyTraces), false
+	case want == "" && be != "go":
+		return reject(ReasonTraces, "a %s delta must name its sync's rollout traces (metadata %q) and send them: hanzod checks it from them (docs/traces.md)", be, jobconf.KeyTraces), false
+	case want == "":
+		return Verdict{}, true
+	case len(traces) == 0:
+		return reject(ReasonTraces, "the delta names traces %s but none were sent", want), false
+	}
+	bundle, sets, err := jobconf.DecodeTraces(ctx, traces, want)
+	if err != nil {
+		return reject(ReasonTraces, "%v", err), false
+	}
+	for i, set := range sets {
+		if h := set.Header; h.Job != s.meta.Job || h.Node != s.node || h.Epoch != int(s.meta.Epoch) {
+			return reject(ReasonTraces, "trace set %d is of job %q node %.12s epoch %d, the delta of job %q node %.12s epoch %d",
+				i+1, h.Job, h.Node, h.Epoch, s.meta.Job, s.node, s.meta.Epoch), false
+		}
+	}
+	s.traces, s.tracesCID = bundle, want
+	return Verdict{}, true
+}
+
 // legacyDeltaPath is where judges before the blob store kept an accepted
 // delta (read when the blob is missing, for a data directory written by
 // one).
@@ -838,31 +894,50 @@ func (j *Judge) seenFor(ctx context.Context, job string, template *llama.Adapter
 // loadDelta reads an accepted delta back (verifying it again: the disk is
 // not trusted more than the network).
 func (j *Judge) loadDelta(ctx context.Context, job string, sl jobspec.Slot, template *llama.Adapter) (*llama.Adapter, delta.MetadataFields, error) {
-	a, meta, _, err := j.loadDeltaBackend(ctx, job, sl, template)
-	return a, meta, err
+	d, err := j.loadDeltaBackend(ctx, job, sl, template)
+	return d.adapter, d.meta, err
+}
+
+// storedDelta is an accepted delta read back.
+type storedDelta struct {
+	adapter *llama.Adapter
+	meta    delta.MetadataFields
+	backend string // jobconf.BackendOf
+	traces  string // jobconf.TracesOf: the CID of its trace bundle, or ""
 }
 
 // loadDeltaBackend is loadDelta that also returns the backend the delta's
-// metadata claims (jobconf.BackendOf).
-func (j *Judge) loadDeltaBackend(ctx context.Context, job string, sl jobspec.Slot, template *llama.Adapter) (*llama.Adapter, delta.MetadataFields, string, error) {
+// metadata claims (jobconf.BackendOf) and the traces it names.
+func (j *Judge) loadDeltaBackend(ctx context.Context, job string, sl jobspec.Slot, template *llama.Adapter) (storedDelta, error) {
+	var out storedDelta
 	b, _, err := j.readDelta(ctx, job, sl, "")
 	if err != nil {
-		return nil, delta.MetadataFields{}, "", err
+		return out, err
 	}
 	d, err := delta.Read(ctx, bytes.NewReader(b), delta.DefaultLimits())
 	if err != nil {
-		return nil, delta.MetadataFields{}, "", fmt.Errorf("judge: accepted delta of slot %s no longer verifies: %w", sl, err)
+		return out, fmt.Errorf("judge: accepted delta of slot %s no longer verifies: %w", sl, err)
 	}
-	meta, err := d.Info.Metadata.Fields()
+	if out.meta, err = d.Info.Metadata.Fields(); err != nil {
+		return out, err
+	}
+	if out.backend, err = jobconf.BackendOf(d.Info.Metadata); err != nil {
+		return out, err
+	}
+	if out.traces, err = jobconf.TracesOf(d.Info.Metadata); err != nil {
+		return out, err
+	}
+	out.adapter, err = jobconf.Decode(template, d.Tensors)
+	return out, err
+}
+
+// loadTraces reads the trace bundle cid of job back from the blob store.
+func (j *Judge) loadTraces(ctx context.Context, job, cid string) ([]*trace.Set, error) {
+	b, err := j.cfg.Blobs.Get(ctx, tracesBlob(job, cid))
 	if err != nil {
-		return nil, meta, "", err
+		return nil, fmt.Errorf("judge: traces %s: %w", cid, err)
 	}
-	be, err := jobconf.BackendOf(d.Info.Metadata)
-	if err != nil {
-		return nil, meta, "", err
-	}
-	a, err := jobconf.Decode(template, d.Tensors)
-	return a, meta, be, err
+	return jobconf.ReadTraces(ctx, b, cid)
 }
 
 func contains(s []string, x string) bool {

@@ -81,7 +81,7 @@ func TestConcurrentSubmitAndStep(t *testing.T) {
 		wg.Go(func() {
 			for k := 1; k < len(h.files); k++ {
 				for range 2 {
-					r, err := e.j.Submit(e.ctx, h.files[k][i])
+					r, err := e.j.Submit(e.ctx, h.files[k][i], nil)
 					if err != nil {
 						t.Error(err)
 						return

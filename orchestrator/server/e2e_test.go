@@ -28,7 +28,7 @@ type fakeJudge struct {
 	err  error
 }
 
-func (f *fakeJudge) Submit(ctx context.Context, file []byte) (DeltaVerdict, error) {
+func (f *fakeJudge) Submit(ctx context.Context, file, _ []byte) (DeltaVerdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = append(f.got, append([]byte(nil), file...))

@@ -21,12 +21,12 @@ type gateJudge struct {
 	gate    chan struct{}
 }
 
-func (g *gateJudge) Submit(ctx context.Context, file []byte) (DeltaVerdict, error) {
+func (g *gateJudge) Submit(ctx context.Context, file, traces []byte) (DeltaVerdict, error) {
 	if g.gate != nil {
 		g.entered <- struct{}{}
 		<-g.gate
 	}
-	return g.fakeJudge.Submit(ctx, file)
+	return g.fakeJudge.Submit(ctx, file, traces)
 }
 
 // signedBy is a stand-in file whose last 32 bytes (the trailer's key) are

@@ -147,7 +147,9 @@ type Server struct {
 // Judge validates a delta file and records its verdict. An error is the
 // judge's own failure, not the delta's: a rejection is a verdict.
 type Judge interface {
-	Submit(ctx context.Context, file []byte) (DeltaVerdict, error)
+	// Submit judges a delta file and the trace bundle it names
+	// (zstd-compressed; nil when it names none).
+	Submit(ctx context.Context, file, traces []byte) (DeltaVerdict, error)
 }
 
 // DeltaVerdict is a judge's answer to a submitted delta (judge.Verdict has
@@ -742,7 +744,7 @@ func (s *Server) SubmitDelta(ctx context.Context, r *pb.SubmitDeltaRequest) (*pb
 		return nil, err
 	}
 	defer release()
-	v, err := s.Judge.Submit(ctx, r.Delta)
+	v, err := s.Judge.Submit(ctx, r.Delta, r.Traces)
 	if err != nil {
 		return nil, err
 	}

@@ -704,8 +704,12 @@ func (x *ReportBandwidthResponse) GetAssignment() *Assignment {
 }
 
 type SubmitDeltaRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Delta         []byte                 `protobuf:"bytes,1,opt,name=delta,proto3" json:"delta,omitempty"` // a delta file (format version 1) with __metadata__
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Delta []byte                 `protobuf:"bytes,1,opt,name=delta,proto3" json:"delta,omitempty"` // a delta file (format version 1) with __metadata__
+	// The sync's rollout traces (docs/traces.md: a bundle, a set per local
+	// step), zstd-compressed; their CID is the delta's "traces" metadata.
+	// Empty when the delta names none.
+	Traces        []byte `protobuf:"bytes,2,opt,name=traces,proto3" json:"traces,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -743,6 +747,13 @@ func (*SubmitDeltaRequest) Descriptor() ([]byte, []int) {
 func (x *SubmitDeltaRequest) GetDelta() []byte {
 	if x != nil {
 		return x.Delta
+	}
+	return nil
+}
+
+func (x *SubmitDeltaRequest) GetTraces() []byte {
+	if x != nil {
+		return x.Traces
 	}
 	return nil
 }
@@ -3201,9 +3212,10 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x17ReportBandwidthResponse\x12=\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
-	"assignment\"*\n" +
+	"assignment\"B\n" +
 	"\x12SubmitDeltaRequest\x12\x14\n" +
-	"\x05delta\x18\x01 \x01(\fR\x05delta\"\x97\x01\n" +
+	"\x05delta\x18\x01 \x01(\fR\x05delta\x12\x16\n" +
+	"\x06traces\x18\x02 \x01(\fR\x06traces\"\x97\x01\n" +
 	"\x13SubmitDeltaResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x16\n" +

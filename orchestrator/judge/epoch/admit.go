@@ -29,6 +29,10 @@ const (
 	ReasonNonFinite    = "non_finite"
 	ReasonNorm         = "norm"
 	ReasonSpotCheck    = "spot_check"
+	// ReasonTraces: the rollout traces the delta names are missing, are
+	// not the bytes sent, do not read, or are not the node's of that
+	// epoch (docs/traces.md).
+	ReasonTraces = "traces"
 )
 
 // Submission is a delta as submitted: its signature verified, its

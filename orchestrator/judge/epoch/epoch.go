@@ -54,6 +54,11 @@ import (
 // OffenceSpotCheck is the offence of a delta that does not replay.
 const OffenceSpotCheck = "spot_check"
 
+// OffenceTraceCheck is the offence of a delta its own traces contradict
+// (tracecheck.CheckSync: prompts, rewards, log-probabilities, update or
+// loss).
+const OffenceTraceCheck = "trace_check"
+
 // Delta is one delta accepted for the epoch, decoded.
 type Delta struct {
 	Slot        jobspec.Slot
@@ -69,6 +74,33 @@ type Delta struct {
 	// torch (Plan.Backend torch or any): on a go job every delta is
 	// replayed whatever it claims.
 	Backend string
+	// Traces is the CID of the sync's trace bundle the delta names ("":
+	// none; a torch delta is accepted only with one).
+	Traces string
+}
+
+// TraceChecker checks a delta of sync k = len(starts) of node from the
+// traces of the node's syncs 1..k (traces[s] the CID its sync s+1 delta
+// named, "" when there is none): tracecheck.CheckSync with the tolerances
+// of d's backend, from starts (the checkpoint of record, then the ring
+// results).
+type TraceChecker func(ctx context.Context, node string, traces []string, starts []*llama.Adapter, d Delta) (TraceCheck, error)
+
+// TraceCheck is the outcome of checking one delta from its traces, with
+// the measured differences (docs/traces.md has the tolerances).
+type TraceCheck struct {
+	Slot    string `json:"slot"`
+	Backend string `json:"backend"`
+	// Failed names the check that failed ("" passed); Detail says how.
+	Failed string `json:"failed,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// The measured differences (−1: not a finite number).
+	Steps      int     `json:"steps"`
+	Tokens     int     `json:"tokens"`
+	LogProbMax float64 `json:"logprob_max"`
+	RelL2      float64 `json:"update_rel_l2"`
+	Cosine     float64 `json:"update_cosine"`
+	LossDiff   float64 `json:"loss_diff"`
 }
 
 // Replayer re-executes node's training of syncs 1..k of the epoch exactly
@@ -107,6 +139,10 @@ type Input struct {
 	Threads   int
 	Weights   [3]float64 // α, β, γ of the quality score
 	Replay    Replayer   // re-executes a spot-checked delta
+	// CheckTraces checks a sampled delta that cannot be replayed bit for
+	// bit (a torch delta on a job that allows torch) from its traces; nil:
+	// such deltas are not checked (Report.NotReplayed).
+	CheckTraces TraceChecker
 }
 
 // Score is how one accepted delta fared in the merge.
@@ -146,9 +182,13 @@ type Report struct {
 	RingUnknown []int `json:"ring_unknown,omitempty"`
 	SpotChecks  int   `json:"spot_checks"`
 	// NotReplayed lists the slots a spot-check would have replayed but
-	// that a torch backend made (on a job that allows it): they get the
-	// norm checks and the robust merge only (docs/backends.md).
+	// that a torch backend made (on a job that allows it) and that could
+	// not be checked from traces (no checker, or an earlier sync's traces
+	// missing): they get the norm checks and the robust merge only.
 	NotReplayed []string `json:"not_replayed,omitempty"`
+	// TraceChecks are the sampled torch deltas checked from their traces,
+	// with what each check measured.
+	TraceChecks []TraceCheck `json:"trace_checks,omitempty"`
 	// Targeted lists the slots replayed because they stood apart from
 	// their sync's others, and why (merge.Outliers).
 	Targeted      []string `json:"targeted,omitempty"`
@@ -349,7 +389,49 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				continue
 			}
 			if torchExempt(plan, en.Delta) {
-				rep.NotReplayed = append(rep.NotReplayed, en.Slot.String()+" (torch backend)")
+				if in.CheckTraces == nil {
+					rep.NotReplayed = append(rep.NotReplayed, en.Slot.String()+" (torch backend)")
+					continue
+				}
+				traces := make([]string, k)
+				missing := 0
+				for s := 1; s <= k; s++ {
+					for _, o := range syncs[s] {
+						if o.Node == en.Node {
+							traces[s-1] = o.Traces
+						}
+					}
+					if traces[s-1] == "" && missing == 0 {
+						missing = s
+					}
+				}
+				if missing > 0 {
+					// Without the traces of every sync before it the update
+					// cannot be recomputed (the optimiser's moments carry):
+					// the delta stays out of the merge, unpunished.
+					rep.NotReplayed = append(rep.NotReplayed, fmt.Sprintf("%s (torch backend; no traces of sync %d)", en.Slot, missing))
+					rep.Excluded = append(rep.Excluded, fmt.Sprintf("%s (not checkable: no traces of sync %d)", en.Slot, missing))
+					en.a = nil
+					continue
+				}
+				rep.SpotChecks++
+				if en.outlier != "" {
+					rep.Targeted = append(rep.Targeted, en.Slot.String()+" ("+en.outlier+")")
+				}
+				en.checked = true
+				tc, err := in.CheckTraces(ctx, en.Node, traces, S[:k], en.Delta)
+				if err != nil {
+					return nil, err
+				}
+				tc.Slot = en.Slot.String()
+				rep.TraceChecks = append(rep.TraceChecks, tc)
+				if tc.Failed != "" {
+					rep.Excluded = append(rep.Excluded, en.Slot.String())
+					res.Slashes = append(res.Slashes, Slash{Node: en.Node, Slot: en.Slot, Sync: k, Digest: en.Digest, Offence: OffenceTraceCheck,
+						Detail: tc.Failed + ": " + tc.Detail})
+					en.a = nil
+					forfeit(en.Node, OffenceTraceCheck)
+				}
 				continue
 			}
 			rep.SpotChecks++
