@@ -234,3 +234,57 @@ func TestTorchOutOfMemoryRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestTorchTraceAttacks: two go and two torch workers on a job that allows
+// any backend, every delta checked. The torch workers lie in ways only the
+// traces show — one submits its update ×1.5 with honest traces, the other
+// honest updates with every reward in its traces 0.5 higher — and hanzod,
+// which cannot replay a torch delta bit for bit, catches both from their
+// traces: each is slashed for trace_check by the check made for it, the
+// go workers are not, and the job publishes.
+func TestTorchTraceAttacks(t *testing.T) {
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
+	pkg, err := filepath.Abs(filepath.Join("..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := localcluster.TestConfig(dir, 4)
+	cfg.Backends = []string{"go", "go", "torch", "torch"}
+	cfg.Attacks = []string{"", "", worker.AttackScale, worker.AttackRewards}
+	cfg.Python, cfg.PythonEnv = py, []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
+	// Generous bounds, not synchronisation: torch steps on a shared machine.
+	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
+	spec := tinySpec(1, 4, 4)
+	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP = "any", false, 10_000
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	for i, n := range sum.Nodes {
+		if slashed := i >= 2; n.Slashed != slashed {
+			t.Errorf("node %d (%s, attack %q): slashed %v %v, want %v", i, n.Backend, n.Attack, n.Slashed, n.Slashes, slashed)
+		}
+	}
+	failed := map[string]string{} // node id → the check that caught it
+	for _, e := range sum.Epochs {
+		for _, c := range e.TraceChecks {
+			t.Logf("trace check %s: failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f, loss Δ %.3g)",
+				c.Slot, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.LossDiff)
+			if c.Failed != "" {
+				failed[c.Slot[strings.LastIndex(c.Slot, "/")+1:]] = c.Failed
+			}
+		}
+	}
+	if got := failed[sum.Nodes[2].ID]; got != "update" {
+		t.Errorf("the ×1.5 update was caught by %q, want update", got)
+	}
+	if got := failed[sum.Nodes[3].ID]; got != "rewards" {
+		t.Errorf("the inflated rewards were caught by %q, want rewards", got)
+	}
+}

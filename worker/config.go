@@ -30,6 +30,9 @@ const (
 	AttackALIE  = "alie"  // μ − z·σ of the honest updates per coordinate, z from n and Config.Colluders
 	AttackIPM   = "ipm"   // −0.1·μ of the honest updates
 	AttackMimic = "mimic" // a copy of one honest node's update (the first by delta directory)
+	// Attacks on the verification from traces (docs/traces.md).
+	AttackScale   = "scale"   // the honest contribution ×1.5 (then clipped), with honest traces
+	AttackRewards = "rewards" // honest deltas, traces claiming every reward 0.5 higher
 )
 
 // NeedsPeek reports whether attack name needs the honest updates of a sync
@@ -260,8 +263,8 @@ func (c *Config) Validate() error {
 // none).
 func CheckAttack(name string) error {
 	switch name {
-	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing, AttackALIE, AttackIPM, AttackMimic:
+	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing, AttackALIE, AttackIPM, AttackMimic, AttackScale, AttackRewards:
 		return nil
 	}
-	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring, alie, ipm, mimic)", ErrConfig, name)
+	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring, alie, ipm, mimic, scale, rewards)", ErrConfig, name)
 }

@@ -108,6 +108,8 @@ func (w *Worker) contributionOf(d *llama.Adapter, c float64) *llama.Adapter {
 	switch w.c.Attack {
 	case AttackSignFlip:
 		return scaled(d, -1000)
+	case AttackScale:
+		return clipTo(scaled(d, 1.5), c)
 	case AttackNoise:
 		n := d.Zeroed()
 		for _, t := range n.Views() {

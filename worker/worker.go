@@ -759,6 +759,13 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding,
 			Backend: w.backend().Name()}
 		var traces jobconf.Traces
+		if w.c.Attack == AttackRewards {
+			for _, set := range sets {
+				for i := range set.Seqs {
+					set.Seqs[i].Reward += 0.5
+				}
+			}
+		}
 		if len(sets) == plan.Interval {
 			if traces, err = jobconf.EncodeTraces(ctx, sets); err != nil {
 				return false, err

@@ -236,10 +236,8 @@ func (o *upOptions) check() error {
 		return fmt.Errorf("--backend names %d backends for %d workers: give one, or one per worker", len(bs), o.workers)
 	}
 	o.backends = bs
-	switch o.attack {
-	case "", "signflip", "noise", "replay", "equivocate", "ring", "alie", "ipm", "mimic":
-	default:
-		return fmt.Errorf("--attack %q: want signflip, noise, replay, equivocate, ring, alie, ipm or mimic", o.attack)
+	if err := worker.CheckAttack(o.attack); err != nil {
+		return fmt.Errorf("--attack: %w", err)
 	}
 	if o.aggregation == "" {
 		o.aggregation = "mean"

@@ -184,7 +184,7 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringVar(&o.python, "python", "", "--backend torch: the Python interpreter (default $GYM_PYTHON, else python3)")
 	f.StringVar(&o.torchDevice, "torch-device", "cpu", "--backend torch: cpu, cuda or cuda:N")
 	f.StringVar(&o.torchType, "torch-dtype", "float32", "--backend torch: float32 or bfloat16")
-	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, ipm or mimic (demos and tests only)")
+	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, ipm, mimic, scale or rewards (demos and tests only)")
 	f.MarkHidden("attack")
 	f.StringSliceVar(&o.attackPeek, "attack-peek", nil, "alie, ipm, mimic: the honest workers' delta directories on this machine, read as an omniscient attacker's side channel (test clusters only)")
 	f.MarkHidden("attack-peek")

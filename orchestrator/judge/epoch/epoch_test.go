@@ -524,3 +524,86 @@ func TestEvaluateOuter(t *testing.T) {
 		t.Fatalf("plain-average bases under the outer rule: ring unknown %v, disagreements %q", r2.Report.RingUnknown, r2.Report.RingDisagreements)
 	}
 }
+
+// TestTraceChecks: on a job that allows torch, the torch deltas are not
+// replayed but checked from their traces (the checker is given the node's
+// trace CIDs of syncs 1..k and the starts); one that fails is excluded and
+// slashed for trace_check with everything its node sent that epoch; one
+// whose earlier sync has no traces is left out unpunished; without a
+// checker they are merged unchecked, as before.
+func TestTraceChecks(t *testing.T) {
+	w := newWorldWith(t, func(s *jobspec.Spec) { s.Backend = "any" })
+	honest := w.honest(t)
+	torchNode, liar, gap := w.nodes[0], w.nodes[1], w.nodes[2]
+	for i := range honest {
+		d := &honest[i]
+		d.Backend = "torch"
+		d.Traces = fmt.Sprintf("traces-%s-%d", d.Node[:8], d.Step)
+		if d.Node == gap && d.Step == 1 {
+			d.Traces = "" // its first sync's traces never came
+		}
+	}
+	var replays int
+	type call struct {
+		node   string
+		traces []string
+		starts int
+	}
+	var calls []call
+	in := w.input(honest, w.replay(&replays))
+	in.CheckTraces = func(_ context.Context, node string, traces []string, starts []*llama.Adapter, d epoch.Delta) (epoch.TraceCheck, error) {
+		calls = append(calls, call{node, traces, len(starts)})
+		if node == liar && d.Step == 2 {
+			return epoch.TraceCheck{Backend: d.Backend, Failed: "update", Detail: "relative L2 error 0.5"}, nil
+		}
+		return epoch.TraceCheck{Backend: d.Backend, Steps: int(d.Step)}, nil
+	}
+	res, err := epoch.Evaluate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := res.Report
+	if replays != 0 {
+		t.Errorf("%d exact replays of torch deltas", replays)
+	}
+	for _, c := range calls {
+		if len(c.traces) != c.starts {
+			t.Errorf("checker of %s given %d trace CIDs and %d starts", c.node[:8], len(c.traces), c.starts)
+		}
+		for s, cid := range c.traces {
+			if want := fmt.Sprintf("traces-%s-%d", c.node[:8], s+1); cid != want {
+				t.Errorf("checker of %s: sync %d traces %q, want %q", c.node[:8], s+1, cid, want)
+			}
+		}
+		if c.node == gap && c.starts == 2 {
+			t.Errorf("the delta whose first sync has no traces was checked")
+		}
+	}
+	if len(res.Slashes) != 1 || res.Slashes[0].Node != liar || res.Slashes[0].Offence != epoch.OffenceTraceCheck || !strings.Contains(res.Slashes[0].Detail, "update") {
+		t.Fatalf("slashes %+v, want one trace_check of %s", res.Slashes, liar[:8])
+	}
+	if !slices.Contains(rep.Forfeited, liar) || slices.Contains(rep.Forfeited, gap) || slices.Contains(rep.Forfeited, torchNode) {
+		t.Errorf("forfeited %v", rep.Forfeited)
+	}
+	var gapOut bool
+	for _, x := range rep.Excluded {
+		gapOut = gapOut || strings.Contains(x, gap) && strings.Contains(x, "no traces of sync 1")
+	}
+	if !gapOut {
+		t.Errorf("excluded %v: the delta without its first sync's traces is not left out", rep.Excluded)
+	}
+	for _, tc := range rep.TraceChecks {
+		if tc.Slot == "" || tc.Backend != "torch" {
+			t.Errorf("trace check %+v", tc)
+		}
+	}
+	// Without a checker: merged unchecked, listed as not replayed.
+	in.CheckTraces = nil
+	res, err = epoch.Evaluate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Slashes) != 0 || len(res.Report.TraceChecks) != 0 || len(res.Report.NotReplayed) != len(honest) {
+		t.Errorf("without a checker: slashes %v, checks %v, not replayed %v", res.Slashes, res.Report.TraceChecks, res.Report.NotReplayed)
+	}
+}
