@@ -79,7 +79,7 @@ func TestMixedRing(t *testing.T) {
 	}
 	spec := tinySpec(1, 4, 4)
 	spec.Backend, spec.GSPO.Use4Bit = "any", false // 4-bit needs CUDA in the torch backend
-	spec.SpotCheckBP = 10_000                       // every delta checked: the go ones replayed, the torch ones from their traces
+	spec.SpotCheckBP = 10_000                      // every delta checked: the go ones replayed, the torch ones from their traces
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// The kill inside a step: wait for the hook's file, find the worker

@@ -143,21 +143,21 @@ type NodeSummary struct {
 
 // EpochSummary is one merged epoch in the summary.
 type EpochSummary struct {
-	Epoch             int      `json:"epoch"`
-	CID               string   `json:"cid"`
-	Accuracy          float64  `json:"accuracy"`
-	Quality           float64  `json:"quality"`
-	Deltas            int      `json:"deltas"`
-	SpotChecks        int      `json:"spot_checks"`
-	Targeted          []string `json:"targeted,omitempty"`     // replayed as outliers (merge.Outliers)
-	NotReplayed       []string `json:"not_replayed,omitempty"` // torch deltas a spot-check would have replayed
+	Epoch       int      `json:"epoch"`
+	CID         string   `json:"cid"`
+	Accuracy    float64  `json:"accuracy"`
+	Quality     float64  `json:"quality"`
+	Deltas      int      `json:"deltas"`
+	SpotChecks  int      `json:"spot_checks"`
+	Targeted    []string `json:"targeted,omitempty"`     // replayed as outliers (merge.Outliers)
+	NotReplayed []string `json:"not_replayed,omitempty"` // torch deltas a spot-check would have replayed
 	// TraceChecks are the torch deltas checked from their traces, with
 	// the measured differences.
-	TraceChecks []epoch.TraceCheck `json:"trace_checks,omitempty"`
-	Forfeited         []string `json:"forfeited,omitempty"`
-	Excluded          []string `json:"excluded,omitempty"`
-	RingDisagreements []string `json:"ring_disagreements,omitempty"`
-	MergeSeconds      float64  `json:"merge_seconds"`
+	TraceChecks       []epoch.TraceCheck `json:"trace_checks,omitempty"`
+	Forfeited         []string           `json:"forfeited,omitempty"`
+	Excluded          []string           `json:"excluded,omitempty"`
+	RingDisagreements []string           `json:"ring_disagreements,omitempty"`
+	MergeSeconds      float64            `json:"merge_seconds"`
 }
 
 // marker names a directory that holds a run (PrepareDir replaces it).
