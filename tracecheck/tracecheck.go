@@ -1,6 +1,9 @@
 // Package tracecheck verifies rollout traces (package trace) against a
 // model: the log-probabilities a trace records for its sampled tokens are
-// recomputed teacher-forced under the policy the trace claims and compared.
+// recomputed teacher-forced under the policy the trace claims and compared
+// (LogProbs), and a worker's delta is checked from its sync's traces
+// (CheckSync: prompts, rewards, log-probabilities, the GSPO update and the
+// loss, replayed with the Go engine from the traces instead of sampling).
 //
 // This is check (3) of SPEC.md's "Verification that survives different
 // hardware". The Go engine's logits over a whole prefix equal its cached
