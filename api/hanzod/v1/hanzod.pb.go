@@ -760,7 +760,7 @@ func (x *SubmitDeltaRequest) GetTraces() []byte {
 
 // SubmitDeltaResponse is the validator's verdict. A rejection is an answer,
 // not an RPC error: reason is one of signature, format, metadata, stale,
-// equivocation, replay, shape, non_finite, not_member, late.
+// equivocation, replay, shape, non_finite, not_member, late, norm, traces.
 type SubmitDeltaResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Accepted      bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
