@@ -460,3 +460,28 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("with the token: %v %v", got, err)
 	}
 }
+
+// TestSubmitDeltaSize: a delta and its traces may be far larger than any
+// other request (a real model's adapter), up to MaxDeltaBytes; other
+// requests stay bounded by MaxMessageBytes.
+func TestSubmitDeltaSize(t *testing.T) {
+	j := &fakeJudge{resp: DeltaVerdict{Accepted: true}}
+	cfg := DefaultConfig()
+	cfg.MaxDeltaBytes = 6 << 20
+	e := startWith(t, cfg, true, func(s *Server) { s.Judge = j })
+	ctx := context.Background()
+	big := append(make([]byte, 3<<20), signedBy(1)...)
+	if _, err := e.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: big, Traces: make([]byte, 1<<20)}); err != nil {
+		t.Fatalf("a 4 MiB delta with its traces: %v", err)
+	}
+	if len(j.got) != 1 || len(j.got[0]) != len(big) {
+		t.Fatalf("the judge got %d files", len(j.got))
+	}
+	_, err := e.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: make([]byte, 7<<20)})
+	wantCode(t, err, codes.ResourceExhausted)
+	_, err = e.orch.GetJob(ctx, &pb.GetJobRequest{Job: string(make([]byte, 2<<20))})
+	wantCode(t, err, codes.ResourceExhausted)
+	if cfg.MaxDeltaBytes = 1 << 10; cfg.Validate() == nil {
+		t.Error("a MaxDeltaBytes below MaxMessageBytes validates")
+	}
+}

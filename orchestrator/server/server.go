@@ -44,9 +44,12 @@ import (
 
 // Config bounds what clients may send.
 type Config struct {
-	// MaxMessageBytes bounds a request (gRPC refuses larger ones with
-	// ResourceExhausted).
+	// MaxMessageBytes bounds a request (larger ones are refused with
+	// ResourceExhausted), except SubmitDelta's.
 	MaxMessageBytes int
+	// MaxDeltaBytes bounds a SubmitDelta request: a delta file (a real
+	// model's adapter is tens of MiB) and its sync's traces.
+	MaxDeltaBytes int
 	// NodeRate and NodeBurst bound each node's requests (token bucket).
 	NodeRate  float64
 	NodeBurst int
@@ -78,13 +81,14 @@ type Config struct {
 	DeltaInFlight     int
 }
 
-// DefaultConfig allows 1 MiB messages and 5 requests a second per node
+// DefaultConfig allows 1 MiB messages (96 MiB for a delta and its traces:
+// the judge reads a delta file of at most 64 MiB) and 5 requests a second per node
 // (burst 20): a heartbeat every 10 s plus bandwidth reports fit easily.
 // A worker submits one delta a sync (seconds apart at the least); an
 // address may hold a few workers. A submitter may submit a job every 10 s
 // (burst 5), an address 1 a second (burst 20).
 func DefaultConfig() Config {
-	return Config{MaxMessageBytes: 1 << 20, NodeRate: 5, NodeBurst: 20,
+	return Config{MaxMessageBytes: 1 << 20, MaxDeltaBytes: 96 << 20, NodeRate: 5, NodeBurst: 20,
 		DeltaAddrRate: 10, DeltaAddrBurst: 40, DeltaAddrInFlight: 8,
 		DeltaNodeRate: 2, DeltaNodeBurst: 10, DeltaInFlight: 16,
 		SubmitRate: 0.1, SubmitBurst: 5, AddrRate: 1, AddrBurst: 20}
@@ -94,6 +98,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.MaxMessageBytes < 4096 || c.NodeRate <= 0 || c.NodeBurst < 1 {
 		return fmt.Errorf("server: MaxMessageBytes ≥ 4096, NodeRate > 0 and NodeBurst ≥ 1 required")
+	}
+	if c.MaxDeltaBytes < c.MaxMessageBytes {
+		return fmt.Errorf("server: MaxDeltaBytes (%d) must be at least MaxMessageBytes (%d)", c.MaxDeltaBytes, c.MaxMessageBytes)
 	}
 	if c.DeltaAddrRate <= 0 || c.DeltaAddrBurst < 1 || c.DeltaAddrInFlight < 1 || c.DeltaNodeRate <= 0 || c.DeltaNodeBurst < 1 || c.DeltaInFlight < 1 {
 		return fmt.Errorf("server: the SubmitDelta limits (DeltaAddrRate, DeltaAddrBurst, DeltaAddrInFlight, DeltaNodeRate, DeltaNodeBurst, DeltaInFlight) must be positive")
@@ -184,12 +191,23 @@ func New(cfg Config, eng *engine.Engine, now func() time.Time) (*Server, error) 
 // Options are the grpc.Server options the limits need.
 func (s *Server) Options() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
+		grpc.MaxRecvMsgSize(max(s.cfg.MaxMessageBytes, s.cfg.MaxDeltaBytes)),
 		grpc.MaxConcurrentStreams(1024),
-		grpc.ChainUnaryInterceptor(s.reqs.unary),
+		grpc.ChainUnaryInterceptor(s.reqs.unary, s.bound),
 		grpc.ChainStreamInterceptor(s.reqs.stream),
 		grpc.KeepaliveEnforcementPolicy(KeepalivePolicy),
 	}
+}
+
+// bound refuses a request above MaxMessageBytes unless it is SubmitDelta's
+// (bounded by MaxDeltaBytes, gRPC's own limit).
+func (s *Server) bound(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if m, ok := req.(proto.Message); ok && info.FullMethod != pb.NodeService_SubmitDelta_FullMethodName {
+		if n := proto.Size(m); n > s.cfg.MaxMessageBytes {
+			return nil, status.Errorf(codes.ResourceExhausted, "request of %d bytes: at most %d", n, s.cfg.MaxMessageBytes)
+		}
+	}
+	return h(ctx, req)
 }
 
 // KeepalivePolicy lets clients ping every 5 s, also without a call in
