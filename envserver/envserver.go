@@ -52,11 +52,12 @@ const (
 	KindMalformed  Kind = "malformed"    // not the documented JSON object
 	KindOutOfRange Kind = "out_of_range" // a reward outside the declared range
 	KindProtocol   Kind = "protocol"     // another protocol version, an unusable range, a missing capability
+	KindSkipped    Kind = "skipped"      // not called: the server failed repeatedly (Env's breaker is open)
 )
 
 // Kinds lists the failure kinds.
 func Kinds() []Kind {
-	return []Kind{KindConnection, KindTimeout, KindCanceled, KindStatus5xx, KindStatus4xx, KindTooLarge, KindMalformed, KindOutOfRange, KindProtocol}
+	return []Kind{KindConnection, KindTimeout, KindCanceled, KindStatus5xx, KindStatus4xx, KindTooLarge, KindMalformed, KindOutOfRange, KindProtocol, KindSkipped}
 }
 
 // Error is every failed call: the endpoint, what went wrong, the HTTP

@@ -12,6 +12,7 @@
 package jobconf
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,8 +22,10 @@ import (
 
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/dataset"
+	"github.com/zooai/gym/envserver"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trainer"
 )
@@ -48,7 +51,15 @@ type Plan struct {
 	// OuterLR and OuterMomentum are the job's outer optimiser (NewOuter;
 	// OuterLR 0: the plain average).
 	OuterLR, OuterMomentum float64
+	// Envs are the environment servers the job's reward scores through
+	// (its env terms; none for the built-in verifiers alone): a job scored
+	// by a server is checked from traces, every backend (docs/traces.md).
+	Envs []*envserver.Env
 }
+
+// EnvReward says whether the job's reward comes (in part) from an
+// environment server: its rewards cannot be replayed, only re-asked.
+func (p Plan) EnvReward() bool { return len(p.Envs) > 0 }
 
 // Serves reports whether a worker training with backend (go or torch) may
 // take the plan's job.
@@ -165,6 +176,16 @@ func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Da
 	if err != nil {
 		return Plan{}, fmt.Errorf("%w: %v", ErrJob, err)
 	}
+	var envs []*envserver.Env
+	if rs.HasEnv() {
+		// Each plan talks to the job's servers with clients of its own,
+		// dialled on first use (docs/environments.md).
+		rs = rs.Bind(func(url string) reward.Env {
+			e := envserver.NewEnv(context.Background(), url, envserver.DefaultConfig(), nil)
+			envs = append(envs, e)
+			return e
+		})
+	}
 	c := trainerConfig(s)
 	c.Data = data
 	if s.Reward != "" || byCID {
@@ -191,7 +212,7 @@ func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Da
 		spe = s.GSPO.AggregateInterval
 	}
 	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend(),
-		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum}
+		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum, Envs: envs}
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}

@@ -21,12 +21,16 @@
 //     characters the completion has at the same position, in [0, 1]; 1 only
 //     for an exact match (task.Reward). It is the default of a job on a
 //     built-in task.
+//   - env: an environment server's reward (docs/environments.md) at url,
+//     mapped from the server's declared range onto [0, 1]; a call that
+//     fails scores 0 and is reported (Failed). The set calls it through an
+//     Env bound with Bind: this package does no I/O.
 //
 // A Set's reward is Σ weight·score, finite and within Set.Range: from −(the
 // weights of length terms) to the weights of the others. Weights are
 // positive. Correct is what accuracy counts: every answer verifier (exact,
-// numeric, partial) gives 1 — or, in a set without one, the reward is the
-// set's maximum.
+// numeric, partial, and env by the server's own verdict) gives 1 — or, in
+// a set without one, the reward is the set's maximum.
 //
 // Scorer is the seam the trainer calls: a Set implements it, and a reward
 // computed elsewhere (an environment server) can implement it too.
@@ -37,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -66,10 +71,28 @@ const (
 	Format  = "format"
 	Length  = "length"
 	Partial = "partial"
+	EnvName = "env"
 )
 
 // Names lists the verifiers.
-func Names() []string { return []string{Exact, Numeric, Format, Length, Partial} }
+func Names() []string { return []string{Exact, Numeric, Format, Length, Partial, EnvName} }
+
+// MaxURLBytes bounds an env term's url.
+const MaxURLBytes = 2048
+
+// Env scores through an environment server: Reward is the server's reward
+// mapped onto [0, 1] and its verdict, or an error when the call failed.
+// envserver implements it.
+type Env interface {
+	Reward(s Sample) (unit float64, correct bool, err error)
+}
+
+// Failer is a Scorer that can say its score of a sample stood in for a
+// failed call (an environment server that did not answer): a Set with an
+// env term.
+type Failer interface {
+	Failed(s Sample) bool
+}
 
 // Limits on a reward list.
 const (
@@ -92,12 +115,15 @@ type Term struct {
 	Tolerance float64 `json:"tolerance,omitempty"`
 	// MaxChars is length's budget in characters (required for it, only for it).
 	MaxChars int `json:"max_chars,omitempty"`
+	// URL is env's server, http or https (required for it, only for it).
+	URL string `json:"url,omitempty"`
 }
 
 // Set is a checked reward list, ready to score.
 type Set struct {
 	terms []Term
 	res   []*regexp.Regexp // per term; nil but for format
+	envs  []Env            // per term; nil but for a bound env
 }
 
 // Default is the reward of a job on a built-in task: partial credit,
@@ -123,7 +149,7 @@ func New(terms []Term) (*Set, error) {
 	if len(terms) > MaxTerms {
 		return nil, fmt.Errorf("%w: %d verifiers, at most %d", ErrInvalid, len(terms), MaxTerms)
 	}
-	s := &Set{terms: append([]Term(nil), terms...), res: make([]*regexp.Regexp, len(terms))}
+	s := &Set{terms: append([]Term(nil), terms...), res: make([]*regexp.Regexp, len(terms)), envs: make([]Env, len(terms))}
 	for i, t := range terms {
 		if err := t.check(); err != nil {
 			return nil, fmt.Errorf("%w: reward[%d] (%s): %v", ErrInvalid, i, t.Verifier, err)
@@ -163,9 +189,102 @@ func (t Term) check() error {
 		return errors.New("max_chars is a setting of length only")
 	case t.Verifier == Length && (t.MaxChars < 1 || t.MaxChars > MaxChars):
 		return fmt.Errorf("length needs max_chars from 1 to %d (got %d)", MaxChars, t.MaxChars)
+	case t.URL != "" && t.Verifier != EnvName:
+		return errors.New("url is a setting of env only")
+	case t.Verifier == EnvName:
+		return checkURL(t.URL)
 	}
 	return nil
 }
+
+// checkURL accepts an absolute http or https URL with a host and no
+// query, fragment or user information.
+func checkURL(raw string) error {
+	if raw == "" {
+		return errors.New("env needs a url (the environment server, e.g. http://10.0.0.5:8090)")
+	}
+	if len(raw) > MaxURLBytes {
+		return fmt.Errorf("url of %d bytes, at most %d", len(raw), MaxURLBytes)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("url %q: %v", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("url %q: want http or https", raw)
+	case u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("url %q: want scheme://host[:port][/path], without user, query or fragment", raw)
+	}
+	return nil
+}
+
+// EnvURLs lists the servers of the set's env terms, in term order (a
+// server named twice is listed twice).
+func (s *Set) EnvURLs() []string {
+	var out []string
+	for _, t := range s.terms {
+		if t.Verifier == EnvName {
+			out = append(out, t.URL)
+		}
+	}
+	return out
+}
+
+// Bind returns a copy of s whose env terms score through open(url); a
+// set with env terms scores them 0 (failed) until bound.
+func (s *Set) Bind(open func(url string) Env) *Set {
+	out := &Set{terms: s.terms, res: s.res, envs: make([]Env, len(s.terms))}
+	for i, t := range s.terms {
+		if t.Verifier == EnvName {
+			out.envs[i] = open(t.URL)
+		}
+	}
+	return out
+}
+
+// Failed implements Failer: whether an env term's call for x failed (or
+// the term is not bound), so that its score stood in as 0.
+func (s *Set) Failed(x Sample) bool {
+	for i, t := range s.terms {
+		if t.Verifier == EnvName {
+			if _, _, err := s.env(i, x); err != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var errUnbound = errors.New("reward: env term not bound to a server")
+
+func (s *Set) env(i int, x Sample) (float64, bool, error) {
+	if s.envs == nil || s.envs[i] == nil {
+		return 0, false, errUnbound
+	}
+	u, ok, err := s.envs[i].Reward(x)
+	if err != nil || math.IsNaN(u) || u < 0 || u > 1 {
+		if err == nil {
+			err = fmt.Errorf("reward: env term's reward %v outside [0, 1]", u)
+		}
+		return 0, false, err
+	}
+	return u, ok, nil
+}
+
+// ScoreFailed is the score x gets when every env term's call failed (they
+// count 0): what a checker compares a claimed failure with.
+func (s *Set) ScoreFailed(x Sample) float64 {
+	var r float64
+	for i, t := range s.terms {
+		if t.Verifier != EnvName {
+			r += t.Weight * s.score(i, x)
+		}
+	}
+	return r
+}
+
+// HasEnv says whether the set scores through an environment server.
+func (s *Set) HasEnv() bool { return len(s.EnvURLs()) > 0 }
 
 // Terms returns the set's terms.
 func (s *Set) Terms() []Term { return append([]Term(nil), s.terms...) }
@@ -208,6 +327,9 @@ func (s *Set) score(i int, x Sample) float64 {
 		return -math.Min(1, float64(n-t.MaxChars)/float64(t.MaxChars))
 	case Partial:
 		return PartialCredit(x.Answer, x.Completion)
+	case EnvName:
+		u, _, _ := s.env(i, x)
+		return u
 	}
 	return 0
 }
@@ -225,6 +347,11 @@ func (s *Set) Correct(x Sample) bool {
 		case Partial:
 			answers++
 			if x.Completion != x.Answer {
+				return false
+			}
+		case EnvName:
+			answers++
+			if _, ok, err := s.env(i, x); err != nil || !ok {
 				return false
 			}
 		}

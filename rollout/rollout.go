@@ -46,6 +46,13 @@ func (c Config) scorer() reward.Scorer {
 	return c.Reward
 }
 
+// Failed says whether sc's reward of completion of p stood in for a failed
+// call (reward.Failer; false for a scorer that cannot fail).
+func Failed(sc reward.Scorer, p task.Problem, completion string) bool {
+	f, ok := sc.(reward.Failer)
+	return ok && f.Failed(reward.Sample{Prompt: p.Prompt, Answer: p.Answer, Completion: completion})
+}
+
 // Score is sc's reward and verdict for completion of p.
 func score(sc reward.Scorer, p task.Problem, completion string) (float64, bool) {
 	x := reward.Sample{Prompt: p.Prompt, Answer: p.Answer, Completion: completion}
@@ -88,6 +95,9 @@ type Rollouts struct {
 	Texts   []string  // [P·G] decoded completions (end-of-sequence and special tokens left out)
 	Rewards []float64 // [P·G], the reward (Config.Reward) of each completion
 	Exact   []bool    // [P·G]
+	// RewardFailed [P·G] marks the rewards that stand in for a failed call
+	// to an environment server (reward.Failer); nil when none failed.
+	RewardFailed []bool
 }
 
 // N is the number of sequences.
@@ -251,6 +261,12 @@ func Generate(md *llama.Model, tok *tokenizer.Tokenizer, problems []task.Problem
 			return nil, err
 		}
 		ro.Rewards[i], ro.Exact[i] = score(sc, problems[i/G], ro.Texts[i])
+		if Failed(sc, problems[i/G], ro.Texts[i]) {
+			if ro.RewardFailed == nil {
+				ro.RewardFailed = make([]bool, len(ro.Completions))
+			}
+			ro.RewardFailed[i] = true
+		}
 	}
 	return ro, nil
 }

@@ -92,6 +92,9 @@ type Sequence struct {
 	// sampling policy.
 	LogProbs []float32 `json:"logprobs"`
 	Reward   float64   `json:"reward"`
+	// RewardFailed says the reward stands in for a failed call to the
+	// job's environment server (its env terms counted 0).
+	RewardFailed bool `json:"reward_failed,omitempty"`
 }
 
 // Set is a whole trace file.
@@ -124,7 +127,7 @@ func FromRollouts(h Header, r *rollout.Rollouts) *Set {
 		p := i / r.G
 		s.Seqs[i] = Sequence{Prompt: p, Sample: i % r.G, PromptText: r.Problems[p].Prompt, Answer: r.Problems[p].Answer,
 			PromptIDs: r.Prompts[p], Completion: r.Texts[i], CompletionIDs: r.Completions[i], LogProbs: r.OldLogP[i],
-			Reward: r.Rewards[i]}
+			Reward: r.Rewards[i], RewardFailed: r.RewardFailed != nil && r.RewardFailed[i]}
 	}
 	return s
 }
@@ -143,6 +146,12 @@ func (s *Set) Rollouts() *rollout.Rollouts {
 			r.Prompts[i/G] = q.PromptIDs
 		}
 		r.Completions[i], r.OldLogP[i], r.Texts[i], r.Rewards[i] = q.CompletionIDs, q.LogProbs, q.Completion, q.Reward
+		if q.RewardFailed {
+			if r.RewardFailed == nil {
+				r.RewardFailed = make([]bool, len(s.Seqs))
+			}
+			r.RewardFailed[i] = true
+		}
 	}
 	return r
 }

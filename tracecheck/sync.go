@@ -93,7 +93,21 @@ type SyncReport struct {
 	// from the claim.
 	Loss, LossDiff float64
 	Failed, Detail string
+	// Unverifiable says why the sync could not be checked, through nobody's
+	// proven fault (its environment server failed too often, for the node
+	// or for the checker); "" when it could.
+	Unverifiable string
+	// EnvFailed counts the rewards the node's traces say its environment
+	// server failed to give, and CheckerEnvFailed those the checker's
+	// own calls could not re-ask.
+	EnvFailed, CheckerEnvFailed int
 }
+
+// MaxEnvFailures is the share of a sync's rewards that may stand in for
+// failed environment server calls, the node's or the checker's, for the
+// sync still to be checked: a node cannot choose which rewards to zero
+// beyond it, and a flaky server does not get honest nodes slashed.
+const MaxEnvFailures = 0.25
 
 func (r *SyncReport) fail(check, format string, args ...any) {
 	r.Failed, r.Detail = check, fmt.Sprintf(format, args...)
@@ -123,6 +137,7 @@ func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, er
 	}
 	sc := c.Scorer()
 	var lpSum float64
+	var seqs int
 	var losses []float64
 	for s := 1; s <= k; s++ {
 		sets := in.Traces[s-1]
@@ -166,6 +181,7 @@ func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, er
 			if !checkPrompts(&r, set, tr.Batch(step), in.Tokenizer, step) {
 				return r, nil
 			}
+			seqs += len(set.Seqs)
 			if ok, err := checkRewards(&r, set, sc, in.Tokenizer, in.Weights.Cfg.EOS, step); err != nil || !ok {
 				return r, err
 			}
@@ -196,6 +212,11 @@ func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, er
 			}
 			losses = append(losses, st.Loss)
 		}
+	}
+	if share := float64(r.EnvFailed+r.CheckerEnvFailed) / float64(seqs); share > MaxEnvFailures {
+		r.Unverifiable = fmt.Sprintf("the environment server failed %d of the node's and %d of the checker's %d rewards (at most %.0f%% may fail)",
+			r.EnvFailed, r.CheckerEnvFailed, seqs, 100*MaxEnvFailures)
+		return r, nil
 	}
 	u := jobconf.Sub(tr.Adapter(), in.Starts[k-1])
 	jobconf.Clip(u, in.ClipNorm)
@@ -265,7 +286,28 @@ func checkRewards(r *SyncReport, set *trace.Set, sc reward.Scorer, tok *tokenize
 			r.fail(CheckRewards, "step %d sequence %d: completion %q, its ids decode to %q", step, i, q.Completion, text)
 			return false, nil
 		}
-		got := sc.Score(reward.Sample{Prompt: q.PromptText, Answer: q.Answer, Completion: text})
+		x := reward.Sample{Prompt: q.PromptText, Answer: q.Answer, Completion: text}
+		set, env := sc.(*reward.Set)
+		env = env && set.HasEnv()
+		var got float64
+		switch {
+		case q.RewardFailed && !env:
+			r.fail(CheckRewards, "step %d sequence %d: a failed reward claimed, and the job's reward calls no server", step, i)
+			return false, nil
+		case q.RewardFailed:
+			// The server failed the node: its env terms count 0, the
+			// rest must be exact.
+			r.EnvFailed++
+			got = set.ScoreFailed(x)
+		default:
+			got = sc.Score(x)
+			if env && set.Failed(x) {
+				// The server failed the checker: this reward cannot be
+				// re-asked; it is taken as claimed (bounded in share).
+				r.CheckerEnvFailed++
+				continue
+			}
+		}
 		if math.Float64bits(got) != math.Float64bits(q.Reward) {
 			r.fail(CheckRewards, "step %d sequence %d: reward %v claimed, the job's reward gives %v", step, i, q.Reward, got)
 			return false, nil

@@ -2,7 +2,9 @@ package tracecheck
 
 import (
 	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/zooai/gym/backend"
@@ -10,6 +12,7 @@ import (
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/reward"
 	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/trace"
 	"github.com/zooai/gym/trainer"
@@ -180,5 +183,135 @@ func TestCompare(t *testing.T) {
 	}
 	if rel, _ = compare([]float32{1}, []float32{0}); !math.IsInf(rel, 1) {
 		t.Errorf("against zero: %v", rel)
+	}
+}
+
+// fakeEnv is a deterministic environment server: a reward from the
+// completion's length, failing the samples fail picks.
+type fakeEnv struct{ fail func(reward.Sample) bool }
+
+func (f fakeEnv) Reward(s reward.Sample) (float64, bool, error) {
+	if f.fail != nil && f.fail(s) {
+		return 0, false, errors.New("fake env: no answer")
+	}
+	return float64(len(s.Completion)%3) / 2, s.Completion == s.Answer, nil
+}
+
+// envConfig is syncConfig scored by an env term (bound to env) and exact
+// match.
+func envConfig(t *testing.T, env reward.Env) trainer.Config {
+	t.Helper()
+	set, err := reward.New([]reward.Term{{Verifier: reward.EnvName, URL: "http://env.test:8090", Weight: 1}, {Verifier: reward.Exact, Weight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := syncConfig()
+	c.Reward = set.Bind(func(string) reward.Env { return env })
+	return c
+}
+
+// TestCheckSyncEnv: a job scored by an environment server. The rewards
+// the server failed to give the node are marked in its traces and checked
+// as the rest of the reward alone; the others are asked again. A node that
+// inflates one is caught; a server that fails the checker, or the node,
+// for more than MaxEnvFailures of the rewards leaves the sync unverifiable
+// (nobody's proven fault), not failed.
+func TestCheckSyncEnv(t *testing.T) {
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The node's server fails the completions that hold a 3.
+	nodeFails := func(s reward.Sample) bool { return strings.Contains(s.Completion, "3") }
+	in := trainSyncs(t, backend.GoBackend{}, base, envConfig(t, fakeEnv{nodeFails}), 5, 2)
+	failed := 0
+	for _, sets := range in.Traces {
+		for _, set := range sets {
+			for _, q := range set.Seqs {
+				if q.RewardFailed {
+					failed++
+				}
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no failed reward in the traces: the test exercises nothing")
+	}
+	check := func(name string, x SyncInput, env reward.Env) SyncReport {
+		x.Config = envConfig(t, env)
+		r, err := CheckSync(ctx, x, Tolerances("go"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: failed %q %s; unverifiable %q; env failures: node %d, checker %d", name, r.Failed, r.Detail, r.Unverifiable, r.EnvFailed, r.CheckerEnvFailed)
+		return r
+	}
+	if r := check("honest", in, fakeEnv{}); r.Failed != "" || r.Unverifiable != "" || r.EnvFailed != failed || r.RelL2 != 0 {
+		t.Errorf("honest env sync: %+v (want %d node failures)", r, failed)
+	}
+	// The checker's server fails a few samples: taken as claimed.
+	seen := map[reward.Sample]bool{}
+	few := func(s reward.Sample) bool { // the first 2 samples it is asked
+		if len(seen) < 2 {
+			seen[s] = true
+		}
+		return seen[s]
+	}
+	if r := check("the checker's server failing a few", in, fakeEnv{few}); r.Failed != "" || r.Unverifiable != "" || r.CheckerEnvFailed == 0 {
+		t.Errorf("a checker's few failures: %+v", r)
+	}
+	if r := check("the checker's server down", in, fakeEnv{func(reward.Sample) bool { return true }}); r.Failed != "" || r.Unverifiable == "" {
+		t.Errorf("a checker whose server is down: %+v, want unverifiable", r)
+	}
+	clone := func() SyncInput {
+		out := in
+		out.Traces = make([][]*trace.Set, len(in.Traces))
+		for s, sets := range in.Traces {
+			for _, set := range sets {
+				cp := *set
+				cp.Seqs = append([]trace.Sequence(nil), set.Seqs...)
+				out.Traces[s] = append(out.Traces[s], &cp)
+			}
+		}
+		return out
+	}
+	x := clone()
+	for i := range x.Traces[1][0].Seqs {
+		if q := &x.Traces[1][0].Seqs[i]; !q.RewardFailed {
+			q.Reward += 0.5
+			break
+		}
+	}
+	if r := check("an env reward inflated", x, fakeEnv{}); r.Failed != CheckRewards {
+		t.Errorf("an inflated env reward: %+v", r)
+	}
+	x = clone()
+	edited := false
+	for _, sets := range x.Traces {
+		for _, set := range sets {
+			for i := range set.Seqs {
+				if q := &set.Seqs[i]; q.RewardFailed && !edited {
+					q.Reward += 0.5 // a failure claimed, with more than the rest of the reward
+					edited = true
+				}
+			}
+		}
+	}
+	if r := check("a failed reward with more than the rest", x, fakeEnv{}); r.Failed != CheckRewards {
+		t.Errorf("a claimed failure's reward inflated: %+v", r)
+	}
+	x = clone()
+	for _, sets := range x.Traces {
+		for _, set := range sets {
+			for i := range set.Seqs {
+				q := &set.Seqs[i]
+				q.RewardFailed = true
+				q.Reward = envConfig(t, fakeEnv{}).Reward.(*reward.Set).ScoreFailed(reward.Sample{Prompt: q.PromptText, Answer: q.Answer, Completion: q.Completion})
+			}
+		}
+	}
+	if r := check("every reward claimed failed", x, fakeEnv{}); r.Unverifiable == "" {
+		t.Errorf("a node claiming every call failed: %+v, want unverifiable", r)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/reward"
+	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trace"
 	"github.com/zooai/gym/trainer"
@@ -427,7 +428,8 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 			x := reward.Sample{Prompt: pr.Prompt, Answer: pr.Answer, Completion: text}
 			tr.Rewards[i] = sc.Score(x)
 			set.Seqs[i] = trace.Sequence{Prompt: i / c.GroupSize, Sample: i % c.GroupSize, PromptText: pr.Prompt, Answer: pr.Answer,
-				PromptIDs: tr.Prompts[i/c.GroupSize], Completion: text, CompletionIDs: comp, LogProbs: tr.OldLogP[i], Reward: tr.Rewards[i]}
+				PromptIDs: tr.Prompts[i/c.GroupSize], Completion: text, CompletionIDs: comp, LogProbs: tr.OldLogP[i], Reward: tr.Rewards[i],
+				RewardFailed: rollout.Failed(sc, pr, text)}
 			st.RewardMean += tr.Rewards[i] / float64(len(tr.Completions))
 			if sc.Correct(x) {
 				st.SampleExact += 1 / float64(len(tr.Completions))

@@ -38,6 +38,7 @@ func (j *Judge) traceChecker(job string, plan jobconf.Plan, e int) epoch.TraceCh
 			return out, err
 		}
 		out.Failed, out.Detail, out.Steps, out.Tokens = r.Failed, r.Detail, r.Steps, r.Tokens
+		out.Unverifiable, out.EnvFailed, out.CheckerEnvFailed = r.Unverifiable, r.EnvFailed, r.CheckerEnvFailed
 		out.LogProbMax, out.RelL2, out.Cosine, out.LossDiff = finite(r.LogProbMax), finite(r.RelL2), finite(r.Cosine), finite(r.LossDiff)
 		return out, nil
 	}

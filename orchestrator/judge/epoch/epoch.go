@@ -94,6 +94,14 @@ type TraceCheck struct {
 	// Failed names the check that failed ("" passed); Detail says how.
 	Failed string `json:"failed,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Unverifiable says why the delta could not be checked through nobody's
+	// proven fault (an environment server that failed too often): it is
+	// left out of the merge, unpunished.
+	Unverifiable string `json:"unverifiable,omitempty"`
+	// EnvFailed and CheckerEnvFailed count the rewards the node's server
+	// calls and the checker's failed to get.
+	EnvFailed        int `json:"env_failed,omitempty"`
+	CheckerEnvFailed int `json:"checker_env_failed,omitempty"`
 	// The measured differences (−1: not a finite number).
 	Steps      int     `json:"steps"`
 	Tokens     int     `json:"tokens"`
@@ -388,9 +396,9 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			if en.a == nil || !(en.outlier != "" || Sampled(in.SpotKey, en.Digest, in.SpotCheckBP)) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
 				continue
 			}
-			if torchExempt(plan, en.Delta) {
+			if fromTraces(plan, en.Delta) {
 				if in.CheckTraces == nil {
-					rep.NotReplayed = append(rep.NotReplayed, en.Slot.String()+" (torch backend)")
+					rep.NotReplayed = append(rep.NotReplayed, en.Slot.String()+" ("+en.Backend+" backend; no trace checker)")
 					continue
 				}
 				traces := make([]string, k)
@@ -409,7 +417,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 					// Without the traces of every sync before it the update
 					// cannot be recomputed (the optimiser's moments carry):
 					// the delta stays out of the merge, unpunished.
-					rep.NotReplayed = append(rep.NotReplayed, fmt.Sprintf("%s (torch backend; no traces of sync %d)", en.Slot, missing))
+					rep.NotReplayed = append(rep.NotReplayed, fmt.Sprintf("%s (%s backend; no traces of sync %d)", en.Slot, en.Backend, missing))
 					rep.Excluded = append(rep.Excluded, fmt.Sprintf("%s (not checkable: no traces of sync %d)", en.Slot, missing))
 					en.a = nil
 					continue
@@ -425,6 +433,11 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				}
 				tc.Slot = en.Slot.String()
 				rep.TraceChecks = append(rep.TraceChecks, tc)
+				if tc.Failed == "" && tc.Unverifiable != "" {
+					rep.Excluded = append(rep.Excluded, fmt.Sprintf("%s (not checkable: %s)", en.Slot, tc.Unverifiable))
+					en.a = nil
+					continue
+				}
 				if tc.Failed != "" {
 					rep.Excluded = append(rep.Excluded, en.Slot.String())
 					res.Slashes = append(res.Slashes, Slash{Node: en.Node, Slot: en.Slot, Sync: k, Digest: en.Digest, Offence: OffenceTraceCheck,
@@ -705,6 +718,15 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// fromTraces reports whether d is checked from its traces rather than
+// replayed exactly: a torch delta on a job that allows torch, and every
+// delta of a job whose reward comes from an environment server (a replay
+// would ask the server again, and a server that failed the node once
+// cannot be made to fail the replay the same way).
+func fromTraces(plan jobconf.Plan, d Delta) bool {
+	return torchExempt(plan, d) || plan.EnvReward()
 }
 
 // torchExempt reports whether d is exempt from exact replay: it claims the
