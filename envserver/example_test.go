@@ -1,59 +1,19 @@
 package envserver
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/internal/pyenv"
+	"github.com/zooai/gym/internal/envexample"
 	"github.com/zooai/gym/reward"
 )
 
-// startExample runs python -m gym_protocol.env.example --port 0 from this
-// checkout's python/ as a separate process and returns its URL and the
-// process; it is killed when the test ends.
-func startExample(t *testing.T) (string, *exec.Cmd) {
-	t.Helper()
-	py := pyenv.Require(t)
-	dir, err := filepath.Abs(filepath.Join("..", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "-m", "gym_protocol.env.example", "--port", "0")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(out).ReadString('\n')
-		line <- s
-	}()
-	select {
-	case s := <-line:
-		u, ok := strings.CutPrefix(strings.TrimSpace(s), "listening on ")
-		if !ok {
-			t.Fatalf("example server said %q", s)
-		}
-		return u, cmd
-	case <-time.After(30 * time.Second):
-		t.Fatal("example server did not start in 30 s")
-	}
-	return "", nil
-}
+// startExample runs the example server as a separate process.
+func startExample(t *testing.T) (string, *exec.Cmd) { return envexample.Start(t) }
 
 // The example server scores as the built-in numeric verifier does, plays
 // guess the number, and a call's latency is measured.

@@ -697,6 +697,7 @@ func (p *jobParser) reward(n *yaml.Node) Rewards {
 			{"max_chars", false, func(n *yaml.Node) {
 				t.MaxChars = int(p.integer(n, pre+"max_chars", 1, reward.MaxChars, "characters before the length penalty starts"))
 			}},
+			{"url", false, func(n *yaml.Node) { t.URL = p.str(n, pre+"url") }},
 		})
 		if len(p.problems) == before {
 			if _, err := reward.New([]reward.Term{*t}); err != nil {

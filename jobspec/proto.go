@@ -43,7 +43,7 @@ func RewardsFromProto(ts []*pb.RewardTerm) Rewards {
 	terms := make([]reward.Term, len(ts))
 	for i, t := range ts {
 		if t != nil {
-			terms[i] = reward.Term{Verifier: t.Verifier, Weight: t.Weight, Pattern: t.Pattern, Tolerance: t.Tolerance, MaxChars: int(t.MaxChars)}
+			terms[i] = reward.Term{Verifier: t.Verifier, Weight: t.Weight, Pattern: t.Pattern, Tolerance: t.Tolerance, MaxChars: int(t.MaxChars), URL: t.Url}
 		}
 	}
 	return Rewards(reward.MarshalTerms(terms))
@@ -64,7 +64,7 @@ func rewardsToProto(r Rewards) []*pb.RewardTerm {
 	}
 	var out []*pb.RewardTerm
 	for _, t := range terms {
-		out = append(out, &pb.RewardTerm{Verifier: t.Verifier, Weight: t.Weight, Pattern: t.Pattern, Tolerance: t.Tolerance, MaxChars: int32(t.MaxChars)})
+		out = append(out, &pb.RewardTerm{Verifier: t.Verifier, Weight: t.Weight, Pattern: t.Pattern, Tolerance: t.Tolerance, MaxChars: int32(t.MaxChars), Url: t.URL})
 	}
 	return out
 }

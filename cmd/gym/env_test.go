@@ -1,53 +1,21 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/zooai/gym/internal/pyenv"
+	"github.com/zooai/gym/internal/envexample"
 )
 
 // startEnvExample runs the example environment server of this checkout as
 // a separate process and returns its URL.
 func startEnvExample(t *testing.T) string {
-	t.Helper()
-	py := pyenv.Require(t)
-	dir, err := filepath.Abs(filepath.Join("..", "..", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "-m", "gym_protocol.env.example", "--port", "0")
-	cmd.Dir, cmd.Env, cmd.Stderr = dir, append(os.Environ(), "PYTHONPATH="+dir), os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line := make(chan string, 1)
-	go func() { s, _ := bufio.NewReader(out).ReadString('\n'); line <- s }()
-	select {
-	case s := <-line:
-		u, ok := strings.CutPrefix(strings.TrimSpace(s), "listening on ")
-		if !ok {
-			t.Fatalf("example server said %q", s)
-		}
-		return u
-	case <-time.After(30 * time.Second):
-		t.Fatal("example server did not start in 30 s")
-	}
-	return ""
+	u, _ := envexample.Start(t)
+	return u
 }
 
 func TestEnvCheckExample(t *testing.T) {

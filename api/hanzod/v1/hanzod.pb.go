@@ -1467,11 +1467,12 @@ func (x *DataMapping) GetHoldOutBp() int32 {
 // RewardTerm is one verifier of a job's reward with its weight.
 type RewardTerm struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Verifier      string                 `protobuf:"bytes,1,opt,name=verifier,proto3" json:"verifier,omitempty"`                  // exact, numeric, format, length or partial
+	Verifier      string                 `protobuf:"bytes,1,opt,name=verifier,proto3" json:"verifier,omitempty"`                  // exact, numeric, format, length, partial or env
 	Weight        float64                `protobuf:"fixed64,2,opt,name=weight,proto3" json:"weight,omitempty"`                    // > 0, at most 1000
 	Pattern       string                 `protobuf:"bytes,3,opt,name=pattern,proto3" json:"pattern,omitempty"`                    // format: the regular expression (RE2)
 	Tolerance     float64                `protobuf:"fixed64,4,opt,name=tolerance,proto3" json:"tolerance,omitempty"`              // numeric: absolute tolerance, >= 0
 	MaxChars      int32                  `protobuf:"varint,5,opt,name=max_chars,json=maxChars,proto3" json:"max_chars,omitempty"` // length: characters before the penalty
+	Url           string                 `protobuf:"bytes,6,opt,name=url,proto3" json:"url,omitempty"`                            // env: the environment server (docs/environments.md)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1539,6 +1540,13 @@ func (x *RewardTerm) GetMaxChars() int32 {
 		return x.MaxChars
 	}
 	return 0
+}
+
+func (x *RewardTerm) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
 }
 
 // GSPOConfig is a job's training configuration: the keys of the seed's
@@ -3276,14 +3284,15 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\aextract\x18\x04 \x01(\tR\aextract\x12\x14\n" +
 	"\x05split\x18\x05 \x01(\tR\x05split\x12\x19\n" +
 	"\bheld_out\x18\x06 \x01(\tR\aheldOut\x12\x1e\n" +
-	"\vhold_out_bp\x18\a \x01(\x05R\tholdOutBp\"\x95\x01\n" +
+	"\vhold_out_bp\x18\a \x01(\x05R\tholdOutBp\"\xa7\x01\n" +
 	"\n" +
 	"RewardTerm\x12\x1a\n" +
 	"\bverifier\x18\x01 \x01(\tR\bverifier\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x01R\x06weight\x12\x18\n" +
 	"\apattern\x18\x03 \x01(\tR\apattern\x12\x1c\n" +
 	"\ttolerance\x18\x04 \x01(\x01R\ttolerance\x12\x1b\n" +
-	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\"\x9f\a\n" +
+	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x12\x10\n" +
+	"\x03url\x18\x06 \x01(\tR\x03url\"\x9f\a\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
