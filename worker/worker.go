@@ -350,6 +350,7 @@ func (w *Worker) loop(ctx context.Context) error {
 				continue
 			}
 			w.plan, w.planJob = p, a.Job
+			w.counters.setEnvs(p.Envs)
 		}
 		switch a.State {
 		case StateProvisioning:
