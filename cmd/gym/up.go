@@ -641,6 +641,17 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 	fmt.Fprintf(w, "  held-out accuracy: %.1f%% → %.1f%%   (loss %.3f → %.3f)\n", 100*s.EvalBefore, 100*s.EvalAfter, s.LossBefore, s.LossAfter)
 	for _, e := range s.Epochs {
 		fmt.Fprintf(w, "  epoch %d: %s  accuracy %.1f%%  %d deltas, %d spot-checked, merged in %.2f s\n", e.Epoch, e.CID, 100*e.Accuracy, e.Deltas, e.SpotChecks, e.MergeSeconds)
+		if len(e.TraceChecks) > 0 {
+			var lp, rel float64
+			var failed, unverifiable int
+			for _, c := range e.TraceChecks {
+				lp, rel = max(lp, c.LogProbMax), max(rel, c.RelL2)
+				failed += b2i(c.Failed != "")
+				unverifiable += b2i(c.Unverifiable != "")
+			}
+			fmt.Fprintf(w, "    %d checked from their traces (docs/traces.md): log-prob Δ ≤ %.2g nats, update rel. L2 ≤ %.2g; %d failed, %d unverifiable\n",
+				len(e.TraceChecks), lp, rel, failed, unverifiable)
+		}
 	}
 	for _, p := range s.Pins {
 		fmt.Fprintf(w, "  IPFS: %s %s after %d attempt(s) %s\n", p.CID, p.State, p.Attempts, p.Error)
@@ -678,4 +689,11 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 		printChain(w, s, c)
 	}
 	fmt.Fprintf(w, "  events, deltas and logs: %s\n", s.Out)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
