@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/internal/tinyllama"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
@@ -284,5 +285,39 @@ func BenchmarkLoss128(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestPassAtK: pass@k grows with k (more samples, more chances), pass@k
+// of k samples is never below a single sample's, the same seed gives the
+// same figure for any thread count, and the bounds are enforced.
+func TestPassAtK(t *testing.T) {
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems := task.NewSplit(task.Addition{Digits: 1}, 48).Eval
+	var calls int
+	p1, err := PassAtK(base.Weights, base.Tokenizer, nil, problems, 1, nil, 3, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p8, err := PassAtK(base.Weights, base.Tokenizer, nil, problems, 8, nil, 3, 2, func(done, total int) { calls++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := PassAtK(base.Weights, base.Tokenizer, nil, problems, 8, nil, 3, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("built-in base, 1-digit addition: pass@1 %.3f, pass@8 %.3f", p1, p8)
+	if p8 < p1 || p8 != again || p8 == 0 {
+		t.Errorf("pass@1 %v, pass@8 %v (again %v)", p1, p8, again)
+	}
+	if calls != 3 {
+		t.Errorf("%d progress reports for 48 problems, want 3", calls)
+	}
+	if _, err := PassAtK(base.Weights, base.Tokenizer, nil, problems, 0, nil, 3, 1, nil); err == nil {
+		t.Error("k 0 accepted")
 	}
 }

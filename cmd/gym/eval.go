@@ -27,7 +27,8 @@ import (
 type evalOptions struct {
 	checkpoint, task, modelDir string
 	data                       dataFlags
-	n, threads                 int
+	n, threads, k              int
+	seed                       uint64
 	json                       bool
 }
 
@@ -35,7 +36,7 @@ type evalOptions struct {
 const maxCheckpointFile = 1 << 30
 
 func newEval() *cobra.Command {
-	o := evalOptions{n: trainer.DefaultConfig().EvalSize}
+	o := evalOptions{n: trainer.DefaultConfig().EvalSize, k: 1}
 	cmd := &cobra.Command{
 		Use:   "eval [--model DIR] --checkpoint PATH [--task NAME | --dataset FILE [mapping]] [--n N] [--json]",
 		Short: "Evaluate a trained LoRA adapter and the base model on a task's held-out problems",
@@ -72,6 +73,9 @@ of its base model is refused with a different base.`,
 			if o.n < 1 || o.n > heldout.MaxN {
 				return usageError{fmt.Errorf("--n %d: want 1 to %d held-out problems", o.n, heldout.MaxN)}
 			}
+			if o.k < 1 || o.k > heldout.MaxK {
+				return usageError{fmt.Errorf("--k %d: want 1 to %d samples a problem", o.k, heldout.MaxK)}
+			}
 			if o.task != "" && o.data.dataset != "" {
 				return usageError{errors.New("give --task or --dataset, not both")}
 			}
@@ -80,7 +84,7 @@ of its base model is refused with a different base.`,
 					return usageError{fmt.Errorf("--task: %w", err)}
 				}
 			}
-			return runEval(cmd.Context(), o, cmd.OutOrStdout())
+			return runEval(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -88,6 +92,8 @@ of its base model is refused with a different base.`,
 	f.StringVar(&o.task, "task", "", "task (default: the checkpoint's, else addition): "+strings.Join(task.Names(), ", "))
 	f.IntVar(&o.n, "n", o.n, "held-out problems to evaluate on")
 	f.BoolVar(&o.json, "json", false, "print one JSON object")
+	f.IntVar(&o.k, "k", o.k, "also report pass@k: k completions a problem sampled at temperature 1 (1: greedy accuracy only)")
+	f.Uint64Var(&o.seed, "seed", 0, "the sampling seed of --k")
 	o.data.bind(f, "prompts: a built-in task ("+strings.Join(task.Names(), ", ")+") or a .jsonl/.parquet file or datasets directory")
 	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	f.IntVar(&o.threads, "threads", runtime.GOMAXPROCS(0), "goroutines for matrix products (results do not depend on it)")
@@ -104,11 +110,16 @@ type evalSummary struct {
 	BaseAccuracy float64 `json:"base_accuracy"`
 	BaseReward   float64 `json:"base_reward"`
 	BaseLoss     float64 `json:"base_loss"`
-	Seconds      float64 `json:"seconds"`
-	Checkpoint   string  `json:"checkpoint"`
-	Format       string  `json:"format"` // peft or delta
-	AdapterSHA3  string  `json:"adapter_sha3"`
-	BaseSHA3     string  `json:"base_sha3"`
+	// K > 1: pass@k of k samples a problem (temperature 1, Seed).
+	K           int     `json:"k,omitempty"`
+	PassAtK     float64 `json:"pass_at_k,omitempty"`
+	BasePassAtK float64 `json:"base_pass_at_k,omitempty"`
+	Seed        uint64  `json:"seed,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	Checkpoint  string  `json:"checkpoint"`
+	Format      string  `json:"format"` // peft or delta
+	AdapterSHA3 string  `json:"adapter_sha3"`
+	BaseSHA3    string  `json:"base_sha3"`
 }
 
 // evalCheckpoint is what gym eval learns from the checkpoint.
@@ -119,7 +130,7 @@ type evalCheckpoint struct {
 	baseSHA3 string // "" when not recorded
 }
 
-func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
+func runEval(ctx context.Context, o evalOptions, stdout, progress io.Writer) error {
 	start := time.Now()
 	base, err := loadBase(o.modelDir)
 	if err != nil {
@@ -162,6 +173,7 @@ func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
 	}
 	taskName = src.name
 	problems := src.heldOut(o.n)
+	fmt.Fprintf(progress, "gym eval: %d held-out problems of %s: greedy decoding and loss, adapter then base\n", len(problems), taskName)
 	after, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, ck.adapter, taskName, problems, src.scorer, o.threads)
 	if err != nil {
 		return err
@@ -170,12 +182,39 @@ func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var passAfter, passBefore float64
+	if o.k > 1 {
+		for _, x := range []struct {
+			name string
+			a    *llama.Adapter
+			out  *float64
+		}{{"adapter", ck.adapter, &passAfter}, {"base", nil, &passBefore}} {
+			t0 := time.Now()
+			tty := isTerminal(progress)
+			*x.out, err = heldout.PassAtK(base.Weights, base.Tokenizer, x.a, problems, o.k, src.scorer, o.seed, o.threads, func(done, total int) {
+				if !tty && done < total {
+					return // a log gets the last line alone
+				}
+				el := time.Since(t0)
+				cr := map[bool]string{true: "\r"}[tty]
+				fmt.Fprintf(progress, "%sgym eval: pass@%d, %s: %d/%d problems, %.0f s, about %.0f s left ", cr, o.k, x.name, done, total,
+					el.Seconds(), el.Seconds()*float64(total-done)/float64(done))
+			})
+			fmt.Fprintln(progress)
+			if err != nil {
+				return err
+			}
+		}
+	}
 	o.n = len(problems)
 	h := llama.Digest(ck.adapter.Views())
 	sum := evalSummary{Task: taskName, N: o.n, Accuracy: after.Accuracy, Reward: after.Reward, Loss: after.Loss,
 		BaseAccuracy: before.Accuracy, BaseReward: before.Reward, BaseLoss: before.Loss,
 		Seconds: time.Since(start).Seconds(), Checkpoint: o.checkpoint, Format: ck.format,
 		AdapterSHA3: fmt.Sprintf("%x", h), BaseSHA3: baseHash}
+	if o.k > 1 {
+		sum.K, sum.PassAtK, sum.BasePassAtK, sum.Seed = o.k, passAfter, passBefore, o.seed
+	}
 	if o.json {
 		return json.NewEncoder(stdout).Encode(sum)
 	}
@@ -183,6 +222,9 @@ func runEval(ctx context.Context, o evalOptions, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  accuracy %6.1f%% -> %.1f%%\n", 100*sum.BaseAccuracy, 100*sum.Accuracy)
 	fmt.Fprintf(stdout, "  reward   %6.3f  -> %.3f\n", sum.BaseReward, sum.Reward)
 	fmt.Fprintf(stdout, "  loss     %6.3f  -> %.3f nats/token\n", sum.BaseLoss, sum.Loss)
+	if sum.K > 1 {
+		fmt.Fprintf(stdout, "  pass@%-3d %6.1f%% -> %.1f%%   (%d samples a problem, temperature 1, seed %d)\n", sum.K, 100*sum.BasePassAtK, 100*sum.PassAtK, sum.K, sum.Seed)
+	}
 	fmt.Fprintf(stdout, "  %.1f s, %d threads\n", sum.Seconds, o.threads)
 	return nil
 }

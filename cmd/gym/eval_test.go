@@ -13,6 +13,7 @@ import (
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/internal/tinyllama"
 	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/trainer"
@@ -100,8 +101,29 @@ func TestEval(t *testing.T) {
 			t.Errorf("%s: seconds %v", tc.format, got["seconds"])
 		}
 	}
+	// --k adds pass@k, the same for any thread count, and says so.
+	sortTask, _ := task.Lookup("sort")
+	wantPass, err := heldout.PassAtK(base.Weights, base.Tokenizer, ad, task.NewSplit(sortTask, 60).Eval, 4, nil, 5, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		K       int
+		PassAtK float64 `json:"pass_at_k"`
+		Seed    uint64
+	}
+	out := mustGym(t, "eval", "--checkpoint", peftDir, "--n", "60", "--k", "4", "--seed", "5", "--json", "--threads", "2")
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.K != 4 || got.Seed != 5 || got.PassAtK != wantPass {
+		t.Errorf("--k 4 --seed 5: %+v, want pass@4 %v", got, wantPass)
+	}
+	if out := mustGym(t, "eval", "--checkpoint", peftDir, "--n", "20", "--k", "3"); !strings.Contains(out, "pass@3") {
+		t.Errorf("the summary lacks pass@3:\n%s", out)
+	}
 	// --task overrides the recorded task; the human summary names it.
-	out := mustGym(t, "eval", "--checkpoint", peftDir, "--n", "20", "--task", "addition")
+	out = mustGym(t, "eval", "--checkpoint", peftDir, "--n", "20", "--task", "addition")
 	for _, s := range []string{"addition", "20 held-out problems", "accuracy", "reward", "loss", "nats/token"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("summary lacks %q:\n%s", s, out)

@@ -330,11 +330,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	if o.json {
 		v.log = stderr
 	}
-	if f, ok := v.log.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			v.tty = true
-		}
-	}
+	v.tty = isTerminal(v.log)
 	if err := localcluster.PrepareDir(o.out); errors.Is(err, localcluster.ErrNotEmpty) {
 		return nil, fmt.Errorf("gym up: --out %s is not empty and holds no earlier gym up run; pick another directory", o.out)
 	} else if err != nil {
@@ -689,6 +685,16 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 		printChain(w, s, c)
 	}
 	fmt.Fprintf(w, "  events, deltas and logs: %s\n", s.Out)
+}
+
+// isTerminal says whether w is a terminal (a progress line may redraw).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func b2i(b bool) int {
