@@ -13,9 +13,9 @@ import (
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/internal/tinyllama"
 	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/task"
 	"github.com/zooai/gym/trainer"
 )
 
