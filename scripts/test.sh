@@ -141,6 +141,7 @@ fuzz=(
   "./backend/torch FuzzReadTraces 5000"
   "./trace FuzzRead 10000"
   "./trace FuzzReadBundle 5000"
+  "./trace FuzzReadParquet 3000"
   "./envserver FuzzParse 20000"
   "./tokenizer FuzzParse 5000"
   "./tokenizer FuzzEncode 10000"

@@ -2,13 +2,20 @@ package trace
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/internal/pyenv"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/rollout"
@@ -221,4 +228,113 @@ func FuzzReadBundle(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
+}
+
+// TestParquet: a sampled batch written as Parquet reads back the same set
+// (log-probabilities bit for bit); a file without the header metadata, or
+// with rows the header does not announce, is refused.
+func TestParquet(t *testing.T) {
+	s := sampled(t)
+	s.Seqs[1].RewardFailed = true
+	var b bytes.Buffer
+	if err := WriteParquet(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadParquet(bytes.NewReader(b.Bytes()), int64(b.Len()), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Fatalf("read back differs")
+	}
+	var plain bytes.Buffer
+	if err := parquet.Write(&plain, []parquetRow{{Prompt: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadParquet(bytes.NewReader(plain.Bytes()), int64(plain.Len()), DefaultLimits()); !errors.Is(err, ErrFormat) {
+		t.Errorf("no header: %v", err)
+	}
+	short := *s
+	short.Header.Prompts++
+	h, _ := json.Marshal(short.Header)
+	var extra bytes.Buffer
+	if err := parquet.Write(&extra, []parquetRow{{Prompt: 0}}, parquet.KeyValueMetadata(ParquetKey, string(h))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadParquet(bytes.NewReader(extra.Bytes()), int64(extra.Len()), DefaultLimits()); !errors.Is(err, ErrFormat) {
+		t.Errorf("rows the header does not announce: %v", err)
+	}
+	if _, err := ReadParquet(bytes.NewReader([]byte("PAR1 not really")), 15, DefaultLimits()); !errors.Is(err, ErrFormat) {
+		t.Errorf("garbage: %v", err)
+	}
+}
+
+func FuzzReadParquet(f *testing.F) {
+	s := sampled(f)
+	var b bytes.Buffer
+	if err := WriteParquet(&b, s); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
+	lim := Limits{MaxLine: 1 << 16, MaxSequences: 64, MaxTokens: 256}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ReadParquet(bytes.NewReader(data), int64(len(data)), lim)
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("error without ErrFormat: %v", err)
+			}
+			return
+		}
+		var out bytes.Buffer
+		if err := WriteParquet(&out, s); err != nil {
+			t.Fatalf("a set ReadParquet accepted does not write: %v", err)
+		}
+		again, err := ReadParquet(bytes.NewReader(out.Bytes()), int64(out.Len()), lim)
+		if err != nil || !reflect.DeepEqual(again, s) {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+// TestParquetPyarrow: pyarrow reads a Parquet trace file: the rows, the
+// lists and the header in the metadata.
+func TestParquetPyarrow(t *testing.T) {
+	py := pyenv.Require(t, "pyarrow")
+	s := sampled(t)
+	path := filepath.Join(t.TempDir(), "traces.parquet")
+	var b bytes.Buffer
+	if err := WriteParquet(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(py, "-c", `import json, sys, pyarrow.parquet as pq
+t = pq.read_table(sys.argv[1])
+h = json.loads(t.schema.metadata[b"zoo-gym-traces"])
+print(json.dumps({"rows": t.num_rows, "group_size": h["group_size"], "ids": t.column("completion_ids")[0].as_py(),
+  "lp": t.column("logprobs")[0].as_py(), "reward": t.column("reward")[0].as_py()}))`, path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pyarrow: %v\n%s", err, out)
+	}
+	var got struct {
+		Rows, GroupSize int
+		IDs             []int
+		LP              []float32
+		Reward          float64
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(out, &raw); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	json.Unmarshal(raw["rows"], &got.Rows)
+	json.Unmarshal(raw["group_size"], &got.GroupSize)
+	json.Unmarshal(raw["ids"], &got.IDs)
+	json.Unmarshal(raw["lp"], &got.LP)
+	json.Unmarshal(raw["reward"], &got.Reward)
+	q := s.Seqs[0]
+	if got.Rows != len(s.Seqs) || got.GroupSize != s.Header.GroupSize || !reflect.DeepEqual(got.IDs, q.CompletionIDs) ||
+		!reflect.DeepEqual(got.LP, q.LogProbs) || got.Reward != q.Reward {
+		t.Errorf("pyarrow read %s", out)
+	}
 }

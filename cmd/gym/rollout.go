@@ -66,7 +66,9 @@ with the mapping flags gym up takes (--template or --prompt-field,
 names it by CID); --reward scores it as a job's reward list would (default:
 partial credit on a task, exact match on a dataset). K training problems
 are drawn from --seed as a job's trainer draws them; --eval takes the first
-K held-out problems instead. --out - writes to standard output. Progress
+K held-out problems instead. --out FILE.parquet writes Parquet (a row per
+completion, the header in the file's metadata, docs/traces.md), any other
+name JSON Lines; --out - writes JSON Lines to standard output. Progress
 goes to standard error.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,7 +99,7 @@ goes to standard error.`,
 	f.Float64Var(&o.temperature, "temperature", o.temperature, "sampling temperature")
 	f.IntVar(&o.topK, "top-k", 0, "sample among the K most likely tokens (0: all)")
 	f.IntVar(&o.maxNew, "max-new-tokens", 0, "longest completion in tokens (0: the batch's longest reference answer)")
-	f.StringVar(&o.out, "out", "", "trace file to write (- for standard output)")
+	f.StringVar(&o.out, "out", "", "trace file to write: .parquet for Parquet, else JSON Lines (- for standard output)")
 	f.IntVar(&o.threads, "threads", o.threads, "goroutines for matrix products (results do not depend on it)")
 	return cmd
 }
@@ -181,7 +183,12 @@ func runRollout(ctx context.Context, o rolloutOptions, stdout, stderr io.Writer)
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-	} else if err := atomicfile.Write(o.out, 0o644, true, func(w io.Writer) error { return trace.Write(w, set) }); err != nil {
+	} else if err := atomicfile.Write(o.out, 0o644, true, func(w io.Writer) error {
+		if strings.HasSuffix(o.out, ".parquet") {
+			return trace.WriteParquet(w, set)
+		}
+		return trace.Write(w, set)
+	}); err != nil {
 		return err
 	}
 	exact := 0

@@ -49,6 +49,16 @@ func TestRollout(t *testing.T) {
 	if out := mustGym(t, "rollout", "--dataset", "sort", "--n", "6", "--group", "3", "--seed", "5", "--threads", "3", "--out", "-"); out != string(raw) {
 		t.Errorf("--threads 3 to stdout wrote a different file")
 	}
+	// --out x.parquet: the same set as Parquet.
+	pq := filepath.Join(dir, "a.parquet")
+	mustGym(t, "rollout", "--dataset", "sort", "--n", "6", "--group", "3", "--seed", "5", "--out", pq)
+	praw, err := os.ReadFile(pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := trace.ReadParquet(bytes.NewReader(praw), int64(len(praw)), trace.DefaultLimits()); err != nil || !reflect.DeepEqual(ps, s) {
+		t.Errorf("--out .parquet: %v (same set: %v)", err, err == nil && reflect.DeepEqual(ps, s))
+	}
 	ck := read([]byte(mustGym(t, "rollout", "--dataset", "sort", "--n", "6", "--group", "3", "--seed", "5", "--checkpoint", peftDir, "--out", "-")))
 	if len(ck.Header.Policy) != 64 || reflect.DeepEqual(ck.Seqs, s.Seqs) {
 		t.Errorf("with a checkpoint: policy %q, same completions %v", ck.Header.Policy, reflect.DeepEqual(ck.Seqs, s.Seqs))
