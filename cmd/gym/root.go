@@ -26,7 +26,7 @@ the orchestrator, hanzod; submitters send jobs to hanzod and follow them
 	orch.register(root)
 	root.AddCommand(newKeygen(), newDelta(&orch), newBench(), newDemo(), newVersion(),
 		newJob(&orch), newNode(&orch), newLedger(&orch),
-		newRing(), newTrain(), newArtifact(), newEval(), newRollout(), newWorker(), newUp(), newRelease(), newBase(), newChain(), newEnv())
+		newRing(), newTrain(), newArtifact(), newEval(), newRollout(), newWorker(), newUp(), newRelease(), newBase(), newChain(), newEnv(), newTask())
 	return root
 }
 
