@@ -19,6 +19,23 @@ import (
 	"github.com/zooai/gym/worker"
 )
 
+// torchConfig is a test cluster of len(backends) workers training with
+// backends (go or torch), the torch ones through this checkout's
+// python/ package with env added to their environment. It skips t without
+// a Python environment that has torch.
+func torchConfig(t *testing.T, backends []string, env ...string) localcluster.Config {
+	t.Helper()
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
+	pkg, err := filepath.Abs(filepath.Join("..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := localcluster.TestConfig(t.TempDir(), len(backends))
+	cfg.Backends = backends
+	cfg.Python, cfg.PythonEnv = py, append([]string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}, env...)
+	return cfg
+}
+
 // TestMixedRing runs a job that allows any backend on two go and two
 // torch workers: the ring mixes them, every delta is accepted (the torch
 // ones without exact replay) and the published adapter loads as PEFT's.
@@ -30,17 +47,8 @@ import (
 // process, the step is trained again from the last verified adapter, and
 // the job publishes all the same.
 func TestMixedRing(t *testing.T) {
-	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
-	pkg, err := filepath.Abs(filepath.Join("..", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfg := localcluster.TestConfig(dir, 4)
-	cfg.Backends = []string{"go", "go", "torch", "torch"}
-	hold := filepath.Join(dir, "held-in-step")
-	cfg.Python, cfg.PythonEnv = py, []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1",
-		"GYM_TRAINER_TEST_HOLD_STEP=" + hold}
+	hold := filepath.Join(t.TempDir(), "held-in-step")
+	cfg := torchConfig(t, []string{"go", "go", "torch", "torch"}, "GYM_TRAINER_TEST_HOLD_STEP="+hold)
 	// Generous bounds, not synchronisation: a torch worker's steps go
 	// through a Python process on a shared machine.
 	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
@@ -195,15 +203,7 @@ func TestMixedRing(t *testing.T) {
 // instead of retrying it: hanzod's record of the node says why, with the
 // hint, and the three go workers train the job to its checkpoint.
 func TestTorchOutOfMemoryRefuses(t *testing.T) {
-	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
-	pkg, err := filepath.Abs(filepath.Join("..", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfg := localcluster.TestConfig(dir, 4)
-	cfg.Backends = []string{"torch", "go", "go", "go"}
-	cfg.Python, cfg.PythonEnv = py, []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1", "GYM_TRAINER_TEST_OOM=Step"}
+	cfg := torchConfig(t, []string{"torch", "go", "go", "go"}, "GYM_TRAINER_TEST_OOM=Step")
 	// The go workers wait for w0 in their first all-reduce until the ring
 	// times out (15 s) and hanzod rebuilds the ring without it.
 	cfg.EpochGrace = 5 * time.Minute
@@ -243,16 +243,8 @@ func TestTorchOutOfMemoryRefuses(t *testing.T) {
 // traces: each is slashed for trace_check by the check made for it, the
 // go workers are not, and the job publishes.
 func TestTorchTraceAttacks(t *testing.T) {
-	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
-	pkg, err := filepath.Abs(filepath.Join("..", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfg := localcluster.TestConfig(dir, 4)
-	cfg.Backends = []string{"go", "go", "torch", "torch"}
+	cfg := torchConfig(t, []string{"go", "go", "torch", "torch"})
 	cfg.Attacks = []string{"", "", worker.AttackScale, worker.AttackRewards}
-	cfg.Python, cfg.PythonEnv = py, []string{"PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
 	// Generous bounds, not synchronisation: torch steps on a shared machine.
 	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
 	spec := tinySpec(1, 4, 4)
