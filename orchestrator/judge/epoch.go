@@ -204,7 +204,7 @@ func (j *Judge) reclaim(ctx context.Context, settled []string) error {
 		}
 		var r blob.Reclaimed
 		var err error
-		for _, dir := range []string{"deltas/" + id, "evidence/" + id} {
+		for _, dir := range []string{"deltas/" + id, "traces/" + id, "evidence/" + id} {
 			d, derr := j.cfg.Blobs.DeleteDir(ctx, dir)
 			r = r.Add(d)
 			err = errors.Join(err, derr)

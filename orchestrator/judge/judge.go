@@ -228,7 +228,7 @@ func (j *Judge) WriteMetrics(w io.Writer) {
 	}
 	fmt.Fprintf(w, "# HELP gym_hanzod_merges_total Epochs merged and published.\n# TYPE gym_hanzod_merges_total counter\ngym_hanzod_merges_total %d\n", j.merges)
 	fmt.Fprintf(w, "# HELP gym_hanzod_merge_seconds_total Time spent validating, merging and publishing epochs.\n# TYPE gym_hanzod_merge_seconds_total counter\ngym_hanzod_merge_seconds_total %g\n", j.mergeSec)
-	fmt.Fprintf(w, "# HELP gym_hanzod_blobs_deleted_total Blobs (accepted deltas, evidence) of settled jobs deleted by this replica.\n# TYPE gym_hanzod_blobs_deleted_total counter\ngym_hanzod_blobs_deleted_total %d\n", j.freed.Blobs)
+	fmt.Fprintf(w, "# HELP gym_hanzod_blobs_deleted_total Blobs (accepted deltas and their traces, evidence) of settled jobs deleted by this replica.\n# TYPE gym_hanzod_blobs_deleted_total counter\ngym_hanzod_blobs_deleted_total %d\n", j.freed.Blobs)
 	fmt.Fprintf(w, "# HELP gym_hanzod_blob_bytes_reclaimed_total Bytes of the blobs of settled jobs deleted by this replica.\n# TYPE gym_hanzod_blob_bytes_reclaimed_total counter\ngym_hanzod_blob_bytes_reclaimed_total %d\n", j.freed.Bytes)
 }
 

@@ -59,13 +59,14 @@ func TestSettledBlobsDeleted(t *testing.T) {
 	if want.Blobs == 0 {
 		t.Fatal("no accepted deltas")
 	}
-	evidence := []byte("signed evidence file")
-	for name, data := range map[string][]byte{"evidence/" + e.job + "/0a.delta": evidence, "deltas/job-99999999/0b.delta": []byte("a running job's")} {
+	evidence, traces := []byte("signed evidence file"), []byte("a trace bundle")
+	for name, data := range map[string][]byte{"evidence/" + e.job + "/0a.delta": evidence, "traces/" + e.job + "/bafy.jsonl": traces,
+		"deltas/job-99999999/0b.delta": []byte("a running job's")} {
 		if err := blobs.Put(e.ctx, name, data); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want = want.Add(blob.Reclaimed{Blobs: 1, Bytes: int64(len(evidence))})
+	want = want.Add(blob.Reclaimed{Blobs: 2, Bytes: int64(len(evidence) + len(traces))})
 
 	// Within the retention nothing is deleted.
 	if err := e.j.Step(e.ctx); err != nil {
@@ -83,7 +84,7 @@ func TestSettledBlobsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := e.j.Reclaimed(); r != want {
-		t.Fatalf("reclaimed %+v, want %+v (the job's deltas and evidence)", r, want)
+		t.Fatalf("reclaimed %+v, want %+v (the job's deltas, traces and evidence)", r, want)
 	}
 	t.Logf("settled job %s: %d blobs, %d bytes reclaimed", e.job, want.Blobs, want.Bytes)
 	for _, dig := range jb.Slots {
