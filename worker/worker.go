@@ -987,6 +987,11 @@ func (w *Worker) stamp(set *trace.Set, a Assignment) *trace.Set {
 	return set
 }
 
+// TracesSuffix names the file a worker keeps a delta's sync traces in
+// (zstd-compressed, as sent) beside the kept delta file; gym delta submit
+// sends it with the file.
+const TracesSuffix = ".traces.zst"
+
 // submit signs d with a fresh sequence and submits it with its trace
 // bundle (zstd-compressed; nil when d names none); a rejection is an
 // event, not an error.
@@ -1025,6 +1030,9 @@ func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta, traces []byte)
 		err := os.MkdirAll(dir, 0o755)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, name), file, 0o644)
+		}
+		if err == nil && len(traces) > 0 {
+			err = os.WriteFile(filepath.Join(dir, name+TracesSuffix), traces, 0o644)
 		}
 		if err != nil {
 			w.c.Logger.Warn("could not keep the delta file", "err", err)

@@ -6,8 +6,10 @@ import (
 	"crypto/sha3"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,6 +20,7 @@ import (
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/delta"
+	"github.com/zooai/gym/worker"
 )
 
 // submitResult is one line of gym delta submit --json.
@@ -45,9 +48,12 @@ gym_protocol's upload_ipfs publishes).
 
 hanzod judges each file (docs/orchestrator.md): it must carry the job's
 metadata (job, epoch, sync, step, node, sequence, job_binding) and be
-signed by the node's registered key. The same bytes sent again are a
-duplicate, not an offence; another delta for a slot the node already
-filled is equivocation, which hanzod slashes.
+signed by the node's registered key. A delta naming its sync's rollout
+traces (docs/traces.md) goes with them: FILE.traces.zst beside the file,
+where gym worker keeps them, is sent when present. The same bytes sent again
+are a duplicate, not an offence (their traces need not be sent again);
+another delta for a slot the node already filled is equivocation, which
+hanzod slashes.
 
 Prints one line per file ("SOURCE: accepted|duplicate|rejected (reason:
 detail)"), or with --json one object per line {source, digest, accepted,
@@ -62,7 +68,7 @@ duplicate, reason, detail}. Exit status 0 when hanzod accepted every file
 			if timeout <= 0 {
 				return usageError{fmt.Errorf("--timeout %v: want a positive duration, e.g. 10s", timeout)}
 			}
-			var files [][]byte
+			var files, traces [][]byte
 			for _, a := range args {
 				b, err := readDeltaSource(cmd.Context(), a, storeDir, lim.limits())
 				if err != nil {
@@ -72,6 +78,13 @@ duplicate, reason, detail}. Exit status 0 when hanzod accepted every file
 					return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", a, err)}
 				}
 				files = append(files, b)
+				// The sync's traces the worker kept beside the file
+				// (FILE.traces.zst), sent with it when present.
+				tr, err := os.ReadFile(a + worker.TracesSuffix)
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+				traces = append(traces, tr)
 			}
 			c, err := o.dial()
 			if err != nil {
@@ -82,7 +95,7 @@ duplicate, reason, detail}. Exit status 0 when hanzod accepted every file
 			rejected := 0
 			for i, b := range files {
 				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-				resp, err := node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: b})
+				resp, err := node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: b, Traces: traces[i]})
 				cancel()
 				if err != nil {
 					return c.explain("submitting "+args[i], timeout, err)

@@ -510,9 +510,6 @@ func (j *Judge) judge(ctx context.Context, file, traces []byte, ra *bytes.Reader
 		return reject(ReasonMetadata, "metadata names node %s but the file is signed by %s", meta.Node, node), nil
 	}
 	s := &submission{file: file, digest: digest, node: node, meta: meta}
-	if v, ok := checkTraces(ctx, s, info.Metadata, traces); !ok {
-		return v, nil
-	}
 	sub := epoch.Submission{Node: node, Digest: digest, Meta: meta}
 	sub.SyncKey, sub.HasSyncKey = info.Metadata.Get(jobconf.KeySync)
 	sub.Binding, sub.HasBinding = info.Metadata.Get(jobconf.KeyBinding)
@@ -527,7 +524,16 @@ func (j *Judge) judge(ctx context.Context, file, traces []byte, ra *bytes.Reader
 	if jobID == "" || err != nil {
 		return v, err
 	}
-	_, more := epoch.Screen(sub, st)
+	first, more := epoch.Screen(sub, st)
+	if first.Outcome == epoch.Duplicate && !more {
+		// The very file accepted before (a retry, or a client sending a
+		// worker's kept files): its traces were checked and kept then.
+		return duplicate, nil
+	}
+	// The traces are checked (decompressed, hashed, read) outside the lock.
+	if v, ok := checkTraces(ctx, s, info.Metadata, traces); !ok {
+		return v, nil
+	}
 	for {
 		if more && !decoded {
 			// Decompress outside the lock. Screen compared the declared

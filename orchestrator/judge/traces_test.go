@@ -68,8 +68,14 @@ func TestSubmitTraces(t *testing.T) {
 	}
 	d := e.sd(0, 1, 1, e.small(1, 1e-4))
 	d.Backend, d.Traces = "torch", own.CID
-	if v := submit(e.encode(0, d), own.Compressed); !v.Accepted {
+	file := e.encode(0, d)
+	if v := submit(file, own.Compressed); !v.Accepted {
 		t.Fatalf("a torch delta with its traces: %+v", v)
+	}
+	// The same file again, without its traces (a client sending a worker's
+	// kept delta files): a duplicate, accepted before.
+	if v := submit(file, nil); !v.Accepted || !v.Duplicate {
+		t.Fatalf("the accepted file again without traces: %+v", v)
 	}
 	// A go delta may still come without traces (workers before traces).
 	if v := submit(e.encode(1, e.sd(1, 1, 1, e.small(2, 1e-4))), nil); !v.Accepted {
