@@ -104,18 +104,7 @@ func TestCheckSyncGo(t *testing.T) {
 	t.Logf("honest go sync 2: %d steps, %d tokens, log-prob max %.3g, update rel L2 %.3g cosine %.9f, loss Δ %.3g",
 		r.Steps, r.Tokens, r.LogProbMax, r.RelL2, r.Cosine, r.LossDiff)
 
-	clone := func() SyncInput {
-		out := in
-		out.Traces = make([][]*trace.Set, len(in.Traces))
-		for s, sets := range in.Traces {
-			for _, set := range sets {
-				cp := *set
-				cp.Seqs = append([]trace.Sequence(nil), set.Seqs...)
-				out.Traces[s] = append(out.Traces[s], &cp)
-			}
-		}
-		return out
-	}
+	clone := func() SyncInput { return cloneInput(in) }
 	md, err := llama.New(base.Weights, nil, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -264,18 +253,7 @@ func TestCheckSyncEnv(t *testing.T) {
 	if r := check("the checker's server down", in, fakeEnv{func(reward.Sample) bool { return true }}); r.Failed != "" || r.Unverifiable == "" {
 		t.Errorf("a checker whose server is down: %+v, want unverifiable", r)
 	}
-	clone := func() SyncInput {
-		out := in
-		out.Traces = make([][]*trace.Set, len(in.Traces))
-		for s, sets := range in.Traces {
-			for _, set := range sets {
-				cp := *set
-				cp.Seqs = append([]trace.Sequence(nil), set.Seqs...)
-				out.Traces[s] = append(out.Traces[s], &cp)
-			}
-		}
-		return out
-	}
+	clone := func() SyncInput { return cloneInput(in) }
 	x := clone()
 	for i := range x.Traces[1][0].Seqs {
 		if q := &x.Traces[1][0].Seqs[i]; !q.RewardFailed {
@@ -314,4 +292,19 @@ func TestCheckSyncEnv(t *testing.T) {
 	if r := check("every reward claimed failed", x, fakeEnv{}); r.Unverifiable == "" {
 		t.Errorf("a node claiming every call failed: %+v, want unverifiable", r)
 	}
+}
+
+// cloneInput copies in with traces an attack can edit without touching
+// in's.
+func cloneInput(in SyncInput) SyncInput {
+	out := in
+	out.Traces = make([][]*trace.Set, len(in.Traces))
+	for s, sets := range in.Traces {
+		for _, set := range sets {
+			cp := *set
+			cp.Seqs = append([]trace.Sequence(nil), set.Seqs...)
+			out.Traces[s] = append(out.Traces[s], &cp)
+		}
+	}
+	return out
 }
