@@ -49,9 +49,9 @@ func TestInspectBomb(t *testing.T) {
 	}
 	verify := time.Since(t0)
 	t.Logf("%d-byte file declaring %d bytes: Inspect %v, Verify (decompressing) %v", len(file), n, inspect, verify)
-	if inspect*5 > verify {
-		t.Errorf("Inspect took %v, Verify %v: Inspect should not decompress", inspect, verify)
-	}
+	// That Inspect does not decompress is the allocation bound above (a
+	// 60 MiB tensor cannot be decompressed in 4 MiB); the times are logged
+	// only: a ratio of wall times fails when the cores are shared.
 	var es []Entry
 	for _, e := range f.Info().Entries {
 		if e.Name != MetadataName {
