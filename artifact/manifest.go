@@ -41,6 +41,9 @@ const (
 	// publishes so that others can fetch it by CID (gym_protocol's
 	// DeltaWriter.upload_ipfs).
 	KindDelta Kind = "delta"
+	// KindCheck is a delegated trace check's package (package checkpkg,
+	// docs/validators.md) hanzod publishes for the validators it asks.
+	KindCheck Kind = "check"
 )
 
 // ManifestFormat is the current value of Manifest.Format.
@@ -95,7 +98,7 @@ func (m *Manifest) Validate() error {
 	switch {
 	case m.Format != ManifestFormat:
 		return fmt.Errorf("%w: format %d, want %d", ErrManifest, m.Format, ManifestFormat)
-	case m.Kind != KindCheckpoint && m.Kind != KindBaseModel && m.Kind != KindDatasetShard && m.Kind != KindDelta && m.Kind != KindDataset:
+	case m.Kind != KindCheckpoint && m.Kind != KindBaseModel && m.Kind != KindDatasetShard && m.Kind != KindDelta && m.Kind != KindDataset && m.Kind != KindCheck:
 		return fmt.Errorf("%w: kind %q", ErrManifest, m.Kind)
 	case !nameRE.MatchString(m.Name):
 		return fmt.Errorf("%w: name %q", ErrManifest, m.Name)

@@ -44,7 +44,9 @@ type File struct {
 	Seed           uint64 `json:"seed"`
 	Byzantine      int    `json:"byzantine"`
 	SpotCheckBP    int    `json:"spot_check_bp"`
-	GSPO           GSPO   `json:"gspo"`
+	// Validators is the verdicts per trace check (0: hanzod checks).
+	Validators int  `json:"validators"`
+	GSPO       GSPO `json:"gspo"`
 	// Backend is the training backend workers must use: go, torch or any.
 	Backend string `json:"backend"`
 	// Data maps a dataset's rows onto problems (docs/datasets.md).
@@ -62,7 +64,7 @@ func (j *File) Spec() Spec {
 		Model: j.Model, Dataset: j.Dataset, Epochs: j.Epochs, MinNodes: j.MinNodes, MaxNodes: j.MaxNodes, MinVRAMMiB: j.MinVRAMMiB,
 		Aggregation: j.Aggregation, Utility: j.Utility, Submitter: j.Submitter, GSPO: j.GSPO,
 		StepsPerEpoch: j.StepsPerEpoch, PromptsPerStep: j.PromptsPerStep, Seed: j.Seed, Byzantine: j.Byzantine, SpotCheckBP: j.SpotCheckBP,
-		Data: j.Data, Reward: j.Reward,
+		Validators: j.Validators, Data: j.Data, Reward: j.Reward,
 	}
 	if j.Backend != Fields.Backend.Default {
 		s.Backend = j.Backend
@@ -163,6 +165,12 @@ func ParseFile(name string, data []byte, now time.Time, check func(Spec) error) 
 		{"seed", false, func(n *yaml.Node) { j.Seed = p.unsigned(n, "seed") }},
 		{"byzantine", false, func(n *yaml.Node) { j.Byzantine = int(p.whole(n, f.Byzantine)) }},
 		{"spot_check_bp", false, func(n *yaml.Node) { j.SpotCheckBP = int(p.whole(n, f.SpotCheckBP)) }},
+		{"validators", false, func(n *yaml.Node) {
+			j.Validators = int(p.whole(n, f.Validators))
+			if j.Validators == 1 {
+				p.errorf(n, "validators: 1; a check needs 0 (hanzod checks) or 2..%d verdicts (two that disagree go to a third)", f.Validators.Max)
+			}
+		}},
 		{"gspo", false, func(n *yaml.Node) { j.HasGSPO = true; p.gspo(n, &j.GSPO) }},
 		{"data", false, func(n *yaml.Node) { p.data(n, &j.Data) }},
 		{"reward", false, func(n *yaml.Node) { j.Reward = p.reward(n) }},

@@ -51,6 +51,10 @@ type Spec struct {
 	// SpotCheckBP is the share of deltas re-executed by deterministic
 	// replay, in basis points (0: 1000, that is 10%; -1: none).
 	SpotCheckBP int `json:"spot_check_bp,omitempty"`
+	// Validators is how many staked validators' verdicts each trace check
+	// of the job asks for (docs/validators.md): 0, hanzod checks itself;
+	// 2..5, validators do and two that disagree go to a third.
+	Validators int `json:"validators,omitempty"`
 	// Backend is the training backend workers must train with:
 	// "" for go (the built-in engine, whose deltas the judge replays bit
 	// for bit; "go" is written as "", its one encoding, which is also what
@@ -214,6 +218,8 @@ func (s *Spec) Normalise() error {
 		return invalidf("prompts_per_step %d outside 0..%d", s.PromptsPerStep, f.PromptsPerStep.Max)
 	case s.SpotCheckBP != -1 && !f.SpotCheckBP.Contains(int64(s.SpotCheckBP)):
 		return invalidf("spot_check_bp %d outside -1..%d (basis points; 0 means %d%%, -1 none)", s.SpotCheckBP, f.SpotCheckBP.Max, f.SpotCheckBP.Default/100)
+	case s.Validators != 0 && (s.Validators < 2 || !f.Validators.Contains(int64(s.Validators))):
+		return invalidf("validators %d: 0 (hanzod checks) or 2..%d verdicts per check", s.Validators, f.Validators.Max)
 	case s.Byzantine < 0:
 		return invalidf("byzantine %d is negative", s.Byzantine)
 	case s.Byzantine > 0 && s.Aggregation == "mean":

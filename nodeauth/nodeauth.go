@@ -1,5 +1,6 @@
 // Package nodeauth defines the requests a node signs for hanzod (register,
-// heartbeat, bandwidth report, ring failure report, job refusal), the job submission a
+// heartbeat, bandwidth report, ring failure report, job refusal), what a
+// validator signs (the checks it asks for, its verdicts), the job submission a
 // submitter signs, and the exact bytes signed for each: the wire's
 // signature format, shared by the clients that sign and the orchestrator
 // that verifies.
@@ -46,6 +47,9 @@ type (
 		// ProbeAddress (optional) is where the node answers bandwidth
 		// probes; signed only when set, so older signatures still verify.
 		ProbeAddress string
+		// Role (optional) is "validator" for a validator (docs/validators.md),
+		// empty for a compute node; signed only when set.
+		Role string
 	}
 	// Heartbeat says the node is alive (every 10 s).
 	Heartbeat struct {
@@ -135,8 +139,11 @@ func (r Register) SignedBytes() []byte {
 	e.str(r.GPUModel)
 	e.u64(r.VRAMMiB)
 	e.str(string(r.Report))
-	if r.ProbeAddress != "" {
+	if r.ProbeAddress != "" || r.Role != "" {
 		e.str(r.ProbeAddress)
+	}
+	if r.Role != "" {
+		e.str(r.Role)
 	}
 	return e.Bytes()
 }
@@ -208,4 +215,64 @@ func SignSuspect(key ed25519.PrivateKey, r *ReportSuspect) {
 func SignRefuse(key ed25519.PrivateKey, r *RefuseJob) {
 	r.Node = nodeID(key)
 	r.Sign(key, r.SignedBytes())
+}
+
+// Validator requests.
+type (
+	// ListChecks asks for the checks assigned to the signing validator
+	// that it has not answered. It changes nothing, so it carries no
+	// sequence number that hanzod must see grow (Seq is signed, not
+	// checked); the timestamp bounds its replay.
+	ListChecks struct {
+		Auth
+	}
+	// SubmitVerdict is a validator's signed verdict on a check it was
+	// assigned: the delta of Subject's slot (Epoch, Step) of Job with file
+	// digest Digest, checked from the package Package (a CID). Outcome is
+	// pass, fail or unverifiable; Check names the failed check; Figures is
+	// the JSON of the measured differences (docs/validators.md).
+	SubmitVerdict struct {
+		Auth
+		Job     string
+		Epoch   uint64
+		Step    uint64
+		Subject string
+		Digest  string
+		Package string
+		Outcome string
+		Check   string
+		Detail  string
+		Figures string
+	}
+)
+
+// SignedBytes is what a validator signs.
+func (l ListChecks) SignedBytes() []byte { return header("listchecks", l.Auth).Bytes() }
+
+// SignedBytes is what a validator signs.
+func (v SubmitVerdict) SignedBytes() []byte {
+	e := header("verdict", v.Auth)
+	e.str(v.Job)
+	e.u64(v.Epoch)
+	e.u64(v.Step)
+	e.str(v.Subject)
+	e.str(v.Digest)
+	e.str(v.Package)
+	e.str(v.Outcome)
+	e.str(v.Check)
+	e.str(v.Detail)
+	e.str(v.Figures)
+	return e.Bytes()
+}
+
+// SignListChecks signs l in place.
+func SignListChecks(key ed25519.PrivateKey, l *ListChecks) {
+	l.Node = nodeID(key)
+	l.Sign(key, l.SignedBytes())
+}
+
+// SignVerdict signs v in place.
+func SignVerdict(key ed25519.PrivateKey, v *SubmitVerdict) {
+	v.Node = nodeID(key)
+	v.Sign(key, v.SignedBytes())
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/zooai/gym/orchestrator/state"
 	ostore "github.com/zooai/gym/orchestrator/store"
 	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/verdict"
 )
 
 // Step does whatever the jobs' progress calls for: end an epoch whose
@@ -348,9 +349,22 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	if err != nil {
 		return fmt.Errorf("judge: checkpoint of epoch %d: %w", e-1, err)
 	}
+	delegated := jb.Spec.Validators >= verdict.MinK
+	if delegated {
+		// The merge waits for the verdicts of the checks an earlier
+		// evaluation delegated (asking more validators as needed).
+		if wait, err := j.awaiting(ctx, jb.ID, e); err != nil || wait {
+			return err
+		}
+	}
 	in, err := j.epochInput(ctx, plan, jb, start)
 	if err != nil {
 		return err
+	}
+	var dl *delegation
+	if delegated {
+		dl = &delegation{j: j, job: jb.ID, e: e, plan: plan, self: in.CheckTraces}
+		in.CheckTraces = dl.check
 	}
 	// A node proven to cheat on submission during the epoch forfeits all
 	// its deltas of it. A proof that arrives while the evaluation runs (an
@@ -360,6 +374,9 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	for try := 0; ; try++ {
 		if in.Offenders, err = j.offenders(ctx, jb.ID, e); err != nil {
 			return err
+		}
+		if dl != nil {
+			dl.pending = nil
 		}
 		if res, err = epoch.Evaluate(ctx, in); err != nil {
 			return err
@@ -371,6 +388,15 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		if len(now) == len(in.Offenders) || try == 2 {
 			break
 		}
+	}
+	if dl != nil && len(dl.pending) > 0 {
+		// Checks delegated to validators are not decided: the evaluation
+		// is discarded and repeated when their verdicts are in.
+		j.log.Info("merge waits for validators", "job", jb.ID, "epoch", e, "checks", len(dl.pending))
+		return j.delegate(ctx, jb, plan, dl.pending)
+	}
+	if delegated {
+		res.Rewards = j.settleChecks(ctx, jb.ID, e, res.Rewards)
 	}
 	for _, sl := range res.Slashes {
 		j.log.Warn("spot-check failed", "job", jb.ID, "node", short(sl.Node), "sync", sl.Sync, "detail", sl.Detail)
@@ -422,6 +448,11 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		"accuracy": rep.Accuracy, "rule": rep.Rule, "deltas": len(rep.Scores), "time": j.cfg.Now().UTC().Format(time.RFC3339Nano),
 	})
 	j.pay(ctx, jb.ID, e, res.Rewards)
+	if len(res.Watch) > 0 {
+		if _, err := j.eng.Do(ctx, state.WatchNodes{Job: jb.ID, Epoch: e, Nodes: res.Watch, Until: e + WatchEpochs}); err != nil {
+			j.log.Warn("nodes not put under watch", "job", jb.ID, "nodes", len(res.Watch), "err", err)
+		}
+	}
 	if _, err := j.eng.Do(ctx, state.PublishCheckpoint{Job: jb.ID, Epoch: e, CID: rep.CID, Record: record, Signature: sig}); err != nil {
 		return err
 	}
@@ -460,6 +491,14 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 			Base: d.meta.BaseCheckpoint, ClaimedLoss: d.meta.ClaimedLoss, Adapter: d.adapter, Backend: d.backend, Traces: d.traces})
 	}
 	in.CheckTraces = j.traceChecker(jb.ID, plan, e)
+	for n, until := range jb.Watch {
+		if until >= e {
+			if in.Watched == nil {
+				in.Watched = map[string]bool{}
+			}
+			in.Watched[n] = true
+		}
+	}
 	if in.Rings, err = j.ringHistory(ctx, jb.ID); err != nil {
 		return epoch.Input{}, err
 	}

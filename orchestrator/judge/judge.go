@@ -170,6 +170,11 @@ type Judge struct {
 	ready     map[string]bool                    // job/epoch → its start is in the artifact store
 	settledAt map[string]time.Time               // job → when this judge first saw it settled
 	reclaimed map[string]bool                    // job → its deltas and evidence deleted by this judge
+	// pendingChecks: job/epoch → the delegated checks its merge waits
+	// for; selfCheck: job/slot → no validator could be asked, hanzod
+	// checks it.
+	pendingChecks map[string][]pendingCheck
+	selfCheck     map[string]bool
 
 	history eventHistory // the log's ring configurations and money, read incrementally
 
@@ -283,6 +288,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	}
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
 		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{}, ready: map[string]bool{},
+		pendingChecks: map[string][]pendingCheck{}, selfCheck: map[string]bool{},
 		settledAt: map[string]time.Time{}, reclaimed: map[string]bool{},
 		templates: map[string]*llama.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
@@ -712,6 +718,9 @@ type Evidence struct {
 	Epoch  int            `json:"epoch,omitempty"`
 	Files  []EvidenceFile `json:"files"`
 	Frames []RingFrame    `json:"ring_frames,omitempty"` // signed ring frames (RingEvidence)
+	// Verdicts are the signed verdicts of a delegated check, for a false
+	// validation report (OffenceFalseVerdict).
+	Verdicts []state.Ask `json:"verdicts,omitempty"`
 }
 
 // EvidenceFile is one signed delta of the evidence.

@@ -341,7 +341,7 @@ func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.Regis
 	if err != nil {
 		return nil, err
 	}
-	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress}
+	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress, Role: r.Role}
 	if err := s.admit(a, cmd.SignedBytes()); err != nil {
 		return nil, err
 	}
@@ -905,6 +905,55 @@ func (s *Server) RefuseJob(ctx context.Context, r *pb.RefuseJobRequest) (*pb.Ref
 		return nil, err
 	}
 	return &pb.RefuseJobResponse{Assignment: s.assignment(a.Node)}, nil
+}
+
+// ListChecks implements NodeService: the open checks of a validator.
+func (s *Server) ListChecks(ctx context.Context, r *pb.ListChecksRequest) (*pb.ListChecksResponse, error) {
+	now := s.stamp(ctx)
+	a, err := auth(r.Auth)
+	if err != nil {
+		return nil, err
+	}
+	req := nodeauth.ListChecks{Auth: a}
+	if err := s.admit(a, req.SignedBytes()); err != nil {
+		return nil, err
+	}
+	var open []state.OpenCheck
+	s.eng.View(func(m *state.Machine) {
+		if err = m.AuthorizeValidator(now, a, req.SignedBytes()); err == nil {
+			open = m.OpenChecks(a.Node)
+		}
+	})
+	if err != nil {
+		return nil, Status(err)
+	}
+	out := &pb.ListChecksResponse{Artifacts: s.Artifacts, ServerTimeMs: now}
+	for _, o := range open {
+		out.Checks = append(out.Checks, &pb.CheckAssignment{Job: o.Job, Epoch: int32(o.Check.Epoch), Step: o.Check.Step, Node: o.Check.Node,
+			Digest: o.Check.Digest, Package: o.Check.Package, DeadlineUnixMs: now + o.Deadline, Spec: jobspec.ToProto(o.Spec)})
+	}
+	return out, nil
+}
+
+// SubmitVerdict implements NodeService: a validator's signed verdict.
+func (s *Server) SubmitVerdict(ctx context.Context, r *pb.SubmitVerdictRequest) (*pb.SubmitVerdictResponse, error) {
+	s.stamp(ctx)
+	a, err := auth(r.Auth)
+	if err != nil {
+		return nil, err
+	}
+	if r.Epoch < 0 {
+		return nil, status.Error(codes.InvalidArgument, "negative epoch")
+	}
+	cmd := state.SubmitVerdict{Auth: a, Job: r.Job, Epoch: uint64(r.Epoch), Step: r.Step, Subject: r.Node, Digest: r.Digest,
+		Package: r.Package, Outcome: r.Outcome, Check: r.Check, Detail: r.Detail, Figures: r.Figures}
+	if err := s.admit(a, cmd.SignedBytes()); err != nil {
+		return nil, err
+	}
+	if _, err := s.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &pb.SubmitVerdictResponse{}, nil
 }
 
 // Events implements OrchestratorService.

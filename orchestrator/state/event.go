@@ -57,6 +57,8 @@ type (
 		Report      []byte `json:"report,omitempty"` // signed hardware report as sent
 		// ProbeAddress is where the node answers bandwidth probes.
 		ProbeAddress string `json:"probe_address,omitempty"`
+		// Role is RoleValidator for a validator, "" for a compute node.
+		Role string `json:"role,omitempty"`
 	}
 	// HeartbeatReceived marks a node alive (and recovered if it had failed).
 	HeartbeatReceived struct {
@@ -209,6 +211,10 @@ var bodyTypes = map[string]func() Body{
 	"job_refused":          func() Body { return &JobRefused{} },
 	"checkpoint_published": func() Body { return &CheckpointPublished{} },
 	"job_settled":          func() Body { return &JobSettled{} },
+	"check_assigned":       func() Body { return &CheckAssigned{} },
+	"verdict_recorded":     func() Body { return &VerdictRecorded{} },
+	"check_expired":        func() Body { return &CheckExpired{} },
+	"nodes_watched":        func() Body { return &NodesWatched{} },
 }
 
 type wireEvent struct {
@@ -305,6 +311,14 @@ func DecodeEvent(data []byte) (Event, error) {
 	case *CheckpointPublished:
 		v = *p
 	case *JobSettled:
+		v = *p
+	case *CheckAssigned:
+		v = *p
+	case *VerdictRecorded:
+		v = *p
+	case *CheckExpired:
+		v = *p
+	case *NodesWatched:
 		v = *p
 	}
 	return Event{Index: w.Index, At: w.At, Body: v}, nil

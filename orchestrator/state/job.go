@@ -87,6 +87,12 @@ type Job struct {
 	// Refusals: node → why it refused the job (its signed word). A node
 	// that refused is never put back into the job.
 	Refusals map[string]string `json:"refusals,omitempty"`
+	// Checks are the trace checks of the epoch delegated to validators,
+	// by slot (docs/validators.md); dropped when the epoch is published.
+	Checks map[string]*Check `json:"checks,omitempty"`
+	// Watch: node → the last epoch its deltas are checked at the higher
+	// share, after a failed or missing check.
+	Watch map[string]int `json:"watch,omitempty"`
 }
 
 // maxName bounds names the state keeps (content ids, nodes in verdicts).
@@ -263,8 +269,12 @@ func (m *Machine) applyTransition(e JobTransitioned) error {
 		j.Epoch++
 		j.EpochSize = len(j.Ring)
 		j.Resyncs = 0
+		j.Checks = nil // decided and acted on by the merge
 	case e.To == Published:
 		j.CIDs = append(j.CIDs, e.CID)
+	}
+	if e.To.Terminal() {
+		j.Checks = nil
 	}
 	if e.To.Terminal() {
 		for _, id := range append(append([]string(nil), j.Members...), j.Ring...) {
@@ -506,6 +516,7 @@ func (m *Machine) resume(now int64, j *Job) {
 func (m *Machine) tick(now int64) {
 	m.emit(now, Ticked{})
 	m.detectFailures(now)
+	m.expireChecks(now)
 	for _, id := range m.jobIDs() {
 		j := m.jobs[id]
 		if j.State.Terminal() {

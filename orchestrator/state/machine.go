@@ -56,6 +56,10 @@ type Config struct {
 	UptimeWindow      time.Duration // uptime is measured over this (24 h)
 	MinUptimeBP       int           // eligibility: uptime in basis points (9500)
 	MinStake          ledger.Amount // eligibility: bonded stake (10,000 GYM)
+	// MinValidatorStake is a validator's bonded stake (25,000 GYM);
+	// CheckTimeout how long a validator has for a check (10 min).
+	MinValidatorStake ledger.Amount
+	CheckTimeout      time.Duration
 	PenaltyPeriod     time.Duration // a slash makes a node ineligible this long (7 days)
 	UnbondingPeriod   time.Duration // unbonded stake waits this long (14 days)
 	AgingTau          time.Duration // priority aging constant τ (10 min)
@@ -83,6 +87,8 @@ func DefaultConfig() Config {
 		UptimeWindow:        24 * time.Hour,
 		MinUptimeBP:         9500,
 		MinStake:            10_000 * ledger.GYM,
+		MinValidatorStake:   25_000 * ledger.GYM,
+		CheckTimeout:        10 * time.Minute,
 		PenaltyPeriod:       7 * 24 * time.Hour,
 		UnbondingPeriod:     14 * 24 * time.Hour,
 		AgingTau:            10 * time.Minute,
@@ -118,6 +124,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: AgingTau must be positive", ErrInvalid)
 	case c.ProvisionTimeout <= 0:
 		return fmt.Errorf("%w: ProvisionTimeout must be positive", ErrInvalid)
+	case c.CheckTimeout <= 0:
+		return fmt.Errorf("%w: CheckTimeout must be positive", ErrInvalid)
 	case c.MaxNodes < 1 || c.MaxJobs < 1:
 		return fmt.Errorf("%w: MaxNodes and MaxJobs must be positive", ErrInvalid)
 	case c.MaxOpenPerSubmitter < 1 || c.UtilityUnit < 1:
@@ -220,6 +228,12 @@ func (m *Machine) Step(now int64, cmd Command) ([]Event, error) {
 		err = m.eject(now, c)
 	case Settle:
 		err = m.settle(now, c)
+	case AssignCheck:
+		err = m.assignCheck(now, c)
+	case SubmitVerdict:
+		err = m.submitVerdict(now, c)
+	case WatchNodes:
+		err = m.watchNodes(now, c)
 	default:
 		err = fmt.Errorf("%w: unknown command %T", ErrInvalid, cmd)
 	}
@@ -342,6 +356,14 @@ func (m *Machine) apply(at int64, b Body) error {
 		return m.applyPublished(e)
 	case JobSettled:
 		return m.applySettled(e)
+	case CheckAssigned:
+		return m.applyCheckAssigned(e)
+	case VerdictRecorded:
+		return m.applyVerdict(e)
+	case CheckExpired:
+		return m.applyCheckExpired(e)
+	case NodesWatched:
+		return m.applyWatched(e)
 	}
 	return fmt.Errorf("unknown event body %T", b)
 }

@@ -41,6 +41,11 @@ type Node struct {
 	// RemovedFrom lists jobs whose ring this node was taken out of and
 	// has not been heard from since (cleared by its next request).
 	RemovedFrom []string `json:"removed_from,omitempty"`
+	// Role is "" for a compute node, RoleValidator for a validator (as it
+	// registered).
+	Role string `json:"role,omitempty"`
+	// MissedChecks counts the checks this validator let expire.
+	MissedChecks int `json:"missed_checks,omitempty"`
 }
 
 // Bounds on what a node may send.
@@ -92,6 +97,9 @@ func (m *Machine) register(now int64, r Register) error {
 	if _, port, err := net.SplitHostPort(r.Address); err != nil || port == "" {
 		return fmt.Errorf("%w: address %q is not host:port", ErrInvalid, r.Address)
 	}
+	if r.Role != "" && r.Role != RoleValidator {
+		return fmt.Errorf("%w: role %q (empty for a compute node, or validator)", ErrInvalid, r.Role)
+	}
 	if r.ProbeAddress != "" {
 		if _, port, err := net.SplitHostPort(r.ProbeAddress); err != nil || port == "" || len(r.ProbeAddress) > maxAddress {
 			return fmt.Errorf("%w: probe address %q is not host:port", ErrInvalid, r.ProbeAddress)
@@ -107,7 +115,7 @@ func (m *Machine) register(now int64, r Register) error {
 	m.emit(now, NodeRegistered{
 		Node: r.Node, Seq: r.Seq, Address: r.Address, Region: r.Region, GPUModel: r.GPUModel, VRAMMiB: r.VRAMMiB,
 		Attestation: m.cfg.Verifier.Verify(r.Node, r.GPUModel, r.VRAMMiB, r.Report),
-		Report:      r.Report, ProbeAddress: r.ProbeAddress,
+		Report:      r.Report, ProbeAddress: r.ProbeAddress, Role: r.Role,
 	})
 	// A ring member that registers again has restarted: it lost its
 	// place in the epoch (and its ring address may have changed). Take it
@@ -131,7 +139,7 @@ func (m *Machine) applyRegistered(e NodeRegistered) error {
 		return fmt.Errorf("sequence %d not above %d", e.Seq, n.LastSeq)
 	}
 	n.Address, n.Region, n.GPUModel, n.VRAMMiB = e.Address, e.Region, e.GPUModel, e.VRAMMiB
-	n.Attestation, n.Report, n.LastSeq, n.ProbeAddress = e.Attestation, e.Report, e.Seq, e.ProbeAddress
+	n.Attestation, n.Report, n.LastSeq, n.ProbeAddress, n.Role = e.Attestation, e.Report, e.Seq, e.ProbeAddress, e.Role
 	m.alive(n)
 	return nil
 }
@@ -219,6 +227,8 @@ func (m *Machine) UptimeBP(n *Node) int {
 // minVRAM, uptime ≥ MinUptimeBP, no slash within PenaltyPeriod.
 func (m *Machine) Ineligible(n *Node, minVRAM uint64, now int64) string {
 	switch {
+	case n.Role == RoleValidator:
+		return "a validator (it checks, it does not train)"
 	case n.Status != StatusActive:
 		return "not active"
 	case m.ledger.Banned(n.ID):

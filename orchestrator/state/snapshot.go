@@ -146,6 +146,14 @@ func (j Job) Clone() Job {
 	}
 	c.Slots = maps.Clone(j.Slots)
 	c.Refusals = maps.Clone(j.Refusals)
+	c.Watch = maps.Clone(j.Watch)
+	c.Checks = nil
+	if j.Checks != nil {
+		c.Checks = make(map[string]*Check, len(j.Checks))
+		for k, v := range j.Checks {
+			c.Checks[k] = v.clone()
+		}
+	}
 	c.Tally = nil
 	if j.Tally != nil {
 		c.Tally = make(map[string]*Tally, len(j.Tally))

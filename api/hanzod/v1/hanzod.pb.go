@@ -109,6 +109,7 @@ type RegisterRequest struct {
 	VramMib           uint64                 `protobuf:"varint,5,opt,name=vram_mib,json=vramMib,proto3" json:"vram_mib,omitempty"`
 	AttestationReport []byte                 `protobuf:"bytes,6,opt,name=attestation_report,json=attestationReport,proto3" json:"attestation_report,omitempty"` // optional; judged by the verifier
 	ProbeAddress      string                 `protobuf:"bytes,7,opt,name=probe_address,json=probeAddress,proto3" json:"probe_address,omitempty"`                // host:port serving bandwidth probes (signed when set)
+	Role              string                 `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`                                                    // "validator" for a validator (signed when set); empty: a compute node
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -188,6 +189,13 @@ func (x *RegisterRequest) GetAttestationReport() []byte {
 func (x *RegisterRequest) GetProbeAddress() string {
 	if x != nil {
 		return x.ProbeAddress
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetRole() string {
+	if x != nil {
+		return x.Role
 	}
 	return ""
 }
@@ -1069,6 +1077,371 @@ func (x *RefuseJobResponse) GetAssignment() *Assignment {
 	return nil
 }
 
+type ListChecksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Auth          *Auth                  `protobuf:"bytes,1,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListChecksRequest) Reset() {
+	*x = ListChecksRequest{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListChecksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListChecksRequest) ProtoMessage() {}
+
+func (x *ListChecksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListChecksRequest.ProtoReflect.Descriptor instead.
+func (*ListChecksRequest) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListChecksRequest) GetAuth() *Auth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+// CheckAssignment is one trace check a validator was asked for.
+type CheckAssignment struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Job            string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Epoch          int32                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Step           uint64                 `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`                                             // the slot's step (the sync's last)
+	Node           string                 `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`                                              // the checked node
+	Digest         string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`                                          // the delta file's signature digest (hex)
+	Package        string                 `protobuf:"bytes,6,opt,name=package,proto3" json:"package,omitempty"`                                        // CID of the check package (docs/validators.md)
+	DeadlineUnixMs int64                  `protobuf:"varint,7,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"` // a verdict after it is refused
+	Spec           *JobSpec               `protobuf:"bytes,8,opt,name=spec,proto3" json:"spec,omitempty"`                                              // the job's accepted configuration
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CheckAssignment) Reset() {
+	*x = CheckAssignment{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAssignment) ProtoMessage() {}
+
+func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAssignment.ProtoReflect.Descriptor instead.
+func (*CheckAssignment) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CheckAssignment) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *CheckAssignment) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CheckAssignment) GetStep() uint64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *CheckAssignment) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *CheckAssignment) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *CheckAssignment) GetPackage() string {
+	if x != nil {
+		return x.Package
+	}
+	return ""
+}
+
+func (x *CheckAssignment) GetDeadlineUnixMs() int64 {
+	if x != nil {
+		return x.DeadlineUnixMs
+	}
+	return 0
+}
+
+func (x *CheckAssignment) GetSpec() *JobSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type ListChecksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checks        []*CheckAssignment     `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	Artifacts     string                 `protobuf:"bytes,2,opt,name=artifacts,proto3" json:"artifacts,omitempty"` // KEYHEX@host:port of the artifact server holding the packages
+	ServerTimeMs  int64                  `protobuf:"varint,3,opt,name=server_time_ms,json=serverTimeMs,proto3" json:"server_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListChecksResponse) Reset() {
+	*x = ListChecksResponse{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListChecksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListChecksResponse) ProtoMessage() {}
+
+func (x *ListChecksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListChecksResponse.ProtoReflect.Descriptor instead.
+func (*ListChecksResponse) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListChecksResponse) GetChecks() []*CheckAssignment {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *ListChecksResponse) GetArtifacts() string {
+	if x != nil {
+		return x.Artifacts
+	}
+	return ""
+}
+
+func (x *ListChecksResponse) GetServerTimeMs() int64 {
+	if x != nil {
+		return x.ServerTimeMs
+	}
+	return 0
+}
+
+type SubmitVerdictRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Auth          *Auth                  `protobuf:"bytes,1,opt,name=auth,proto3" json:"auth,omitempty"`
+	Job           string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Epoch         int32                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Step          uint64                 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
+	Node          string                 `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"` // the checked node
+	Digest        string                 `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	Package       string                 `protobuf:"bytes,7,opt,name=package,proto3" json:"package,omitempty"`
+	Outcome       string                 `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`  // pass, fail or unverifiable
+	Check         string                 `protobuf:"bytes,9,opt,name=check,proto3" json:"check,omitempty"`      // the failed check (tracecheck's names)
+	Detail        string                 `protobuf:"bytes,10,opt,name=detail,proto3" json:"detail,omitempty"`   // at most 1024 bytes
+	Figures       string                 `protobuf:"bytes,11,opt,name=figures,proto3" json:"figures,omitempty"` // JSON of the measured differences, at most 4096 bytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitVerdictRequest) Reset() {
+	*x = SubmitVerdictRequest{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitVerdictRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitVerdictRequest) ProtoMessage() {}
+
+func (x *SubmitVerdictRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitVerdictRequest.ProtoReflect.Descriptor instead.
+func (*SubmitVerdictRequest) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SubmitVerdictRequest) GetAuth() *Auth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *SubmitVerdictRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *SubmitVerdictRequest) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SubmitVerdictRequest) GetStep() uint64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *SubmitVerdictRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SubmitVerdictRequest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *SubmitVerdictRequest) GetPackage() string {
+	if x != nil {
+		return x.Package
+	}
+	return ""
+}
+
+func (x *SubmitVerdictRequest) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *SubmitVerdictRequest) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *SubmitVerdictRequest) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *SubmitVerdictRequest) GetFigures() string {
+	if x != nil {
+		return x.Figures
+	}
+	return ""
+}
+
+type SubmitVerdictResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitVerdictResponse) Reset() {
+	*x = SubmitVerdictResponse{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitVerdictResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitVerdictResponse) ProtoMessage() {}
+
+func (x *SubmitVerdictResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitVerdictResponse.ProtoReflect.Descriptor instead.
+func (*SubmitVerdictResponse) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+}
+
 type EventsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	After         uint64                 `protobuf:"varint,1,opt,name=after,proto3" json:"after,omitempty"`
@@ -1079,7 +1452,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1464,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1477,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EventsRequest) GetAfter() uint64 {
@@ -1131,7 +1504,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1516,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1529,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EventsResponse) GetEvents() []string {
@@ -1203,14 +1576,17 @@ type JobSpec struct {
 	Data *DataMapping `protobuf:"bytes,18,opt,name=data,proto3" json:"data,omitempty"`
 	// The reward: verifiers with weights (docs/datasets.md); empty for the
 	// default, partial credit on a built-in task and exact match on a dataset.
-	Reward        []*RewardTerm `protobuf:"bytes,19,rep,name=reward,proto3" json:"reward,omitempty"`
+	Reward []*RewardTerm `protobuf:"bytes,19,rep,name=reward,proto3" json:"reward,omitempty"`
+	// Verdicts per trace check from staked validators (docs/validators.md):
+	// 0, hanzod checks itself; 2..5, validators do.
+	Validators    int32 `protobuf:"varint,20,opt,name=validators,proto3" json:"validators,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1598,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1611,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobSpec) GetModel() string {
@@ -1371,6 +1747,13 @@ func (x *JobSpec) GetReward() []*RewardTerm {
 	return nil
 }
 
+func (x *JobSpec) GetValidators() int32 {
+	if x != nil {
+		return x.Validators
+	}
+	return 0
+}
+
 // DataMapping says how a dataset's rows become prompts and answers.
 type DataMapping struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1387,7 +1770,7 @@ type DataMapping struct {
 
 func (x *DataMapping) Reset() {
 	*x = DataMapping{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1782,7 @@ func (x *DataMapping) String() string {
 func (*DataMapping) ProtoMessage() {}
 
 func (x *DataMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1795,7 @@ func (x *DataMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataMapping.ProtoReflect.Descriptor instead.
 func (*DataMapping) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DataMapping) GetPrompt() string {
@@ -1479,7 +1862,7 @@ type RewardTerm struct {
 
 func (x *RewardTerm) Reset() {
 	*x = RewardTerm{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1874,7 @@ func (x *RewardTerm) String() string {
 func (*RewardTerm) ProtoMessage() {}
 
 func (x *RewardTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1887,7 @@ func (x *RewardTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewardTerm.ProtoReflect.Descriptor instead.
 func (*RewardTerm) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RewardTerm) GetVerifier() string {
@@ -1583,7 +1966,7 @@ type GSPOConfig struct {
 
 func (x *GSPOConfig) Reset() {
 	*x = GSPOConfig{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1978,7 @@ func (x *GSPOConfig) String() string {
 func (*GSPOConfig) ProtoMessage() {}
 
 func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1991,7 @@ func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GSPOConfig.ProtoReflect.Descriptor instead.
 func (*GSPOConfig) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GSPOConfig) GetImportanceSamplingLevel() string {
@@ -1737,7 +2120,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +2132,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +2145,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -1795,7 +2178,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +2190,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2203,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubmitJobResponse) GetJob() string {
@@ -1839,7 +2222,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +2234,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +2247,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetJobRequest) GetJob() string {
@@ -1895,7 +2278,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2290,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2303,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Job) GetId() string {
@@ -2025,7 +2408,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2420,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2433,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Refusal) GetNode() string {
@@ -2082,7 +2465,7 @@ type Pin struct {
 
 func (x *Pin) Reset() {
 	*x = Pin{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2477,7 @@ func (x *Pin) String() string {
 func (*Pin) ProtoMessage() {}
 
 func (x *Pin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2490,7 @@ func (x *Pin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pin.ProtoReflect.Descriptor instead.
 func (*Pin) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Pin) GetCid() string {
@@ -2153,7 +2536,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2548,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2561,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
 }
 
 type ListJobsResponse struct {
@@ -2190,7 +2573,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2585,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2598,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -2244,7 +2627,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2639,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2652,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Node) GetId() string {
@@ -2357,7 +2740,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2752,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2765,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
 }
 
 type ListNodesResponse struct {
@@ -2394,7 +2777,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2789,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2802,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2438,7 +2821,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2450,7 +2833,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2463,7 +2846,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetBalanceRequest) GetAccount() string {
@@ -2486,7 +2869,7 @@ type Slash struct {
 
 func (x *Slash) Reset() {
 	*x = Slash{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2881,7 @@ func (x *Slash) String() string {
 func (*Slash) ProtoMessage() {}
 
 func (x *Slash) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2894,7 @@ func (x *Slash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slash.ProtoReflect.Descriptor instead.
 func (*Slash) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Slash) GetOffence() int32 {
@@ -2564,7 +2947,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2959,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2972,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Account) GetId() string {
@@ -2648,7 +3031,7 @@ type LedgerRequest struct {
 
 func (x *LedgerRequest) Reset() {
 	*x = LedgerRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +3043,7 @@ func (x *LedgerRequest) String() string {
 func (*LedgerRequest) ProtoMessage() {}
 
 func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +3056,7 @@ func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LedgerRequest) GetAccount() string {
@@ -2707,7 +3090,7 @@ type EndEpochRequest struct {
 
 func (x *EndEpochRequest) Reset() {
 	*x = EndEpochRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +3102,7 @@ func (x *EndEpochRequest) String() string {
 func (*EndEpochRequest) ProtoMessage() {}
 
 func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +3115,7 @@ func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEpochRequest.ProtoReflect.Descriptor instead.
 func (*EndEpochRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *EndEpochRequest) GetJob() string {
@@ -2760,7 +3143,7 @@ type PublishCheckpointRequest struct {
 
 func (x *PublishCheckpointRequest) Reset() {
 	*x = PublishCheckpointRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +3155,7 @@ func (x *PublishCheckpointRequest) String() string {
 func (*PublishCheckpointRequest) ProtoMessage() {}
 
 func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +3168,7 @@ func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*PublishCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PublishCheckpointRequest) GetJob() string {
@@ -2819,7 +3202,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2831,7 +3214,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2844,7 +3227,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FailJobRequest) GetJob() string {
@@ -2872,7 +3255,7 @@ type SlashRequest struct {
 
 func (x *SlashRequest) Reset() {
 	*x = SlashRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2884,7 +3267,7 @@ func (x *SlashRequest) String() string {
 func (*SlashRequest) ProtoMessage() {}
 
 func (x *SlashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2897,7 +3280,7 @@ func (x *SlashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlashRequest.ProtoReflect.Descriptor instead.
 func (*SlashRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SlashRequest) GetNode() string {
@@ -2935,7 +3318,7 @@ type Contribution struct {
 
 func (x *Contribution) Reset() {
 	*x = Contribution{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3330,7 @@ func (x *Contribution) String() string {
 func (*Contribution) ProtoMessage() {}
 
 func (x *Contribution) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3343,7 @@ func (x *Contribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
 func (*Contribution) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Contribution) GetAccount() string {
@@ -3003,7 +3386,7 @@ type PayRewardsRequest struct {
 
 func (x *PayRewardsRequest) Reset() {
 	*x = PayRewardsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3398,7 @@ func (x *PayRewardsRequest) String() string {
 func (*PayRewardsRequest) ProtoMessage() {}
 
 func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3411,7 @@ func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsRequest.ProtoReflect.Descriptor instead.
 func (*PayRewardsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PayRewardsRequest) GetJob() string {
@@ -3069,7 +3452,7 @@ type Payout struct {
 
 func (x *Payout) Reset() {
 	*x = Payout{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3464,7 @@ func (x *Payout) String() string {
 func (*Payout) ProtoMessage() {}
 
 func (x *Payout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3477,7 @@ func (x *Payout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payout.ProtoReflect.Descriptor instead.
 func (*Payout) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Payout) GetAccount() string {
@@ -3120,7 +3503,7 @@ type PayRewardsResponse struct {
 
 func (x *PayRewardsResponse) Reset() {
 	*x = PayRewardsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3132,7 +3515,7 @@ func (x *PayRewardsResponse) String() string {
 func (*PayRewardsResponse) ProtoMessage() {}
 
 func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3145,7 +3528,7 @@ func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsResponse.ProtoReflect.Descriptor instead.
 func (*PayRewardsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PayRewardsResponse) GetPayouts() []*Payout {
@@ -3164,7 +3547,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x12\x1c\n" +
-	"\tsignature\x18\x04 \x01(\fR\tsignature\"\xfc\x01\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\"\x90\x02\n" +
 	"\x0fRegisterRequest\x12+\n" +
 	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -3172,7 +3555,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\tgpu_model\x18\x04 \x01(\tR\bgpuModel\x12\x19\n" +
 	"\bvram_mib\x18\x05 \x01(\x04R\avramMib\x12-\n" +
 	"\x12attestation_report\x18\x06 \x01(\fR\x11attestationReport\x12#\n" +
-	"\rprobe_address\x18\a \x01(\tR\fprobeAddress\"Z\n" +
+	"\rprobe_address\x18\a \x01(\tR\fprobeAddress\x12\x12\n" +
+	"\x04role\x18\b \x01(\tR\x04role\"Z\n" +
 	"\x10RegisterResponse\x12 \n" +
 	"\vattestation\x18\x01 \x01(\tR\vattestation\x12$\n" +
 	"\x0eserver_time_ms\x18\x02 \x01(\x03R\fserverTimeMs\"?\n" +
@@ -3248,13 +3632,42 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x11RefuseJobResponse\x12=\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
-	"assignment\";\n" +
+	"assignment\"@\n" +
+	"\x11ListChecksRequest\x12+\n" +
+	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\"\xed\x01\n" +
+	"\x0fCheckAssignment\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12\x12\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\x12\x18\n" +
+	"\apackage\x18\x06 \x01(\tR\apackage\x12(\n" +
+	"\x10deadline_unix_ms\x18\a \x01(\x03R\x0edeadlineUnixMs\x12.\n" +
+	"\x04spec\x18\b \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\"\x94\x01\n" +
+	"\x12ListChecksResponse\x12:\n" +
+	"\x06checks\x18\x01 \x03(\v2\".zoo.gym.hanzod.v1.CheckAssignmentR\x06checks\x12\x1c\n" +
+	"\tartifacts\x18\x02 \x01(\tR\tartifacts\x12$\n" +
+	"\x0eserver_time_ms\x18\x03 \x01(\x03R\fserverTimeMs\"\xa7\x02\n" +
+	"\x14SubmitVerdictRequest\x12+\n" +
+	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\x12\x12\n" +
+	"\x04step\x18\x04 \x01(\x04R\x04step\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\x12\x16\n" +
+	"\x06digest\x18\x06 \x01(\tR\x06digest\x12\x18\n" +
+	"\apackage\x18\a \x01(\tR\apackage\x12\x18\n" +
+	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x14\n" +
+	"\x05check\x18\t \x01(\tR\x05check\x12\x16\n" +
+	"\x06detail\x18\n" +
+	" \x01(\tR\x06detail\x12\x18\n" +
+	"\afigures\x18\v \x01(\tR\afigures\"\x17\n" +
+	"\x15SubmitVerdictResponse\";\n" +
 	"\rEventsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x04R\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"<\n" +
 	"\x0eEventsResponse\x12\x16\n" +
 	"\x06events\x18\x01 \x03(\tR\x06events\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\x04R\x04last\"\x91\x05\n" +
+	"\x04last\x18\x02 \x01(\x04R\x04last\"\xb1\x05\n" +
 	"\aJobSpec\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x16\n" +
@@ -3276,7 +3689,10 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\rspot_check_bp\x18\x10 \x01(\x05R\vspotCheckBp\x12\x18\n" +
 	"\abackend\x18\x11 \x01(\tR\abackend\x122\n" +
 	"\x04data\x18\x12 \x01(\v2\x1e.zoo.gym.hanzod.v1.DataMappingR\x04data\x125\n" +
-	"\x06reward\x18\x13 \x03(\v2\x1d.zoo.gym.hanzod.v1.RewardTermR\x06reward\"\xc4\x01\n" +
+	"\x06reward\x18\x13 \x03(\v2\x1d.zoo.gym.hanzod.v1.RewardTermR\x06reward\x12\x1e\n" +
+	"\n" +
+	"validators\x18\x14 \x01(\x05R\n" +
+	"validators\"\xc4\x01\n" +
 	"\vDataMapping\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x16\n" +
@@ -3432,14 +3848,17 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\aaccount\x18\x01 \x01(\tR\aaccount\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\x04R\x06amount\"I\n" +
 	"\x12PayRewardsResponse\x123\n" +
-	"\apayouts\x18\x01 \x03(\v2\x19.zoo.gym.hanzod.v1.PayoutR\apayouts2\xbe\x04\n" +
+	"\apayouts\x18\x01 \x03(\v2\x19.zoo.gym.hanzod.v1.PayoutR\apayouts2\xfd\x05\n" +
 	"\vNodeService\x12S\n" +
 	"\bRegister\x12\".zoo.gym.hanzod.v1.RegisterRequest\x1a#.zoo.gym.hanzod.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.zoo.gym.hanzod.v1.HeartbeatRequest\x1a$.zoo.gym.hanzod.v1.HeartbeatResponse\x12h\n" +
 	"\x0fReportBandwidth\x12).zoo.gym.hanzod.v1.ReportBandwidthRequest\x1a*.zoo.gym.hanzod.v1.ReportBandwidthResponse\x12\\\n" +
 	"\vSubmitDelta\x12%.zoo.gym.hanzod.v1.SubmitDeltaRequest\x1a&.zoo.gym.hanzod.v1.SubmitDeltaResponse\x12b\n" +
 	"\rReportSuspect\x12'.zoo.gym.hanzod.v1.ReportSuspectRequest\x1a(.zoo.gym.hanzod.v1.ReportSuspectResponse\x12V\n" +
-	"\tRefuseJob\x12#.zoo.gym.hanzod.v1.RefuseJobRequest\x1a$.zoo.gym.hanzod.v1.RefuseJobResponse2\xa7\t\n" +
+	"\tRefuseJob\x12#.zoo.gym.hanzod.v1.RefuseJobRequest\x1a$.zoo.gym.hanzod.v1.RefuseJobResponse\x12Y\n" +
+	"\n" +
+	"ListChecks\x12$.zoo.gym.hanzod.v1.ListChecksRequest\x1a%.zoo.gym.hanzod.v1.ListChecksResponse\x12b\n" +
+	"\rSubmitVerdict\x12'.zoo.gym.hanzod.v1.SubmitVerdictRequest\x1a(.zoo.gym.hanzod.v1.SubmitVerdictResponse2\xa7\t\n" +
 	"\x13OrchestratorService\x12V\n" +
 	"\tSubmitJob\x12#.zoo.gym.hanzod.v1.SubmitJobRequest\x1a$.zoo.gym.hanzod.v1.SubmitJobResponse\x12B\n" +
 	"\x06GetJob\x12 .zoo.gym.hanzod.v1.GetJobRequest\x1a\x16.zoo.gym.hanzod.v1.Job\x12S\n" +
@@ -3471,7 +3890,7 @@ func file_api_hanzod_v1_hanzod_proto_rawDescGZIP() []byte {
 	return file_api_hanzod_v1_hanzod_proto_rawDescData
 }
 
-var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Auth)(nil),                     // 0: zoo.gym.hanzod.v1.Auth
 	(*RegisterRequest)(nil),          // 1: zoo.gym.hanzod.v1.RegisterRequest
@@ -3489,41 +3908,46 @@ var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*ReportSuspectResponse)(nil),    // 13: zoo.gym.hanzod.v1.ReportSuspectResponse
 	(*RefuseJobRequest)(nil),         // 14: zoo.gym.hanzod.v1.RefuseJobRequest
 	(*RefuseJobResponse)(nil),        // 15: zoo.gym.hanzod.v1.RefuseJobResponse
-	(*EventsRequest)(nil),            // 16: zoo.gym.hanzod.v1.EventsRequest
-	(*EventsResponse)(nil),           // 17: zoo.gym.hanzod.v1.EventsResponse
-	(*JobSpec)(nil),                  // 18: zoo.gym.hanzod.v1.JobSpec
-	(*DataMapping)(nil),              // 19: zoo.gym.hanzod.v1.DataMapping
-	(*RewardTerm)(nil),               // 20: zoo.gym.hanzod.v1.RewardTerm
-	(*GSPOConfig)(nil),               // 21: zoo.gym.hanzod.v1.GSPOConfig
-	(*SubmitJobRequest)(nil),         // 22: zoo.gym.hanzod.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 23: zoo.gym.hanzod.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),            // 24: zoo.gym.hanzod.v1.GetJobRequest
-	(*Job)(nil),                      // 25: zoo.gym.hanzod.v1.Job
-	(*Refusal)(nil),                  // 26: zoo.gym.hanzod.v1.Refusal
-	(*Pin)(nil),                      // 27: zoo.gym.hanzod.v1.Pin
-	(*ListJobsRequest)(nil),          // 28: zoo.gym.hanzod.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 29: zoo.gym.hanzod.v1.ListJobsResponse
-	(*Node)(nil),                     // 30: zoo.gym.hanzod.v1.Node
-	(*ListNodesRequest)(nil),         // 31: zoo.gym.hanzod.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 32: zoo.gym.hanzod.v1.ListNodesResponse
-	(*GetBalanceRequest)(nil),        // 33: zoo.gym.hanzod.v1.GetBalanceRequest
-	(*Slash)(nil),                    // 34: zoo.gym.hanzod.v1.Slash
-	(*Account)(nil),                  // 35: zoo.gym.hanzod.v1.Account
-	(*LedgerRequest)(nil),            // 36: zoo.gym.hanzod.v1.LedgerRequest
-	(*EndEpochRequest)(nil),          // 37: zoo.gym.hanzod.v1.EndEpochRequest
-	(*PublishCheckpointRequest)(nil), // 38: zoo.gym.hanzod.v1.PublishCheckpointRequest
-	(*FailJobRequest)(nil),           // 39: zoo.gym.hanzod.v1.FailJobRequest
-	(*SlashRequest)(nil),             // 40: zoo.gym.hanzod.v1.SlashRequest
-	(*Contribution)(nil),             // 41: zoo.gym.hanzod.v1.Contribution
-	(*PayRewardsRequest)(nil),        // 42: zoo.gym.hanzod.v1.PayRewardsRequest
-	(*Payout)(nil),                   // 43: zoo.gym.hanzod.v1.Payout
-	(*PayRewardsResponse)(nil),       // 44: zoo.gym.hanzod.v1.PayRewardsResponse
+	(*ListChecksRequest)(nil),        // 16: zoo.gym.hanzod.v1.ListChecksRequest
+	(*CheckAssignment)(nil),          // 17: zoo.gym.hanzod.v1.CheckAssignment
+	(*ListChecksResponse)(nil),       // 18: zoo.gym.hanzod.v1.ListChecksResponse
+	(*SubmitVerdictRequest)(nil),     // 19: zoo.gym.hanzod.v1.SubmitVerdictRequest
+	(*SubmitVerdictResponse)(nil),    // 20: zoo.gym.hanzod.v1.SubmitVerdictResponse
+	(*EventsRequest)(nil),            // 21: zoo.gym.hanzod.v1.EventsRequest
+	(*EventsResponse)(nil),           // 22: zoo.gym.hanzod.v1.EventsResponse
+	(*JobSpec)(nil),                  // 23: zoo.gym.hanzod.v1.JobSpec
+	(*DataMapping)(nil),              // 24: zoo.gym.hanzod.v1.DataMapping
+	(*RewardTerm)(nil),               // 25: zoo.gym.hanzod.v1.RewardTerm
+	(*GSPOConfig)(nil),               // 26: zoo.gym.hanzod.v1.GSPOConfig
+	(*SubmitJobRequest)(nil),         // 27: zoo.gym.hanzod.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 28: zoo.gym.hanzod.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),            // 29: zoo.gym.hanzod.v1.GetJobRequest
+	(*Job)(nil),                      // 30: zoo.gym.hanzod.v1.Job
+	(*Refusal)(nil),                  // 31: zoo.gym.hanzod.v1.Refusal
+	(*Pin)(nil),                      // 32: zoo.gym.hanzod.v1.Pin
+	(*ListJobsRequest)(nil),          // 33: zoo.gym.hanzod.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 34: zoo.gym.hanzod.v1.ListJobsResponse
+	(*Node)(nil),                     // 35: zoo.gym.hanzod.v1.Node
+	(*ListNodesRequest)(nil),         // 36: zoo.gym.hanzod.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 37: zoo.gym.hanzod.v1.ListNodesResponse
+	(*GetBalanceRequest)(nil),        // 38: zoo.gym.hanzod.v1.GetBalanceRequest
+	(*Slash)(nil),                    // 39: zoo.gym.hanzod.v1.Slash
+	(*Account)(nil),                  // 40: zoo.gym.hanzod.v1.Account
+	(*LedgerRequest)(nil),            // 41: zoo.gym.hanzod.v1.LedgerRequest
+	(*EndEpochRequest)(nil),          // 42: zoo.gym.hanzod.v1.EndEpochRequest
+	(*PublishCheckpointRequest)(nil), // 43: zoo.gym.hanzod.v1.PublishCheckpointRequest
+	(*FailJobRequest)(nil),           // 44: zoo.gym.hanzod.v1.FailJobRequest
+	(*SlashRequest)(nil),             // 45: zoo.gym.hanzod.v1.SlashRequest
+	(*Contribution)(nil),             // 46: zoo.gym.hanzod.v1.Contribution
+	(*PayRewardsRequest)(nil),        // 47: zoo.gym.hanzod.v1.PayRewardsRequest
+	(*Payout)(nil),                   // 48: zoo.gym.hanzod.v1.Payout
+	(*PayRewardsResponse)(nil),       // 49: zoo.gym.hanzod.v1.PayRewardsResponse
 }
 var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 0: zoo.gym.hanzod.v1.RegisterRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	0,  // 1: zoo.gym.hanzod.v1.HeartbeatRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	6,  // 2: zoo.gym.hanzod.v1.Assignment.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	18, // 3: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	23, // 3: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
 	4,  // 4: zoo.gym.hanzod.v1.HeartbeatResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
 	0,  // 5: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	7,  // 6: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
@@ -3532,67 +3956,75 @@ var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	4,  // 9: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
 	0,  // 10: zoo.gym.hanzod.v1.RefuseJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	4,  // 11: zoo.gym.hanzod.v1.RefuseJobResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	21, // 12: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
-	19, // 13: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
-	20, // 14: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
-	18, // 15: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	0,  // 16: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	18, // 17: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	6,  // 18: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	27, // 19: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
-	26, // 20: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
-	25, // 21: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	30, // 22: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	34, // 23: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	41, // 24: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	43, // 25: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 26: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	3,  // 27: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	8,  // 28: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	10, // 29: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
-	12, // 30: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
-	14, // 31: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
-	22, // 32: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	24, // 33: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	28, // 34: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	31, // 35: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	33, // 36: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	36, // 37: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	36, // 38: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	36, // 39: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	36, // 40: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	37, // 41: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	38, // 42: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	39, // 43: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	40, // 44: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	42, // 45: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	16, // 46: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
-	2,  // 47: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	5,  // 48: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	9,  // 49: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	11, // 50: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
-	13, // 51: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
-	15, // 52: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
-	23, // 53: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	25, // 54: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	29, // 55: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	32, // 56: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	35, // 57: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	35, // 58: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	35, // 59: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	35, // 60: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	35, // 61: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	25, // 62: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	25, // 63: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	25, // 64: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	35, // 65: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	44, // 66: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	17, // 67: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
-	47, // [47:68] is the sub-list for method output_type
-	26, // [26:47] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	0,  // 12: zoo.gym.hanzod.v1.ListChecksRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	23, // 13: zoo.gym.hanzod.v1.CheckAssignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	17, // 14: zoo.gym.hanzod.v1.ListChecksResponse.checks:type_name -> zoo.gym.hanzod.v1.CheckAssignment
+	0,  // 15: zoo.gym.hanzod.v1.SubmitVerdictRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	26, // 16: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
+	24, // 17: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
+	25, // 18: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
+	23, // 19: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	0,  // 20: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	23, // 21: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	6,  // 22: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	32, // 23: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
+	31, // 24: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
+	30, // 25: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	35, // 26: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	39, // 27: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	46, // 28: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	48, // 29: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 30: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	3,  // 31: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	8,  // 32: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	10, // 33: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
+	12, // 34: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
+	14, // 35: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
+	16, // 36: zoo.gym.hanzod.v1.NodeService.ListChecks:input_type -> zoo.gym.hanzod.v1.ListChecksRequest
+	19, // 37: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:input_type -> zoo.gym.hanzod.v1.SubmitVerdictRequest
+	27, // 38: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	29, // 39: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	33, // 40: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	36, // 41: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	38, // 42: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	41, // 43: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	41, // 44: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	41, // 45: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	41, // 46: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	42, // 47: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	43, // 48: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	44, // 49: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	45, // 50: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	47, // 51: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	21, // 52: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
+	2,  // 53: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	5,  // 54: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	9,  // 55: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	11, // 56: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
+	13, // 57: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
+	15, // 58: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
+	18, // 59: zoo.gym.hanzod.v1.NodeService.ListChecks:output_type -> zoo.gym.hanzod.v1.ListChecksResponse
+	20, // 60: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:output_type -> zoo.gym.hanzod.v1.SubmitVerdictResponse
+	28, // 61: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	30, // 62: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	34, // 63: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	37, // 64: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	40, // 65: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	40, // 66: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	40, // 67: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	40, // 68: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	40, // 69: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	30, // 70: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	30, // 71: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	30, // 72: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	40, // 73: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	49, // 74: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	22, // 75: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
+	53, // [53:76] is the sub-list for method output_type
+	30, // [30:53] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }
@@ -3600,14 +4032,14 @@ func file_api_hanzod_v1_hanzod_proto_init() {
 	if File_api_hanzod_v1_hanzod_proto != nil {
 		return
 	}
-	file_api_hanzod_v1_hanzod_proto_msgTypes[21].OneofWrappers = []any{}
+	file_api_hanzod_v1_hanzod_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_hanzod_v1_hanzod_proto_rawDesc), len(file_api_hanzod_v1_hanzod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -28,6 +28,8 @@ const (
 	NodeService_SubmitDelta_FullMethodName     = "/zoo.gym.hanzod.v1.NodeService/SubmitDelta"
 	NodeService_ReportSuspect_FullMethodName   = "/zoo.gym.hanzod.v1.NodeService/ReportSuspect"
 	NodeService_RefuseJob_FullMethodName       = "/zoo.gym.hanzod.v1.NodeService/RefuseJob"
+	NodeService_ListChecks_FullMethodName      = "/zoo.gym.hanzod.v1.NodeService/ListChecks"
+	NodeService_SubmitVerdict_FullMethodName   = "/zoo.gym.hanzod.v1.NodeService/SubmitVerdict"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -50,6 +52,14 @@ type NodeServiceClient interface {
 	// breaks the operator's constraints). hanzod records it in the job
 	// (Job.refusals) and takes the node out of the job.
 	RefuseJob(ctx context.Context, in *RefuseJobRequest, opts ...grpc.CallOption) (*RefuseJobResponse, error)
+	// ListChecks gives a validator (an account bonded as validator) the
+	// trace checks assigned to it that it has not answered
+	// (docs/validators.md). It changes nothing: its Auth's sequence number
+	// is signed but need not grow.
+	ListChecks(ctx context.Context, in *ListChecksRequest, opts ...grpc.CallOption) (*ListChecksResponse, error)
+	// SubmitVerdict hands in a validator's signed verdict on a check it was
+	// assigned.
+	SubmitVerdict(ctx context.Context, in *SubmitVerdictRequest, opts ...grpc.CallOption) (*SubmitVerdictResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -120,6 +130,26 @@ func (c *nodeServiceClient) RefuseJob(ctx context.Context, in *RefuseJobRequest,
 	return out, nil
 }
 
+func (c *nodeServiceClient) ListChecks(ctx context.Context, in *ListChecksRequest, opts ...grpc.CallOption) (*ListChecksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListChecksResponse)
+	err := c.cc.Invoke(ctx, NodeService_ListChecks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) SubmitVerdict(ctx context.Context, in *SubmitVerdictRequest, opts ...grpc.CallOption) (*SubmitVerdictResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitVerdictResponse)
+	err := c.cc.Invoke(ctx, NodeService_SubmitVerdict_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -140,6 +170,14 @@ type NodeServiceServer interface {
 	// breaks the operator's constraints). hanzod records it in the job
 	// (Job.refusals) and takes the node out of the job.
 	RefuseJob(context.Context, *RefuseJobRequest) (*RefuseJobResponse, error)
+	// ListChecks gives a validator (an account bonded as validator) the
+	// trace checks assigned to it that it has not answered
+	// (docs/validators.md). It changes nothing: its Auth's sequence number
+	// is signed but need not grow.
+	ListChecks(context.Context, *ListChecksRequest) (*ListChecksResponse, error)
+	// SubmitVerdict hands in a validator's signed verdict on a check it was
+	// assigned.
+	SubmitVerdict(context.Context, *SubmitVerdictRequest) (*SubmitVerdictResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -167,6 +205,12 @@ func (UnimplementedNodeServiceServer) ReportSuspect(context.Context, *ReportSusp
 }
 func (UnimplementedNodeServiceServer) RefuseJob(context.Context, *RefuseJobRequest) (*RefuseJobResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RefuseJob not implemented")
+}
+func (UnimplementedNodeServiceServer) ListChecks(context.Context, *ListChecksRequest) (*ListChecksResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListChecks not implemented")
+}
+func (UnimplementedNodeServiceServer) SubmitVerdict(context.Context, *SubmitVerdictRequest) (*SubmitVerdictResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SubmitVerdict not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -297,6 +341,42 @@ func _NodeService_RefuseJob_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_ListChecks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListChecksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ListChecks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ListChecks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ListChecks(ctx, req.(*ListChecksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_SubmitVerdict_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitVerdictRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).SubmitVerdict(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_SubmitVerdict_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).SubmitVerdict(ctx, req.(*SubmitVerdictRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -327,6 +407,14 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RefuseJob",
 			Handler:    _NodeService_RefuseJob_Handler,
+		},
+		{
+			MethodName: "ListChecks",
+			Handler:    _NodeService_ListChecks_Handler,
+		},
+		{
+			MethodName: "SubmitVerdict",
+			Handler:    _NodeService_SubmitVerdict_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

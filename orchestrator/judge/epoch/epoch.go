@@ -91,6 +91,10 @@ type TraceChecker func(ctx context.Context, node string, traces []string, starts
 type TraceCheck struct {
 	Slot    string `json:"slot"`
 	Backend string `json:"backend"`
+	// Validators are the validators whose verdicts decided the check
+	// ("hanzod" when hanzod checked it itself for a job with validators);
+	// empty when hanzod checked a job without validators.
+	Validators []string `json:"validators,omitempty"`
 	// Failed names the check that failed ("" passed); Detail says how.
 	Failed string `json:"failed,omitempty"`
 	Detail string `json:"detail,omitempty"`
@@ -147,6 +151,9 @@ type Input struct {
 	Threads   int
 	Weights   [3]float64 // α, β, γ of the quality score
 	Replay    Replayer   // re-executes a spot-checked delta
+	// Watched are the nodes checked at WatchedShare instead of
+	// SpotCheckBP (after a failed or missing check in an earlier epoch).
+	Watched map[string]bool
 	// CheckTraces checks a sampled delta that cannot be replayed bit for
 	// bit (a torch delta on a job that allows torch) from its traces; nil:
 	// such deltas are not checked (Report.NotReplayed).
@@ -237,6 +244,20 @@ type Result struct {
 	Slashes    []Slash               // in the order found
 	Rewards    []ledger.Contribution // the epoch's contributions by node, sorted; empty: none
 	Shortfalls []Shortfall
+	// Watch lists the nodes, sorted, whose check failed, was unverifiable
+	// or could not be made (traces missing) this epoch: the judge checks
+	// their next epochs' deltas at WatchedShare.
+	Watch []string
+}
+
+// WatchedShare is the share, in basis points, at which a watched node's
+// deltas are checked when the job's share is bp: four times it, at least
+// half of them, at most all (0 stays 0: a job that checks nothing).
+func WatchedShare(bp int) int {
+	if bp <= 0 {
+		return 0
+	}
+	return min(10_000, max(4*bp, 5_000))
 }
 
 // Sampled reports whether the delta with file digest digest is
@@ -370,6 +391,12 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			}
 		}
 	}
+	watch := func(node string) {
+		if !slices.Contains(res.Watch, node) {
+			res.Watch = append(res.Watch, node)
+			slices.Sort(res.Watch)
+		}
+	}
 	offenders := make([]string, 0, len(in.Offenders))
 	for n := range in.Offenders {
 		offenders = append(offenders, n)
@@ -393,7 +420,11 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			}
 		}
 		for _, en := range syncs[k] {
-			if en.a == nil || !(en.outlier != "" || Sampled(in.SpotKey, en.Digest, in.SpotCheckBP)) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
+			bp := in.SpotCheckBP
+			if in.Watched[en.Node] {
+				bp = WatchedShare(bp)
+			}
+			if en.a == nil || !(en.outlier != "" || Sampled(in.SpotKey, en.Digest, bp)) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
 				continue
 			}
 			if fromTraces(plan, en.Delta) {
@@ -420,6 +451,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 					rep.NotReplayed = append(rep.NotReplayed, fmt.Sprintf("%s (%s backend; no traces of sync %d)", en.Slot, en.Backend, missing))
 					rep.Excluded = append(rep.Excluded, fmt.Sprintf("%s (not checkable: no traces of sync %d)", en.Slot, missing))
 					en.a = nil
+					watch(en.Node)
 					continue
 				}
 				rep.SpotChecks++
@@ -436,6 +468,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				if tc.Failed == "" && tc.Unverifiable != "" {
 					rep.Excluded = append(rep.Excluded, fmt.Sprintf("%s (not checkable: %s)", en.Slot, tc.Unverifiable))
 					en.a = nil
+					watch(en.Node)
 					continue
 				}
 				if tc.Failed != "" {
@@ -444,6 +477,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 						Detail: tc.Failed + ": " + tc.Detail})
 					en.a = nil
 					forfeit(en.Node, OffenceTraceCheck)
+					watch(en.Node)
 				}
 				continue
 			}
@@ -464,6 +498,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				// not replayed: one proof is enough): a cheater must not
 				// keep what it cheated for.
 				forfeit(en.Node, OffenceSpotCheck)
+				watch(en.Node)
 			}
 		}
 	}
