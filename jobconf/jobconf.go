@@ -55,6 +55,10 @@ type Plan struct {
 	// (its env terms; none for the built-in verifiers alone): a job scored
 	// by a server is checked from traces, every backend (docs/traces.md).
 	Envs []*envserver.Env
+	// Validators is the verdicts per check the job asks of staked
+	// validators (0: hanzod checks): every checked delta of such a job,
+	// any backend, is checked from its traces by them (docs/validators.md).
+	Validators int
 }
 
 // EnvReward says whether the job's reward comes (in part) from an
@@ -212,7 +216,7 @@ func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Da
 		spe = s.GSPO.AggregateInterval
 	}
 	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend(),
-		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum, Envs: envs}
+		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum, Envs: envs, Validators: s.Validators}
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}

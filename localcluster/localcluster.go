@@ -95,6 +95,13 @@ type Config struct {
 	// Attacks[i], when set, makes worker i mount that attack
 	// (worker.Attack*).
 	Attacks []string
+	// Validators adds a validator per entry (docs/validators.md), after
+	// the workers, named v0, v1, …, each with 25,000 GYM bonded; an entry
+	// that is not "" is the attack it mounts (worker.AttackVerdict*).
+	Validators []string
+	// CheckTimeout is how long a validator has for a check (0: the
+	// state's default, 10 min).
+	CheckTimeout time.Duration
 	// Backends[i], when set, is worker i's training backend ("go" or
 	// "torch"; default go). Torch workers run python -m
 	// gym_protocol.backend with Python ("": $GYM_PYTHON, else python3) and
@@ -313,6 +320,7 @@ type Worker struct {
 	Index            int
 	Name, ID, Dir    string
 	Attack           string
+	Role             string // "" or worker.RoleValidator
 	Key              ed25519.PrivateKey
 	c                *Cluster
 	cmd              *exec.Cmd
@@ -445,6 +453,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
+	if cfg.CheckTimeout > 0 {
+		s.CheckTimeout = cfg.CheckTimeout
+	}
 	dc.Server.NodeRate = cfg.NodeRate
 	dc.IPFS, dc.PinMinBackoff, dc.PinMaxBackoff = cfg.IPFS, cfg.PinMinBackoff, cfg.PinMaxBackoff
 	dc.Chain = link
@@ -548,7 +559,40 @@ func (c *Cluster) setup(ctx context.Context) error {
 		}
 		c.workers = append(c.workers, w)
 	}
+	for i, attack := range cfg.Validators {
+		w := &Worker{Index: cfg.Workers + i, Name: fmt.Sprintf("v%d", i), Dir: filepath.Join(cfg.Dir, "validators", fmt.Sprintf("v%d", i)),
+			c: c, Role: worker.RoleValidator, Attack: attack}
+		if err := os.MkdirAll(w.Dir, 0o755); err != nil {
+			return err
+		}
+		var err error
+		if w.Key, err = nodekey.Generate(rand.Reader); err != nil {
+			return err
+		}
+		if err := nodekey.Save(filepath.Join(w.Dir, "node.key"), w.Key, false); err != nil {
+			return err
+		}
+		w.ID = nodekey.PublicHex(w.Key)
+		stake := 25_000 * ledger.GYM
+		for _, cmd := range []state.Command{state.Deposit{Account: w.ID, Amount: 2 * stake}, state.Bond{Account: w.ID, Amount: stake}} {
+			if _, err := c.engine().Do(ctx, cmd); err != nil {
+				return fmt.Errorf("localcluster: stake validator %s: %w", w.Name, err)
+			}
+		}
+		c.workers = append(c.workers, w)
+	}
 	return nil
+}
+
+// Validators are the cluster's validators (Config.Validators).
+func (c *Cluster) Validators() []*Worker {
+	var out []*Worker
+	for _, w := range c.Workers() {
+		if w.Role == worker.RoleValidator {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // stakeOrchestrator deposits and bonds amount for hanzod's signing key.
@@ -927,6 +971,9 @@ func (c *Cluster) startProcess(w *Worker) error {
 	if w.Attack != "" {
 		args = append(args, "--attack", w.Attack)
 	}
+	if w.Role != "" {
+		args = append(args, "--role", w.Role)
+	}
 	if worker.NeedsPeek(w.Attack) {
 		args = append(args, "--attack-colluders", fmt.Sprint(c.colluders()))
 		if dirs := c.honestDeltaDirs(); len(dirs) > 0 {
@@ -1000,7 +1047,7 @@ func (c *Cluster) startInProcess(w *Worker) error {
 		logf.Close()
 		return err
 	}
-	ncc := nodeclient.Config{Key: w.Key, Conn: c.conn, Dir: w.Dir}
+	ncc := nodeclient.Config{Key: w.Key, Conn: c.conn, Dir: w.Dir, Role: w.Role}
 	if cfg.Clock != nil {
 		ncc.Now = cfg.Clock(w.Index)
 	}
@@ -1027,7 +1074,8 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	if w.Index < len(cfg.MemoryLimit) {
 		wc.MemoryLimit = cfg.MemoryLimit[w.Index]
 	}
-	wc.Heartbeat, wc.MinGap, wc.RingTimeout, wc.Attack, wc.ExitWhenDone = cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, w.Attack, true
+	wc.Heartbeat, wc.MinGap, wc.RingTimeout, wc.Attack, wc.ExitWhenDone = cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, w.Attack, w.Role == ""
+	wc.Role, wc.CheckPoll = w.Role, 200*time.Millisecond
 	if worker.NeedsPeek(w.Attack) {
 		wc.Colluders, wc.Peek = c.colluders(), worker.PeekDirs(c.honestDeltaDirs(), cfg.RingTimeout)
 	}

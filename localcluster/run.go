@@ -139,6 +139,10 @@ type NodeSummary struct {
 	Quality  float64  `json:"mean_quality"` // rejected deltas count as 0
 	// Refused is why the node refused the job, as hanzod recorded it.
 	Refused string `json:"refused,omitempty"`
+	// Role is "validator" for a validator; MissedChecks the checks it let
+	// expire.
+	Role         string `json:"role,omitempty"`
+	MissedChecks int    `json:"missed_checks,omitempty"`
 }
 
 // EpochSummary is one merged epoch in the summary.
@@ -442,7 +446,12 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	defer t.mu.Unlock()
 	for _, w := range c.Workers() {
 		n := NodeSummary{Name: w.Name, ID: w.ID, Attack: w.Attack, Backend: strings.TrimPrefix(c.backendOf(w), "go"), Killed: w.Killed(), Restart: w.Restarted(),
-			Reward: float64(t.paid[w.ID]) / float64(ledger.GYM), Refused: jb.Refusals[w.ID]}
+			Reward: float64(t.paid[w.ID]) / float64(ledger.GYM), Refused: jb.Refusals[w.ID], Role: w.Role}
+		c.View(func(m *state.Machine) {
+			if nd, ok := m.Node(w.ID); ok {
+				n.MissedChecks = nd.MissedChecks
+			}
+		})
 		for _, s := range t.slashed[w.ID] {
 			n.Slashed = true
 			n.SlashGYM += float64(s.Amount) / float64(ledger.GYM)

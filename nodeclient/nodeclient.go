@@ -64,6 +64,9 @@ type Config struct {
 	// first use); the manifest must be signed by hanzod's key whoever
 	// serves it. SetSources replaces them.
 	ExtraSources []transfer.Peer
+	// Role is what the node registers as: "" a compute node, "validator"
+	// a validator (docs/validators.md).
+	Role string
 }
 
 // Client implements worker.Orchestrator over gRPC.
@@ -264,10 +267,10 @@ func (c *Client) Register(ctx context.Context, ringAddr, probeAddr string) error
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
-		r := nodeauth.Register{Auth: a, Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr}
+		r := nodeauth.Register{Auth: a, Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr, Role: c.cfg.Role}
 		r.Sign(c.cfg.Key, r.SignedBytes())
 		resp, err := c.node.Register(ctx, &pb.RegisterRequest{Auth: pbAuth(r.Auth), Address: r.Address, Region: r.Region,
-			GpuModel: r.GPUModel, VramMib: r.VRAMMiB, ProbeAddress: probeAddr}, opts...)
+			GpuModel: r.GPUModel, VramMib: r.VRAMMiB, ProbeAddress: probeAddr, Role: r.Role}, opts...)
 		return resp.GetServerTimeMs(), err
 	})
 }

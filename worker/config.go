@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -33,7 +34,17 @@ const (
 	// Attacks on the verification from traces (docs/traces.md).
 	AttackScale   = "scale"   // the honest contribution ×1.5 (then clipped), with honest traces
 	AttackRewards = "rewards" // honest deltas, traces claiming every reward 0.5 higher
+	// Attacks of a validator (Config.Role RoleValidator) on its verdicts:
+	// docs/validators.md.
+	AttackVerdictPass = "verdict-pass" // every check passed, whatever it found
+	AttackVerdictFail = "verdict-fail" // every check failed, whatever it found
+	AttackVerdictFlip = "verdict-flip" // the opposite of what it found: a bad delta passed, a good one failed
 )
+
+// RoleValidator is Config.Role of a validator: it registers as one, never
+// trains, and answers the trace checks hanzod assigns it
+// (docs/validators.md).
+const RoleValidator = "validator"
 
 // NeedsPeek reports whether attack name needs the honest updates of a sync
 // (Config.Peek).
@@ -168,6 +179,11 @@ type Config struct {
 	ProbeTimeout time.Duration
 
 	Constraints Constraints
+	// Role is "" for a compute node, RoleValidator for a validator: it
+	// polls for checks every CheckPoll (default 2 s) instead of training,
+	// and its Orchestrator must implement Checks.
+	Role      string
+	CheckPoll time.Duration
 	// Attack makes the worker misbehave (see the Attack constants). For
 	// demonstrations and tests of detection only.
 	Attack string
@@ -256,6 +272,15 @@ func (c *Config) Validate() error {
 	case c.Artifacts == nil && c.ArtifactsAddr != "":
 		return fmt.Errorf("%w: an artifact listen address without a server", ErrConfig)
 	}
+	if c.CheckPoll <= 0 {
+		c.CheckPoll = 2 * time.Second
+	}
+	switch {
+	case c.Role != "" && c.Role != RoleValidator:
+		return fmt.Errorf("%w: role %q (empty for a compute node, or validator)", ErrConfig, c.Role)
+	case strings.HasPrefix(c.Attack, "verdict-") != (c.Role == RoleValidator && c.Attack != ""):
+		return fmt.Errorf("%w: attack %q is not one a %s mounts", ErrConfig, c.Attack, map[bool]string{true: "validator", false: "compute node"}[c.Role == RoleValidator])
+	}
 	return CheckAttack(c.Attack)
 }
 
@@ -263,8 +288,9 @@ func (c *Config) Validate() error {
 // none).
 func CheckAttack(name string) error {
 	switch name {
-	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing, AttackALIE, AttackIPM, AttackMimic, AttackScale, AttackRewards:
+	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing, AttackALIE, AttackIPM, AttackMimic, AttackScale, AttackRewards,
+		AttackVerdictPass, AttackVerdictFail, AttackVerdictFlip:
 		return nil
 	}
-	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring, alie, ipm, mimic, scale, rewards)", ErrConfig, name)
+	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring, alie, ipm, mimic, scale, rewards, verdict-pass, verdict-fail, verdict-flip)", ErrConfig, name)
 }

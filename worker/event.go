@@ -27,6 +27,10 @@ const (
 	EventEpochDone        = "epoch_done"
 	EventEpochAbandoned   = "epoch_abandoned"
 	EventJobDone          = "job_done"
+	// EventCheck: a validator ran (or could not run) a check.
+	EventCheck = "check"
+	// EventCheckStarted: a validator starts a check it was assigned.
+	EventCheckStarted = "check_started"
 )
 
 // Event is one thing that happened. Fields that do not apply to a kind are

@@ -256,7 +256,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.heart.loop(hctx, c.Heartbeat) })
 	defer func() { stop(); wg.Wait() }()
-	err = w.loop(ctx)
+	if c.Role == RoleValidator {
+		err = w.validate(ctx)
+	} else {
+		err = w.loop(ctx)
+	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return nil
 	}

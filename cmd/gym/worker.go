@@ -38,6 +38,8 @@ type DialOptions struct {
 	// TLSCA and TLSServerName are gym's --tls-ca and --tls-server-name
 	// (their environment defaults included).
 	TLSCA, TLSServerName string
+	// Role is what the node registers as: "" a compute node, "validator".
+	Role string
 }
 
 // DialFunc connects gym worker to hanzod. The closer is closed when the
@@ -145,6 +147,12 @@ place the model; USE_4BIT=true loads the base in 4 bits (CUDA only). A
 worker takes only the jobs its backend can serve (a job's backend: go,
 torch or any); see docs/backends.md.
 
+--role validator makes the node a validator (docs/validators.md): it
+registers as one (its account needs 25,000 GYM bonded), is never put into
+a ring, and runs the trace checks hanzod assigns it for jobs that ask for
+validators (a job file's validators: K), answering each with a signed
+verdict. A verdict the other validators' majority contradicts is slashed.
+
 --metrics HOST:PORT serves the worker's metrics (events by kind, deltas by
 verdict, step, reward, loss) and the ring's (calls, failures by cause,
 evidence by violation, frames and bytes, call time, last bus bandwidth) in
@@ -184,7 +192,8 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringVar(&o.python, "python", "", "--backend torch: the Python interpreter (default $GYM_PYTHON, else python3)")
 	f.StringVar(&o.torchDevice, "torch-device", "cpu", "--backend torch: cpu, cuda or cuda:N")
 	f.StringVar(&o.torchType, "torch-dtype", "float32", "--backend torch: float32 or bfloat16")
-	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, ipm, mimic, scale or rewards (demos and tests only)")
+	f.StringVar(&cfg.Role, "role", "", "validator: check other nodes' deltas for hanzod instead of training (25,000 GYM bonded; docs/validators.md)")
+	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, ipm, mimic, scale or rewards; a validator verdict-pass, verdict-fail or verdict-flip (demos and tests only)")
 	f.MarkHidden("attack")
 	f.StringSliceVar(&o.attackPeek, "attack-peek", nil, "alie, ipm, mimic: the honest workers' delta directories on this machine, read as an omniscient attacker's side channel (test clusters only)")
 	f.MarkHidden("attack-peek")
@@ -205,7 +214,7 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 		return def
 	}
 	o.orchestrator = flag("orchestrator", envOr("ORCHESTRATOR_URL", defaultOrchestrator))
-	dialOpts := DialOptions{Addr: o.orchestrator, DataDir: cfg.DataDir,
+	dialOpts := DialOptions{Addr: o.orchestrator, DataDir: cfg.DataDir, Role: cfg.Role,
 		TLSCA: flag("tls-ca", os.Getenv("ORCHESTRATOR_TLS_CA")), TLSServerName: flag("tls-server-name", os.Getenv("ORCHESTRATOR_TLS_SERVER_NAME"))}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if o.heartbeat < time.Second {

@@ -759,9 +759,11 @@ func abs(x float64) float64 {
 // replayed exactly: a torch delta on a job that allows torch, and every
 // delta of a job whose reward comes from an environment server (a replay
 // would ask the server again, and a server that failed the node once
-// cannot be made to fail the replay the same way).
+// cannot be made to fail the replay the same way), and every delta of a
+// job whose checks validators make (they check from traces, exactly for
+// the go backend: docs/validators.md).
 func fromTraces(plan jobconf.Plan, d Delta) bool {
-	return torchExempt(plan, d) || plan.EnvReward()
+	return torchExempt(plan, d) || plan.EnvReward() || plan.Validators > 0
 }
 
 // torchExempt reports whether d is exempt from exact replay: it claims the
