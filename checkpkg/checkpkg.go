@@ -58,8 +58,8 @@ var ErrPackage = errors.New("checkpkg: invalid check package")
 // Inputs are a check's contents.
 type Inputs struct {
 	Info    Info
-	Delta   []byte     // the signed delta file
-	Bundles [][]byte   // trace bundles of syncs 1..k, as stored
+	Delta   []byte   // the signed delta file
+	Bundles [][]byte // trace bundles of syncs 1..k, as stored
 	Starts  []*llama.Adapter
 	Card    peft.Card // written with every start (names the base)
 }

@@ -53,7 +53,7 @@ func MaxAsked(k int) int { return 2*k + 1 }
 type Decision struct {
 	// Decided: Outcome is final (Exhausted: reached by asking MaxAsked
 	// validators without a quorum, Outcome is Unverifiable then).
-// A verdict the decision contradicts is a false validation report.
+	// A verdict the decision contradicts is a false validation report.
 	Decided   bool
 	Exhausted bool
 	Outcome   Outcome
