@@ -238,17 +238,21 @@ func TestTorchOutOfMemoryRefuses(t *testing.T) {
 // TestTorchTraceAttacks: two go and two torch workers on a job that allows
 // any backend, every delta checked. The torch workers lie in ways only the
 // traces show — one submits its update ×1.5 with honest traces, the other
-// honest updates with every reward in its traces 0.5 higher — and hanzod,
-// which cannot replay a torch delta bit for bit, catches both from their
-// traces: each is slashed for trace_check by the check made for it, the
-// go workers are not, and the job publishes.
+// honest updates with every reward in its traces 0.5 higher — and the
+// job's two validators (docs/validators.md), checking every delta from its
+// traces since a torch delta cannot be replayed bit for bit, catch both:
+// each is slashed for trace_check on their verdicts by the check made for
+// it, the go workers are not, and the job publishes verified.
 func TestTorchTraceAttacks(t *testing.T) {
 	cfg := torchConfig(t, []string{"go", "go", "torch", "torch"})
 	cfg.Attacks = []string{"", "", worker.AttackScale, worker.AttackRewards}
+	// The checks are the validators' (docs/validators.md): two honest
+	// ones, asked two at a time.
+	cfg.Validators = []string{"", ""}
 	// Generous bounds, not synchronisation: torch steps on a shared machine.
 	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
 	spec := tinySpec(1, 4, 4)
-	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP = "any", false, 10_000
+	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP, spec.Validators = "any", false, 10_000, 2
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sum, err := localcluster.Run(ctx, cfg, spec)
@@ -259,7 +263,7 @@ func TestTorchTraceAttacks(t *testing.T) {
 		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
 	}
 	for i, n := range sum.Nodes {
-		if slashed := i >= 2; n.Slashed != slashed {
+		if slashed := i >= 2 && n.Role == ""; n.Slashed != slashed {
 			t.Errorf("node %d (%s, attack %q): slashed %v %v, want %v", i, n.Backend, n.Attack, n.Slashed, n.Slashes, slashed)
 		}
 	}
@@ -270,6 +274,9 @@ func TestTorchTraceAttacks(t *testing.T) {
 				c.Slot, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.LossDiff)
 			if c.Failed != "" {
 				failed[c.Slot[strings.LastIndex(c.Slot, "/")+1:]] = c.Failed
+			}
+			if len(c.Validators) != 2 || c.Validators[0] == "hanzod" {
+				t.Errorf("check %s decided by %v, want the two validators", c.Slot, c.Validators)
 			}
 		}
 	}

@@ -276,3 +276,33 @@ func TestValidatorKilled(t *testing.T) {
 	}
 	t.Logf("%d checks, %d expired assignments of the killed validator", checks, expired)
 }
+
+// TestValidatorsAbsent: a job asks for validators and none is registered:
+// hanzod checks every delta itself (the report says so) rather than
+// waiting for ever, and the job publishes.
+func TestValidatorsAbsent(t *testing.T) {
+	cfg := localcluster.TestConfig(t.TempDir(), 3)
+	spec := tinySpec(1, 4, 3)
+	spec.SpotCheckBP, spec.Validators = 10_000, 2
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	checks := 0
+	for _, e := range sum.Epochs {
+		for _, c := range e.TraceChecks {
+			checks++
+			if c.Failed != "" || len(c.Validators) != 1 || c.Validators[0] != "hanzod" {
+				t.Errorf("check %s: failed %q by %v, want passed by hanzod", c.Slot, c.Failed, c.Validators)
+			}
+		}
+	}
+	if checks != 6 {
+		t.Errorf("%d checks, want 6", checks)
+	}
+}
