@@ -142,6 +142,7 @@ fuzz=(
   "./trace FuzzRead 10000"
   "./trace FuzzReadBundle 5000"
   "./trace FuzzReadParquet 3000"
+  "./checkpkg FuzzReadInfo 5000"
   "./envserver FuzzParse 20000"
   "./tokenizer FuzzParse 5000"
   "./tokenizer FuzzEncode 10000"

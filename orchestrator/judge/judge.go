@@ -43,7 +43,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha3"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -63,6 +62,7 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/dataset"
+	"github.com/zooai/gym/checkpkg"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -425,11 +425,7 @@ var duplicate = Verdict{Accepted: true, Duplicate: true}
 
 // fileDigest is the signature digest of a delta file: SHA3-256 over
 // header ‖ payload (everything but the 96-byte trailer).
-func fileDigest(file []byte) string {
-	n := max(len(file)-delta.SignatureSize-ed25519.PublicKeySize, 0)
-	d := sha3.Sum256(file[:n])
-	return hex.EncodeToString(d[:])
-}
+func fileDigest(file []byte) string { return checkpkg.FileDigest(file) }
 
 // submission is a parsed delta.
 type submission struct {

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -128,6 +131,7 @@ func testConfig() Config {
 	cfg.PenaltyPeriod = time.Hour
 	cfg.UnbondingPeriod = time.Hour
 	cfg.AgingTau = time.Minute
+	cfg.CheckTimeout = time.Minute
 	return cfg
 }
 
@@ -310,7 +314,7 @@ func (h *harness) run(line string) string {
 		if v, ok := kv["gpu"]; ok {
 			r.GPUModel = v
 		}
-		r.ProbeAddress = kv["probe"]
+		r.ProbeAddress, r.Role = kv["probe"], kv["role"]
 		r.Auth = h.auth(pos[0], kv)
 		r.Sign(h.key(pos[0]), r.SignedBytes())
 		if v, ok := kv["node"]; ok { // claim a different key than the signer's
@@ -403,6 +407,8 @@ func (h *harness) run(line string) string {
 				s.Byzantine = mustInt(v)
 			case "spotcheck":
 				s.SpotCheckBP = mustInt(v)
+			case "validators":
+				s.Validators = mustInt(v)
 			}
 		}
 		c := SubmitJob{Spec: s}
@@ -464,6 +470,84 @@ func (h *harness) run(line string) string {
 		return h.step(JudgeDelta{Verdict: v})
 	case "eject":
 		return h.step(Eject{Job: pos[0], Node: h.id(pos[1]), Reason: strings.Join(pos[2:], " ")})
+	case "assign":
+		// assign JOB NODE EPOCH STEP VALIDATOR [pkg=CID] [digest=D]: the
+		// slot's accepted digest unless given.
+		sl := jobspec.Slot{Epoch: mustInt(pos[2]), Step: mustU(pos[3]), Node: h.id(pos[1])}
+		c := AssignCheck{Job: pos[0], Slot: sl, Package: "pkg-1", Validator: h.id(pos[4])}
+		if j, ok := h.m.Job(pos[0]); ok {
+			c.Digest = j.Slots[sl]
+		}
+		if v, ok := kv["pkg"]; ok {
+			c.Package = v
+		}
+		if v, ok := kv["digest"]; ok {
+			c.Digest = v
+		}
+		return h.step(c)
+	case "verdict":
+		// verdict VALIDATOR JOB NODE EPOCH STEP OUTCOME [check=C] [pkg=CID] [badsig=1]
+		v := SubmitVerdict{Auth: h.auth(pos[0], kv), Job: pos[1], Subject: h.id(pos[2]), Epoch: mustU(pos[3]), Step: mustU(pos[4]),
+			Package: "pkg-1", Outcome: pos[5], Check: kv["check"], Figures: `{"update_rel_l2":0}`}
+		if j, ok := h.m.Job(pos[1]); ok {
+			v.Digest = j.Slots[jobspec.Slot{Epoch: int(v.Epoch), Step: v.Step, Node: v.Subject}]
+		}
+		if p, ok := kv["pkg"]; ok {
+			v.Package = p
+		}
+		v.Sign(h.key(pos[0]), v.SignedBytes())
+		if kv["badsig"] == "1" {
+			v.Sig[0] ^= 1
+		}
+		return h.step(v)
+	case "checks":
+		// The job's delegated checks: slot, asks and where each stands.
+		j, ok := h.m.Job(pos[0])
+		if !ok {
+			return "no job " + pos[0]
+		}
+		var out []string
+		for _, key := range slices.Sorted(maps.Keys(j.Checks)) {
+			c := j.Checks[key]
+			line := h.names2(key) + " k=" + strconv.Itoa(c.K)
+			for _, a := range c.Asks {
+				st := "open"
+				switch {
+				case a.Verdict != nil:
+					st = a.Verdict.Outcome
+				case a.Expired:
+					st = "expired"
+				}
+				line += " " + h.names2(a.Validator) + "=" + st
+			}
+			d := c.Decision()
+			line += fmt.Sprintf(" decided=%v outcome=%q need=%d false=%v", d.Decided, d.Outcome, d.Need, d.False)
+			out = append(out, line)
+		}
+		if len(j.Watch) > 0 {
+			b, _ := json.Marshal(j.Watch)
+			out = append(out, "watch "+h.names2(string(b)))
+		}
+		return strings.Join(out, "\n")
+	case "validators":
+		return h.names2(strings.Join(h.m.Validators(pos[0]), " "))
+	case "watch":
+		var nodes []string
+		for _, n := range pos[3:] {
+			nodes = append(nodes, h.id(n))
+		}
+		return h.step(WatchNodes{Job: pos[0], Epoch: mustInt(pos[1]), Until: mustInt(pos[2]), Nodes: nodes})
+	case "list-checks":
+		l := nodeauth.ListChecks{Auth: h.auth(pos[0], kv)}
+		l.Sign(h.key(pos[0]), l.SignedBytes())
+		if err := h.m.AuthorizeValidator(h.now, l.Auth, l.SignedBytes()); err != nil {
+			return "error: " + h.names2(err.Error())
+		}
+		var out []string
+		for _, o := range h.m.OpenChecks(l.Node) {
+			out = append(out, o.Job+" "+h.names2(o.Check.Slot().String())+" "+o.Check.Package+fmt.Sprintf(" in %dms", o.Deadline))
+		}
+		return strings.Join(out, "\n")
 	case "detail":
 		// The job's end-to-end bookkeeping, with node names.
 		j, ok := h.m.Job(pos[0])
