@@ -597,6 +597,11 @@ func TestTraceChecks(t *testing.T) {
 			t.Errorf("trace check %+v", tc)
 		}
 	}
+	// The liar (failed) and the node whose traces went missing are watched
+	// from now on; the honest torch node is not.
+	if want := slices.Sorted(slices.Values([]string{liar, gap})); !slices.Equal(res.Watch, want) {
+		t.Errorf("watch %v, want %v", res.Watch, want)
+	}
 	// Without a checker: merged unchecked, listed as not replayed.
 	in.CheckTraces = nil
 	res, err = epoch.Evaluate(context.Background(), in)
@@ -605,5 +610,46 @@ func TestTraceChecks(t *testing.T) {
 	}
 	if len(res.Slashes) != 0 || len(res.Report.TraceChecks) != 0 || len(res.Report.NotReplayed) != len(honest) {
 		t.Errorf("without a checker: slashes %v, checks %v, not replayed %v", res.Slashes, res.Report.TraceChecks, res.Report.NotReplayed)
+	}
+}
+
+// TestWatchedShare: a watched node's deltas are checked at WatchedShare of
+// the job's share (here 25 % → all of them), the others' at the job's
+// share (here, with a key sampling none of them, none).
+func TestWatchedShare(t *testing.T) {
+	for bp, want := range map[int]int{0: 0, 1: 5000, 1000: 5000, 2000: 8000, 2500: 10000, 9000: 10000} {
+		if got := epoch.WatchedShare(bp); got != want {
+			t.Errorf("WatchedShare(%d) = %d, want %d", bp, got, want)
+		}
+	}
+	w := newWorld(t)
+	ds := w.honest(t)
+	var calls int
+	in := w.input(ds, w.replay(&calls))
+	in.SpotCheckBP = 2500
+	for i := 0; ; i++ {
+		in.SpotKey = []byte(fmt.Sprintf("key %d", i))
+		if !slices.ContainsFunc(ds, func(d epoch.Delta) bool { return epoch.Sampled(in.SpotKey, d.Digest, in.SpotCheckBP) }) {
+			break
+		}
+	}
+	in.Outliers = merge.OutlierConfig{Far: -1, Near: -1, Twin: -1, Small: -1, Large: -1}
+	watched := w.nodes[1]
+	in.Watched = map[string]bool{watched: true}
+	res, err := epoch.Evaluate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := 0
+	for _, d := range ds {
+		if d.Node == watched {
+			mine++
+		}
+	}
+	if calls != mine || res.Report.SpotChecks != mine {
+		t.Errorf("%d replays (%d spot-checks), want the watched node's %d deltas", calls, res.Report.SpotChecks, mine)
+	}
+	if len(res.Watch) != 0 {
+		t.Errorf("honest deltas put %v under watch", res.Watch)
 	}
 }
