@@ -18,7 +18,7 @@ import (
 // failure (an error), not the node's.
 func (j *Judge) traceChecker(job string, plan jobconf.Plan, e int) epoch.TraceChecker {
 	return func(ctx context.Context, node string, cids []string, starts []*llama.Adapter, d epoch.Delta) (epoch.TraceCheck, error) {
-		out := epoch.TraceCheck{Backend: d.Backend}
+		out := epoch.TraceCheck{Backend: d.Backend, DType: d.DType}
 		worker, err := jobconf.Worker(node)
 		if err != nil {
 			out.Failed, out.Detail = tracecheck.CheckShape, err.Error()
