@@ -26,6 +26,13 @@ const (
 	Torch = "torch"
 )
 
+// The floating-point types a backend trains in (DType), as delta metadata
+// names them (jobconf.KeyDType).
+const (
+	Float32  = "float32"
+	BFloat16 = "bfloat16"
+)
+
 // Parse checks a backend name ("go" or "torch").
 func Parse(s string) (string, error) {
 	switch s {
@@ -91,6 +98,10 @@ type Job struct {
 type Backend interface {
 	// Name is Go or Torch.
 	Name() string
+	// DType is the floating-point type the backend trains in, Float32 or
+	// BFloat16: the worker signs it into every delta, and the judge checks
+	// the delta within that type's tolerances.
+	DType() string
 	Start(ctx context.Context, j Job) (Trainer, error)
 	// Close stops what the backend runs (a supervised process).
 	Close() error
@@ -101,6 +112,9 @@ type GoBackend struct{}
 
 // Name is Go.
 func (GoBackend) Name() string { return Go }
+
+// DType is Float32: the Go engine trains in nothing else.
+func (GoBackend) DType() string { return Float32 }
 
 // Close does nothing.
 func (GoBackend) Close() error { return nil }

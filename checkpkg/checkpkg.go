@@ -101,6 +101,7 @@ type Loaded struct {
 	Info    Info
 	Meta    delta.MetadataFields
 	Backend string
+	DType   string // jobconf.DTypeOf: the tolerances depend on it
 	Delta   *llama.Adapter
 	Traces  [][]*trace.Set
 	Starts  []*llama.Adapter
@@ -157,6 +158,9 @@ func Read(ctx context.Context, dir string, mc llama.Config) (*Loaded, error) {
 	if l.Backend, err = jobconf.BackendOf(d.Info.Metadata); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPackage, err)
 	}
+	if l.DType, err = jobconf.DTypeOf(d.Info.Metadata); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPackage, err)
+	}
 	named, err := jobconf.TracesOf(d.Info.Metadata)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPackage, err)
@@ -193,7 +197,7 @@ func Read(ctx context.Context, dir string, mc llama.Config) (*Loaded, error) {
 }
 
 // Run checks the loaded delta from its traces with plan's base (the job's
-// plan) within the tolerances of its backend.
+// plan) within the tolerances of its backend and dtype.
 func Run(ctx context.Context, plan jobconf.Plan, l *Loaded, threads int) (tracecheck.SyncReport, error) {
 	worker, err := jobconf.Worker(l.Info.Node)
 	if err != nil {
@@ -202,5 +206,9 @@ func Run(ctx context.Context, plan jobconf.Plan, l *Loaded, threads int) (tracec
 	in := tracecheck.SyncInput{Weights: plan.Base.Weights, Tokenizer: plan.Base.Tokenizer, Config: plan.Trainer, Worker: worker,
 		FirstStep: plan.FirstStep(l.Info.Epoch), Interval: plan.Interval, Starts: l.Starts, Traces: l.Traces, Delta: l.Delta,
 		ClipNorm: plan.ClipNorm(l.Delta.NumParams()), ClaimedLoss: l.Meta.ClaimedLoss, Threads: threads}
-	return tracecheck.CheckSync(ctx, in, tracecheck.Tolerances(l.Backend))
+	tol, err := tracecheck.Tolerances(l.Backend, l.DType)
+	if err != nil {
+		return tracecheck.SyncReport{}, fmt.Errorf("%w: %v", ErrPackage, err)
+	}
+	return tracecheck.CheckSync(ctx, in, tol)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/zooai/gym/delta"
@@ -54,5 +55,60 @@ func TestDeltaRecordsBackend(t *testing.T) {
 		if _, ok := d.Info.Metadata.Get(KeyBackend); ok != (be == "torch") {
 			t.Errorf("backend %q: key written %v", be, ok)
 		}
+	}
+}
+
+// The dtype is recorded in a delta's signed metadata only when it is not
+// float32 (absent reads as float32, as deltas from before the key do); a
+// dtype without measured tolerances, a value that is not a string, and a
+// go delta claiming anything but float32 are refused.
+func TestDeltaRecordsDType(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	a, err := llama.NewAdapter(llama.Config{Layers: 1, Hidden: 4, Heads: 1, KVHeads: 1, HeadDim: 4, Intermediate: 4, Vocab: 4, MaxPositions: 4}, 1, 1, []llama.Module{llama.QProj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(d SyncDelta) *delta.Metadata {
+		t.Helper()
+		b, err := Encode(context.Background(), key, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := delta.Read(context.Background(), bytes.NewReader(b), delta.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Info.Metadata
+	}
+	for _, c := range []struct {
+		backend, dtype, want string
+		written              bool
+	}{
+		{"", "", Float32, false}, {"torch", "", Float32, false}, {"torch", Float32, Float32, false},
+		{"torch", BFloat16, BFloat16, true}, {"go", Float32, Float32, false},
+	} {
+		m := read(SyncDelta{Job: "j", Node: "n", Epoch: 1, Sync: 1, Step: 1, Base: "b", Delta: a, Backend: c.backend, DType: c.dtype})
+		got, err := DTypeOf(m)
+		if err != nil || got != c.want {
+			t.Errorf("backend %q dtype %q: read %q, %v; want %q", c.backend, c.dtype, got, err, c.want)
+		}
+		if _, ok := m.Get(KeyDType); ok != c.written {
+			t.Errorf("backend %q dtype %q: key written %v", c.backend, c.dtype, ok)
+		}
+	}
+	for _, c := range []struct{ backend, dtype, says string }{
+		{"torch", "float16", "want"}, {"torch", "BF16", "want"}, {"go", BFloat16, "float32 only"}, {"", BFloat16, "float32 only"},
+	} {
+		m := read(SyncDelta{Job: "j", Node: "n", Epoch: 1, Sync: 1, Step: 1, Base: "b", Delta: a, Backend: c.backend, DType: c.dtype})
+		if got, err := DTypeOf(m); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("backend %q dtype %q: read %q, %v; want an error saying %q", c.backend, c.dtype, got, err, c.says)
+		}
+	}
+	m := &delta.Metadata{}
+	if err := m.Set(KeyDType, 16); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DTypeOf(m); err == nil {
+		t.Errorf("dtype 16: read %q", got)
 	}
 }

@@ -38,6 +38,42 @@ func BackendOf(m *delta.Metadata) (string, error) {
 	return s, nil
 }
 
+// KeyDType is the metadata key of the floating-point type a delta was
+// trained in (a JSON string, "bfloat16"); absent for float32, so go deltas
+// and the torch deltas made before the key existed read as float32. The
+// judge checks a torch delta from its traces within the tolerances of
+// its dtype (tracecheck.Tolerances), so the claim is signed with the delta.
+const KeyDType = "dtype"
+
+// The dtypes a delta may claim (KeyDType).
+const (
+	Float32  = "float32"
+	BFloat16 = "bfloat16"
+)
+
+// DTypeOf is the dtype a delta's metadata claims: Float32 when the key is
+// absent, else its value, which must be a dtype the tolerances were
+// measured for; a go delta is always float32 (the Go engine trains in
+// nothing else).
+func DTypeOf(m *delta.Metadata) (string, error) {
+	raw, ok := m.Get(KeyDType)
+	if !ok {
+		return Float32, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil || (s != Float32 && s != BFloat16) {
+		return "", fmt.Errorf("jobconf: delta metadata %s is %s, want %q or %q (or no key, for float32)", KeyDType, raw, Float32, BFloat16)
+	}
+	be, err := BackendOf(m)
+	if err != nil {
+		return "", err
+	}
+	if be == "go" && s != Float32 {
+		return "", fmt.Errorf("jobconf: delta metadata %s is %q, but the go backend trains in float32 only: leave the key out", KeyDType, s)
+	}
+	return s, nil
+}
+
 // KeyBinding is the metadata key of a delta's job binding (Binding, a
 // JSON string): it ties the signed delta to one hanzod instance and one
 // job, so a delta cannot be replayed into another deployment whose job
@@ -76,6 +112,9 @@ type SyncDelta struct {
 	// Backend is the training backend that made the delta; "" or "go" is
 	// not written (KeyBackend).
 	Backend string
+	// DType is the floating-point type the backend trained in; "" or
+	// Float32 is not written (KeyDType).
+	DType string
 	// Traces is the CID of the sync's trace bundle (KeyTraces; "": none).
 	Traces string
 }
@@ -102,6 +141,11 @@ func Encode(ctx context.Context, key ed25519.PrivateKey, d SyncDelta) ([]byte, e
 	}
 	if d.Backend != "" && d.Backend != "go" {
 		if err := meta.Set(KeyBackend, d.Backend); err != nil {
+			return nil, err
+		}
+	}
+	if d.DType != "" && d.DType != Float32 {
+		if err := meta.Set(KeyDType, d.DType); err != nil {
 			return nil, err
 		}
 	}

@@ -93,7 +93,7 @@ func TestCheckSyncGo(t *testing.T) {
 	c := syncConfig()
 	in := trainSyncs(t, backend.GoBackend{}, base, c, 5, 2)
 	ctx := context.Background()
-	tol := Tolerances("go")
+	tol, _ := Tolerances("go", "")
 	r, err := CheckSync(ctx, in, tol)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +229,8 @@ func TestCheckSyncEnv(t *testing.T) {
 	}
 	check := func(name string, x SyncInput, env reward.Env) SyncReport {
 		x.Config = envConfig(t, env)
-		r, err := CheckSync(ctx, x, Tolerances("go"))
+		tol, _ := Tolerances("go", "")
+		r, err := CheckSync(ctx, x, tol)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -307,4 +308,25 @@ func cloneInput(in SyncInput) SyncInput {
 		}
 	}
 	return out
+}
+
+// TestTolerances: go deltas are exact and float32 only; a torch delta's
+// dtype picks its tolerances ("" is float32); an unmeasured dtype has none.
+func TestTolerances(t *testing.T) {
+	g, err := Tolerances("go", "")
+	if err != nil || g.LogProbMax != 0 || g.UpdateRelL2 != 0 {
+		t.Errorf("go: %+v %v", g, err)
+	}
+	f, err := Tolerances("torch", "")
+	if f32, err2 := Tolerances("torch", jobconf.Float32); err != nil || err2 != nil || f != f32 {
+		t.Errorf("torch, no dtype: %+v %v; float32 %+v %v", f, err, f32, err2)
+	}
+	if b, err := Tolerances("torch", jobconf.BFloat16); err != nil || !(b.LogProbMax > f.LogProbMax) || !(b.UpdateCosine < f.UpdateCosine) {
+		t.Errorf("torch bfloat16: %+v %v", b, err)
+	}
+	for _, c := range [][2]string{{"go", jobconf.BFloat16}, {"", jobconf.BFloat16}, {"torch", "float16"}} {
+		if tol, err := Tolerances(c[0], c[1]); err == nil {
+			t.Errorf("%s %s: %+v, want an error", c[0], c[1], tol)
+		}
+	}
 }

@@ -12,7 +12,9 @@
 // (PyTorch, a GPU, bf16) differ by that engine's rounding, which is what a
 // tolerance calibrated per dtype and backend must admit — and a trace whose
 // tokens were not sampled from the claimed policy (another adapter, edited
-// log-probabilities, another temperature) differs by far more.
+// log-probabilities, another temperature) differs by far more, unless the
+// engine's own rounding is as large: bf16's hides a policy still near the
+// claimed one (docs/traces.md).
 package tracecheck
 
 import (

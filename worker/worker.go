@@ -762,7 +762,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		}
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
 			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding,
-			Backend: w.backend().Name()}
+			Backend: w.backend().Name(), DType: w.backend().DType()}
 		var traces jobconf.Traces
 		if w.c.Attack == AttackRewards {
 			for _, set := range sets {

@@ -84,6 +84,15 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 // Name is backend.Torch.
 func (b *Backend) Name() string { return backend.Torch }
 
+// DType is the type the model is loaded and trained in: Options.DType,
+// backend.Float32 when it is empty (the process's default).
+func (b *Backend) DType() string {
+	if b.o.DType == "" {
+		return backend.Float32
+	}
+	return b.o.DType
+}
+
 // Close kills the process and removes the private directory.
 func (b *Backend) Close() error {
 	b.stop()

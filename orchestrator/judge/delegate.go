@@ -75,17 +75,17 @@ func (dl *delegation) check(ctx context.Context, node string, traces []string, s
 	})
 	if ch != nil && ch.Digest == d.Digest {
 		if dec := ch.Decision(); dec.Decided {
-			return fromVerdicts(d.Backend, ch, dec), nil
+			return fromVerdicts(d.Backend, d.DType, ch, dec), nil
 		}
 	}
 	dl.pending = append(dl.pending, need{key: key, node: node, traces: traces, starts: starts, d: d})
-	return epoch.TraceCheck{Backend: d.Backend}, nil
+	return epoch.TraceCheck{Backend: d.Backend, DType: d.DType}, nil
 }
 
 // fromVerdicts is a decided check as a TraceCheck: the outcome, and the
 // figures and detail of the first verdict that agrees with it.
-func fromVerdicts(backend string, ch *state.Check, dec verdict.Decision) epoch.TraceCheck {
-	tc := epoch.TraceCheck{Backend: backend}
+func fromVerdicts(backend, dtype string, ch *state.Check, dec verdict.Decision) epoch.TraceCheck {
+	tc := epoch.TraceCheck{Backend: backend, DType: dtype}
 	answered := answeredAsks(ch)
 	for _, i := range dec.Agree {
 		tc.Validators = append(tc.Validators, answered[i].Validator)

@@ -488,7 +488,7 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 			return epoch.Input{}, err
 		}
 		in.Deltas = append(in.Deltas, epoch.Delta{Slot: sl, Node: sl.Node, Step: sl.Step, Digest: dig,
-			Base: d.meta.BaseCheckpoint, ClaimedLoss: d.meta.ClaimedLoss, Adapter: d.adapter, Backend: d.backend, Traces: d.traces})
+			Base: d.meta.BaseCheckpoint, ClaimedLoss: d.meta.ClaimedLoss, Adapter: d.adapter, Backend: d.backend, DType: d.dtype, Traces: d.traces})
 	}
 	in.CheckTraces = j.traceChecker(jb.ID, plan, e)
 	for n, until := range jb.Watch {

@@ -511,6 +511,9 @@ func (j *Judge) judge(ctx context.Context, file, traces []byte, ra *bytes.Reader
 	if meta.Node != node {
 		return reject(ReasonMetadata, "metadata names node %s but the file is signed by %s", meta.Node, node), nil
 	}
+	if _, err := jobconf.DTypeOf(info.Metadata); err != nil {
+		return reject(ReasonMetadata, "%v", err), nil
+	}
 	s := &submission{file: file, digest: digest, node: node, meta: meta}
 	sub := epoch.Submission{Node: node, Digest: digest, Meta: meta}
 	sub.SyncKey, sub.HasSyncKey = info.Metadata.Get(jobconf.KeySync)
@@ -914,11 +917,13 @@ type storedDelta struct {
 	adapter *llama.Adapter
 	meta    delta.MetadataFields
 	backend string // jobconf.BackendOf
+	dtype   string // jobconf.DTypeOf
 	traces  string // jobconf.TracesOf: the CID of its trace bundle, or ""
 }
 
-// loadDeltaBackend is loadDelta that also returns the backend the delta's
-// metadata claims (jobconf.BackendOf) and the traces it names.
+// loadDeltaBackend is loadDelta that also returns the backend and dtype the
+// delta's metadata claims (jobconf.BackendOf, DTypeOf) and the traces it
+// names.
 func (j *Judge) loadDeltaBackend(ctx context.Context, job string, sl jobspec.Slot, template *llama.Adapter) (storedDelta, error) {
 	var out storedDelta
 	b, _, err := j.readDelta(ctx, job, sl, "")
@@ -933,6 +938,9 @@ func (j *Judge) loadDeltaBackend(ctx context.Context, job string, sl jobspec.Slo
 		return out, err
 	}
 	if out.backend, err = jobconf.BackendOf(d.Info.Metadata); err != nil {
+		return out, err
+	}
+	if out.dtype, err = jobconf.DTypeOf(d.Info.Metadata); err != nil {
 		return out, err
 	}
 	if out.traces, err = jobconf.TracesOf(d.Info.Metadata); err != nil {

@@ -14,11 +14,11 @@ import (
 // traceChecker is epoch e of job's epoch.TraceChecker: it reads the node's
 // trace bundles from the blob store and replays them with the Go engine
 // on the plan's base (tracecheck.CheckSync), within the tolerances of the
-// delta's backend. A bundle that is gone from the store is the judge's
+// delta's backend and dtype. A bundle that is gone from the store is the judge's
 // failure (an error), not the node's.
 func (j *Judge) traceChecker(job string, plan jobconf.Plan, e int) epoch.TraceChecker {
 	return func(ctx context.Context, node string, cids []string, starts []*llama.Adapter, d epoch.Delta) (epoch.TraceCheck, error) {
-		out := epoch.TraceCheck{Backend: d.Backend}
+		out := epoch.TraceCheck{Backend: d.Backend, DType: d.DType}
 		worker, err := jobconf.Worker(node)
 		if err != nil {
 			out.Failed, out.Detail = tracecheck.CheckShape, err.Error()
@@ -33,7 +33,11 @@ func (j *Judge) traceChecker(job string, plan jobconf.Plan, e int) epoch.TraceCh
 		in := tracecheck.SyncInput{Weights: plan.Base.Weights, Tokenizer: plan.Base.Tokenizer, Config: plan.Trainer, Worker: worker,
 			FirstStep: plan.FirstStep(e), Interval: plan.Interval, Starts: starts, Traces: sets, Delta: d.Adapter,
 			ClipNorm: plan.ClipNorm(d.Adapter.NumParams()), ClaimedLoss: d.ClaimedLoss, Threads: j.cfg.Threads}
-		r, err := tracecheck.CheckSync(ctx, in, tracecheck.Tolerances(d.Backend))
+		tol, err := tracecheck.Tolerances(d.Backend, d.DType)
+		if err != nil {
+			return out, err // refused at submission: an accepted delta has a known dtype
+		}
+		r, err := tracecheck.CheckSync(ctx, in, tol)
 		if err != nil {
 			return out, err
 		}

@@ -82,3 +82,37 @@ func TestSubmitTraces(t *testing.T) {
 		t.Fatalf("a go delta without traces: %+v", v)
 	}
 }
+
+// TestSubmitDType: a delta's dtype claim is checked at submission: one
+// without measured tolerances, or a go delta claiming anything but
+// float32, is refused for its metadata, saying what to send instead; a
+// bfloat16 torch delta with its traces is accepted.
+func TestSubmitDType(t *testing.T) {
+	spec := tinySpec()
+	spec.Backend = "any"
+	e := newEnv(t, 3, spec)
+	ctx := context.Background()
+	tr, err := jobconf.EncodeTraces(ctx, []*trace.Set{e.traceSet(0, 1, e.plan.SyncStep(1, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, backend, dtype, detail string }{
+		{"a torch delta in float16", "torch", "float16", `want "float32" or "bfloat16"`},
+		{"a go delta in bfloat16", "", jobconf.BFloat16, "float32 only"},
+	} {
+		d := e.sd(0, 1, 1, e.small(1, 1e-4))
+		d.Backend, d.DType, d.Traces = c.backend, c.dtype, tr.CID
+		v, err := e.j.Submit(e.ctx, e.encode(0, d), tr.Compressed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Accepted || v.Reason != judge.ReasonMetadata || !strings.Contains(v.Detail, c.detail) {
+			t.Errorf("%s: %+v, want a %s rejection saying %q", c.name, v, judge.ReasonMetadata, c.detail)
+		}
+	}
+	d := e.sd(0, 1, 1, e.small(1, 1e-4))
+	d.Backend, d.DType, d.Traces = "torch", jobconf.BFloat16, tr.CID
+	if v, err := e.j.Submit(e.ctx, e.encode(0, d), tr.Compressed); err != nil || !v.Accepted {
+		t.Fatalf("a bfloat16 torch delta with its traces: %+v %v", v, err)
+	}
+}

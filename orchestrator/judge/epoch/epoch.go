@@ -74,6 +74,10 @@ type Delta struct {
 	// torch (Plan.Backend torch or any): on a go job every delta is
 	// replayed whatever it claims.
 	Backend string
+	// DType is the floating-point type the delta's metadata says it was
+	// trained in (jobconf.DTypeOf: "float32" or "bfloat16"): a trace
+	// check admits that type's rounding (tracecheck.Tolerances).
+	DType string
 	// Traces is the CID of the sync's trace bundle the delta names ("":
 	// none; a torch delta is accepted only with one).
 	Traces string
@@ -91,6 +95,7 @@ type TraceChecker func(ctx context.Context, node string, traces []string, starts
 type TraceCheck struct {
 	Slot    string `json:"slot"`
 	Backend string `json:"backend"`
+	DType   string `json:"dtype,omitempty"` // the delta's, jobconf.DTypeOf
 	// Validators are the validators whose verdicts decided the check
 	// ("hanzod" when hanzod checked it itself for a job with validators);
 	// empty when hanzod checked a job without validators.
