@@ -35,6 +35,8 @@ type upOptions struct {
 	workers, epochs, stepsPerEpoch, interval, prompts int
 	task, killAt, attack, aggregation, out, modelDir  string
 	byzantine, spotCheckBP, threads                   int
+	validators                                        int    // --validators N
+	validatorAttack                                   string // --validator-attack KIND (the last validator)
 	seed                                              uint64
 	json, restartKilled, noOutlierReplays             bool
 	timeout                                           time.Duration
@@ -116,6 +118,11 @@ Fault and attack demonstrations:
                          K workers cheat; the job declares f = K (so the
                          aggregation becomes median unless --aggregation
                          says trimmed-mean)
+  --validators N [--validator-attack verdict-flip]
+                         N staked validators check the sampled deltas for
+                         hanzod, two verdicts a check, a third when they
+                         disagree; the last one lies with the attack, is
+                         outvoted and slashed (docs/validators.md)
   --attack alie|ipm|mimic
                          in-bound attacks of the literature built from the
                          sync's honest updates, which the attackers read
@@ -172,6 +179,8 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.killAt, "kill-worker-at", "", "EPOCH:STEP: kill -9 worker w0 when it reaches that step of that epoch")
 	f.BoolVar(&o.restartKilled, "restart-killed", false, "start the killed worker again 3 s later (same key and data): it re-registers and rejoins at the next epoch boundary")
 	f.IntVar(&o.byzantine, "byzantine", 0, "number of cheating workers (the last K)")
+	f.IntVar(&o.validators, "validators", 0, "run N staked validators (at least 2) and have them, not hanzod, check the job's sampled deltas, two verdicts a check (docs/validators.md)")
+	f.StringVar(&o.validatorAttack, "validator-attack", "", "the last validator lies: verdict-pass, verdict-fail or verdict-flip (needs --validators 3 or more)")
 	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce), alie, ipm, mimic (in-bound, from the honest updates)")
 	f.StringVar(&o.out, "out", o.out, "directory for the run's files (replaced if it holds an earlier gym up run)")
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout; progress goes to stderr")
@@ -207,6 +216,10 @@ func (o *upOptions) check() error {
 		return errors.New("--restart-killed needs --kill-worker-at")
 	case (o.byzantine > 0) != (o.attack != ""):
 		return errors.New("--byzantine K and --attack KIND go together")
+	case o.validators == 1 || o.validators < 0 || o.validators > 16:
+		return fmt.Errorf("--validators %d: want 0 (hanzod checks) or 2..16 (two verdicts a check need two validators)", o.validators)
+	case o.validatorAttack != "" && (o.validators < 3 || !strings.HasPrefix(o.validatorAttack, "verdict-") || worker.CheckAttack(o.validatorAttack) != nil):
+		return fmt.Errorf("--validator-attack %q: want verdict-pass, verdict-fail or verdict-flip with --validators 3 or more (two honest ones to outvote it)", o.validatorAttack)
 	case o.out == "":
 		return errors.New("--out DIR is required")
 	case o.ledger != "embedded" && o.ledger != "evm":
@@ -379,6 +392,13 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		}
 		cfg.Attacks = append(cfg.Attacks, a)
 	}
+	for i := range o.validators {
+		a := ""
+		if i == o.validators-1 {
+			a = o.validatorAttack
+		}
+		cfg.Validators = append(cfg.Validators, a)
+	}
 	if o.killAt != "" {
 		e, s, _ := parseKillAt(o.killAt)
 		cfg.Kill = &localcluster.Kill{Worker: 0, Epoch: e, Step: s, Restart: o.restartKilled, RestartAfter: 3 * time.Second}
@@ -445,6 +465,9 @@ func upSpec(o upOptions, model string) jobspec.Spec {
 		Aggregation: o.aggregation, Byzantine: o.byzantine, SpotCheckBP: o.spotCheckBP,
 		StepsPerEpoch: o.stepsPerEpoch, PromptsPerStep: o.prompts, Seed: o.seed,
 		GSPO: g, Backend: jobBackend(o.backends),
+	}
+	if o.validators > 0 {
+		s.Validators = 2
 	}
 	if o.datasetCID != "" {
 		s.Dataset, s.Data = o.datasetCID, o.data
@@ -645,8 +668,21 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 				failed += b2i(c.Failed != "")
 				unverifiable += b2i(c.Unverifiable != "")
 			}
-			fmt.Fprintf(w, "    %d checked from their traces (docs/traces.md): log-prob Δ ≤ %.2g nats, update rel. L2 ≤ %.2g; %d failed, %d unverifiable\n",
-				len(e.TraceChecks), lp, rel, failed, unverifiable)
+			by := map[string]bool{}
+			for _, c := range e.TraceChecks {
+				for _, v := range c.Validators {
+					by[v] = true
+				}
+			}
+			who := ""
+			if len(by) > 0 {
+				who = fmt.Sprintf(" by %d validator(s)", len(by))
+				if by["hanzod"] {
+					who = " (some by hanzod: no validator to ask)"
+				}
+			}
+			fmt.Fprintf(w, "    %d checked from their traces%s (docs/traces.md): log-prob Δ ≤ %.2g nats, update rel. L2 ≤ %.2g; %d failed, %d unverifiable\n",
+				len(e.TraceChecks), who, lp, rel, failed, unverifiable)
 		}
 	}
 	for _, p := range s.Pins {
@@ -663,6 +699,9 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 	fmt.Fprintf(w, "  %-4s %-14s %9s %8s %8s %8s  %s\n", "node", "id", "reward", "quality", "accepted", "rejected", "slashes")
 	for _, n := range s.Nodes {
 		tag := n.Attack
+		if n.Role != "" {
+			tag = strings.TrimSpace(n.Role + " " + n.Attack)
+		}
 		if n.Killed {
 			tag = "killed"
 		}

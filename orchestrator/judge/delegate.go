@@ -53,8 +53,8 @@ type need struct {
 
 // check is Evaluate's TraceChecker for a job with validators: a decided
 // check's outcome, hanzod's own check where no validator could be asked,
-// otherwise a provisional pass recorded as pending (the evaluation is
-// then discarded and repeated once the verdicts are in).
+// otherwise a pending check (Evaluate stops before scoring; it runs again
+// once the verdicts are in).
 func (dl *delegation) check(ctx context.Context, node string, traces []string, starts []*llama.Adapter, d epoch.Delta) (epoch.TraceCheck, error) {
 	key := d.Slot.String()
 	dl.j.mu.Lock()
@@ -79,7 +79,7 @@ func (dl *delegation) check(ctx context.Context, node string, traces []string, s
 		}
 	}
 	dl.pending = append(dl.pending, need{key: key, node: node, traces: traces, starts: starts, d: d})
-	return epoch.TraceCheck{Backend: d.Backend, DType: d.DType}, nil
+	return epoch.TraceCheck{Backend: d.Backend, DType: d.DType, Pending: true}, nil
 }
 
 // fromVerdicts is a decided check as a TraceCheck: the outcome, and the

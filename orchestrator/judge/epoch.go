@@ -389,7 +389,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 			break
 		}
 	}
-	if dl != nil && len(dl.pending) > 0 {
+	if dl != nil && (res.Pending > 0 || len(dl.pending) > 0) {
 		// Checks delegated to validators are not decided: the evaluation
 		// is discarded and repeated when their verdicts are in.
 		j.log.Info("merge waits for validators", "job", jb.ID, "epoch", e, "checks", len(dl.pending))

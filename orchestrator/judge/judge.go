@@ -61,8 +61,8 @@ import (
 
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/checkpkg"
+	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"

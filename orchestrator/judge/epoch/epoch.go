@@ -96,6 +96,9 @@ type TraceCheck struct {
 	Slot    string `json:"slot"`
 	Backend string `json:"backend"`
 	DType   string `json:"dtype,omitempty"` // the delta's, jobconf.DTypeOf
+	// Pending says the check is not decided yet (validators' verdicts
+	// awaited); the rest is empty.
+	Pending bool `json:"-"`
 	// Validators are the validators whose verdicts decided the check
 	// ("hanzod" when hanzod checked it itself for a job with validators);
 	// empty when hanzod checked a job without validators.
@@ -249,6 +252,11 @@ type Result struct {
 	Slashes    []Slash               // in the order found
 	Rewards    []ledger.Contribution // the epoch's contributions by node, sorted; empty: none
 	Shortfalls []Shortfall
+	// Pending counts the trace checks the checker could not decide yet
+	// (TraceCheck.Pending): the evaluation stopped before scoring and
+	// merging, and only Slashes, Watch and the report's checks so far are
+	// filled; the caller evaluates again once they are decided.
+	Pending int
 	// Watch lists the nodes, sorted, whose check failed, was unverifiable
 	// or could not be made (traces missing) this epoch: the judge checks
 	// their next epochs' deltas at WatchedShare.
@@ -468,6 +476,13 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				if err != nil {
 					return nil, err
 				}
+				if tc.Pending {
+					// Not decided yet (its validators' verdicts are
+					// awaited): counted as passed for now, the evaluation
+					// stops before scoring.
+					res.Pending++
+					continue
+				}
 				tc.Slot = en.Slot.String()
 				rep.TraceChecks = append(rep.TraceChecks, tc)
 				if tc.Failed == "" && tc.Unverifiable != "" {
@@ -506,6 +521,10 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				watch(en.Node)
 			}
 		}
+	}
+
+	if res.Pending > 0 {
+		return res, nil
 	}
 
 	// Score and merge sync by sync along the orchestrator's own

@@ -653,3 +653,40 @@ func TestWatchedShare(t *testing.T) {
 		t.Errorf("honest deltas put %v under watch", res.Watch)
 	}
 }
+
+// TestPendingChecks: a checker that cannot decide a check yet (its
+// validators' verdicts awaited) makes Evaluate stop before scoring and
+// merging, with the pending count; decided checks' results stand.
+func TestPendingChecks(t *testing.T) {
+	w := newWorldWith(t, func(s *jobspec.Spec) { s.Backend = "any" })
+	honest := w.honest(t)
+	for i := range honest {
+		honest[i].Backend = "torch"
+		honest[i].Traces = fmt.Sprintf("traces-%s-%d", honest[i].Node[:8], honest[i].Step)
+	}
+	var replays int
+	in := w.input(honest, w.replay(&replays))
+	waiting := w.nodes[2]
+	in.CheckTraces = func(_ context.Context, node string, _ []string, _ []*llama.Adapter, d epoch.Delta) (epoch.TraceCheck, error) {
+		if node == waiting {
+			return epoch.TraceCheck{Pending: true}, nil
+		}
+		return epoch.TraceCheck{Backend: d.Backend}, nil
+	}
+	res, err := epoch.Evaluate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := 0
+	for _, d := range honest {
+		if d.Node == waiting {
+			mine++
+		}
+	}
+	if res.Pending != mine || res.Merged != nil || len(res.Report.Scores) != 0 || len(res.Rewards) != 0 {
+		t.Fatalf("pending %d (want %d), merged %v, %d scores, %d rewards: want a stop before scoring", res.Pending, mine, res.Merged != nil, len(res.Report.Scores), len(res.Rewards))
+	}
+	if len(res.Report.TraceChecks) != len(honest)-mine {
+		t.Errorf("%d decided checks reported, want %d", len(res.Report.TraceChecks), len(honest)-mine)
+	}
+}
