@@ -103,7 +103,7 @@ func mathJob(t *testing.T, spec jobspec.Spec, root string) jobspec.Spec {
 // from its store; the held-out accuracy rises. The Parquet export of the
 // same rows is another CID with the same problems.
 func TestDatasetByCID(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	jsonl, pq := writeMathDataset(t, 3000, 300)
 	rootJ, err := basecache.DirCID(ctx, jsonl)

@@ -52,7 +52,7 @@ func TestEvalDatasetAgreesWithUp(t *testing.T) {
 		"--held-out", "test", "--reward", `[{"verifier":"numeric","weight":1}]`}
 	out := filepath.Join(t.TempDir(), "up")
 	r := gym(t, append([]string{"up", "--out", out, "--json", "--workers", "3", "--epochs", "1", "--steps-per-epoch", "4",
-		"--interval", "2", "--timeout", "4m"}, mapping...)...)
+		"--interval", "2", "--timeout", "12m"}, mapping...)...)
 	var s struct {
 		Status        string  `json:"status"`
 		Reason        string  `json:"reason"`

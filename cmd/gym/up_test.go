@@ -25,7 +25,7 @@ import (
 func upRunJSON(t *testing.T, extra ...string) (localcluster.Summary, string, result) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "up")
-	args := append([]string{"up", "--out", out, "--json", "--epochs", "2", "--steps-per-epoch", "10", "--interval", "5", "--spot-check-bp", "5000", "--timeout", "4m"}, extra...)
+	args := append([]string{"up", "--out", out, "--json", "--epochs", "2", "--steps-per-epoch", "10", "--interval", "5", "--spot-check-bp", "5000", "--timeout", "12m"}, extra...)
 	r := gym(t, args...)
 	var s localcluster.Summary
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
