@@ -88,7 +88,7 @@ fi
 # -timeout is a hang guard, not a speed check: on a 2-core machine shared with
 # other work a package such as llama or cmd/gym can take past go test's
 # default 10 minutes without anything being wrong.
-go test -count=1 -timeout 40m ./...
+go test -count=1 -timeout 75m ./...
 # The deployment files' checks (their own module: Kubernetes, compose,
 # BuildKit and kustomize libraries stay out of gym's build).
 (cd deploy && go vet ./... && go test -count=1 ./...)
