@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -199,16 +200,65 @@ func Read(ctx context.Context, dir string, mc llama.Config) (*Loaded, error) {
 // Run checks the loaded delta from its traces with plan's base (the job's
 // plan) within the tolerances of its backend and dtype.
 func Run(ctx context.Context, plan jobconf.Plan, l *Loaded, threads int) (tracecheck.SyncReport, error) {
-	worker, err := jobconf.Worker(l.Info.Node)
+	r, err := Sync(ctx, plan, SyncArgs{Node: l.Info.Node, Epoch: l.Info.Epoch, Starts: l.Starts, Traces: l.Traces, Delta: l.Delta,
+		ClaimedLoss: l.Meta.ClaimedLoss, Backend: l.Backend, DType: l.DType}, threads)
+	if errors.Is(err, errTolerance) {
+		err = fmt.Errorf("%w: %v", ErrPackage, err)
+	}
+	return r, err
+}
+
+// SyncArgs are a node's sync k = len(Starts) of an epoch to check.
+type SyncArgs struct {
+	Node           string
+	Epoch          int
+	Starts         []*llama.Adapter
+	Traces         [][]*trace.Set
+	Delta          *llama.Adapter
+	ClaimedLoss    float64
+	Backend, DType string
+}
+
+var errTolerance = errors.New("checkpkg: no tolerances")
+
+// Sync is the one trace check hanzod and validators run: tracecheck.CheckSync
+// of the node's sync on plan's base within the tolerances of the delta's
+// backend and dtype. A node id that is not a key fails the shape check.
+func Sync(ctx context.Context, plan jobconf.Plan, a SyncArgs, threads int) (tracecheck.SyncReport, error) {
+	worker, err := jobconf.Worker(a.Node)
 	if err != nil {
 		return tracecheck.SyncReport{Failed: tracecheck.CheckShape, Detail: err.Error()}, nil
 	}
-	in := tracecheck.SyncInput{Weights: plan.Base.Weights, Tokenizer: plan.Base.Tokenizer, Config: plan.Trainer, Worker: worker,
-		FirstStep: plan.FirstStep(l.Info.Epoch), Interval: plan.Interval, Starts: l.Starts, Traces: l.Traces, Delta: l.Delta,
-		ClipNorm: plan.ClipNorm(l.Delta.NumParams()), ClaimedLoss: l.Meta.ClaimedLoss, Threads: threads}
-	tol, err := tracecheck.Tolerances(l.Backend, l.DType)
+	tol, err := tracecheck.Tolerances(a.Backend, a.DType)
 	if err != nil {
-		return tracecheck.SyncReport{}, fmt.Errorf("%w: %v", ErrPackage, err)
+		return tracecheck.SyncReport{}, fmt.Errorf("%w: %v", errTolerance, err)
 	}
+	in := tracecheck.SyncInput{Weights: plan.Base.Weights, Tokenizer: plan.Base.Tokenizer, Config: plan.Trainer, Worker: worker,
+		FirstStep: plan.FirstStep(a.Epoch), Interval: plan.Interval, Starts: a.Starts, Traces: a.Traces, Delta: a.Delta,
+		ClipNorm: plan.ClipNorm(a.Delta.NumParams()), ClaimedLoss: a.ClaimedLoss, Threads: threads}
 	return tracecheck.CheckSync(ctx, in, tol)
+}
+
+// Figures are the measured differences of a check, as a verdict carries
+// them (JSON) and the merge report shows them; −1 stands for a value that
+// is not a finite number (JSON cannot hold it).
+type Figures struct {
+	Steps      int     `json:"steps"`
+	Tokens     int     `json:"tokens"`
+	LogProbMax float64 `json:"logprob_max"`
+	RelL2      float64 `json:"update_rel_l2"`
+	Cosine     float64 `json:"update_cosine"`
+	LossDiff   float64 `json:"loss_diff"`
+}
+
+// FiguresOf are r's figures.
+func FiguresOf(r tracecheck.SyncReport) Figures {
+	return Figures{Steps: r.Steps, Tokens: r.Tokens, LogProbMax: finite(r.LogProbMax), RelL2: finite(r.RelL2), Cosine: finite(r.Cosine), LossDiff: finite(r.LossDiff)}
+}
+
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return -1
+	}
+	return x
 }

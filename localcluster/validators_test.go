@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/state"
@@ -103,15 +104,7 @@ func TestValidators(t *testing.T) {
 	cfg.OnEvent = log.add
 	spec := tinySpec(2, 4, 4)
 	spec.MinNodes, spec.SpotCheckBP, spec.Validators = 3, 10_000, 2
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	sum, err := localcluster.Run(ctx, cfg, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Status != "published" {
-		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
-	}
+	sum := runPublished(t, cfg, spec)
 	byName := map[string]localcluster.NodeSummary{}
 	for _, n := range sum.Nodes {
 		byName[n.Name] = n
@@ -219,15 +212,7 @@ func TestValidatorKilled(t *testing.T) {
 	}
 	spec := tinySpec(1, 4, 3)
 	spec.SpotCheckBP, spec.Validators = 10_000, 2
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	sum, err := localcluster.Run(ctx, cfg, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Status != "published" {
-		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
-	}
+	sum := runPublished(t, cfg, spec)
 	vmu.Lock()
 	v := victim
 	vmu.Unlock()
@@ -296,15 +281,7 @@ func TestValidatorsAbsent(t *testing.T) {
 	cfg := localcluster.TestConfig(t.TempDir(), 3)
 	spec := tinySpec(1, 4, 3)
 	spec.SpotCheckBP, spec.Validators = 10_000, 2
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	sum, err := localcluster.Run(ctx, cfg, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Status != "published" {
-		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
-	}
+	sum := runPublished(t, cfg, spec)
 	checks := 0
 	for _, e := range sum.Epochs {
 		for _, c := range e.TraceChecks {
@@ -317,4 +294,21 @@ func TestValidatorsAbsent(t *testing.T) {
 	if checks != 6 {
 		t.Errorf("%d checks, want 6", checks)
 	}
+}
+
+// runPublished runs spec on cfg's cluster and fails the test unless the job
+// publishes. The bound is generous (the runs take 20–100 s alone): it only
+// ends a hang, on a machine whose cores other tests share.
+func runPublished(t *testing.T, cfg localcluster.Config, spec jobspec.Spec) *localcluster.Summary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	return sum
 }

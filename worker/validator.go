@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/zooai/gym/checkpkg"
@@ -49,16 +48,6 @@ type Checks interface {
 	// directory.
 	FetchCheck(ctx context.Context, root string) (string, error)
 	SubmitVerdict(ctx context.Context, v VerdictReport) error
-}
-
-// Figures are the measured differences a verdict carries.
-type Figures struct {
-	Steps      int     `json:"steps"`
-	Tokens     int     `json:"tokens"`
-	LogProbMax float64 `json:"logprob_max"`
-	RelL2      float64 `json:"update_rel_l2"`
-	Cosine     float64 `json:"update_cosine"`
-	LossDiff   float64 `json:"loss_diff"`
 }
 
 // validate is a validator's loop: it polls for checks, runs each once and
@@ -147,7 +136,7 @@ func (w *Worker) runCheck(ctx context.Context, checks Checks, a CheckAssignment)
 	default:
 		v.Outcome = "pass"
 	}
-	f := Figures{Steps: r.Steps, Tokens: r.Tokens, LogProbMax: finite(r.LogProbMax), RelL2: finite(r.RelL2), Cosine: finite(r.Cosine), LossDiff: finite(r.LossDiff)}
+	f := checkpkg.FiguresOf(r)
 	switch w.c.Attack {
 	case AttackVerdictPass:
 		v.Outcome, v.Check, v.Detail = "pass", "", ""
@@ -166,12 +155,4 @@ func (w *Worker) runCheck(ctx context.Context, checks Checks, a CheckAssignment)
 		v.Detail = v.Detail[:1024]
 	}
 	return v, nil
-}
-
-// finite is x, or −1 for a value JSON cannot hold.
-func finite(x float64) float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return -1
-	}
-	return x
 }

@@ -323,3 +323,22 @@ func TestUpDatasetRefuses(t *testing.T) {
 		t.Errorf("gym up --dataset with a row missing the answer: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestUpValidatorsRefuses: --validators needs two or more (two verdicts a
+// check), and a lying validator needs two honest ones to outvote it and
+// a validator's attack; each is refused before anything starts.
+func TestUpValidatorsRefuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--validators", "1"}, "--validators 1"},
+		{[]string{"up", "--validators", "-2"}, "--validators -2"},
+		{[]string{"up", "--validators", "2", "--validator-attack", "verdict-flip"}, "--validator-attack"},
+		{[]string{"up", "--validators", "3", "--validator-attack", "signflip"}, "--validator-attack"},
+	} {
+		if r := gym(t, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("gym %v: exit %d, want 2 naming %s\n%s", c.args, r.code, c.want, r.stderr)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,16 +96,9 @@ func fromVerdicts(backend, dtype string, ch *state.Check, dec verdict.Decision) 
 		return tc
 	}
 	v := answered[dec.Agree[0]].Verdict
-	var fig struct {
-		Steps      int     `json:"steps"`
-		Tokens     int     `json:"tokens"`
-		LogProbMax float64 `json:"logprob_max"`
-		RelL2      float64 `json:"update_rel_l2"`
-		Cosine     float64 `json:"update_cosine"`
-		LossDiff   float64 `json:"loss_diff"`
-	}
+	var fig checkpkg.Figures
 	if json.Unmarshal([]byte(v.Figures), &fig) == nil {
-		tc.Steps, tc.Tokens, tc.LogProbMax, tc.RelL2, tc.Cosine, tc.LossDiff = fig.Steps, fig.Tokens, fig.LogProbMax, fig.RelL2, fig.Cosine, fig.LossDiff
+		setFigures(&tc, fig)
 	}
 	who := "validators " + strings.Join(shortAll(tc.Validators), ", ")
 	switch dec.Outcome {
@@ -228,7 +222,7 @@ func (j *Judge) ask(ctx context.Context, job, key, digest, pkg string) (bool, er
 	}
 	drawn := verdict.Draw(j.cfg.Key.Seed(), job, key, digest, len(asked), dec.Need, candidates, asked)
 	for _, v := range drawn {
-		sl, err := parseSlot(key)
+		sl, err := jobspec.ParseSlot(key)
 		if err != nil {
 			return false, err
 		}
@@ -295,7 +289,7 @@ func (j *Judge) settleChecks(ctx context.Context, job string, e int, cs []ledger
 		}
 	})
 	units := map[string]uint64{}
-	for _, key := range slices.Sorted(mapKeys(checks)) {
+	for _, key := range slices.Sorted(maps.Keys(checks)) {
 		ch := checks[key]
 		if ch.Epoch != e {
 			continue
@@ -319,7 +313,7 @@ func (j *Judge) settleChecks(ctx context.Context, job string, e int, cs []ledger
 			j.penalize(ctx, job, a.Validator, ev, nil)
 		}
 	}
-	for _, v := range slices.Sorted(mapKeys(units)) {
+	for _, v := range slices.Sorted(maps.Keys(units)) {
 		i := slices.IndexFunc(cs, func(c ledger.Contribution) bool { return c.ID == v })
 		if i < 0 {
 			cs = append(cs, ledger.Contribution{ID: v})
@@ -330,15 +324,3 @@ func (j *Judge) settleChecks(ctx context.Context, job string, e int, cs []ledger
 	slices.SortFunc(cs, func(a, b ledger.Contribution) int { return strings.Compare(a.ID, b.ID) })
 	return cs
 }
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-func parseSlot(key string) (jobspec.Slot, error) { return jobspec.ParseSlot(key) }

@@ -2,57 +2,44 @@ package judge
 
 import (
 	"context"
-	"math"
 
+	"github.com/zooai/gym/checkpkg"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/trace"
-	"github.com/zooai/gym/tracecheck"
 )
 
 // traceChecker is epoch e of job's epoch.TraceChecker: it reads the node's
 // trace bundles from the blob store and replays them with the Go engine
-// on the plan's base (tracecheck.CheckSync), within the tolerances of the
+// on the plan's base (checkpkg.Sync, the check validators run too), within the tolerances of the
 // delta's backend and dtype. A bundle that is gone from the store is the judge's
 // failure (an error), not the node's.
 func (j *Judge) traceChecker(job string, plan jobconf.Plan, e int) epoch.TraceChecker {
 	return func(ctx context.Context, node string, cids []string, starts []*llama.Adapter, d epoch.Delta) (epoch.TraceCheck, error) {
 		out := epoch.TraceCheck{Backend: d.Backend, DType: d.DType}
-		worker, err := jobconf.Worker(node)
-		if err != nil {
-			out.Failed, out.Detail = tracecheck.CheckShape, err.Error()
-			return out, nil
-		}
 		sets := make([][]*trace.Set, len(cids))
 		for i, c := range cids {
+			var err error
 			if sets[i], err = j.loadTraces(ctx, job, c); err != nil {
 				return out, err
 			}
 		}
-		in := tracecheck.SyncInput{Weights: plan.Base.Weights, Tokenizer: plan.Base.Tokenizer, Config: plan.Trainer, Worker: worker,
-			FirstStep: plan.FirstStep(e), Interval: plan.Interval, Starts: starts, Traces: sets, Delta: d.Adapter,
-			ClipNorm: plan.ClipNorm(d.Adapter.NumParams()), ClaimedLoss: d.ClaimedLoss, Threads: j.cfg.Threads}
-		tol, err := tracecheck.Tolerances(d.Backend, d.DType)
-		if err != nil {
-			return out, err // refused at submission: an accepted delta has a known dtype
-		}
-		r, err := tracecheck.CheckSync(ctx, in, tol)
+		// An accepted delta has a known dtype (refused at submission
+		// otherwise): an error here is the judge's.
+		r, err := checkpkg.Sync(ctx, plan, checkpkg.SyncArgs{Node: node, Epoch: e, Starts: starts, Traces: sets, Delta: d.Adapter,
+			ClaimedLoss: d.ClaimedLoss, Backend: d.Backend, DType: d.DType}, j.cfg.Threads)
 		if err != nil {
 			return out, err
 		}
-		out.Failed, out.Detail, out.Steps, out.Tokens = r.Failed, r.Detail, r.Steps, r.Tokens
+		out.Failed, out.Detail = r.Failed, r.Detail
 		out.Unverifiable, out.EnvFailed, out.CheckerEnvFailed = r.Unverifiable, r.EnvFailed, r.CheckerEnvFailed
-		out.LogProbMax, out.RelL2, out.Cosine, out.LossDiff = finite(r.LogProbMax), finite(r.RelL2), finite(r.Cosine), finite(r.LossDiff)
+		setFigures(&out, checkpkg.FiguresOf(r))
 		return out, nil
 	}
 }
 
-// finite is x, or −1 for a value JSON cannot hold (an update compared
-// with a zero one has an infinite relative error).
-func finite(x float64) float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return -1
-	}
-	return x
+// setFigures copies a check's measured differences into its report entry.
+func setFigures(tc *epoch.TraceCheck, f checkpkg.Figures) {
+	tc.Steps, tc.Tokens, tc.LogProbMax, tc.RelL2, tc.Cosine, tc.LossDiff = f.Steps, f.Tokens, f.LogProbMax, f.RelL2, f.Cosine, f.LossDiff
 }

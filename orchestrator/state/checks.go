@@ -2,8 +2,8 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeauth"
@@ -212,7 +212,7 @@ func (m *Machine) OpenChecks(validator string) []OpenCheck {
 	var out []OpenCheck
 	for _, id := range m.jobIDs() {
 		j := m.jobs[id]
-		for _, key := range slices.Sorted(mapKeys(j.Checks)) {
+		for _, key := range slices.Sorted(maps.Keys(j.Checks)) {
 			c := j.Checks[key]
 			for _, a := range c.Asks {
 				if a.Validator == validator && a.Verdict == nil && !a.Expired {
@@ -231,16 +231,6 @@ type OpenCheck struct {
 	Spec     jobspec.Spec
 	Check    Check
 	Deadline int64
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func (m *Machine) assignCheck(now int64, c AssignCheck) error {
@@ -370,12 +360,7 @@ func (m *Machine) expireChecks(now int64) {
 	at := m.observedAt(now)
 	for _, id := range m.jobIDs() {
 		j := m.jobs[id]
-		keys := make([]string, 0, len(j.Checks))
-		for k := range j.Checks {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(j.Checks)) {
 			for _, a := range j.Checks[k].Asks {
 				if a.Verdict == nil && !a.Expired && at > a.Deadline {
 					m.emit(now, CheckExpired{Job: id, Slot: k, Validator: a.Validator})
