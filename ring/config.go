@@ -26,16 +26,21 @@ type Member struct {
 }
 
 // Config is a ring configuration: the members in ring order (member i sends
-// to member i+1 mod N), the job and the epoch. The orchestrator publishes a
-// new Config (a new ID) whenever the membership changes.
+// to member i+1 mod N), the job, the epoch and the orchestrator's
+// generation. The orchestrator publishes a new Config (a new ID) whenever
+// the membership changes, and also when it re-syncs the same members after
+// a failed call: the generation is what tells that configuration from the
+// failed one, whose frames and half-open links may still be in flight and
+// must not be taken for the new call's.
 type Config struct {
-	Job     string
-	Epoch   uint64
-	Members []Member
+	Job        string
+	Epoch      uint64
+	Generation uint64
+	Members    []Member
 }
 
 // ID identifies a configuration: SHA-256 over a domain tag, the job, the
-// epoch and every member's id, key and address in order.
+// epoch, the generation and every member's id, key and address in order.
 type ID [32]byte
 
 func (id ID) String() string { return hex.EncodeToString(id[:8]) }
@@ -86,6 +91,8 @@ func (c *Config) ID() ID {
 	put([]byte(c.Job))
 	binary.LittleEndian.PutUint64(b[:], c.Epoch)
 	h.Write(b[:])
+	binary.LittleEndian.PutUint64(b[:], c.Generation)
+	h.Write(b[:])
 	binary.LittleEndian.PutUint64(b[:], uint64(len(c.Members)))
 	h.Write(b[:])
 	for _, m := range c.Members {
@@ -109,10 +116,9 @@ func (c *Config) Index(pub ed25519.PublicKey) int {
 }
 
 // Without returns a copy of c with the member at index i removed: its
-// predecessor is linked to its successor. The job and epoch are kept, so the
-// new configuration differs from c only by its membership (and so its ID).
+// predecessor is linked to its successor, and the generation is the next.
 func (c *Config) Without(i int) Config {
-	out := Config{Job: c.Job, Epoch: c.Epoch, Members: make([]Member, 0, len(c.Members))}
+	out := Config{Job: c.Job, Epoch: c.Epoch, Generation: c.Generation + 1, Members: make([]Member, 0, len(c.Members))}
 	for j, m := range c.Members {
 		if j != i {
 			out.Members = append(out.Members, m)

@@ -40,7 +40,7 @@ const (
 	Version    = 2
 	HeaderSize = 200
 	SignTag    = "zoo-gym/ring/segment/v2\x00"
-	configTag  = "zoo-gym/ring/config/v1"
+	configTag  = "zoo-gym/ring/config/v2"
 
 	kindSegment = 1
 

@@ -252,8 +252,10 @@ func TestConfigID(t *testing.T) {
 	d := makeConfig(4, 1)
 	d.Members[1], d.Members[2] = d.Members[2], d.Members[1]
 	e := a.Without(2)
+	f := makeConfig(4, 1) // a re-sync: the same members, the next generation
+	f.Generation++
 	ids := map[ring.ID]string{}
-	for name, cfg := range map[string]ring.Config{"a": a, "epoch": b, "job": c, "order": d, "without": e} {
+	for name, cfg := range map[string]ring.Config{"a": a, "epoch": b, "job": c, "order": d, "without": e, "generation": f} {
 		id := cfg.ID()
 		if prev, ok := ids[id]; ok {
 			t.Fatalf("%s and %s share an id", name, prev)
@@ -263,7 +265,7 @@ func TestConfigID(t *testing.T) {
 	if want := makeConfig(4, 1); a.ID() != want.ID() {
 		t.Fatal("id not deterministic")
 	}
-	if len(e.Members) != 3 || e.Index(a.Members[2].PublicKey) != -1 {
+	if len(e.Members) != 3 || e.Index(a.Members[2].PublicKey) != -1 || e.Generation != a.Generation+1 {
 		t.Fatal("Without did not remove the member")
 	}
 }

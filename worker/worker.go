@@ -639,7 +639,7 @@ func (w *Worker) stillOn(job string, e int) (Assignment, bool) {
 }
 
 func ringConfig(job string, e int, r *Ring) (ring.Config, error) {
-	cfg := ring.Config{Job: job, Epoch: uint64(e)}
+	cfg := ring.Config{Job: job, Epoch: uint64(e), Generation: r.Generation}
 	for _, p := range r.Members {
 		pub, err := nodekey.ParsePublicHex(p.ID)
 		if err != nil {

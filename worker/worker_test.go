@@ -28,6 +28,7 @@ import (
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/localcluster"
+	"github.com/zooai/gym/orchestrator/daemon"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/worker"
@@ -915,5 +916,82 @@ func TestRingSuperseded(t *testing.T) {
 	}
 	if superseded == 0 {
 		t.Error("no survivor's ring call was superseded by the new configuration")
+	}
+}
+
+// TestRemovedNodeRejoins: a member that hanzod took out of the ring while
+// it was alive (its heartbeats stopped reaching hanzod while a neighbour
+// died) comes back as the standby of the paused ring mid-epoch, joins the
+// two members waiting in the sync, and the three finish the job. In "late"
+// it reaches the sync only after the others' ring calls timed out waiting
+// for it (as when the standby must train the epoch's first steps again on
+// a loaded machine): the ring must still come together.
+func TestRemovedNodeRejoins(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "prompt", true: "late"}[late], func(t *testing.T) { removedRejoins(t, late) })
+	}
+}
+
+func removedRejoins(t *testing.T, late bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	spec := tinySpec(1, 4) // 2 syncs: one ring sync
+	spec.MinNodes = 4
+	const lost, dead = 1, 2
+	const ringTimeout = 3 * time.Second
+	var cut atomic.Bool // the lost node's heartbeats fail
+	// The lost node was down for FailAfter: with the default uptime rule
+	// it would wait a minute and more before it may stand by.
+	setup := func(c *localcluster.Config) { c.Hanzod = func(d *daemon.Config) { d.Engine.State.MinUptimeBP = 0 } }
+	cl, nodes := startNodesWith(t, ctx, spec, 4, setup, func(i int, c *worker.Config, nd *node) {
+		c.RingTimeout = ringTimeout
+		switch i {
+		case dead:
+			nd.on = func(e worker.Event) {
+				if e.Kind == worker.EventDeltaSubmitted && e.Sync == 1 {
+					nd.Kill()
+				}
+			}
+		case lost:
+			nd.on = func(e worker.Event) {
+				if e.Kind == worker.EventDeltaSubmitted && e.Sync == 1 && len(nd.Events(worker.EventEpochStarted)) == 1 {
+					cut.Store(true)
+				}
+			}
+			nd.orch.onHeartbeat = func(ctx context.Context) (worker.Assignment, error, bool) {
+				if cut.Load() {
+					return worker.Assignment{}, status.Error(codes.Unavailable, "test: cut off from hanzod"), true
+				}
+				return worker.Assignment{}, nil, false
+			}
+			if late {
+				// After rejoining, its first submission (the sync it
+				// trained again) waits out two of the others' ring calls.
+				nd.orch.onSubmit = func(ctx context.Context, file []byte) (worker.Verdict, bool) {
+					if len(nd.Events(worker.EventEpochStarted)) == 2 && len(nd.Events(worker.EventDeltaSubmitted)) == 1 {
+						select {
+						case <-time.After(2*ringTimeout + time.Second):
+						case <-ctx.Done():
+						}
+					}
+					return worker.Verdict{}, false
+				}
+			}
+		}
+	})
+	lostID := nodes[lost].id
+	if err := cl.WaitJob(ctx, cl.job, func(j state.Job) bool { return j.Paused && !slices.Contains(j.Ring, lostID) }); err != nil {
+		t.Fatalf("the ring never paused without the cut-off member: %v", err)
+	}
+	cut.Store(false)
+	survivors := []*node{nodes[0], nodes[lost], nodes[3]}
+	waitDone(t, ctx, survivors...)
+	j := cl.state(t)
+	if j.State != state.Published || !slices.Contains(j.Ring, lostID) || len(j.Ring) != 3 {
+		t.Fatalf("job %s (%s), ring %v: want published by the three, the rejoined member among them", j.State, j.Reason, j.Ring)
+	}
+	checkReduced(t, survivors...)
+	if n := len(nodes[lost].Events(worker.EventRingReduced)); n != 1 {
+		t.Errorf("the rejoined member reduced %d times, want 1", n)
 	}
 }

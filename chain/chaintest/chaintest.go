@@ -95,10 +95,24 @@ func NewFork(t testing.TB, n int, delay time.Duration, fork string) *Sim {
 }
 
 // Advance moves the chain's clock forward by d (a new empty block).
+//
+// The transaction pool drops a mined transaction from its pending set on a
+// background goroutine after the block that includes it, and AdjustTime
+// refuses while anything is pending without waiting for that; so Advance
+// polls until the pool has caught up (a loaded machine can take a while),
+// then fails if it never does.
 func (s *Sim) Advance(t testing.TB, d time.Duration) {
 	t.Helper()
-	if err := s.Backend.AdjustTime(d); err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := s.Backend.AdjustTime(d)
+		if err == nil {
+			return
+		}
+		if err.Error() != "could not adjust time on non-empty block" || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
