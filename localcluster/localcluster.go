@@ -191,9 +191,9 @@ type Config struct {
 	// Worker, when set, adjusts the configuration of an in-process worker
 	// before it starts (tests: extra event hooks, metrics, constraints).
 	Worker func(w *Worker, c *worker.Config)
-	// Hanzod, when set, adjusts each replica's configuration last (tests:
-	// state machine rules such as the uptime a standby needs).
-	Hanzod func(c *daemon.Config)
+	// State, when set, adjusts hanzod's state machine rules last (tests:
+	// e.g. the uptime a standby needs).
+	State func(c *state.Config)
 }
 
 // KillLeader is the point at which the leading replica is killed.
@@ -462,8 +462,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	dc.Server.NodeRate = cfg.NodeRate
 	dc.IPFS, dc.PinMinBackoff, dc.PinMaxBackoff = cfg.IPFS, cfg.PinMinBackoff, cfg.PinMaxBackoff
 	dc.Chain = link
-	if cfg.Hanzod != nil {
-		cfg.Hanzod(&dc)
+	if cfg.State != nil {
+		cfg.State(s)
 	}
 	var addrs []string
 	for i := range max(cfg.Replicas, 1) {

@@ -28,7 +28,6 @@ import (
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/localcluster"
-	"github.com/zooai/gym/orchestrator/daemon"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/worker"
@@ -942,7 +941,7 @@ func removedRejoins(t *testing.T, late bool) {
 	var cut atomic.Bool // the lost node's heartbeats fail
 	// The lost node was down for FailAfter: with the default uptime rule
 	// it would wait a minute and more before it may stand by.
-	setup := func(c *localcluster.Config) { c.Hanzod = func(d *daemon.Config) { d.Engine.State.MinUptimeBP = 0 } }
+	setup := func(c *localcluster.Config) { c.State = func(s *state.Config) { s.MinUptimeBP = 0 } }
 	cl, nodes := startNodesWith(t, ctx, spec, 4, setup, func(i int, c *worker.Config, nd *node) {
 		c.RingTimeout = ringTimeout
 		switch i {
