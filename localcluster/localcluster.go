@@ -194,6 +194,10 @@ type Config struct {
 	// State, when set, adjusts hanzod's state machine rules last (tests:
 	// e.g. the uptime a standby needs).
 	State func(c *state.Config)
+	// KeepLog keeps hanzod's whole event log (no compaction after
+	// snapshots): tests that read the log from its first record need it
+	// on a slow run (-race), which passes a snapshot's 10,000 events.
+	KeepLog bool
 }
 
 // KillLeader is the point at which the leading replica is killed.
@@ -236,6 +240,7 @@ func TestConfig(dir string, workers int) Config {
 	c.Heartbeat, c.MinGap, c.MinHeartbeatGap, c.FailAfter = 50*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, 5*time.Second
 	c.RingTimeout, c.EpochGrace, c.TickInterval, c.NodeRate = 15*time.Second, time.Minute, 100*time.Millisecond, 1000
 	c.EvalSize, c.ShardSize = 64, 32
+	c.KeepLog = true
 	return c
 }
 
@@ -465,6 +470,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.State != nil {
 		cfg.State(s)
 	}
+	dc.Engine.NoCompaction = cfg.KeepLog
 	var addrs []string
 	for i := range max(cfg.Replicas, 1) {
 		rc := dc
