@@ -17,6 +17,7 @@ import (
 // from hanzod, the authorization expiring by hanzod's time). Without the
 // offset both are refused at registration.
 func TestClockSkew(t *testing.T) {
+	long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	skew := []time.Duration{5 * time.Minute, -5 * time.Minute, 0}

@@ -205,6 +205,17 @@ func startNodesWith(t *testing.T, ctx context.Context, spec jobspec.Spec, n int,
 	return &cluster{Cluster: cl, job: job}, nodes
 }
 
+// long skips an end-to-end test under -short. scripts/test.sh runs this
+// package under the race detector with -short: TestRingOfThree stands there
+// for the whole system (each end-to-end run takes minutes under the
+// detector); the full suite runs every test without it.
+func long(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("an end-to-end run of hanzod and four workers; the suite runs it without -short")
+	}
+}
+
 func waitDone(t *testing.T, ctx context.Context, nodes ...*node) {
 	t.Helper()
 	for i, nd := range nodes {
@@ -498,6 +509,7 @@ func TestRingOfThree(t *testing.T) {
 // each implies: reports from the neighbours and a recovered ring for the
 // first, nothing for the second.
 func TestNodeLostMidEpoch(t *testing.T) {
+	long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(2, 6) // 3 syncs per epoch: two ring syncs
@@ -610,6 +622,7 @@ func attackRun(t *testing.T, attack string) (*cluster, []*node) {
 // the delta or the ring's of the frames, the attacker is slashed and
 // ejected and the others finish.
 func TestSignFlipDetected(t *testing.T) {
+	long(t)
 	_, nodes := attackRun(t, worker.AttackSignFlip)
 	for _, e := range append(nodes[0].Events(worker.EventDeltaSubmitted), nodes[0].Events(worker.EventDeltaRejected)...) {
 		if e.Attack != worker.AttackSignFlip {
@@ -623,6 +636,7 @@ func TestSignFlipDetected(t *testing.T) {
 // with the norm violation, they report it with its signed frames as
 // evidence, and hanzod slashes and ejects it.
 func TestRingAttackDetected(t *testing.T) {
+	long(t)
 	_, nodes := attackRun(t, worker.AttackRing)
 	bad := nodes[0].id
 	var found bool
@@ -672,6 +686,7 @@ func TestRingAttackDetected(t *testing.T) {
 // it and takes it out of the ring (four workers: a ring continues only with
 // three), and the others finish the job.
 func TestEquivocationRejected(t *testing.T) {
+	long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(1, 4)
@@ -854,6 +869,7 @@ func TestEventJSON(t *testing.T) {
 // once and finish on the new configuration, not wait for the ring timeout
 // (set far above the test's bound here).
 func TestRingSuperseded(t *testing.T) {
+	long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := tinySpec(1, 4) // 2 syncs: one ring sync
@@ -926,6 +942,7 @@ func TestRingSuperseded(t *testing.T) {
 // for it (as when the standby must train the epoch's first steps again on
 // a loaded machine): the ring must still come together.
 func TestRemovedNodeRejoins(t *testing.T) {
+	long(t)
 	for _, late := range []bool{false, true} {
 		t.Run(map[bool]string{false: "prompt", true: "late"}[late], func(t *testing.T) { removedRejoins(t, late) })
 	}

@@ -17,6 +17,7 @@ import (
 // different orders into two fresh orchestrators: the checkpoint files
 // and the CID must be identical.
 func TestMergeDeterministic(t *testing.T) {
+	long(t)
 	spec := tinySpec()
 	spec.SpotCheckBP = 10000 // the replays must not depend on the order either
 	type result struct {

@@ -437,3 +437,15 @@ func (e *env) advance(d time.Duration) {
 		e.t.Fatalf("campaign: %v %v", ok, err)
 	}
 }
+
+// long skips a test that trains and replays whole epochs under -short.
+// scripts/test.sh runs this package under the race detector with -short,
+// where the replays (single-threaded arithmetic, ten times slower under the
+// detector) would take a quarter of an hour and find no race; the full
+// suite runs every test without it.
+func long(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("trains and replays whole epochs; the suite runs it without -short")
+	}
+}

@@ -150,6 +150,7 @@ func sameShape(a, b *llama.Adapter) error {
 // delta plus a little noise (below the norm bound), which only the replay
 // can catch.
 func TestEpochs(t *testing.T) {
+	long(t)
 	spec := tinySpec()
 	spec.SpotCheckBP = 10000
 	e := newEnv(t, 3, spec)
@@ -364,6 +365,7 @@ func digestOf(file []byte) string {
 // than what the ring produced from the submitted deltas is flagged; the
 // others are not, and their deltas are still spot-checked and pass.
 func TestRingDisagreement(t *testing.T) {
+	long(t)
 	spec := tinySpec()
 	spec.SpotCheckBP = 10000
 	e := newEnv(t, 3, spec)
@@ -406,6 +408,7 @@ func TestRingDisagreement(t *testing.T) {
 // the epoch it had already had accepted: the merge leaves them out and
 // the epoch pays it nothing.
 func TestSubmissionOffenceForfeits(t *testing.T) {
+	long(t)
 	spec := tinySpec()
 	spec.Epochs, spec.MaxNodes = 1, 4
 	e := newEnv(t, 4, spec)
@@ -454,6 +457,7 @@ func TestSubmissionOffenceForfeits(t *testing.T) {
 // deltas of that epoch it had already had accepted and the epoch's
 // reward, exactly like a node slashed on submission or by a spot-check.
 func TestRingOffenceForfeits(t *testing.T) {
+	long(t)
 	spec := tinySpec()
 	spec.Epochs, spec.MaxNodes = 1, 4
 	e := newEnv(t, 4, spec)

@@ -58,6 +58,7 @@ type goldenEpoch struct {
 // recording after an intended change. The numbers are those of amd64
 // (arm64 fuses multiply-adds and would differ in the last bits).
 func TestGoldenEpoch(t *testing.T) {
+	long(t)
 	var got golden
 	got.Merge = goldenMerge(t)
 	got.Offences = goldenOffences(t)

@@ -18,6 +18,7 @@ import (
 // refused as late (it can no longer be proven); a replica that takes over
 // deletes again, which removes only what a deposed leader wrote late.
 func TestSettledBlobsDeleted(t *testing.T) {
+	long(t)
 	e := newEnv(t, 3, tinySpec())
 	blobs := blob.NewMem()
 	e.retention = 10 * time.Minute

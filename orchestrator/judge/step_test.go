@@ -192,6 +192,7 @@ func TestMetrics(t *testing.T) {
 // finds its own earlier publication and publishes the same CID; a store
 // holding another checkpoint under that version is refused.
 func TestRestartMidMerge(t *testing.T) {
+	long(t)
 	submitAll := func(e *env) {
 		h := honestEpoch1(t, e)
 		for k := 1; k < len(h.files); k++ {

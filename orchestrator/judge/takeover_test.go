@@ -79,6 +79,7 @@ func (e *env) paidOnce(t *testing.T) {
 // with the same deltas, no acknowledged delta is lost (resubmitting one
 // is a duplicate, and the merge counts it), nothing is paid twice.
 func TestTakeover(t *testing.T) {
+	long(t)
 	spec := tinySpec()
 	spec.SpotCheckBP = 10000
 	// Undisturbed.
