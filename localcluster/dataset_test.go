@@ -133,7 +133,7 @@ func TestDatasetByCID(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "up")
 	cfg := localcluster.TestConfig(dir, 4)
 	cfg.DatasetDir, cfg.EvalSize = jsonl, 300
-	spec := tinySpec(3, 20, 4)
+	spec := tinySpec(2, 10, 4)
 	spec.PromptsPerStep, spec.GSPO = 4, jobconf.BuiltinGSPO(5)
 	spec = mathJob(t, spec, rootJ.String())
 	sum, err := localcluster.Run(ctx, cfg, spec)

@@ -130,7 +130,8 @@ type Config struct {
 	TickInterval time.Duration
 	// EvalSize and ShardSize are the held-out problems hanzod's validator
 	// measures a checkpoint's accuracy and a delta's score on (0: its
-	// defaults, 500 and 128).
+	// defaults, 500 and 128); the summary's accuracy before and after is
+	// measured on EvalSize problems too.
 	EvalSize, ShardSize int
 	// Outliers is hanzod's outlier replay configuration
 	// (judge.Config.Outliers); every test off measures the attacks
@@ -1362,6 +1363,10 @@ func (c *Cluster) Follow(ctx context.Context, job string) (state.Job, error) {
 	failures := 0
 	var killing sync.Once
 	for {
+		// The job as it stands before the read: every event that made it
+		// so is in the log by then, so the settlement is written out
+		// before the loop returns on it.
+		jb, _ := c.Job(job)
 		recs, _, err := c.engine().Read(ctx, next, 1000)
 		if err != nil && ctx.Err() == nil {
 			// A replica killed under the read: the next one answers.
@@ -1399,12 +1404,11 @@ func (c *Cluster) Follow(ctx context.Context, job string) (state.Job, error) {
 				}
 			}
 		}
-		jb, _ := c.Job(job)
 		if jb.State.Terminal() {
 			if finishedAt.IsZero() {
 				finishedAt = time.Now()
 			}
-			if jb.Settled || time.Since(finishedAt) > 15*time.Second {
+			if drained := len(recs) < 1000; drained && (jb.Settled || time.Since(finishedAt) > 15*time.Second) {
 				return jb, nil
 			}
 		}

@@ -382,7 +382,13 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	if err != nil {
 		return nil, err
 	}
-	evalSplit, err := plan.Trainer.Split(500)
+	// The summary's before and after on the problems hanzod measures each
+	// checkpoint on.
+	evalSize := c.cfg.EvalSize
+	if evalSize == 0 {
+		evalSize = 500
+	}
+	evalSplit, err := plan.Trainer.Split(evalSize)
 	if err != nil {
 		return nil, err
 	}

@@ -119,7 +119,7 @@ fuzz=(
   "./delta FuzzRead 20000"
   "./dataset FuzzReadJSONL 20000"
   "./dataset FuzzReadParquet 5000"
-  "./delta FuzzReadResigned 50000"
+  "./delta FuzzReadResigned 20000"
   "./safetensors FuzzParse 50000"
   "./ring FuzzDecodeFrame 50000"
   "./ring FuzzOpenEvidence 50000"

@@ -35,6 +35,7 @@ type upOptions struct {
 	workers, epochs, stepsPerEpoch, interval, prompts int
 	task, killAt, attack, aggregation, out, modelDir  string
 	byzantine, spotCheckBP, threads                   int
+	evalSize, shardSize                               int    // --eval-size, --shard-size
 	validators                                        int    // --validators N
 	validatorAttack                                   string // --validator-attack KIND (the last validator)
 	seed                                              uint64
@@ -55,7 +56,7 @@ type upOptions struct {
 
 func newUp() *cobra.Command {
 	g := jobconf.BuiltinGSPO(5)
-	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, timeout: 15 * time.Minute,
+	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, evalSize: 500, shardSize: 128, timeout: 15 * time.Minute,
 		ledger: "embedded", confirmations: 1, learningRate: g.LearningRate, outerLR: -1, outerMomentum: g.OuterMomentum}
 	cmd := &cobra.Command{
 		Use:   "up [--workers 4] [--epochs 3] [--task NAME] [--kill-worker-at EPOCH:STEP] [--replicas 3 [--kill-leader-at EPOCH:STEP]] [--byzantine K --attack KIND] [--out DIR] [--json]",
@@ -185,6 +186,8 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.out, "out", o.out, "directory for the run's files (replaced if it holds an earlier gym up run)")
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout; progress goes to stderr")
 	f.IntVar(&o.threads, "threads", o.threads, "threads for hanzod's validation and evaluation")
+	f.IntVar(&o.evalSize, "eval-size", o.evalSize, "held-out problems hanzod measures each checkpoint's accuracy on (and the summary its accuracy before and after)")
+	f.IntVar(&o.shardSize, "shard-size", o.shardSize, "held-out problems hanzod measures each delta's score (the loss it removes) on")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "give up (and exit 1) if the job has not finished by then")
 	f.StringVar(&o.ipfs, "ipfs", os.Getenv("IPFS_URL"), "kubo RPC URL (http://HOST:5001): hanzod pins every checkpoint there; the summary says whether it did [IPFS_URL]")
 	f.BoolVar(&o.noOutlierReplays, "no-outlier-replays", false, "hanzod replays only the keyed spot-check share, not the outliers of each sync (to measure the attacks without that defence)")
@@ -228,6 +231,8 @@ func (o *upOptions) check() error {
 		return errors.New("--geth goes with --ledger evm")
 	case o.outerLR < 0 && o.outerLR != -1:
 		return fmt.Errorf("--outer-lr %v: want -1 (the built-in profile's for --workers) or 0..10", o.outerLR)
+	case o.evalSize < 1 || o.evalSize > 100000 || o.shardSize < 1 || o.shardSize > 100000:
+		return fmt.Errorf("--eval-size %d, --shard-size %d: want 1..100000 held-out problems", o.evalSize, o.shardSize)
 	case o.replicas < 1 || o.replicas > 9:
 		return fmt.Errorf("--replicas %d: want 1..9", o.replicas)
 	case o.killLeaderAt != "" && o.replicas < 2:
@@ -357,6 +362,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	defer cancel()
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
+	cfg.EvalSize, cfg.ShardSize = o.evalSize, o.shardSize
 	model := basemodel.BuiltinName
 	if o.modelDir == "" {
 		if cfg.Base, err = loadBase(""); err != nil {

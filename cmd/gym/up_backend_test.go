@@ -12,7 +12,7 @@ import (
 // gym up --backend: one name for every worker or one per worker; the job
 // asks for go, torch or any accordingly.
 func TestUpBackendFlag(t *testing.T) {
-	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 5, interval: 5, prompts: 4, task: "addition", out: "x", threads: 1, timeout: time.Minute, replicas: 1, ledger: "embedded", dataFlags: dataFlags{data: jobspec.Data{Answer: defaultAnswerField}}}
+	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 5, interval: 5, prompts: 4, task: "addition", out: "x", threads: 1, evalSize: 500, shardSize: 128, timeout: time.Minute, replicas: 1, ledger: "embedded", dataFlags: dataFlags{data: jobspec.Data{Answer: defaultAnswerField}}}
 	for _, c := range []struct {
 		flag, job, err string
 		per            []string

@@ -53,7 +53,7 @@ func TestUpModelDir(t *testing.T) {
 	}
 	base.Name = root.String()
 
-	s, upOut, r := upRunJSON(t, "--model", model)
+	s, upOut, r := upRunJSON(t, "--model", model, "--prompts", "4")
 	if r.code != 0 || s.Status != "published" {
 		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
 	}
