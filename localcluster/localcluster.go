@@ -130,7 +130,7 @@ type Config struct {
 	TickInterval time.Duration
 	// EvalSize and ShardSize are the held-out problems hanzod's validator
 	// measures a checkpoint's accuracy and a delta's score on (0: its
-	// defaults, 500 and 128); the summary's accuracy before and after is
+	// defaults, judge.DefaultEvalSize and DefaultShardSize); the summary's accuracy before and after is
 	// measured on EvalSize problems too.
 	EvalSize, ShardSize int
 	// Outliers is hanzod's outlier replay configuration
@@ -1361,13 +1361,14 @@ func (c *Cluster) Follow(ctx context.Context, job string) (state.Job, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	failures := 0
+	const page = 1000 // records a read returns at most
 	var killing sync.Once
 	for {
 		// The job as it stands before the read: every event that made it
 		// so is in the log by then, so the settlement is written out
 		// before the loop returns on it.
 		jb, _ := c.Job(job)
-		recs, _, err := c.engine().Read(ctx, next, 1000)
+		recs, _, err := c.engine().Read(ctx, next, page)
 		if err != nil && ctx.Err() == nil {
 			// A replica killed under the read: the next one answers.
 			if failures++; failures > 50 {
@@ -1408,7 +1409,8 @@ func (c *Cluster) Follow(ctx context.Context, job string) (state.Job, error) {
 			if finishedAt.IsZero() {
 				finishedAt = time.Now()
 			}
-			if drained := len(recs) < 1000; drained && (jb.Settled || time.Since(finishedAt) > 15*time.Second) {
+			// Drained: the read answered and had no more to give.
+			if drained := err == nil && len(recs) < page; drained && (jb.Settled || time.Since(finishedAt) > 15*time.Second) {
 				return jb, nil
 			}
 		}

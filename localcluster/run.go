@@ -386,7 +386,7 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	// checkpoint on.
 	evalSize := c.cfg.EvalSize
 	if evalSize == 0 {
-		evalSize = 500
+		evalSize = judge.DefaultEvalSize
 	}
 	evalSplit, err := plan.Trainer.Split(evalSize)
 	if err != nil {

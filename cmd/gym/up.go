@@ -24,6 +24,7 @@ import (
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/task"
@@ -56,7 +57,7 @@ type upOptions struct {
 
 func newUp() *cobra.Command {
 	g := jobconf.BuiltinGSPO(5)
-	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, evalSize: 500, shardSize: 128, timeout: 15 * time.Minute,
+	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, evalSize: judge.DefaultEvalSize, shardSize: judge.DefaultShardSize, timeout: 15 * time.Minute,
 		ledger: "embedded", confirmations: 1, learningRate: g.LearningRate, outerLR: -1, outerMomentum: g.OuterMomentum}
 	cmd := &cobra.Command{
 		Use:   "up [--workers 4] [--epochs 3] [--task NAME] [--kill-worker-at EPOCH:STEP] [--replicas 3 [--kill-leader-at EPOCH:STEP]] [--byzantine K --attack KIND] [--out DIR] [--json]",

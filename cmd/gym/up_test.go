@@ -74,7 +74,7 @@ func TestUp(t *testing.T) {
 	if r.code != 0 || s.Status != "published" {
 		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
 	}
-	t.Logf("held-out accuracy %.3f → %.3f (%d problems), %.1f s", s.EvalBefore, s.EvalAfter, 128, s.Seconds)
+	t.Logf("held-out accuracy %.3f → %.3f (%s problems), %.1f s", s.EvalBefore, s.EvalAfter, upEvalSize, s.Seconds)
 	if s.EvalAfter <= s.EvalBefore+0.05 {
 		t.Errorf("held-out accuracy %.3f → %.3f: training did not help", s.EvalBefore, s.EvalAfter)
 	}

@@ -85,6 +85,13 @@ type Engine interface {
 	First(ctx context.Context) (uint64, error)
 }
 
+// DefaultShardSize and DefaultEvalSize are Config's ShardSize and
+// EvalSize when they are 0.
+const (
+	DefaultShardSize = 128
+	DefaultEvalSize  = 500
+)
+
 // Config configures a Judge.
 type Config struct {
 	DataDir string // checkpoints/ (the working copies) and, without Blobs, the blobs go here
@@ -103,8 +110,8 @@ type Config struct {
 	Store    *store.Store // content-addressed store checkpoints are published into
 	Threads  int          // for evaluation and replay
 	// ShardSize is the number of held-out problems ΔL is measured on
-	// (default 128); EvalSize the number a checkpoint's accuracy is
-	// measured on (default 500).
+	// (default DefaultShardSize); EvalSize the number a checkpoint's
+	// accuracy is measured on (default DefaultEvalSize).
 	ShardSize, EvalSize int
 	// EpochGrace is how long an epoch waits for members that have not
 	// finished after the first one did (default 2 min).
@@ -260,10 +267,10 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 		cfg.Blobs = d
 	}
 	if cfg.ShardSize == 0 {
-		cfg.ShardSize = 128
+		cfg.ShardSize = DefaultShardSize
 	}
 	if cfg.EvalSize == 0 {
-		cfg.EvalSize = 500
+		cfg.EvalSize = DefaultEvalSize
 	}
 	if cfg.EpochGrace == 0 {
 		cfg.EpochGrace = 2 * time.Minute
