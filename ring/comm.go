@@ -472,10 +472,14 @@ func (k *callState) run(ctx context.Context) error {
 			} else if late > 0 {
 				// A shorter stall: the silence was partly this node's own.
 				// Restart the neighbours' clocks from now.
+				// A compare-and-swap: a send that ended between the load
+				// and the store must not be left marked as blocked from
+				// now on (it would be blamed on the successor a timeout
+				// later).
 				now := k.now()
 				k.lastRecv.Store(now)
-				if k.sendSince.Load() > 0 {
-					k.sendSince.Store(now + 1)
+				if s := k.sendSince.Load(); s > 0 {
+					k.sendSince.CompareAndSwap(s, now+1)
 				}
 			}
 			now := k.now()

@@ -632,6 +632,10 @@ func TestOwnStallBlamesNobody(t *testing.T) {
 				var failedAt time.Duration
 			ticks:
 				for range 100 {
+					// Fake time moves only when every node has done what it
+					// can: a node's goroutine that has not run yet must not
+					// see the clock jump past its send.
+					synctest.Wait()
 					select {
 					case d := <-tm.armed: // fire when due, the first time late
 						clk.advance(d + late)
