@@ -19,6 +19,18 @@ type Getter interface {
 	Get(ctx context.Context, c cid.Cid) ([]byte, error)
 }
 
+// LeafSizer is implemented by a Getter whose blocks were each verified
+// against their CID when they were stored, in this process or an earlier
+// one (a store's Session). Walk then asks it for a raw leaf's size instead
+// of reading the leaf and hashing it again: completing a fetched GiB reads
+// and hashes only the DAG's interior nodes. Leaves carry no links, so the
+// DAG's structure is still verified whole; a leaf that rotted on disk since
+// it was stored is caught where it is read (Store.Get, Store.Verify, the
+// fetcher of a peer).
+type LeafSizer interface {
+	LeafSize(ctx context.Context, c cid.Cid) (uint64, error)
+}
+
 // Limits bound what Walk accepts from a DAG that may be hostile.
 type Limits struct {
 	MaxBlocks int    // distinct blocks
@@ -108,18 +120,23 @@ type walker struct {
 	ix     *Index
 }
 
-func (w *walker) get(c cid.Cid, depth int) ([]byte, error) {
+// visit counts a node visit against the walk's limits and checks c.
+func (w *walker) visit(c cid.Cid, depth int) error {
 	if err := w.ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if depth > w.lim.MaxDepth {
-		return nil, fmt.Errorf("%w: deeper than %d", ErrBadDAG, w.lim.MaxDepth)
+		return fmt.Errorf("%w: deeper than %d", ErrBadDAG, w.lim.MaxDepth)
 	}
 	w.visits++
 	if w.visits > w.lim.MaxVisits {
-		return nil, fmt.Errorf("%w: more than %d node visits", ErrTooLarge, w.lim.MaxVisits)
+		return fmt.Errorf("%w: more than %d node visits", ErrTooLarge, w.lim.MaxVisits)
 	}
-	if err := CheckCID(c); err != nil {
+	return CheckCID(c)
+}
+
+func (w *walker) get(c cid.Cid, depth int) ([]byte, error) {
+	if err := w.visit(c, depth); err != nil {
 		return nil, err
 	}
 	data, err := w.g.Get(w.ctx, c)
@@ -129,16 +146,42 @@ func (w *walker) get(c cid.Cid, depth int) ([]byte, error) {
 	if err := Check(c, data); err != nil {
 		return nil, err
 	}
+	return data, w.add(c, uint64(len(data)))
+}
+
+// add records a distinct block in the index.
+func (w *walker) add(c cid.Cid, size uint64) error {
 	k := string(c.Hash()) // CIDv0 and v1 of one block are one block
 	if !w.seen[k] {
 		w.seen[k] = true
 		if len(w.ix.Blocks) >= w.lim.MaxBlocks {
-			return nil, fmt.Errorf("%w: more than %d blocks", ErrTooLarge, w.lim.MaxBlocks)
+			return fmt.Errorf("%w: more than %d blocks", ErrTooLarge, w.lim.MaxBlocks)
 		}
 		w.ix.Blocks = append(w.ix.Blocks, c)
-		w.ix.BlockBytes += uint64(len(data))
+		w.ix.BlockBytes += size
 	}
-	return data, nil
+	return nil
+}
+
+// leafSize returns a raw leaf's size: from a LeafSizer without reading
+// the leaf, else by reading and verifying it.
+func (w *walker) leafSize(c cid.Cid, depth int) (uint64, error) {
+	ls, ok := w.g.(LeafSizer)
+	if !ok {
+		data, err := w.get(c, depth)
+		return uint64(len(data)), err
+	}
+	if err := w.visit(c, depth); err != nil {
+		return 0, err
+	}
+	size, err := ls.LeafSize(w.ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	if size > MaxBlockSize {
+		return 0, fmt.Errorf("%w: block %s is %d bytes", ErrTooLarge, c, size)
+	}
+	return size, w.add(c, size)
 }
 
 func join(dir, name string) string {
@@ -181,12 +224,16 @@ func decodeUnixFS(c cid.Cid, data []byte) (*dag.ProtoNode, *unixfs.FSNode, error
 
 // entry walks the file or directory c found at path p.
 func (w *walker) entry(c cid.Cid, p string, depth int) error {
+	if c.Type() == cid.Raw {
+		size, err := w.leafSize(c, depth)
+		if err != nil {
+			return err
+		}
+		return w.addPath(p, c, false, size)
+	}
 	data, err := w.get(c, depth)
 	if err != nil {
 		return err
-	}
-	if c.Type() == cid.Raw {
-		return w.addPath(p, c, false, uint64(len(data)))
 	}
 	pn, fsn, err := decodeUnixFS(c, data)
 	if err != nil {
@@ -284,14 +331,17 @@ func (w *walker) fileSize(c cid.Cid, pn *dag.ProtoNode, fsn *unixfs.FSNode, dept
 	}
 	total := uint64(len(fsn.Data()))
 	for i, l := range links {
-		data, err := w.get(l.Cid, depth+1)
-		if err != nil {
-			return 0, err
-		}
 		var s uint64
 		if l.Cid.Type() == cid.Raw {
-			s = uint64(len(data))
+			var err error
+			if s, err = w.leafSize(l.Cid, depth+1); err != nil {
+				return 0, err
+			}
 		} else {
+			data, err := w.get(l.Cid, depth+1)
+			if err != nil {
+				return 0, err
+			}
 			cpn, cfsn, err := decodeUnixFS(l.Cid, data)
 			if err != nil {
 				return 0, err

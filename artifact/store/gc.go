@@ -2,13 +2,17 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/zooai/gym/artifact"
 )
 
 // Session is a view of the store for one publish or fetch (an
@@ -52,6 +56,25 @@ func (ss *Session) pin(c cid.Cid) {
 func (ss *Session) Get(ctx context.Context, c cid.Cid) ([]byte, error) {
 	ss.pin(c)
 	return ss.s.Get(ctx, c)
+}
+
+// LeafSize returns the size of a held block without reading it (an
+// artifact.LeafSizer: every block was verified when it was stored, so
+// completing an artifact does not read and hash its leaves again; Get and
+// Verify still do).
+func (ss *Session) LeafSize(_ context.Context, c cid.Cid) (uint64, error) {
+	ss.pin(c)
+	st, err := ss.s.root.Lstat(blockPath(c))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("%w: %s", artifact.ErrNotFound, c)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("%w: block %s is %v", ErrHostileFile, c, st.Mode().Type())
+	}
+	return uint64(st.Size()), nil
 }
 
 // Has reports whether the block is held (see Store.Has).

@@ -365,3 +365,76 @@ func TestRepublishSameContent(t *testing.T) {
 		t.Fatalf("after restart: %d artifacts, v%d", len(l), l[0].Manifest.Manifest.Version)
 	}
 }
+
+// countingSession counts the blocks a walk reads.
+type countingSession struct {
+	*Session
+	reads map[uint64]int
+}
+
+func (c *countingSession) Get(ctx context.Context, b cid.Cid) ([]byte, error) {
+	c.reads[b.Type()]++
+	return c.Session.Get(ctx, b)
+}
+
+// Completing an artifact reads and hashes only the DAG's interior nodes: a
+// walk of a session sizes the raw leaves from the disk and builds the same
+// index as a walk that reads every block. A leaf whose size on disk is not
+// the one its parent declares still fails the walk, and Verify still reads
+// and hashes every leaf.
+func TestCompleteSizesLeaves(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, 0)
+	rec, err := s.Publish(ctx, makeSource(t, 3), Meta{Kind: artifact.KindCheckpoint, Name: "c"}, key(1), now)
+	must(t, err)
+	root, _ := cid.Decode(rec.Root)
+	full, err := artifact.Walk(ctx, s, root, artifact.DefaultLimits())
+	must(t, err)
+	sess := &countingSession{Session: s.Session(), reads: map[uint64]int{}}
+	defer sess.Close()
+	ix, err := artifact.Walk(ctx, sess, root, artifact.DefaultLimits())
+	must(t, err)
+	if sess.reads[cid.Raw] != 0 || sess.reads[cid.DagProtobuf] == 0 {
+		t.Fatalf("reads by type: %v, want interior nodes only", sess.reads)
+	}
+	if ix.BlockBytes != full.BlockBytes || len(ix.Blocks) != len(full.Blocks) || len(ix.Files) != len(full.Files) {
+		t.Fatalf("sized walk: %d blocks, %d bytes, %d files; read walk: %d, %d, %d",
+			len(ix.Blocks), ix.BlockBytes, len(ix.Files), len(full.Blocks), full.BlockBytes, len(full.Files))
+	}
+	for i := range ix.Blocks {
+		if !ix.Blocks[i].Equals(full.Blocks[i]) {
+			t.Fatalf("block %d: %s, want %s", i, ix.Blocks[i], full.Blocks[i])
+		}
+	}
+	if err := rec.Manifest.Manifest.Matches(ix); err != nil {
+		t.Fatal(err)
+	}
+
+	// A chunk of a file of several blocks cut short on disk: the sizes
+	// its parent declares no longer add up.
+	var leaf cid.Cid
+	for _, b := range full.Blocks {
+		if d, _ := s.Get(ctx, b); b.Type() == cid.Raw && len(d) == 256<<10 {
+			leaf = b
+		}
+	}
+	p := filepath.Join(dir, filepath.FromSlash(blockPath(leaf)))
+	data, _ := os.ReadFile(p)
+	must(t, os.WriteFile(p, data[:len(data)-1], 0o644))
+	if _, err := s.Complete(ctx, rec.Manifest, now); !errors.Is(err, artifact.ErrBadDAG) {
+		t.Fatalf("complete over a truncated leaf: %v, want ErrBadDAG", err)
+	}
+	// A missing leaf is not found, as when it is read.
+	must(t, os.Remove(p))
+	if _, err := s.Complete(ctx, rec.Manifest, now); !errors.Is(err, artifact.ErrNotFound) {
+		t.Fatalf("complete without a leaf: %v, want ErrNotFound", err)
+	}
+	// A flipped byte keeps the size: Verify, which reads, finds it.
+	must(t, os.WriteFile(p, data, 0o644))
+	data[0] ^= 0xff
+	must(t, os.WriteFile(p, data, 0o644))
+	if errs := s.Verify(ctx); len(errs) != 1 || !errors.Is(errs[0], artifact.ErrHashMismatch) {
+		t.Fatalf("verify: %v", errs)
+	}
+}
