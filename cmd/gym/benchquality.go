@@ -31,6 +31,7 @@ type qualityOptions struct {
 	gym, out      string
 	json, reuse   bool
 	upArgs        []string
+	variant       []string // --variant: a second row per worker count with these gym up flags
 	timeout       time.Duration
 	parsedSeeds   []uint64
 	parsedWorkers []int
@@ -50,23 +51,32 @@ type qualityRun struct {
 
 // qualityRow is one configuration over the seeds.
 type qualityRow struct {
-	Name        string       `json:"name"`
-	Workers     int          `json:"workers"`
-	Attack      string       `json:"attack,omitempty"`
-	Runs        []qualityRun `json:"runs"`
-	Mean        float64      `json:"mean"`
-	Std         float64      `json:"std"` // sample standard deviation over the seeds
-	Min         float64      `json:"min"`
-	Max         float64      `json:"max"`
-	Gaps        []float64    `json:"gaps,omitempty"` // points against the single worker of the same seed
-	MeanGap     float64      `json:"mean_gap"`
-	GapStd      float64      `json:"gap_std"`
-	MeanSeconds float64      `json:"mean_seconds"`
+	Name    string       `json:"name"`
+	Workers int          `json:"workers"`
+	Attack  string       `json:"attack,omitempty"`
+	Runs    []qualityRun `json:"runs"`
+	Mean    float64      `json:"mean"`
+	Std     float64      `json:"std"` // sample standard deviation over the seeds
+	Min     float64      `json:"min"`
+	Max     float64      `json:"max"`
+	Gaps    []float64    `json:"gaps,omitempty"` // points against the single worker of the same seed
+	MeanGap float64      `json:"mean_gap"`
+	GapStd  float64      `json:"gap_std"`
+	// A --variant row: its extra gym up flags and, seed by seed, the points
+	// it gains over the row of the same workers without them (the same
+	// keys and data: a paired difference).
+	Variant     []string  `json:"variant,omitempty"`
+	VsBase      []float64 `json:"vs_base,omitempty"`
+	MeanVsBase  float64   `json:"mean_vs_base,omitempty"`
+	VsBaseStd   float64   `json:"vs_base_std,omitempty"`
+	base        int       // index of the row it is compared with
+	MeanSeconds float64   `json:"mean_seconds"`
 }
 
 // qualityReport is gym bench quality's result.
 type qualityReport struct {
 	Seeds   []uint64     `json:"seeds"`
+	Variant []string     `json:"variant,omitempty"`
 	Samples int          `json:"samples"` // completions trained on per configuration: steps × 16 prompts × 8
 	UpArgs  []string     `json:"up_args,omitempty"`
 	Rows    []qualityRow `json:"rows"`
@@ -91,7 +101,11 @@ It prints per configuration and seed the accuracy, the gap to the single
 worker of the same seed in points, and over the seeds the mean, the sample
 standard deviation, min and max, and the mean wall time of the command.
 --up-arg passes a flag to every gym up (e.g. --up-arg=--outer-lr=0 for the
-plain average). Every run's result is kept in --out/runs/ as JSON; with
+plain average). --variant adds, for every worker count, runs with more gym
+up flags and prints their paired difference with the runs without them:
+every gym up run derives its workers' keys from the seed (--key-seed), so
+the two runs of a seed train each worker on the same data and the
+difference is the setting's, not the data's. Every run's result is kept in --out/runs/ as JSON; with
 --reuse a result already there (same command line) is read instead of run
 again. Runs are sequential: wall times are those of the machine as loaded.`,
 		Args: exactArgs(0),
@@ -133,6 +147,7 @@ again. Runs are sequential: wall times are those of the machine as loaded.`,
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.BoolVar(&o.reuse, "reuse", false, "read a run's result from --out/runs/ when it is there instead of running it again")
 	f.StringArrayVar(&o.upArgs, "up-arg", nil, "a flag for every gym up run (repeatable), e.g. --up-arg=--outer-lr=0")
+	f.StringArrayVar(&o.variant, "variant", nil, "a gym up flag (repeatable) for a second run of every --workers count, compared seed by seed with the run without it, e.g. --variant=--outer-lr=1.25")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on each run")
 	return cmd
 }
@@ -180,11 +195,15 @@ func (o *qualityOptions) check() error {
 
 // runBenchQuality runs every configuration for every seed.
 func runBenchQuality(ctx context.Context, o qualityOptions, progress io.Writer) (*qualityReport, error) {
-	rep := &qualityReport{Seeds: o.parsedSeeds, Samples: o.steps * o.prompts * 8, UpArgs: o.upArgs}
+	rep := &qualityReport{Seeds: o.parsedSeeds, Samples: o.steps * o.prompts * 8, UpArgs: o.upArgs, Variant: o.variant}
 	single := qualityRow{Name: fmt.Sprintf("1 worker (gym train, %d prompts/step)", o.prompts), Workers: 1}
 	var rows []qualityRow
 	for _, n := range o.parsedWorkers {
 		rows = append(rows, qualityRow{Name: fmt.Sprintf("%d workers (gym up, %d prompts/step each)", n, o.prompts/n), Workers: n})
+		if len(o.variant) > 0 {
+			rows = append(rows, qualityRow{Name: fmt.Sprintf("%d workers, %s", n, strings.Join(o.variant, " ")), Workers: n,
+				Variant: o.variant, base: len(rows) - 1})
+		}
 	}
 	if o.attack != "" {
 		n := o.parsedWorkers[0]
@@ -202,11 +221,12 @@ func runBenchQuality(ctx context.Context, o qualityOptions, progress io.Writer) 
 			row := &rows[i]
 			args := []string{"up", "--workers", strconv.Itoa(row.Workers), "--prompts", strconv.Itoa(o.prompts / row.Workers),
 				"--epochs", strconv.Itoa(o.epochs), "--steps-per-epoch", strconv.Itoa(o.stepsPerEpoch), "--interval", strconv.Itoa(o.interval),
-				"--seed", strconv.FormatUint(seed, 10), "--json"}
+				"--seed", strconv.FormatUint(seed, 10), "--key-seed", strconv.FormatUint(seed, 10), "--json"}
 			if row.Attack != "" {
 				args = append(args, "--byzantine", "1", "--attack", row.Attack)
 			}
 			args = append(args, o.upArgs...)
+			args = append(args, row.Variant...)
 			r, err := o.run(ctx, progress, row.Workers, row.Attack, seed, args)
 			if err != nil {
 				return nil, err
@@ -218,6 +238,9 @@ func runBenchQuality(ctx context.Context, o qualityOptions, progress io.Writer) 
 	rep.Rows = append(rep.Rows, single)
 	for _, row := range rows {
 		row.summarise(single.Runs)
+		if row.Variant != nil {
+			row.compare(rows[row.base].Runs)
+		}
 		rep.Rows = append(rep.Rows, row)
 	}
 	rep.Load = loadAverage()
@@ -323,6 +346,14 @@ func (r *qualityRow) summarise(single []qualityRun) {
 	}
 }
 
+// compare fills in a variant row's paired differences with its base row.
+func (r *qualityRow) compare(base []qualityRun) {
+	for i, run := range r.Runs {
+		r.VsBase = append(r.VsBase, 100*(run.Accuracy-base[i].Accuracy))
+	}
+	r.MeanVsBase, r.VsBaseStd = meanStd(r.VsBase)
+}
+
 func meanStd(v []float64) (float64, float64) {
 	if len(v) == 0 {
 		return 0, 0
@@ -407,6 +438,18 @@ func printQuality(w io.Writer, rep *qualityReport) {
 			gap, gs = fmt.Sprintf("%+.2f", r.MeanGap), fmt.Sprintf("%.2f", r.GapStd)
 		}
 		fmt.Fprintf(w, "| %s | %.4f | %.4f | %.3f–%.3f | %s | %s | %.1f |\n", r.Name, r.Mean, r.Std, r.Min, r.Max, gap, gs, r.MeanSeconds)
+	}
+	for _, r := range rep.Rows {
+		if r.Variant == nil {
+			continue
+		}
+		// A paired difference's standard error is its std over √seeds.
+		se := r.VsBaseStd / math.Sqrt(float64(max(len(r.VsBase), 1)))
+		fmt.Fprintf(w, "\n%s against the same workers without it, seed by seed (same keys and data):", r.Name)
+		for _, d := range r.VsBase {
+			fmt.Fprintf(w, " %+.1f", d)
+		}
+		fmt.Fprintf(w, "; mean %+.2f points, std %.2f, standard error %.2f\n", r.MeanVsBase, r.VsBaseStd, se)
 	}
 	fmt.Fprintf(w, "\nload average at the end: %.2f %.2f %.2f\n", rep.Load[0], rep.Load[1], rep.Load[2])
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The statistics of gym bench quality: gaps seed by seed against the
@@ -65,5 +69,70 @@ func TestQualityOptions(t *testing.T) {
 		if err := o.check(); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+}
+
+// gym bench quality end to end against a stand-in gym binary: every gym up
+// run derives its keys from the seed, a --variant row runs with its flags
+// and is compared seed by seed with the row without them.
+func TestBenchQualityVariant(t *testing.T) {
+	dir := t.TempDir()
+	// Accuracy: 0.90 for gym train, 0.85 + seed/100 for gym up, 0.02
+	// more with the variant's flag. It logs every command line.
+	fake := filepath.Join(dir, "gym")
+	script := `#!/bin/sh
+echo "$*" >> "` + filepath.Join(dir, "calls") + `"
+acc=0.90
+seed=0
+prev=
+for a in "$@"; do
+	[ "$prev" = "--seed" ] && seed=$a
+	prev=$a
+done
+case "$1" in up)
+	acc=$(awk "BEGIN{print 0.85 + $seed/100}")
+	case "$*" in *--outer-lr=1.25*) acc=$(awk "BEGIN{print $acc + 0.02}");; esac;;
+esac
+echo "{\"eval_after\":$acc,\"status\":\"published\"}"
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := qualityOptions{seeds: 2, workers: "4", epochs: 3, steps: 90, interval: 5, prompts: 16, out: filepath.Join(dir, "out"),
+		gym: fake, timeout: time.Minute, variant: []string{"--outer-lr=1.25"}}
+	if err := o.check(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := runBenchQuality(t.Context(), o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 3 || rep.Rows[2].Variant == nil {
+		t.Fatalf("rows %+v", rep.Rows)
+	}
+	v := rep.Rows[2]
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+	if len(v.VsBase) != 2 || !near(v.VsBase[0], 2) || !near(v.VsBase[1], 2) || !near(v.MeanVsBase, 2) || !near(rep.Rows[1].Gaps[1], -4) {
+		t.Fatalf("variant row %+v, base gaps %v", v, rep.Rows[1].Gaps)
+	}
+	calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+	ups := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(calls)), "\n") {
+		if strings.HasPrefix(line, "up ") {
+			ups++
+			seed := line[strings.Index(line, "--seed ")+7:]
+			seed = seed[:strings.IndexByte(seed, ' ')]
+			if !strings.Contains(line, "--key-seed "+seed+" ") {
+				t.Errorf("gym up without --key-seed %s: %s", seed, line)
+			}
+		}
+	}
+	if ups != 4 {
+		t.Fatalf("%d gym up runs, want 4:\n%s", ups, calls)
+	}
+	var b strings.Builder
+	printQuality(&b, rep)
+	if !strings.Contains(b.String(), "4 workers, --outer-lr=1.25 against the same workers without it, seed by seed (same keys and data): +2.0 +2.0; mean +2.00 points") {
+		t.Fatalf("report:\n%s", b.String())
 	}
 }

@@ -40,6 +40,7 @@ type upOptions struct {
 	validators                                        int    // --validators N
 	validatorAttack                                   string // --validator-attack KIND (the last validator)
 	seed                                              uint64
+	keySeed                                           int64 // --key-seed; -1: fresh keys
 	json, restartKilled, noOutlierReplays             bool
 	timeout                                           time.Duration
 	ipfs                                              string
@@ -58,7 +59,7 @@ type upOptions struct {
 func newUp() *cobra.Command {
 	g := jobconf.BuiltinGSPO(5)
 	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, evalSize: judge.DefaultEvalSize, shardSize: judge.DefaultShardSize, timeout: 15 * time.Minute,
-		ledger: "embedded", confirmations: 1, learningRate: g.LearningRate, outerLR: -1, outerMomentum: g.OuterMomentum}
+		ledger: "embedded", confirmations: 1, learningRate: g.LearningRate, outerLR: -1, outerMomentum: g.OuterMomentum, keySeed: -1}
 	cmd := &cobra.Command{
 		Use:   "up [--workers 4] [--epochs 3] [--task NAME] [--kill-worker-at EPOCH:STEP] [--replicas 3 [--kill-leader-at EPOCH:STEP]] [--byzantine K --attack KIND] [--out DIR] [--json]",
 		Short: "Run decentralized GSPO training end to end on this machine: hanzod, N workers, one job",
@@ -176,6 +177,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.modelDir, "model", "", "base model: a Hugging Face model directory (default: the built-in base model)")
 	o.dataFlags.bind(f, "training data instead of --task: a .jsonl or .parquet file, a datasets directory, or a dataset CID in hanzod's store")
 	f.Uint64Var(&o.seed, "seed", 0, "job seed (data order, sampling, adapter initialisation)")
+	f.Int64Var(&o.keySeed, "key-seed", o.keySeed, "derive the workers' node keys from this seed (-1: fresh keys): runs with one --seed and --key-seed train each worker on the same data, so settings compare pairwise (gym bench quality); anyone can rebuild such keys, so only for local runs")
 	f.StringVar(&o.aggregation, "aggregation", "", "merge rule: mean (quality-weighted), median or trimmed-mean (default mean; median with --byzantine)")
 	f.IntVar(&o.spotCheckBP, "spot-check-bp", 0, "share of deltas re-executed by replay, in basis points (0: 1000 = 10%; -1: none)")
 	f.StringVar(&o.killAt, "kill-worker-at", "", "EPOCH:STEP: kill -9 worker w0 when it reaches that step of that epoch")
@@ -232,6 +234,8 @@ func (o *upOptions) check() error {
 		return errors.New("--geth goes with --ledger evm")
 	case o.outerLR < 0 && o.outerLR != -1:
 		return fmt.Errorf("--outer-lr %v: want -1 (the built-in profile's for --workers) or 0..10", o.outerLR)
+	case o.keySeed < -1:
+		return fmt.Errorf("--key-seed %d: want -1 (fresh keys) or a seed of 0 or more", o.keySeed)
 	case o.evalSize < 1 || o.evalSize > 100000 || o.shardSize < 1 || o.shardSize > 100000:
 		return fmt.Errorf("--eval-size %d, --shard-size %d: want 1..100000 held-out problems", o.evalSize, o.shardSize)
 	case o.replicas < 1 || o.replicas > 9:
@@ -364,6 +368,9 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
 	cfg.EvalSize, cfg.ShardSize = o.evalSize, o.shardSize
+	if o.keySeed >= 0 {
+		cfg.Key = localcluster.SeededKeys(uint64(o.keySeed))
+	}
 	model := basemodel.BuiltinName
 	if o.modelDir == "" {
 		if cfg.Base, err = loadBase(""); err != nil {
