@@ -19,14 +19,13 @@ type Getter interface {
 	Get(ctx context.Context, c cid.Cid) ([]byte, error)
 }
 
-// LeafSizer is implemented by a Getter whose blocks were each verified
-// against their CID when they were stored, in this process or an earlier
-// one (a store's Session). Walk then asks it for a raw leaf's size instead
-// of reading the leaf and hashing it again: completing a fetched GiB reads
-// and hashes only the DAG's interior nodes. Leaves carry no links, so the
-// DAG's structure is still verified whole; a leaf that rotted on disk since
-// it was stored is caught where it is read (Store.Get, Store.Verify, the
-// fetcher of a peer).
+// LeafSizer is implemented by a Getter that can vouch for raw leaves
+// without reading them (a store's Session, for the blocks it verified and
+// wrote itself): Walk asks it for a leaf's size instead of reading the leaf
+// and hashing it again, so completing a fetched artifact reads and hashes
+// only the DAG's interior nodes. Leaves carry no links, so the DAG's
+// structure is still verified whole, and every leaf's size against its
+// parent's. A LeafSizer reads and verifies any leaf it cannot vouch for.
 type LeafSizer interface {
 	LeafSize(ctx context.Context, c cid.Cid) (uint64, error)
 }

@@ -40,7 +40,7 @@ func (s *Store) Publish(ctx context.Context, src string, meta Meta, key ed25519.
 		sm, err = s.sign(res, meta, key, now)
 		if err == nil {
 			var r *Record
-			if r, err = s.Complete(ctx, sm, now); err == nil {
+			if r, err = sess.Complete(ctx, sm, now); err == nil {
 				return r, nil
 			}
 		}

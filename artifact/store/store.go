@@ -621,6 +621,16 @@ func (s *Store) CheckManifest(sm *artifact.Signed, now time.Time) error {
 // The manifest's signature must already have been checked (ParseSigned or
 // Sign) and its creator trusted by the caller.
 func (s *Store) Complete(ctx context.Context, sm *artifact.Signed, now time.Time) (*Record, error) {
+	// Walk through a session, so that GC cannot remove a block between the
+	// walk and the record.
+	sess := s.Session()
+	defer sess.Close()
+	return s.complete(ctx, sess, sm, now)
+}
+
+// complete is Complete through sess, whose pins keep the blocks until the
+// record is written.
+func (s *Store) complete(ctx context.Context, sess *Session, sm *artifact.Signed, now time.Time) (*Record, error) {
 	if err := sm.Manifest.Validate(); err != nil {
 		return nil, err
 	}
@@ -631,10 +641,6 @@ func (s *Store) Complete(ctx context.Context, sm *artifact.Signed, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	// Walk through a session, so that GC cannot remove a block between the
-	// walk and the record.
-	sess := s.Session()
-	defer sess.Close()
 	ix, err := artifact.Walk(ctx, sess, root, s.cfg.Limits)
 	if err != nil {
 		return nil, err

@@ -81,6 +81,8 @@ func GetArtifact(ctx context.Context, root cid.Cid, g Get) (*store.Record, Stats
 		}
 		return nil, st, err
 	}
-	rec, err := g.Store.Complete(ctx, sm, now())
+	// Through the fetch's session: the blocks it stored were verified as
+	// they arrived and are not read and hashed again (Session.LeafSize).
+	rec, err := sess.Complete(ctx, sm, now())
 	return rec, st, err
 }
