@@ -186,8 +186,9 @@ func TestNetnsWAN(t *testing.T) {
 			"GYM_ROOT="+rec.Root, "GYM_PEERS="+strings.Join(peers[:c.sources], ","), fmt.Sprintf("GYM_WORKERS=%d", c.workers))
 		var res struct {
 			Stats
-			Err string
-			CPU float64 // the fetching process's CPU seconds, Complete included
+			Err   string
+			CPU   float64       // the fetching process's CPU seconds, Complete included
+			Whole time.Duration // GetArtifact's wall time: manifest, fetch, Complete
 		}
 		must(t, json.Unmarshal([]byte(line(out, name)), &res))
 		srvCPU, delCPU := procCPU(func(pid int, cmd string) bool { return serverPIDs[pid] })-srv0, procCPU(isDelayer)-del0
@@ -199,8 +200,9 @@ func TestNetnsWAN(t *testing.T) {
 		if c.workers == 0 {
 			inflight = "auto"
 		}
-		t.Logf("fetch, %d source(s) × %4s in flight: %6.1f MB/s (%4.0f Mbit/s) = %.2f × best raw TCP, %d blocks in %v, per source %v, final in flight %v; CPU s: fetcher %.1f (Complete included), servers %.1f, delayer %.1f",
-			c.sources, inflight, mbps, mbps*8, mbps/bestTCP, res.Fetched, res.Elapsed.Round(time.Millisecond), res.PerSource, res.InFlight, res.CPU, srvCPU, delCPU)
+		t.Logf("fetch, %d source(s) × %4s in flight: %6.1f MB/s (%4.0f Mbit/s) = %.2f × best raw TCP, %d blocks in %v, per source %v, final in flight %v; CPU s: fetcher %.1f (Complete included), servers %.1f, delayer %.1f; GetArtifact %v (%v after the fetch: manifest and Complete)",
+			c.sources, inflight, mbps, mbps*8, mbps/bestTCP, res.Fetched, res.Elapsed.Round(time.Millisecond), res.PerSource, res.InFlight, res.CPU, srvCPU, delCPU,
+			res.Whole.Round(time.Millisecond), (res.Whole - res.Elapsed).Round(time.Millisecond))
 		// GetArtifact completed the store, which walked and verified the
 		// whole DAG against the manifest; drop it to keep the disk free.
 		os.RemoveAll(filepath.Join(base, name))
