@@ -105,9 +105,9 @@ plain average). --variant adds, for every worker count, runs with more gym
 up flags and prints their paired difference with the runs without them:
 every gym up run derives its workers' keys from the seed (--key-seed), so
 the two runs of a seed train each worker on the same data and the
-difference is the setting's, not the data's. Every run's result is kept in --out/runs/ as JSON; with
---reuse a result already there (same command line) is read instead of run
-again. Runs are sequential: wall times are those of the machine as loaded.`,
+difference is the setting's, not the data's. Every run's result is kept
+in --out/runs/ as JSON; with --reuse a result already there (same command
+line) is read instead of run again. Runs are sequential: wall times are those of the machine as loaded.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.check(); err != nil {
