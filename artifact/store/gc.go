@@ -75,17 +75,11 @@ func (ss *Session) LeafSize(ctx context.Context, c cid.Cid) (uint64, error) {
 		data, err := ss.s.Get(ctx, c)
 		return uint64(len(data)), err
 	}
-	st, err := ss.s.root.Lstat(blockPath(c))
+	size, err := ss.s.blockStat(c)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("%w: %s", artifact.ErrNotFound, c)
 	}
-	if err != nil {
-		return 0, err
-	}
-	if !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("%w: block %s is %v", ErrHostileFile, c, st.Mode().Type())
-	}
-	return uint64(st.Size()), nil
+	return uint64(size), err
 }
 
 // Complete completes an artifact through this session (see

@@ -436,17 +436,25 @@ func (s *Store) tempFile() (*os.File, string, error) {
 
 // Has reports whether the block is held (as a regular file).
 func (s *Store) Has(_ context.Context, c cid.Cid) (bool, error) {
-	st, err := s.root.Lstat(blockPath(c))
+	_, err := s.blockStat(c)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
+	return err == nil, err
+}
+
+// blockStat returns the size of a held block without reading it: an
+// error wrapping fs.ErrNotExist when it is not held, ErrHostileFile when
+// its file is not a regular one.
+func (s *Store) blockStat(c cid.Cid) (int64, error) {
+	st, err := s.root.Lstat(blockPath(c))
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if !st.Mode().IsRegular() {
-		return false, fmt.Errorf("%w: block %s is %v", ErrHostileFile, c, st.Mode().Type())
+		return 0, fmt.Errorf("%w: block %s is %v", ErrHostileFile, c, st.Mode().Type())
 	}
-	return true, nil
+	return st.Size(), nil
 }
 
 // Get reads a block and verifies it against its CID. A block that no longer
