@@ -102,6 +102,37 @@ func BuiltinGSPO(interval int) jobspec.GSPO {
 	}
 }
 
+// BuiltinGSPOFor is the built-in profile for a job of workers workers,
+// the one gym up submits: BuiltinGSPO(interval) with the inner and outer
+// rates for that many workers (BuiltinLearningRate, BuiltinOuterLR). One
+// worker gets BuiltinGSPO itself.
+func BuiltinGSPOFor(interval, workers int) jobspec.GSPO {
+	g := BuiltinGSPO(interval)
+	g.LearningRate, g.OuterLR = BuiltinLearningRate(workers), BuiltinOuterLR(workers)
+	return g
+}
+
+// BuiltinLearningRate is the built-in profile's inner (AdamW) learning
+// rate for a job of workers workers: trainer.DefaultConfig's rate (the
+// single worker's, 2e-3) × min(workers, 4)^¼, to three significant digits
+// (2.38e-3 for two workers, 2.83e-3 from four on). A worker's batch is the
+// single worker's split workers ways, so its gradient is noisier and
+// AdamW's second moment larger: its normalised step is shorter, by up to
+// √workers when the noise dominates the moment and not at all when the
+// signal does. The mean of the workers' steps keeps that length, so the
+// run moves slower than one worker on the whole batch; the fourth root is
+// the geometric middle of the two regimes (the square-root scaling rule
+// for Adam, Malladi et al. 2022, is the noise-dominated end). Above four
+// workers the outer rate (BuiltinOuterLR) carries the rest: at eight, the
+// inner rate × 8^¼ with the plain average did worse than × 4^¼ with the
+// outer rate √2. Measured with gym bench quality's paired runs
+// (docs/end-to-end.md, "Convergence").
+func BuiltinLearningRate(workers int) float64 {
+	lr := trainer.DefaultConfig().LearningRate * math.Pow(float64(min(max(workers, 1), 4)), 0.25)
+	scale := math.Pow(10, 2-math.Floor(math.Log10(lr)))
+	return math.Round(lr*scale) / scale
+}
+
 // BuiltinOuterLR is the built-in profile's outer learning rate for a job
 // of workers workers, without momentum: √(workers/4), at least 1 (the
 // plain average up to four workers), to two decimals. A worker's batch is

@@ -159,3 +159,23 @@ func TestBuiltinOuterLR(t *testing.T) {
 		t.Errorf("built-in profile: outer rate %v, momentum %v", g.OuterLR, g.OuterMomentum)
 	}
 }
+
+// The built-in profile's inner rate: the single worker's 2e-3 ×
+// min(workers, 4)^¼, to three significant digits; one worker keeps the
+// single worker's rate and the profile itself carries it.
+func TestBuiltinLearningRate(t *testing.T) {
+	for _, c := range []struct {
+		workers int
+		want    float64
+	}{{0, 0.002}, {1, 0.002}, {2, 0.00238}, {3, 0.00263}, {4, 0.00283}, {8, 0.00283}, {64, 0.00283}} {
+		if got := jobconf.BuiltinLearningRate(c.workers); got != c.want {
+			t.Errorf("BuiltinLearningRate(%d) = %v, want %v", c.workers, got, c.want)
+		}
+	}
+	if g := jobconf.BuiltinGSPO(5); g.LearningRate != 0.002 {
+		t.Errorf("built-in profile: learning rate %v", g.LearningRate)
+	}
+	if g := jobconf.BuiltinGSPOFor(5, 8); g.LearningRate != 0.00283 || g.OuterLR != 1.41 || g.AggregateInterval != 5 {
+		t.Errorf("built-in profile for 8 workers: learning rate %v, outer rate %v, interval %d", g.LearningRate, g.OuterLR, g.AggregateInterval)
+	}
+}

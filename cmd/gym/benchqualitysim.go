@@ -28,15 +28,18 @@ func newBenchQualitySim() *cobra.Command {
 	var workers, interval, threads int
 	var seed uint64
 	var lr, olr, mu float64
-	var resetMoments bool
+	var resetMoments, keepMoments bool
 	cmd := &cobra.Command{
-		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments]",
+		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments]",
 		Short:  "Screen a setting of gym bench quality in process (no hanzod): gym up's training, 16 prompts a step split over the workers",
 		Hidden: true,
 		Args:   exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 1 || 16%workers != 0 {
 				return usageError{fmt.Errorf("--workers %d must divide 16", workers)}
+			}
+			if resetMoments && keepMoments {
+				return usageError{fmt.Errorf("--reset-moments and --keep-moments contradict each other")}
 			}
 			ctx := cmd.Context()
 			base, err := basemodel.Builtin()
@@ -65,10 +68,15 @@ func newBenchQualitySim() *cobra.Command {
 			}
 			t0 := time.Now()
 			var accs []float64
+			trs := make([]*trainer.Trainer, workers)
 			for e := 1; e <= plan.Epochs; e++ {
-				trs := make([]*trainer.Trainer, workers)
 				for i := range trs {
-					if trs[i], err = trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, widx[i], threads, trainer.State{Step: plan.FirstStep(e), Adapter: T}); err != nil {
+					st := trainer.State{Step: plan.FirstStep(e), Adapter: T}
+					if keepMoments && trs[i] != nil {
+						prev := trs[i].State()
+						st.M, st.V, st.Updates = prev.M, prev.V, prev.Updates
+					}
+					if trs[i], err = trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, widx[i], threads, st); err != nil {
 						return err
 					}
 				}
@@ -123,8 +131,8 @@ func newBenchQualitySim() *cobra.Command {
 				}
 				accs = append(accs, ev.Accuracy)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v: accuracy by epoch %v, %.0f s\n",
-				workers, seed, olr, mu, lr, interval, resetMoments, accs, time.Since(t0).Seconds())
+			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v: accuracy by epoch %v, %.0f s\n",
+				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, accs, time.Since(t0).Seconds())
 			return nil
 		},
 	}
@@ -136,6 +144,7 @@ func newBenchQualitySim() *cobra.Command {
 	f.Float64Var(&lr, "learning-rate", 2e-3, "gspo.learning_rate")
 	f.IntVar(&interval, "interval", 5, "aggregate_interval (divides 30)")
 	f.BoolVar(&resetMoments, "reset-moments", false, "reset every worker's AdamW moments at each sync")
+	f.BoolVar(&keepMoments, "keep-moments", false, "carry every worker's AdamW moments across epoch boundaries (gym up's workers start every epoch with fresh ones, as the judge's replays do)")
 	f.IntVar(&threads, "threads", 2, "threads per trainer")
 	return cmd
 }

@@ -125,7 +125,7 @@ func TestJobBuiltinExample(t *testing.T) {
 		return v
 	}
 	task, _ := up.GetString("task")
-	want := jobconf.BuiltinGSPO(flag("interval"))
+	want := jobconf.BuiltinGSPOFor(flag("interval"), flag("workers"))
 	switch {
 	case j.Model != jobconf.BuiltinModel || j.Dataset != task || j.Epochs != flag("epochs") || j.MinNodes != flag("workers") || j.MaxNodes != flag("workers"):
 		t.Errorf("job: %+v", j)

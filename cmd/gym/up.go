@@ -59,7 +59,7 @@ type upOptions struct {
 func newUp() *cobra.Command {
 	g := jobconf.BuiltinGSPO(5)
 	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, evalSize: judge.DefaultEvalSize, shardSize: judge.DefaultShardSize, timeout: 15 * time.Minute,
-		ledger: "embedded", confirmations: 1, learningRate: g.LearningRate, outerLR: -1, outerMomentum: g.OuterMomentum, keySeed: -1}
+		ledger: "embedded", confirmations: 1, learningRate: -1, outerLR: -1, outerMomentum: g.OuterMomentum, keySeed: -1}
 	cmd := &cobra.Command{
 		Use:   "up [--workers 4] [--epochs 3] [--task NAME] [--kill-worker-at EPOCH:STEP] [--replicas 3 [--kill-leader-at EPOCH:STEP]] [--byzantine K --attack KIND] [--out DIR] [--json]",
 		Short: "Run decentralized GSPO training end to end on this machine: hanzod, N workers, one job",
@@ -202,7 +202,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.ledger, "ledger", o.ledger, "embedded (hanzod's own ledger) or evm (stake, rewards, slashes and publications on a geth --dev chain)")
 	f.StringVar(&o.geth, "geth", "", "geth binary for --ledger evm (default: scripts/build-geth.sh's build in the user cache, else geth on PATH)")
 	f.Uint64Var(&o.confirmations, "confirmations", o.confirmations, "blocks each chain transaction waits for (--ledger evm)")
-	f.Float64Var(&o.learningRate, "learning-rate", o.learningRate, "gspo.learning_rate: the workers' AdamW rate (default: the built-in profile's)")
+	f.Float64Var(&o.learningRate, "learning-rate", o.learningRate, "gspo.learning_rate: the workers' AdamW rate (-1: the built-in profile's for --workers, 2e-3 × min(workers, 4)^¼)")
 	f.Float64Var(&o.outerLR, "outer-lr", o.outerLR, "gspo.outer_learning_rate: the outer optimiser's rate on each sync's averaged update (0: the plain average; -1: the built-in profile's for --workers, √(workers/4) and at least 1)")
 	f.Float64Var(&o.outerMomentum, "outer-momentum", o.outerMomentum, "gspo.outer_momentum: the outer optimiser's Nesterov momentum (needs --outer-lr above 0)")
 	return cmd
@@ -232,6 +232,8 @@ func (o *upOptions) check() error {
 		return fmt.Errorf("--ledger %q: want embedded or evm", o.ledger)
 	case o.geth != "" && o.ledger != "evm":
 		return errors.New("--geth goes with --ledger evm")
+	case o.learningRate != -1 && (o.learningRate <= 0 || o.learningRate > 1):
+		return fmt.Errorf("--learning-rate %v: want -1 (the built-in profile's for --workers) or a rate in (0, 1]", o.learningRate)
 	case o.outerLR < 0 && o.outerLR != -1:
 		return fmt.Errorf("--outer-lr %v: want -1 (the built-in profile's for --workers) or 0..10", o.outerLR)
 	case o.keySeed < -1:
@@ -469,11 +471,14 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 // built-in model's training profile (jobconf.BuiltinGSPO,
 // trainer.DefaultConfig's settings), split over the workers.
 func upSpec(o upOptions, model string) jobspec.Spec {
-	g := jobconf.BuiltinGSPO(o.interval)
-	g.LearningRate, g.OuterLR, g.OuterMomentum = o.learningRate, o.outerLR, o.outerMomentum
-	if o.outerLR < 0 {
-		g.OuterLR = jobconf.BuiltinOuterLR(o.workers)
+	g := jobconf.BuiltinGSPOFor(o.interval, o.workers)
+	if o.learningRate != -1 {
+		g.LearningRate = o.learningRate
 	}
+	if o.outerLR != -1 {
+		g.OuterLR = o.outerLR
+	}
+	g.OuterMomentum = o.outerMomentum
 	s := jobspec.Spec{
 		Model: model, Dataset: o.task, Epochs: o.epochs, MinNodes: o.workers, MaxNodes: o.workers,
 		Aggregation: o.aggregation, Byzantine: o.byzantine, SpotCheckBP: o.spotCheckBP,

@@ -12,7 +12,7 @@ import (
 // gym up --backend: one name for every worker or one per worker; the job
 // asks for go, torch or any accordingly.
 func TestUpBackendFlag(t *testing.T) {
-	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 5, interval: 5, prompts: 4, task: "addition", out: "x", threads: 1, evalSize: 500, shardSize: 128, timeout: time.Minute, replicas: 1, ledger: "embedded", dataFlags: dataFlags{data: jobspec.Data{Answer: defaultAnswerField}}}
+	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 5, interval: 5, prompts: 4, task: "addition", out: "x", threads: 1, evalSize: 500, shardSize: 128, timeout: time.Minute, replicas: 1, ledger: "embedded", learningRate: -1, outerLR: -1, dataFlags: dataFlags{data: jobspec.Data{Answer: defaultAnswerField}}}
 	for _, c := range []struct {
 		flag, job, err string
 		per            []string
@@ -34,6 +34,43 @@ func TestUpBackendFlag(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(o.backends, c.per) || upSpec(o, "builtin").Backend != c.job {
 			t.Errorf("--backend %s: %v, workers %v, job %q", c.flag, err, o.backends, upSpec(o, "builtin").Backend)
+		}
+	}
+}
+
+// gym up's rates: the built-in profile's for --workers unless given; a
+// given rate is sent as it is, 0 for --outer-lr being the plain average.
+func TestUpRates(t *testing.T) {
+	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 5, interval: 5, prompts: 4, task: "addition", out: "x", threads: 1, evalSize: 500, shardSize: 128, timeout: time.Minute, replicas: 1, ledger: "embedded", learningRate: -1, outerLR: -1, dataFlags: dataFlags{data: jobspec.Data{Answer: defaultAnswerField}}}
+	for _, c := range []struct {
+		workers         int
+		lr, outer       float64
+		wantLR, wantOut float64
+		err             string
+	}{
+		{4, -1, -1, 0.00283, 1, ""},
+		{8, -1, -1, 0.00283, 1.41, ""},
+		{3, -1, -1, 0.00263, 1, ""},
+		{8, 0.002, 0, 0.002, 0, ""},
+		{4, 0, -1, 0, 0, "--learning-rate 0"},
+		{4, 2, -1, 0, 0, "--learning-rate 2"},
+		{4, -1, -0.5, 0, 0, "--outer-lr -0.5"},
+	} {
+		o := base
+		o.workers, o.learningRate, o.outerLR, o.backend = c.workers, c.lr, c.outer, "go"
+		err := o.check()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: %v, want %q", c, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		g := upSpec(o, "builtin").GSPO
+		if g.LearningRate != c.wantLR || g.OuterLR != c.wantOut {
+			t.Errorf("%d workers, --learning-rate %v --outer-lr %v: job has %v and %v, want %v and %v", c.workers, c.lr, c.outer, g.LearningRate, g.OuterLR, c.wantLR, c.wantOut)
 		}
 	}
 }
