@@ -138,11 +138,12 @@ func BuiltinLearningRate(workers int) float64 {
 // plain average up to four workers), to two decimals. A worker's batch is
 // the single worker's split workers ways; AdamW normalises each worker's
 // noisier gradient, and the mean of the normalised updates is shorter than
-// one worker's update on the whole batch. Up to four workers the plain
-// average matched one worker at equal samples on the built-in base; at
-// eight it fell 2–7 points behind, which the rate closes
+// one worker's update on the whole batch. Up to four workers every rate
+// above 1 did worse than the plain average in the screen; at eight the
+// plain average fell 2–11 points behind one worker, which the rate narrows
 // (docs/end-to-end.md, "Convergence"; measured with gym bench quality,
-// where Nesterov momentum and larger rates did worse).
+// where Nesterov momentum and larger rates did worse). It comes on top of
+// the inner rate BuiltinLearningRate, which stops growing at four workers.
 func BuiltinOuterLR(workers int) float64 {
 	return math.Round(100*math.Max(1, math.Sqrt(float64(workers)/4))) / 100
 }

@@ -148,7 +148,7 @@ line) is read instead of run again. Runs are sequential: wall times are those of
 	f.BoolVar(&o.reuse, "reuse", false, "read a run's result from --out/runs/ when it is there instead of running it again")
 	f.StringArrayVar(&o.upArgs, "up-arg", nil, "a flag for every gym up run (repeatable), e.g. --up-arg=--outer-lr=0")
 	f.StringArrayVar(&o.variant, "variant", nil, "a gym up flag (repeatable) for a second run of every --workers count, compared seed by seed with the run without it, e.g. --variant=--outer-lr=1.25")
-	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on each run")
+	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on each run (passed to gym up as its own --timeout)")
 	return cmd
 }
 
@@ -274,6 +274,12 @@ func (o qualityOptions) run(ctx context.Context, progress io.Writer, workers int
 		return qualityRun{}, err
 	}
 	full := append(append([]string(nil), args...), "--out", scratch)
+	if args[0] == "up" {
+		// gym up's own bound (15 minutes by default) would end a slow run
+		// before --timeout does; like --out it is not part of the run's
+		// name, so results kept under either bound are reused.
+		full = append(full, "--timeout", o.timeout.String())
+	}
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	c := exec.CommandContext(cctx, o.gym, full...)

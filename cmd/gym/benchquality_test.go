@@ -125,6 +125,9 @@ echo "{\"eval_after\":$acc,\"status\":\"published\"}"
 			if !strings.Contains(line, "--key-seed "+seed+" ") {
 				t.Errorf("gym up without --key-seed %s: %s", seed, line)
 			}
+			if !strings.HasSuffix(line, " --timeout 1m0s") {
+				t.Errorf("gym up without the bench's --timeout: %s", line)
+			}
 		}
 	}
 	if ups != 4 {
