@@ -468,8 +468,10 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 }
 
 // upSpec is the job gym up submits on the base model named model: the
-// built-in model's training profile (jobconf.BuiltinGSPO,
-// trainer.DefaultConfig's settings), split over the workers.
+// built-in model's training profile for --workers (jobconf.BuiltinGSPOFor:
+// trainer.DefaultConfig's settings with the rates for that many workers),
+// split over the workers; --learning-rate and --outer-lr other than -1
+// replace its rates.
 func upSpec(o upOptions, model string) jobspec.Spec {
 	g := jobconf.BuiltinGSPOFor(o.interval, o.workers)
 	if o.learningRate != -1 {
