@@ -55,6 +55,11 @@ type Config struct {
 	Eps          float64
 	WeightDecay  float64 // decoupled: p -= lr·wd·p
 	Schedule     Schedule
+	// SGD makes Update plain SGD, p ← p·(1 − lr·wd) − lr·g, without
+	// moments (the betas and ε are then unused). A screen setting
+	// (gym bench quality-sim --inner-sgd): local SGD under an adaptive
+	// outer step, FedAdam's split (Reddi et al. 2021).
+	SGD bool
 }
 
 // DefaultConfig returns β = (0.9, 0.99), ε = 1e-8, no weight decay, lr 1e-3
@@ -115,6 +120,15 @@ func (o *AdamW) Update(params, grads [][]float32) (float64, error) {
 	invBC2 := float32(1 / bc2)
 	eps := float32(c.Eps)
 	fb1, fb2 := float32(b1), float32(b2)
+	if c.SGD {
+		flr := float32(lr)
+		for i, p := range params {
+			for j, g := range grads[i] {
+				p[j] = p[j]*decay - flr*g
+			}
+		}
+		return lr, nil
+	}
 	for i, p := range params {
 		m, v, g := o.M[i], o.V[i], grads[i]
 		for j := range p {

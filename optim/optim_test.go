@@ -108,3 +108,32 @@ func TestValidate(t *testing.T) {
 		t.Error("wrong shape accepted")
 	}
 }
+
+// TestSGD: with SGD set an update is p·(1 − lr·wd) − lr·g at the
+// schedule's rate, whatever the moments would have said.
+func TestSGD(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SGD, cfg.WeightDecay = true, 0.1
+	cfg.Schedule = Schedule{LR: 0.5, Warmup: 2}
+	o, err := New(cfg, []int{3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := []float32{1, -2, 0.5}
+	g := []float32{0.3, -4, 0}
+	for step, lr := range []float64{0.25, 0.5} { // warmup, then the rate
+		want := make([]float64, len(p))
+		for i := range p {
+			want[i] = float64(p[i])*(1-lr*0.1) - lr*float64(g[i])
+		}
+		got, err := o.Update([][]float32{p}, [][]float32{g})
+		if err != nil || got != lr {
+			t.Fatalf("step %d: rate %v, %v", step+1, got, err)
+		}
+		for i := range p {
+			if math.Abs(float64(p[i])-want[i]) > 1e-6 {
+				t.Errorf("step %d: p[%d] = %v, want %v", step+1, i, p[i], want[i])
+			}
+		}
+	}
+}

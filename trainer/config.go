@@ -61,6 +61,9 @@ type Config struct {
 	// schedule (warmup included) counts optimiser updates: num_iterations
 	// per step.
 	CosineDecay bool `json:"cosine_decay"`
+	// SGD replaces AdamW by plain SGD at the same rate (a screen setting
+	// of gym bench quality-sim; jobs always train with AdamW).
+	SGD bool `json:"sgd,omitempty"`
 
 	Temperature float64 `json:"temperature"`
 	TopK        int     `json:"top_k"`
@@ -234,7 +237,7 @@ func (c Config) optimizer() optim.Config {
 	if math.IsNaN(c.WeightDecay) {
 		c.WeightDecay = -1
 	}
-	return optim.Config{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: c.WeightDecay, Schedule: s}
+	return optim.Config{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: c.WeightDecay, Schedule: s, SGD: c.SGD}
 }
 
 func (c Config) sampling() rollout.Config {

@@ -260,3 +260,41 @@ func TestStopsAtEOS(t *testing.T) {
 		t.Fatalf("replay with early ends: loss %v vs %v", loss, st.Loss)
 	}
 }
+
+// TestSGDStep: with SGD set a step moves the adapter by −lr × the step's
+// gradient (Gradient on the same rollouts from the same start).
+func TestSGDStep(t *testing.T) {
+	base := tinyBase(t)
+	c := tinyConfig()
+	c.SGD, c.NumIterations = true, 1
+	tr, err := New(base, tok, c, 7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := tr.Adapter().Clone()
+	if _, err := tr.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := New(base, tok, c, 7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, g, err := fresh.Gradient(tr.Rollouts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, s0, gv := tr.Adapter().Views(), start.Views(), g.Views()
+	var moved float64
+	for i := range got {
+		for j, x := range got[i].Data {
+			want := float64(s0[i].Data[j]) - c.LearningRate*float64(gv[i].Data[j])
+			if math.Abs(float64(x)-want) > 1e-6 {
+				t.Fatalf("tensor %d value %d: %v, want %v", i, j, x, want)
+			}
+			moved += math.Abs(float64(x - s0[i].Data[j]))
+		}
+	}
+	if moved == 0 {
+		t.Fatal("the step did not move the adapter")
+	}
+}

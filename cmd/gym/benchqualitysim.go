@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/trainer"
@@ -28,9 +30,9 @@ func newBenchQualitySim() *cobra.Command {
 	var workers, interval, threads int
 	var seed uint64
 	var lr, olr, mu float64
-	var resetMoments, keepMoments bool
+	var resetMoments, keepMoments, innerSGD, outerAdam bool
 	cmd := &cobra.Command{
-		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments]",
+		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments] [--inner-sgd] [--outer-adam]",
 		Short:  "Screen a setting of gym bench quality in process (no hanzod): gym up's training, 16 prompts a step split over the workers",
 		Hidden: true,
 		Args:   exactArgs(0),
@@ -48,6 +50,9 @@ func newBenchQualitySim() *cobra.Command {
 			}
 			g := jobconf.BuiltinGSPO(interval)
 			g.LearningRate, g.OuterLR, g.OuterMomentum = lr, olr, mu
+			if outerAdam {
+				g.OuterLR, g.OuterMomentum = 0, 0 // the screen's own outer step below
+			}
 			spec := jobspec.Spec{Model: base.Name, Dataset: "addition", Epochs: 3, MinNodes: max(workers, 3), MaxNodes: max(workers, 3), Aggregation: "mean",
 				StepsPerEpoch: 30, PromptsPerStep: 16 / workers, Seed: seed, GSPO: g}
 			if err := spec.Normalise(); err != nil {
@@ -56,6 +61,13 @@ func newBenchQualitySim() *cobra.Command {
 			plan, err := jobconf.FromSpec("sim", spec, base)
 			if err != nil {
 				return err
+			}
+			plan.Trainer.SGD = innerSGD
+			newOuter := func() outerStep {
+				if outerAdam {
+					return &adamOuter{lr: olr, b1: 0.9, b2: 0.99, eps: 1e-8}
+				}
+				return plan.NewOuter()
 			}
 			rng := rand.New(rand.NewPCG(seed, 12345))
 			widx := make([]uint64, workers)
@@ -81,8 +93,11 @@ func newBenchQualitySim() *cobra.Command {
 					}
 				}
 				S := T.Clone()
-				outer, outerT := plan.NewOuter(), plan.NewOuter()
+				outer, outerT := newOuter(), newOuter()
 				clip := plan.ClipNorm(T.NumParams())
+				if innerSGD {
+					clip = math.Inf(1) // the bound is AdamW's (lr per coordinate per update); SGD's steps have no such bound
+				}
 				for k := 1; k <= plan.Syncs(); k++ {
 					var flats [][]float32
 					var mi []merge.Input
@@ -131,8 +146,8 @@ func newBenchQualitySim() *cobra.Command {
 				}
 				accs = append(accs, ev.Accuracy)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v: accuracy by epoch %v, %.0f s\n",
-				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, accs, time.Since(t0).Seconds())
+			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v inner-sgd %v outer-adam %v: accuracy by epoch %v, %.0f s\n",
+				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, innerSGD, outerAdam, accs, time.Since(t0).Seconds())
 			return nil
 		},
 	}
@@ -145,6 +160,39 @@ func newBenchQualitySim() *cobra.Command {
 	f.IntVar(&interval, "interval", 5, "aggregate_interval (divides 30)")
 	f.BoolVar(&resetMoments, "reset-moments", false, "reset every worker's AdamW moments at each sync")
 	f.BoolVar(&keepMoments, "keep-moments", false, "carry every worker's AdamW moments across epoch boundaries (gym up's workers start every epoch with fresh ones, as the judge's replays do)")
+	f.BoolVar(&innerSGD, "inner-sgd", false, "workers train with plain SGD at --learning-rate instead of AdamW")
+	f.BoolVar(&outerAdam, "outer-adam", false, "the outer step is Adam (β 0.9, 0.99; state reset every epoch) at --outer-lr on each sync's mean, instead of gspo's outer rule: with --inner-sgd, FedAdam (Reddi et al. 2021)")
 	f.IntVar(&threads, "threads", 2, "threads per trainer")
 	return cmd
+}
+
+// outerStep is what the screen steps a sync's mean through: the job's
+// outer rule (*jobconf.Outer, nil for the plain average) or adamOuter.
+type outerStep interface {
+	Apply(a *llama.Adapter, d []float32) error
+}
+
+// adamOuter is Adam on the pseudo-gradient −Δ, its state reset with every
+// epoch (a pure function of the checkpoint and the epoch's means, as
+// jobconf.Outer's): θ ← θ + lr·m̂/(√v̂ + ε) with m, v the moments of Δ.
+type adamOuter struct {
+	lr, b1, b2, eps float64
+	m, v            []float64
+	t               int
+}
+
+func (o *adamOuter) Apply(a *llama.Adapter, d []float32) error {
+	if o.m == nil {
+		o.m, o.v = make([]float64, len(d)), make([]float64, len(d))
+	}
+	o.t++
+	bc1, bc2 := 1-math.Pow(o.b1, float64(o.t)), 1-math.Pow(o.b2, float64(o.t))
+	u := make([]float32, len(d))
+	for i, x := range d {
+		g := float64(x)
+		o.m[i] = o.b1*o.m[i] + (1-o.b1)*g
+		o.v[i] = o.b2*o.v[i] + (1-o.b2)*g*g
+		u[i] = float32(o.lr * (o.m[i] / bc1) / (math.Sqrt(o.v[i]/bc2) + o.eps))
+	}
+	return jobconf.AddFlat(a, u)
 }
