@@ -43,6 +43,9 @@ func newBenchQualitySim() *cobra.Command {
 			if resetMoments && keepMoments {
 				return usageError{fmt.Errorf("--reset-moments and --keep-moments contradict each other")}
 			}
+			if outerAdam && !(olr > 0) {
+				return usageError{fmt.Errorf("--outer-adam needs --outer-lr above 0 (Adam's step, e.g. 2e-3)")}
+			}
 			ctx := cmd.Context()
 			base, err := basemodel.Builtin()
 			if err != nil {
