@@ -8,8 +8,10 @@ import (
 
 // SeededKeys returns Config.Key for reproducible runs: worker i's key is
 // derived from seed and i, so two runs with one seed have the same node
-// ids and so the same worker indices, data shards and ring order (a
-// worker's prompts follow from its id). For benchmarks that compare
+// ids and so the same worker indices and data shards (a worker's prompts
+// follow from its id). The ring's order still follows the bandwidth the
+// workers measure, so two such runs agree in accuracy, not always bit for
+// bit (the ring's float32 sums follow its order). For benchmarks that compare
 // settings on the same data; anyone who knows the seed has the keys, so
 // never for a network that stakes anything.
 func SeededKeys(seed uint64) func(i int) ed25519.PrivateKey {
