@@ -112,6 +112,15 @@ func (o *AdamW) Update(params, grads [][]float32) (float64, error) {
 	o.Step++
 	c := o.cfg
 	lr := c.Schedule.At(o.Step)
+	if c.SGD {
+		flr, decay := float32(lr), float32(1-lr*c.WeightDecay)
+		for i, p := range params {
+			for j, g := range grads[i] {
+				p[j] = p[j]*decay - flr*g
+			}
+		}
+		return lr, nil
+	}
 	b1, b2 := c.Beta1, c.Beta2
 	bc1 := 1 - math.Pow(b1, float64(o.Step))
 	bc2 := 1 - math.Pow(b2, float64(o.Step))
@@ -120,15 +129,6 @@ func (o *AdamW) Update(params, grads [][]float32) (float64, error) {
 	invBC2 := float32(1 / bc2)
 	eps := float32(c.Eps)
 	fb1, fb2 := float32(b1), float32(b2)
-	if c.SGD {
-		flr := float32(lr)
-		for i, p := range params {
-			for j, g := range grads[i] {
-				p[j] = p[j]*decay - flr*g
-			}
-		}
-		return lr, nil
-	}
 	for i, p := range params {
 		m, v, g := o.M[i], o.V[i], grads[i]
 		for j := range p {

@@ -14,6 +14,7 @@ import (
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/optim"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/trainer"
 )
@@ -68,7 +69,7 @@ func newBenchQualitySim() *cobra.Command {
 			plan.Trainer.SGD = innerSGD
 			newOuter := func() outerStep {
 				if outerAdam {
-					return &adamOuter{lr: olr, b1: 0.9, b2: 0.99, eps: 1e-8}
+					return &adamOuter{lr: olr}
 				}
 				return plan.NewOuter()
 			}
@@ -175,27 +176,31 @@ type outerStep interface {
 	Apply(a *llama.Adapter, d []float32) error
 }
 
-// adamOuter is Adam on the pseudo-gradient −Δ, its state reset with every
-// epoch (a pure function of the checkpoint and the epoch's means, as
-// jobconf.Outer's): θ ← θ + lr·m̂/(√v̂ + ε) with m, v the moments of Δ.
+// adamOuter is Adam on the pseudo-gradient −Δ (optim.AdamW, its state
+// reset with every epoch: a pure function of the checkpoint and the
+// epoch's means, as jobconf.Outer's): θ ← θ + lr·m̂/(√v̂ + ε) with m, v
+// the moments of Δ.
 type adamOuter struct {
-	lr, b1, b2, eps float64
-	m, v            []float64
-	t               int
+	lr  float64
+	opt *optim.AdamW
 }
 
 func (o *adamOuter) Apply(a *llama.Adapter, d []float32) error {
-	if o.m == nil {
-		o.m, o.v = make([]float64, len(d)), make([]float64, len(d))
+	if o.opt == nil {
+		cfg := optim.DefaultConfig() // β 0.9, 0.99, ε 1e-8, no decay
+		cfg.Schedule = optim.Schedule{LR: o.lr}
+		var err error
+		if o.opt, err = optim.New(cfg, []int{len(d)}); err != nil {
+			return err
+		}
 	}
-	o.t++
-	bc1, bc2 := 1-math.Pow(o.b1, float64(o.t)), 1-math.Pow(o.b2, float64(o.t))
-	u := make([]float32, len(d))
+	g := make([]float32, len(d))
 	for i, x := range d {
-		g := float64(x)
-		o.m[i] = o.b1*o.m[i] + (1-o.b1)*g
-		o.v[i] = o.b2*o.v[i] + (1-o.b2)*g*g
-		u[i] = float32(o.lr * (o.m[i] / bc1) / (math.Sqrt(o.v[i]/bc2) + o.eps))
+		g[i] = -x
+	}
+	u := make([]float32, len(d)) // from zero, the step alone
+	if _, err := o.opt.Update([][]float32{u}, [][]float32{g}); err != nil {
+		return err
 	}
 	return jobconf.AddFlat(a, u)
 }

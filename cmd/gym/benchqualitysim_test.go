@@ -23,7 +23,7 @@ func TestAdamOuter(t *testing.T) {
 		d1[i] = float32(i%3-1) * 1e-3 // -1e-3, 0, 1e-3, ...
 		d2[i] = 2e-3
 	}
-	o := &adamOuter{lr: 0.01, b1: 0.9, b2: 0.99, eps: 1e-8}
+	o := &adamOuter{lr: 0.01}
 	if err := o.Apply(a, d1); err != nil {
 		t.Fatal(err)
 	}
