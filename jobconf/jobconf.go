@@ -48,9 +48,10 @@ type Plan struct {
 	Base *basemodel.Base
 	// Backend is the training backend the job asks for: go, torch or any.
 	Backend string
-	// OuterLR and OuterMomentum are the job's outer optimiser (NewOuter;
-	// OuterLR 0: the plain average).
+	// OuterLR, OuterMomentum and OuterAdam are the job's outer optimiser
+	// (NewOuter; OuterLR 0: the plain average).
 	OuterLR, OuterMomentum float64
+	OuterAdam              bool
 	// Envs are the environment servers the job's reward scores through
 	// (its env terms; none for the built-in verifiers alone): a job scored
 	// by a server is checked from traces, every backend (docs/traces.md).
@@ -68,6 +69,9 @@ func (p Plan) EnvReward() bool { return len(p.Envs) > 0 }
 // Serves reports whether a worker training with backend (go or torch) may
 // take the plan's job.
 func (p Plan) Serves(backend string) error {
+	if p.Trainer.SGD && backend != "go" {
+		return fmt.Errorf("%w: the job's workers step plain SGD (gspo.inner_optimizer sgd), which only the go backend trains; this worker trains with %s", ErrJob, backend)
+	}
 	if p.Backend == "" || p.Backend == backend || p.Backend == "any" {
 		if p.Backend == "" && backend != "go" {
 			return fmt.Errorf("%w: the job trains with the go backend, this worker with %s", ErrJob, backend)
@@ -109,6 +113,23 @@ func BuiltinGSPO(interval int) jobspec.GSPO {
 func BuiltinGSPOFor(interval, workers int) jobspec.GSPO {
 	g := BuiltinGSPO(interval)
 	g.LearningRate, g.OuterLR = BuiltinLearningRate(workers), BuiltinOuterLR(workers)
+	return g
+}
+
+// BuiltinDataParallelGSPO is the built-in profile in synchronous
+// data-parallel mode (docs/data-parallel.md), the one gym up
+// --data-parallel submits: the workers step plain SGD at 1e-3
+// (gspo.inner_optimizer sgd), the ring averages every step
+// (aggregate_interval 1), and Adam at 1.5e-3 steps the average
+// (gspo.outer_optimizer adam): AdamW on the averaged gradient, the update
+// one worker on the whole batch would make, whatever the number of
+// workers. The rates are the middle of the plateau the screen measured at
+// four workers (gym bench quality-sim: outer rates 1e-3 to 2e-3 within a
+// point of each other, 3e-3 overshooting).
+func BuiltinDataParallelGSPO() jobspec.GSPO {
+	g := BuiltinGSPO(1)
+	g.InnerOptimizer, g.OuterOptimizer = "sgd", "adam"
+	g.LearningRate, g.OuterLR, g.OuterMomentum = 1e-3, 1.5e-3, 0
 	return g
 }
 
@@ -248,7 +269,7 @@ func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Da
 		spe = s.GSPO.AggregateInterval
 	}
 	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend(),
-		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum, Envs: envs, Validators: s.Validators}
+		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum, OuterAdam: s.GSPO.OuterAdam(), Envs: envs, Validators: s.Validators}
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}
@@ -276,6 +297,7 @@ func trainerConfig(s jobspec.Spec) trainer.Config {
 	c.LearningRate = g.LearningRate
 	c.WarmupSteps = g.WarmupSteps
 	c.WeightDecay = g.WeightDecay
+	c.SGD = g.InnerSGD()
 	c.LoRATargets = g.Targets()
 	c.PromptsPerStep = s.PromptsPerStep
 	if c.PromptsPerStep == 0 {
@@ -320,6 +342,12 @@ func (p Plan) Samples() uint64 {
 // num_iterations updates each moves the adapter by at most
 // lr·updates·√params. Honest workers clip to it before the ring (a no-op for
 // them in practice); the ring refuses partial sums above r·C.
+//
+// An SGD update is lr × the gradient, which has no such bound of its own.
+// The same C then clips the sync's summed gradient to a norm of
+// updates·√params·(1+wd), a root-mean-square of about one per coordinate
+// and update: a gradient clip applied once per sync, which honest workers
+// and every replay apply alike (docs/data-parallel.md, "The norm bound").
 func (p Plan) ClipNorm(params int) float64 {
 	c := p.Trainer
 	updates := float64(p.Interval * c.NumIterations)

@@ -3,6 +3,7 @@ package jobconf_test
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/zooai/gym/jobconf"
@@ -116,6 +117,103 @@ func TestOuterFromSpec(t *testing.T) {
 	s.GSPO.OuterLR = 0
 	if err := s.Normalise(); err == nil {
 		t.Fatal("outer_momentum without outer_learning_rate accepted")
+	}
+}
+
+// The Adam outer rule against Adam written out in float64 with math.Pow
+// (PyTorch's Adam, β 0.9 and 0.99, ε 1e-8, on the pseudo-gradient −Δ),
+// over three steps; the first step moves every coordinate by the rate,
+// Δ's sign. A clone continues alone; a length change is refused.
+func TestOuterAdam(t *testing.T) {
+	const lr = 1.5e-3
+	o := jobconf.Plan{OuterLR: lr, OuterAdam: true}.NewOuter()
+	if o == nil || !o.Adam {
+		t.Fatalf("outer %+v", o)
+	}
+	ds := [][]float32{{1e-3, -2e-3, 0}, {5e-4, 2.5e-4, -1e-6}, {-3e-3, 1e-3, 4e-4}}
+	m, v := make([]float64, 3), make([]float64, 3)
+	for step, d := range ds {
+		u, err := o.Step(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := float64(step + 1)
+		for i, x := range d {
+			g := -float64(x)
+			m[i] = 0.9*m[i] + 0.1*g
+			v[i] = 0.99*v[i] + 0.01*g*g
+			want := -lr * (m[i] / (1 - math.Pow(0.9, n))) / (math.Sqrt(v[i]/(1-math.Pow(0.99, n))) + 1e-8)
+			if math.Abs(float64(u[i])-want) > 1e-6*lr+1e-12 {
+				t.Fatalf("step %d coordinate %d: %v, want %v", step+1, i, u[i], want)
+			}
+			if step == 0 && x != 0 && math.Abs(math.Abs(float64(u[i]))-lr) > 1e-4*lr {
+				t.Fatalf("first step %v, want ±%v", u[i], lr)
+			}
+		}
+		if step == 1 {
+			c := o.Clone()
+			if _, err := c.Step(ds[2]); err != nil {
+				t.Fatal(err)
+			}
+			if c.Buffer()[0] == o.Buffer()[0] {
+				t.Fatal("a clone shares its moments")
+			}
+		}
+	}
+	if _, err := o.Step([]float32{1}); err == nil {
+		t.Fatal("an update of another length was taken")
+	}
+	// The same updates give the same bits.
+	again := jobconf.Plan{OuterLR: lr, OuterAdam: true}.NewOuter()
+	a, b := randomAdapter(t, 1), randomAdapter(t, 1)
+	first := jobconf.Plan{OuterLR: lr, OuterAdam: true}.NewOuter()
+	for k := range 3 {
+		d := randomFlat(t, uint64(20+k))
+		if err := first.Apply(a, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := again.Apply(b, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobconf.Digest(a) != jobconf.Digest(b) {
+		t.Fatal("the same updates gave other bits")
+	}
+}
+
+// gspo.inner_optimizer sgd and outer_optimizer adam reach the plan: the
+// trainer steps plain SGD, the outer rule is Adam; the torch backend is
+// refused such a job.
+func TestDataParallelFromSpec(t *testing.T) {
+	g := jobconf.BuiltinGSPO(1)
+	g.LearningRate, g.OuterLR, g.InnerOptimizer, g.OuterOptimizer = 1e-3, 1.5e-3, "sgd", "adam"
+	s := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, StepsPerEpoch: 10, GSPO: g, Backend: "any"}
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := jobconf.FromSpec("j", s, mustBase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Trainer.SGD || !p.OuterAdam {
+		t.Fatalf("plan: sgd %v, outer adam %v", p.Trainer.SGD, p.OuterAdam)
+	}
+	if o := p.NewOuter(); o == nil || !o.Adam || o.LR != 1.5e-3 {
+		t.Fatalf("outer %+v", o)
+	}
+	if err := p.Serves("go"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Serves("torch"); err == nil || !strings.Contains(err.Error(), "inner_optimizer sgd") {
+		t.Fatalf("torch worker: %v", err)
+	}
+	// The default profile keeps AdamW inside and Nesterov outside.
+	d := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, StepsPerEpoch: 10, GSPO: jobconf.BuiltinGSPO(5)}
+	if err := d.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := jobconf.FromSpec("j", d, mustBase(t)); err != nil || p.Trainer.SGD || p.OuterAdam {
+		t.Fatalf("default plan: %v %v %v", p.Trainer.SGD, p.OuterAdam, err)
 	}
 }
 

@@ -156,6 +156,7 @@ var Fields = struct {
 	ImportanceSamplingLevel                                                      Choice
 	Beta, LoRAAlpha, LearningRate, WeightDecay                                   Real
 	OuterLR, OuterMomentum                                                       Real
+	InnerOptimizer, OuterOptimizer                                               Choice
 	GroupSize, AggregateInterval, LoRARank, MaxSeqLen, GradientAccumulationSteps Whole
 	WarmupSteps                                                                  Whole
 	Use4Bit                                                                      Flag
@@ -186,6 +187,10 @@ var Fields = struct {
 		"the outer optimiser's rate on each sync's averaged update; 0 is the plain average"},
 	OuterMomentum: Real{"gspo.outer_momentum", 0, 0.99, false, 0,
 		"the outer optimiser's Nesterov momentum, [0, 0.99]; needs outer_learning_rate > 0"},
+	InnerOptimizer: Choice{"gspo.inner_optimizer", []string{"adamw", "sgd"}, "adamw",
+		"the workers' optimiser: adamw, or sgd under outer_optimizer adam (synchronous data parallelism)"},
+	OuterOptimizer: Choice{"gspo.outer_optimizer", []string{"sgd", "adam"}, "sgd",
+		"the rule stepping each sync's averaged update: sgd (Nesterov, DiLoCo) or adam"},
 	GroupSize:                 Whole{"gspo.group_size", 2, 1024, 8, "advantages need a group of at least 2 completions per prompt"},
 	AggregateInterval:         Whole{"gspo.aggregate_interval", 1, 1_000_000, 50, "local steps between ring syncs"},
 	LoRARank:                  Whole{"gspo.lora_rank", 1, 4096, 16, "the LoRA adapter rank, e.g. 16"},

@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"cmp"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -117,6 +118,12 @@ func GSPOFromProto(p *pb.GSPOConfig) GSPO {
 	if p.OuterMomentum != nil {
 		g.OuterMomentum = *p.OuterMomentum
 	}
+	if p.InnerOptimizer != nil && *p.InnerOptimizer != Fields.InnerOptimizer.Default {
+		g.InnerOptimizer = *p.InnerOptimizer
+	}
+	if p.OuterOptimizer != nil && *p.OuterOptimizer != Fields.OuterOptimizer.Default {
+		g.OuterOptimizer = *p.OuterOptimizer
+	}
 	if len(p.LoraTargetModules) > 0 {
 		// Canonical when the names are; otherwise kept for Normalise to refuse by name.
 		g.LoRATargets = strings.Join(p.LoraTargetModules, ",")
@@ -151,5 +158,7 @@ func GSPOToProto(g GSPO) *pb.GSPOConfig {
 		MaxSeqLen: proto.Int32(int32(g.MaxSeqLen)), GradientAccumulationSteps: proto.Int32(int32(g.GradientAccumulationSteps)),
 		LearningRate: proto.Float64(g.LearningRate), WarmupSteps: proto.Int32(int32(g.WarmupSteps)), WeightDecay: proto.Float64(g.WeightDecay),
 		LoraTargetModules: g.Targets(), OuterLearningRate: proto.Float64(g.OuterLR), OuterMomentum: proto.Float64(g.OuterMomentum),
+		InnerOptimizer: proto.String(cmp.Or(g.InnerOptimizer, Fields.InnerOptimizer.Default)),
+		OuterOptimizer: proto.String(cmp.Or(g.OuterOptimizer, Fields.OuterOptimizer.Default)),
 	}
 }

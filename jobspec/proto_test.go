@@ -28,6 +28,9 @@ func TestRoundTrip(t *testing.T) {
 					names = append(names, m)
 				}
 			}
+			if r.IntN(2) == 1 {
+				s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer = "sgd", "adam"
+			}
 			if len(names) == 0 {
 				names = []string{"o_proj"}
 			}

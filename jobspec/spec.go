@@ -127,7 +127,21 @@ type GSPO struct {
 	// OuterMomentum needs OuterLR > 0.
 	OuterLR       float64 `json:"outer_learning_rate,omitempty"`
 	OuterMomentum float64 `json:"outer_momentum,omitempty"`
+	// InnerOptimizer is the workers' optimiser: "" (Fields.InnerOptimizer's
+	// default, AdamW, and its one encoding) or "sgd". OuterOptimizer is the
+	// outer rule: "" (SGD with Nesterov momentum OuterMomentum) or "adam"
+	// (Adam at OuterLR on the negated averaged update). sgd inside and
+	// adam outside, synced every step, is AdamW on the ring's averaged
+	// gradient: synchronous data parallelism (docs/data-parallel.md).
+	InnerOptimizer string `json:"inner_optimizer,omitempty"`
+	OuterOptimizer string `json:"outer_optimizer,omitempty"`
 }
+
+// InnerSGD reports whether the workers step with plain SGD.
+func (g GSPO) InnerSGD() bool { return g.InnerOptimizer == "sgd" }
+
+// OuterAdam reports whether the outer rule is Adam.
+func (g GSPO) OuterAdam() bool { return g.OuterOptimizer == "adam" }
 
 // Targets returns the adapted projections' names: LoRATargets split, or
 // the default set when it is empty.
@@ -211,6 +225,9 @@ func (s *Spec) Normalise() error {
 	if !f.Aggregation.Contains(s.Aggregation) {
 		return invalidf("aggregation %q (want mean, median or trimmed-mean)", s.Aggregation)
 	}
+	if s.Backend == "torch" && s.GSPO.InnerOptimizer == "sgd" {
+		return invalidf("%s sgd runs on the go backend only (the torch trainer steps AdamW); use backend go or any", f.InnerOptimizer.Key)
+	}
 	switch {
 	case s.StepsPerEpoch != 0 && !f.StepsPerEpoch.Contains(int64(s.StepsPerEpoch)):
 		return invalidf("steps_per_epoch %d outside 0..%d", s.StepsPerEpoch, f.StepsPerEpoch.Max)
@@ -272,6 +289,25 @@ func (g *GSPO) normalise() error {
 	}
 	if g.OuterMomentum != 0 && g.OuterLR == 0 {
 		return invalidf("%s %v needs %s > 0 (0 is the plain average, which has no momentum)", f.OuterMomentum.Key, g.OuterMomentum, f.OuterLR.Key)
+	}
+	for _, c := range []struct {
+		f *Choice
+		v *string
+	}{{&f.InnerOptimizer, &g.InnerOptimizer}, {&f.OuterOptimizer, &g.OuterOptimizer}} {
+		if *c.v == c.f.Default {
+			*c.v = ""
+		}
+		if *c.v != "" && !c.f.Contains(*c.v) {
+			return invalidf("%s %q (want %s)", c.f.Key, *c.v, strings.Join(c.f.Values, " or "))
+		}
+	}
+	switch {
+	case g.OuterAdam() && g.OuterLR == 0:
+		return invalidf("%s adam needs %s > 0, e.g. 1.5e-3", f.OuterOptimizer.Key, f.OuterLR.Key)
+	case g.OuterAdam() && g.OuterMomentum != 0:
+		return invalidf("%s adam has its own moments; leave %s out", f.OuterOptimizer.Key, f.OuterMomentum.Key)
+	case g.InnerSGD() && !g.OuterAdam():
+		return invalidf("%s sgd needs %s adam (averaged SGD steps without an adaptive outer rule train poorly)", f.InnerOptimizer.Key, f.OuterOptimizer.Key)
 	}
 	if g.LoRATargets != "" {
 		t, err := f.LoRATargetModules.Canonical(strings.Split(g.LoRATargets, ","))

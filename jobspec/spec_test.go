@@ -33,6 +33,18 @@ func TestNormalise(t *testing.T) {
 		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.LearningRate = 2 }, "gspo.learning_rate 2 must lie in (0, 1]"},
 		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.WeightDecay = -1 }, "gspo.weight_decay -1 must lie in [0, 1]"},
 		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.LoRARank = 4097 }, "gspo.lora_rank 4097 outside 1..4096 (the LoRA adapter rank, e.g. 16)"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.OuterOptimizer = "adam" }, "gspo.outer_optimizer adam needs gspo.outer_learning_rate > 0"},
+		{func(s *jobspec.Spec) {
+			s.GSPO = jobspec.DefaultGSPO()
+			s.GSPO.OuterOptimizer, s.GSPO.OuterLR, s.GSPO.OuterMomentum = "adam", 1e-3, 0.9
+		}, "gspo.outer_optimizer adam has its own moments"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.InnerOptimizer = "sgd" }, "gspo.inner_optimizer sgd needs gspo.outer_optimizer adam"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.InnerOptimizer = "lion" }, `gspo.inner_optimizer "lion" (want adamw or sgd)`},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.OuterOptimizer = "rmsprop" }, `gspo.outer_optimizer "rmsprop" (want sgd or adam)`},
+		{func(s *jobspec.Spec) {
+			s.GSPO = jobspec.DefaultGSPO()
+			s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer, s.GSPO.OuterLR, s.Backend = "sgd", "adam", 1e-3, "torch"
+		}, "gspo.inner_optimizer sgd runs on the go backend only"},
 	} {
 		s := base
 		tc.change(&s)
@@ -40,6 +52,18 @@ func TestNormalise(t *testing.T) {
 		if !errors.Is(err, jobspec.ErrInvalid) || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", s, err, tc.want)
 		}
+	}
+	// The defaults' names are written as "" (their one encoding); the
+	// synchronous data-parallel pair is accepted.
+	s = base
+	s.GSPO = jobspec.DefaultGSPO()
+	s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer = "adamw", "sgd"
+	if err := s.Normalise(); err != nil || s.GSPO != jobspec.DefaultGSPO() {
+		t.Fatalf("default optimisers: %+v %v", s.GSPO, err)
+	}
+	s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer, s.GSPO.OuterLR = "sgd", "adam", 1.5e-3
+	if err := s.Normalise(); err != nil || !s.GSPO.InnerSGD() || !s.GSPO.OuterAdam() {
+		t.Fatalf("sgd inside, adam outside: %+v %v", s.GSPO, err)
 	}
 	// -0 is written as 0.
 	s = base

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
 
@@ -12,9 +11,7 @@ import (
 	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/optim"
 	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/trainer"
 )
@@ -55,7 +52,7 @@ func newBenchQualitySim() *cobra.Command {
 			g := jobconf.BuiltinGSPO(interval)
 			g.LearningRate, g.OuterLR, g.OuterMomentum = lr, olr, mu
 			if outerAdam {
-				g.OuterLR, g.OuterMomentum = 0, 0 // the screen's own outer step below
+				g.OuterOptimizer = "adam" // jobconf.Outer's Adam, the job's own rule
 			}
 			spec := jobspec.Spec{Model: base.Name, Dataset: "addition", Epochs: 3, MinNodes: max(workers, 3), MaxNodes: max(workers, 3), Aggregation: "mean",
 				StepsPerEpoch: 30, PromptsPerStep: 16 / workers, Seed: seed, GSPO: g}
@@ -66,13 +63,7 @@ func newBenchQualitySim() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			plan.Trainer.SGD = innerSGD
-			newOuter := func() outerStep {
-				if outerAdam {
-					return &adamOuter{lr: olr}
-				}
-				return plan.NewOuter()
-			}
+			plan.Trainer.SGD = innerSGD // also without --outer-adam, which a job may not ask for
 			rng := rand.New(rand.NewPCG(seed, 12345))
 			widx := make([]uint64, workers)
 			for i := range widx {
@@ -84,6 +75,7 @@ func newBenchQualitySim() *cobra.Command {
 			}
 			t0 := time.Now()
 			var accs []float64
+			clipped := 0 // contributions the norm bound scaled down
 			trs := make([]*trainer.Trainer, workers)
 			for e := 1; e <= plan.Epochs; e++ {
 				for i := range trs {
@@ -97,11 +89,8 @@ func newBenchQualitySim() *cobra.Command {
 					}
 				}
 				S := T.Clone()
-				outer, outerT := newOuter(), newOuter()
-				clip := plan.ClipNorm(T.NumParams())
-				if innerSGD {
-					clip = math.Inf(1) // the bound is AdamW's (lr per coordinate per update); SGD's steps have no such bound
-				}
+				outer, outerT := plan.NewOuter(), plan.NewOuter()
+				clip := plan.ClipNorm(T.NumParams()) // as gym up's workers clip
 				for k := 1; k <= plan.Syncs(); k++ {
 					var flats [][]float32
 					var mi []merge.Input
@@ -112,7 +101,9 @@ func newBenchQualitySim() *cobra.Command {
 							}
 						}
 						d := jobconf.Sub(tr.Adapter(), S)
-						jobconf.Clip(d, clip)
+						if jobconf.Clip(d, clip) != 1 {
+							clipped++
+						}
 						flats = append(flats, jobconf.Flatten(d))
 						mi = append(mi, merge.Input{Node: fmt.Sprintf("w%03d", i), Vec: flats[i], Quality: 1})
 					}
@@ -150,8 +141,8 @@ func newBenchQualitySim() *cobra.Command {
 				}
 				accs = append(accs, ev.Accuracy)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v inner-sgd %v outer-adam %v: accuracy by epoch %v, %.0f s\n",
-				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, innerSGD, outerAdam, accs, time.Since(t0).Seconds())
+			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v inner-sgd %v outer-adam %v: accuracy by epoch %v, %d contributions clipped, %.0f s\n",
+				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, innerSGD, outerAdam, accs, clipped, time.Since(t0).Seconds())
 			return nil
 		},
 	}
@@ -165,42 +156,7 @@ func newBenchQualitySim() *cobra.Command {
 	f.BoolVar(&resetMoments, "reset-moments", false, "reset every worker's AdamW moments at each sync")
 	f.BoolVar(&keepMoments, "keep-moments", false, "carry every worker's AdamW moments across epoch boundaries (gym up's workers start every epoch with fresh ones, as the judge's replays do)")
 	f.BoolVar(&innerSGD, "inner-sgd", false, "workers train with plain SGD at --learning-rate instead of AdamW")
-	f.BoolVar(&outerAdam, "outer-adam", false, "the outer step is Adam (β 0.9, 0.99; state reset every epoch) at --outer-lr on each sync's mean, instead of gspo's outer rule: with --inner-sgd, FedAdam (Reddi et al. 2021)")
+	f.BoolVar(&outerAdam, "outer-adam", false, "gspo.outer_optimizer adam: the outer step is Adam (β 0.9, 0.99; state reset every epoch) at --outer-lr on each sync's mean; with --inner-sgd and --interval 1, gspo.inner_optimizer sgd's synchronous data parallelism")
 	f.IntVar(&threads, "threads", 2, "threads per trainer")
 	return cmd
-}
-
-// outerStep is what the screen steps a sync's mean through: the job's
-// outer rule (*jobconf.Outer, nil for the plain average) or adamOuter.
-type outerStep interface {
-	Apply(a *llama.Adapter, d []float32) error
-}
-
-// adamOuter is Adam on the pseudo-gradient −Δ (optim.AdamW, its state
-// reset with every epoch: a pure function of the checkpoint and the
-// epoch's means, as jobconf.Outer's): θ ← θ + lr·m̂/(√v̂ + ε) with m, v
-// the moments of Δ.
-type adamOuter struct {
-	lr  float64
-	opt *optim.AdamW
-}
-
-func (o *adamOuter) Apply(a *llama.Adapter, d []float32) error {
-	if o.opt == nil {
-		cfg := optim.DefaultConfig() // β 0.9, 0.99, ε 1e-8, no decay
-		cfg.Schedule = optim.Schedule{LR: o.lr}
-		var err error
-		if o.opt, err = optim.New(cfg, []int{len(d)}); err != nil {
-			return err
-		}
-	}
-	g := make([]float32, len(d))
-	for i, x := range d {
-		g[i] = -x
-	}
-	u := make([]float32, len(d)) // from zero, the step alone
-	if _, err := o.opt.Update([][]float32{u}, [][]float32{g}); err != nil {
-		return err
-	}
-	return jobconf.AddFlat(a, u)
 }

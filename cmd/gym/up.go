@@ -51,6 +51,9 @@ type upOptions struct {
 	ledger, geth                                      string // --ledger embedded|evm, --geth PATH
 	confirmations                                     uint64
 	learningRate, outerLR, outerMomentum              float64
+	// dataParallel submits jobconf.BuiltinDataParallelGSPO (with --interval
+	// 1 unless it is given).
+	dataParallel bool
 	dataFlags                                                // --dataset PATH|CID and its mapping and reward
 	datasetCID                                        string // the CID the job names (set by runUp)
 	datasetStage                                      string // the directory published (set by runUp)
@@ -154,6 +157,9 @@ accounts.json are under --out DIR/chain (docs/chain.md).
 Exits 0 when the job is published, 1 otherwise.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.dataParallel && !cmd.Flags().Changed("interval") {
+				o.interval = 1 // a sync every step: AdamW on the averaged gradient
+			}
 			if err := o.check(); err != nil {
 				return usageError{err}
 			}
@@ -205,6 +211,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.Float64Var(&o.learningRate, "learning-rate", o.learningRate, "gspo.learning_rate: the workers' AdamW rate (-1: the built-in profile's for --workers, 2e-3 × min(workers, 4)^¼)")
 	f.Float64Var(&o.outerLR, "outer-lr", o.outerLR, "gspo.outer_learning_rate: the outer optimiser's rate on each sync's averaged update (0: the plain average; -1: the built-in profile's for --workers, √(workers/4) and at least 1)")
 	f.Float64Var(&o.outerMomentum, "outer-momentum", o.outerMomentum, "gspo.outer_momentum: the outer optimiser's Nesterov momentum (needs --outer-lr above 0)")
+	f.BoolVar(&o.dataParallel, "data-parallel", false, "synchronous data parallelism: workers step plain SGD (1e-3), the ring averages every step (--interval 1 unless given), Adam (1.5e-3) steps the average; go workers only (docs/data-parallel.md)")
 	return cmd
 }
 
@@ -236,6 +243,8 @@ func (o *upOptions) check() error {
 		return fmt.Errorf("--learning-rate %v: want -1 (the built-in profile's for --workers) or a rate in (0, 1]", o.learningRate)
 	case o.outerLR < 0 && o.outerLR != -1:
 		return fmt.Errorf("--outer-lr %v: want -1 (the built-in profile's for --workers) or 0..10", o.outerLR)
+	case o.dataParallel && o.outerMomentum != 0:
+		return errors.New("--data-parallel's outer rule is Adam, which has its own moments; leave --outer-momentum out")
 	case o.keySeed < -1:
 		return fmt.Errorf("--key-seed %d: want -1 (fresh keys) or a seed of 0 or more", o.keySeed)
 	case o.evalSize < 1 || o.evalSize > 100000 || o.shardSize < 1 || o.shardSize > 100000:
@@ -261,6 +270,9 @@ func (o *upOptions) check() error {
 		return fmt.Errorf("--backend names %d backends for %d workers: give one, or one per worker", len(bs), o.workers)
 	}
 	o.backends = bs
+	if o.dataParallel && slices.Contains(bs, backend.Torch) {
+		return errors.New("--data-parallel needs go workers (the torch trainer steps AdamW); leave --backend torch out")
+	}
 	if err := worker.CheckAttack(o.attack); err != nil {
 		return fmt.Errorf("--attack: %w", err)
 	}
@@ -474,6 +486,10 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 // replace its rates.
 func upSpec(o upOptions, model string) jobspec.Spec {
 	g := jobconf.BuiltinGSPOFor(o.interval, o.workers)
+	if o.dataParallel {
+		g = jobconf.BuiltinDataParallelGSPO()
+		g.AggregateInterval = o.interval
+	}
 	if o.learningRate != -1 {
 		g.LearningRate = o.learningRate
 	}

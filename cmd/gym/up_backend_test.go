@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 )
 
@@ -72,5 +73,47 @@ func TestUpRates(t *testing.T) {
 		if g.LearningRate != c.wantLR || g.OuterLR != c.wantOut {
 			t.Errorf("%d workers, --learning-rate %v --outer-lr %v: job has %v and %v, want %v and %v", c.workers, c.lr, c.outer, g.LearningRate, g.OuterLR, c.wantLR, c.wantOut)
 		}
+	}
+}
+
+// gym up --data-parallel submits the built-in data-parallel profile (SGD
+// inside, Adam outside, a sync every step unless --interval is given),
+// which hanzod's validation accepts; it refuses torch workers and an outer
+// momentum.
+func TestUpDataParallel(t *testing.T) {
+	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 30, interval: 1, prompts: 4, task: "addition", out: "x", threads: 1, evalSize: 500, shardSize: 128, timeout: time.Minute, replicas: 1, ledger: "embedded", learningRate: -1, outerLR: -1, dataParallel: true, dataFlags: dataFlags{data: jobspec.Data{Answer: defaultAnswerField}}}
+	o := base
+	o.backend = "go"
+	if err := o.check(); err != nil {
+		t.Fatal(err)
+	}
+	s := upSpec(o, "builtin")
+	g := s.GSPO
+	if !g.InnerSGD() || !g.OuterAdam() || g.AggregateInterval != 1 || g.LearningRate != 1e-3 || g.OuterLR != 1.5e-3 {
+		t.Fatalf("job gspo %+v", g)
+	}
+	s.Model = jobconf.BuiltinModel
+	if err := s.Normalise(); err != nil {
+		t.Fatalf("hanzod would refuse the job: %v", err)
+	}
+	o = base
+	o.backend, o.learningRate, o.outerLR = "go", 5e-4, 1e-3
+	if err := o.check(); err != nil {
+		t.Fatal(err)
+	}
+	if g := upSpec(o, "builtin").GSPO; g.LearningRate != 5e-4 || g.OuterLR != 1e-3 {
+		t.Fatalf("given rates: %+v", g)
+	}
+	for _, c := range []struct{ backend, err string }{{"go,go,torch,torch", "--data-parallel needs go workers"}, {"torch", "--data-parallel needs go workers"}} {
+		o := base
+		o.backend = c.backend
+		if err := o.check(); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("--backend %s: %v, want %q", c.backend, err, c.err)
+		}
+	}
+	o = base
+	o.backend, o.outerMomentum = "go", 0.9
+	if err := o.check(); err == nil || !strings.Contains(err.Error(), "--outer-momentum") {
+		t.Errorf("--outer-momentum 0.9: %v", err)
 	}
 }

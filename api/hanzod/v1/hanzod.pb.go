@@ -1960,8 +1960,14 @@ type GSPOConfig struct {
 	// needing a rate above 0.
 	OuterLearningRate *float64 `protobuf:"fixed64,14,opt,name=outer_learning_rate,json=outerLearningRate,proto3,oneof" json:"outer_learning_rate,omitempty"`
 	OuterMomentum     *float64 `protobuf:"fixed64,15,opt,name=outer_momentum,json=outerMomentum,proto3,oneof" json:"outer_momentum,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The workers' optimiser: adamw (the default) or sgd, which needs
+	// outer_optimizer adam. The outer rule: sgd (Nesterov momentum, the
+	// default) or adam (needs a rate above 0 and no momentum). sgd inside and
+	// adam outside, syncing every step, is synchronous data parallelism.
+	InnerOptimizer *string `protobuf:"bytes,16,opt,name=inner_optimizer,json=innerOptimizer,proto3,oneof" json:"inner_optimizer,omitempty"`
+	OuterOptimizer *string `protobuf:"bytes,17,opt,name=outer_optimizer,json=outerOptimizer,proto3,oneof" json:"outer_optimizer,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GSPOConfig) Reset() {
@@ -2097,6 +2103,20 @@ func (x *GSPOConfig) GetOuterMomentum() float64 {
 		return *x.OuterMomentum
 	}
 	return 0
+}
+
+func (x *GSPOConfig) GetInnerOptimizer() string {
+	if x != nil && x.InnerOptimizer != nil {
+		return *x.InnerOptimizer
+	}
+	return ""
+}
+
+func (x *GSPOConfig) GetOuterOptimizer() string {
+	if x != nil && x.OuterOptimizer != nil {
+		return *x.OuterOptimizer
+	}
+	return ""
 }
 
 // SubmitJobRequest is either signed by a submitter key whose ledger
@@ -3708,7 +3728,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\apattern\x18\x03 \x01(\tR\apattern\x12\x1c\n" +
 	"\ttolerance\x18\x04 \x01(\x01R\ttolerance\x12\x1b\n" +
 	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x12\x10\n" +
-	"\x03url\x18\x06 \x01(\tR\x03url\"\x9f\a\n" +
+	"\x03url\x18\x06 \x01(\tR\x03url\"\xa3\b\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
@@ -3729,7 +3749,9 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\fweight_decay\x18\f \x01(\x01H\vR\vweightDecay\x88\x01\x01\x12.\n" +
 	"\x13lora_target_modules\x18\r \x03(\tR\x11loraTargetModules\x123\n" +
 	"\x13outer_learning_rate\x18\x0e \x01(\x01H\fR\x11outerLearningRate\x88\x01\x01\x12*\n" +
-	"\x0eouter_momentum\x18\x0f \x01(\x01H\rR\routerMomentum\x88\x01\x01B\x1c\n" +
+	"\x0eouter_momentum\x18\x0f \x01(\x01H\rR\routerMomentum\x88\x01\x01\x12,\n" +
+	"\x0finner_optimizer\x18\x10 \x01(\tH\x0eR\x0einnerOptimizer\x88\x01\x01\x12,\n" +
+	"\x0fouter_optimizer\x18\x11 \x01(\tH\x0fR\x0eouterOptimizer\x88\x01\x01B\x1c\n" +
 	"\x1a_importance_sampling_levelB\a\n" +
 	"\x05_betaB\r\n" +
 	"\v_group_sizeB\x15\n" +
@@ -3744,7 +3766,9 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\r_warmup_stepsB\x0f\n" +
 	"\r_weight_decayB\x16\n" +
 	"\x14_outer_learning_rateB\x11\n" +
-	"\x0f_outer_momentum\"\x8e\x01\n" +
+	"\x0f_outer_momentumB\x12\n" +
+	"\x10_inner_optimizerB\x12\n" +
+	"\x10_outer_optimizer\"\x8e\x01\n" +
 	"\x10SubmitJobRequest\x12.\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12+\n" +
 	"\x04auth\x18\x02 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x1d\n" +
