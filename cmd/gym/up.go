@@ -54,9 +54,9 @@ type upOptions struct {
 	// dataParallel submits jobconf.BuiltinDataParallelGSPO (with --interval
 	// 1 unless it is given).
 	dataParallel bool
-	dataFlags                                                // --dataset PATH|CID and its mapping and reward
-	datasetCID                                        string // the CID the job names (set by runUp)
-	datasetStage                                      string // the directory published (set by runUp)
+	dataFlags           // --dataset PATH|CID and its mapping and reward
+	datasetCID   string // the CID the job names (set by runUp)
+	datasetStage string // the directory published (set by runUp)
 }
 
 func newUp() *cobra.Command {
