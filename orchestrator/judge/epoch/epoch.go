@@ -179,6 +179,10 @@ type Score struct {
 	Norm    float64 `json:"norm"`
 	Weight  float64 `json:"weight,omitempty"`
 	Checked bool    `json:"spot_checked,omitempty"`
+	// Unscored says the delta's sync was not scored (no held-out loss:
+	// Quality, DeltaL, S and C are zero); it is merged with weight alike
+	// and earns compute and participation, not quality.
+	Unscored bool `json:"unscored,omitempty"`
 	// Outlier says why the delta stood apart from its sync's others
 	// (merge.Outliers), which had it replayed.
 	Outlier string `json:"outlier,omitempty"`
@@ -550,6 +554,16 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	var normSum float64
 	var normN int
 	var qSum float64
+	var qN int
+	// scoreEvery: which syncs' deltas get a held-out loss (every one, but
+	// under plain SGD, whose syncs come every step: there one step's loss
+	// change is mostly the shard's noise, and scoring all of them cost
+	// more than the training, so about six syncs an epoch are scored, as
+	// a job syncing every five of thirty steps has).
+	scoreEvery := 1
+	if plan.Trainer.SGD {
+		scoreEvery = max(1, K/6)
+	}
 	mcfg := merge.Config{Rule: in.Rule, Byzantine: in.Byzantine}
 	w := merge.Weights{Alpha: in.Weights[0], Beta: in.Weights[1], Gamma: in.Weights[2]}
 	for k := 1; k <= K; k++ {
@@ -562,9 +576,12 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		if len(live) == 0 {
 			continue
 		}
-		before, err := loss(T)
-		if err != nil {
-			return nil, err
+		scored := k%scoreEvery == 0 || k == K
+		var before float64
+		if scored {
+			if before, err = loss(T); err != nil {
+				return nil, err
+			}
 		}
 		for _, en := range live {
 			normSum += jobconf.Norm(en.a)
@@ -575,21 +592,39 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		var scores []Score
 		for _, en := range live {
 			v := jobconf.Flatten(en.a)
+			n := merge.Norm(v)
+			if !scored {
+				// Merged as the ring merges, every share alike (below);
+				// the held-out loss is measured on every scoreEvery-th
+				// sync only.
+				mi = append(mi, merge.Input{Node: en.Node, Vec: v, Quality: 1})
+				scores = append(scores, Score{Node: en.Node, Sync: k, Unscored: true, Norm: n, Checked: en.checked, Outlier: en.outlier})
+				continue
+			}
 			after := T.Clone()
 			_ = jobconf.AddFlat(after, v)
 			la, err := loss(after)
 			if err != nil {
 				return nil, err
 			}
-			n := merge.Norm(v)
 			cos := 0.0
 			if prevU != nil {
 				cos = merge.Cosine(v, prevU)
 			}
 			sc := merge.Quality(w, before, la, n, nbar, cos)
-			mi = append(mi, merge.Input{Node: en.Node, Vec: v, Quality: sc.Q})
+			weight := sc.Q
+			if plan.Trainer.SGD {
+				// One SGD step's loss change on a shard is mostly the
+				// shard's noise: weighting by it would make the merge a
+				// randomly weighted mean. Synchronous data parallelism
+				// merges as its ring does, every share of the batch alike;
+				// the scores still pay the rewards.
+				weight = 1
+			}
+			mi = append(mi, merge.Input{Node: en.Node, Vec: v, Quality: weight})
 			scores = append(scores, Score{Node: en.Node, Sync: k, Quality: sc.Q, DeltaL: sc.DeltaL, S: sc.S, C: sc.C, Norm: n, Checked: en.checked, Outlier: en.outlier})
 			qSum += sc.Q
+			qN++
 		}
 		c := mcfg
 		if f := merge.CheckDefensible(in.Rule, len(mi), c.Byzantine); f != nil {
@@ -618,8 +653,8 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		}
 		prevU = u
 	}
-	if len(rep.Scores) > 0 {
-		rep.Quality = qSum / float64(len(rep.Scores))
+	if qN > 0 {
+		rep.Quality = qSum / float64(qN)
 	}
 	if rep.LossAfter, err = loss(T); err != nil {
 		return nil, err
@@ -732,18 +767,36 @@ func spotCheck(ctx context.Context, in Input, k int, en *entry, S []*llama.Adapt
 
 // Retrain is the Replayer of the built-in trainer: it trains node's data
 // of the epoch on base with the job's plan, threads goroutines wide.
+//
+// Under AdamW a worker's state at a sync's start holds moments built over
+// the epoch so far, so the replay trains from the epoch's start, the
+// reconstructed ring results applied between syncs. Plain SGD
+// (gspo.inner_optimizer sgd) carries no moments: a worker's state at the
+// start of sync k is the ring's result starts[k−1], its step count and its
+// optimiser's update count, each a function of k. The replay then trains
+// sync k alone, the same bits as the whole replay (TestRetrainSGD) at
+// 1/k of its cost; that is what makes a sync every step affordable to
+// check.
 func Retrain(base *basemodel.Base, plan jobconf.Plan, epoch, threads int) Replayer {
 	return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error) {
 		worker, err := jobconf.Worker(node)
 		if err != nil {
 			return nil, nil, err
 		}
-		tr, err := trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, worker, threads, trainer.State{Step: plan.FirstStep(epoch), Adapter: starts[0]})
+		if k < 1 || len(starts) < k {
+			return nil, nil, fmt.Errorf("epoch: replay of sync %d given %d ring results", k, len(starts))
+		}
+		first, st := 1, trainer.State{Step: plan.FirstStep(epoch), Adapter: starts[0]}
+		if plan.Trainer.SGD {
+			done := (k - 1) * plan.Interval
+			first, st = k, trainer.State{Step: plan.FirstStep(epoch) + done, Adapter: starts[k-1], Updates: done * plan.Trainer.NumIterations}
+		}
+		tr, err := trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, worker, threads, st)
 		if err != nil {
 			return nil, nil, err
 		}
 		var losses []float64
-		for s := 1; s <= k; s++ {
+		for s := first; s <= k; s++ {
 			losses = losses[:0]
 			for range plan.Interval {
 				st, err := tr.Step(ctx)

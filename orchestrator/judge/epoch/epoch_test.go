@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -688,5 +689,70 @@ func TestPendingChecks(t *testing.T) {
 	}
 	if len(res.Report.TraceChecks) != len(honest)-mine {
 		t.Errorf("%d decided checks reported, want %d", len(res.Report.TraceChecks), len(honest)-mine)
+	}
+}
+
+// TestEvaluateDataParallel: a job of plain SGD inside and Adam outside
+// (synchronous data parallelism), twelve syncs. The ring is reconstructed
+// under Adam; every delta is merged with the same weight, as the ring
+// merges; only every second sync (12/6) is scored, the others are marked
+// unscored and earn compute and participation but no quality; the
+// checkpoint of record is the Adam steps of the plain means.
+func TestEvaluateDataParallel(t *testing.T) {
+	w := newWorldWith(t, func(s *jobspec.Spec) {
+		s.StepsPerEpoch = 12
+		s.GSPO.LearningRate = 1e-3
+		s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer, s.GSPO.OuterLR = "sgd", "adam", 1.5e-3
+	})
+	if !w.plan.Trainer.SGD || !w.plan.OuterAdam || w.plan.Syncs() != 12 {
+		t.Fatalf("plan %+v", w.plan)
+	}
+	var calls int
+	ds := w.honest(t)
+	r, err := epoch.Evaluate(context.Background(), w.input(ds, w.replay(&calls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := r.Report
+	if len(r.Slashes) != 0 || len(rep.RingDisagreements) != 0 || len(rep.RingUnknown) != 0 || len(rep.Excluded) != 0 || len(rep.Scores) != 36 {
+		t.Fatalf("honest data-parallel run: slashes %+v, report %+v", r.Slashes, rep)
+	}
+	var qSum float64
+	for _, sc := range rep.Scores {
+		if sc.Unscored != (sc.Sync%2 == 1) {
+			t.Fatalf("sync %d scored %v", sc.Sync, !sc.Unscored)
+		}
+		if sc.Unscored && (sc.Quality != 0 || sc.DeltaL != 0) {
+			t.Fatalf("unscored sync %d has quality %v", sc.Sync, sc.Quality)
+		}
+		if math.Abs(sc.Weight-1.0/3) > 1e-12 {
+			t.Fatalf("sync %d node %s weight %v, want 1/3", sc.Sync, sc.Node[:8], sc.Weight)
+		}
+		qSum += sc.Quality
+	}
+	if math.Abs(rep.Quality-qSum/18) > 1e-12 {
+		t.Fatalf("mean quality %v, want the scored deltas' %v", rep.Quality, qSum/18)
+	}
+	for _, c := range r.Rewards {
+		if c.Participation != 12 || c.Compute != 12*w.plan.Samples() {
+			t.Fatalf("contribution %+v", c)
+		}
+	}
+	T, o := w.start.Clone(), w.plan.NewOuter()
+	for k := 1; k <= 12; k++ {
+		var mi []merge.Input
+		for _, n := range w.nodes {
+			mi = append(mi, merge.Input{Node: n, Vec: jobconf.Flatten(ds[find(ds, n, k)].Adapter), Quality: 1})
+		}
+		u, _, err := merge.Merge(merge.Config{Rule: merge.Mean}, mi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Apply(T, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobconf.Digest(T) != jobconf.Digest(r.Merged) {
+		t.Fatal("the checkpoint of record is not the plain means stepped by Adam")
 	}
 }
