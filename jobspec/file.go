@@ -630,8 +630,17 @@ func (p *jobParser) gspo(n *yaml.Node, g *GSPO) {
 		{"lora_target_modules", false, func(n *yaml.Node) { g.LoRATargets = p.modules(n, f.LoRATargetModules) }},
 		{"outer_learning_rate", false, func(n *yaml.Node) { p.real(n, &g.OuterLR, f.OuterLR) }},
 		{"outer_momentum", false, func(n *yaml.Node) { p.real(n, &g.OuterMomentum, f.OuterMomentum) }},
-		{"inner_optimizer", false, func(n *yaml.Node) { g.InnerOptimizer = p.oneOf(n, f.InnerOptimizer) }},
-		{"outer_optimizer", false, func(n *yaml.Node) { g.OuterOptimizer = p.oneOf(n, f.OuterOptimizer) }},
+		// The defaults' names are stored as "", their one encoding.
+		{"inner_optimizer", false, func(n *yaml.Node) {
+			if v := p.oneOf(n, f.InnerOptimizer); v != f.InnerOptimizer.Default {
+				g.InnerOptimizer = v
+			}
+		}},
+		{"outer_optimizer", false, func(n *yaml.Node) {
+			if v := p.oneOf(n, f.OuterOptimizer); v != f.OuterOptimizer.Default {
+				g.OuterOptimizer = v
+			}
+		}},
 	})
 }
 

@@ -61,6 +61,11 @@ func TestParseJobFileValues(t *testing.T) {
 				!g.Use4Bit && g.WarmupSteps == 0 && g.GroupSize == 8 && g.LoRARank == 16
 		}},
 		{"gspo: {}\n", func(j *File) bool { return j.HasGSPO && j.GSPO == DefaultGSPO() }},
+		{"gspo:\n  inner_optimizer: adamw\n  outer_optimizer: sgd\n", func(j *File) bool { return j.GSPO == DefaultGSPO() }},
+		{"gspo:\n  aggregate_interval: 1\n  inner_optimizer: sgd\n  outer_optimizer: adam\n  outer_learning_rate: 1.5e-3\n", func(j *File) bool {
+			s := j.Spec()
+			return s.Normalise() == nil && s.GSPO.InnerSGD() && s.GSPO.OuterAdam() && s.GSPO.OuterLR == 1.5e-3
+		}},
 		// An anchor and an alias resolve to the value.
 		{"max_nodes: &n 5\ngspo:\n  group_size: *n\n", func(j *File) bool { return j.MaxNodes == 5 && j.GSPO.GroupSize == 5 }},
 		// A whole number written as a float is a whole number.
@@ -82,6 +87,7 @@ func TestParseJobFileProblems(t *testing.T) {
 		{"max_nodes: 2\n", "j.yaml:5: max_nodes: 2 is outside 3..4096"},
 		{"min_nodes: 3\n", "j.yaml:5: min_nodes is given twice (first on line 4)"},
 		{"max_nodes: 4\n", ""},
+		{"gspo:\n  inner_optimizer: lion\n", `gspo.inner_optimizer: "lion" is not one of adamw, sgd`},
 		{"epochs: 1\n", "given twice"},
 		{"utility: 0\n", "j.yaml:5: utility: 0 is outside 1..1000000"},
 		{"min_vram_mib: -1\n", "min_vram_mib: -1 is outside 0..16777216"},

@@ -157,3 +157,23 @@ func TestJobDatasetExample(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// examples/data-parallel-job.yaml is gym up --data-parallel's job.
+func TestJobDataParallelExample(t *testing.T) {
+	const path = "../../examples/data-parallel-job.yaml"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := parseJobFile(path, b, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := jobconf.BuiltinDataParallelGSPO(); !j.HasGSPO || j.GSPO != want {
+		t.Errorf("gspo: %+v, want %+v", j.GSPO, want)
+	}
+	s := j.Spec()
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+}
