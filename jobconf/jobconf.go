@@ -52,6 +52,9 @@ type Plan struct {
 	// (NewOuter; OuterLR 0: the plain average).
 	OuterLR, OuterMomentum float64
 	OuterAdam              bool
+	// MaxGradNorm is the job's bound G under plain SGD (ClipNorm; 0:
+	// √params).
+	MaxGradNorm float64
 	// Envs are the environment servers the job's reward scores through
 	// (its env terms; none for the built-in verifiers alone): a job scored
 	// by a server is checked from traces, every backend (docs/traces.md).
@@ -269,7 +272,7 @@ func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Da
 		spe = s.GSPO.AggregateInterval
 	}
 	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend(),
-		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum, OuterAdam: s.GSPO.OuterAdam(), Envs: envs, Validators: s.Validators}
+		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum, OuterAdam: s.GSPO.OuterAdam(), MaxGradNorm: s.GSPO.MaxGradNorm, Envs: envs, Validators: s.Validators}
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)
 	}
@@ -344,14 +347,19 @@ func (p Plan) Samples() uint64 {
 // them in practice); the ring refuses partial sums above r·C.
 //
 // An SGD update is lr × the gradient, which has no such bound of its own.
-// The same C then clips the sync's summed gradient to a norm of
-// updates·√params·(1+wd), a root-mean-square of about one per coordinate
-// and update: a gradient clip applied once per sync, which honest workers
-// and every replay apply alike (docs/data-parallel.md, "The norm bound").
+// Under SGD the job's gspo.max_grad_norm G takes √params' place: C bounds
+// the mean gradient norm of the sync's updates by G, a gradient clip
+// applied once per sync, which honest workers and every replay apply alike
+// (docs/data-parallel.md, "The norm bound"). Without G it is √params, a
+// root-mean-square of one per coordinate and update.
 func (p Plan) ClipNorm(params int) float64 {
 	c := p.Trainer
 	updates := float64(p.Interval * c.NumIterations)
-	return c.LearningRate * updates * math.Sqrt(float64(params)) * (1 + c.WeightDecay)
+	g := math.Sqrt(float64(params))
+	if c.SGD && p.MaxGradNorm > 0 {
+		g = p.MaxGradNorm
+	}
+	return c.LearningRate * updates * g * (1 + c.WeightDecay)
 }
 
 // Worker is the data index of a node: the first 8 bytes of its public key.

@@ -207,6 +207,32 @@ func TestDataParallelFromSpec(t *testing.T) {
 	if err := p.Serves("torch"); err == nil || !strings.Contains(err.Error(), "inner_optimizer sgd") {
 		t.Fatalf("torch worker: %v", err)
 	}
+	// The norm bound: √params in G's place without gspo.max_grad_norm,
+	// G with it; AdamW's bound ignores G, and a job may not set it there.
+	const params = 10000
+	sgdC := func(g float64) float64 { return 1e-3 * float64(p.Interval*p.Trainer.NumIterations) * g }
+	if c := p.ClipNorm(params); math.Abs(c-sgdC(100)) > 1e-15 {
+		t.Fatalf("sgd bound without G: %v, want %v", c, sgdC(100))
+	}
+	s.GSPO.MaxGradNorm = 10
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = jobconf.FromSpec("j", s, mustBase(t)); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.ClipNorm(params); math.Abs(c-sgdC(10)) > 1e-15 {
+		t.Fatalf("sgd bound with G 10: %v, want %v", c, sgdC(10))
+	}
+	a := p
+	a.Trainer.SGD = false
+	if c := a.ClipNorm(params); math.Abs(c-sgdC(100)) > 1e-15 {
+		t.Fatalf("adamw bound: %v, want %v (G is SGD's)", c, sgdC(100))
+	}
+	s.GSPO.InnerOptimizer = ""
+	if err := s.Normalise(); err == nil || !strings.Contains(err.Error(), "max_grad_norm bounds plain SGD") {
+		t.Fatalf("max_grad_norm under AdamW: %v", err)
+	}
 	// The default profile keeps AdamW inside and Nesterov outside.
 	d := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, StepsPerEpoch: 10, GSPO: jobconf.BuiltinGSPO(5)}
 	if err := d.Normalise(); err != nil {

@@ -157,6 +157,7 @@ var Fields = struct {
 	Beta, LoRAAlpha, LearningRate, WeightDecay                                   Real
 	OuterLR, OuterMomentum                                                       Real
 	InnerOptimizer, OuterOptimizer                                               Choice
+	MaxGradNorm                                                                  Real
 	GroupSize, AggregateInterval, LoRARank, MaxSeqLen, GradientAccumulationSteps Whole
 	WarmupSteps                                                                  Whole
 	Use4Bit                                                                      Flag
@@ -189,6 +190,8 @@ var Fields = struct {
 		"the outer optimiser's Nesterov momentum, [0, 0.99]; needs outer_learning_rate > 0"},
 	InnerOptimizer: Choice{"gspo.inner_optimizer", []string{"adamw", "sgd"}, "adamw",
 		"the workers' optimiser: adamw, or sgd under outer_optimizer adam (synchronous data parallelism)"},
+	MaxGradNorm: Real{"gspo.max_grad_norm", 0, 1e6, false, 0,
+		"under inner_optimizer sgd, the bound G on a sync's mean gradient norm: contributions are clipped to lr·updates·G; 0: √params"},
 	OuterOptimizer: Choice{"gspo.outer_optimizer", []string{"sgd", "adam"}, "sgd",
 		"the rule stepping each sync's averaged update: sgd (Nesterov, DiLoCo) or adam"},
 	GroupSize:                 Whole{"gspo.group_size", 2, 1024, 8, "advantages need a group of at least 2 completions per prompt"},

@@ -79,7 +79,7 @@ func TestFieldsMatchDocs(t *testing.T) {
 	if _, allowed := row(f.MaxNodes.Key); allowed != "`min_nodes`–"+thousands(f.MaxNodes.Max) {
 		t.Errorf("max_nodes: the docs allow %q", allowed)
 	}
-	for _, r := range []jobspec.Real{f.Beta, f.LoRAAlpha, f.LearningRate, f.WeightDecay, f.OuterLR, f.OuterMomentum} {
+	for _, r := range []jobspec.Real{f.Beta, f.LoRAAlpha, f.LearningRate, f.WeightDecay, f.OuterLR, f.OuterMomentum, f.MaxGradNorm} {
 		def, allowed := row(r.Key)
 		if allowed != r.Range() {
 			t.Errorf("%s: the docs allow %q, the table %q", r.Key, allowed, r.Range())

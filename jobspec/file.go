@@ -630,6 +630,7 @@ func (p *jobParser) gspo(n *yaml.Node, g *GSPO) {
 		{"lora_target_modules", false, func(n *yaml.Node) { g.LoRATargets = p.modules(n, f.LoRATargetModules) }},
 		{"outer_learning_rate", false, func(n *yaml.Node) { p.real(n, &g.OuterLR, f.OuterLR) }},
 		{"outer_momentum", false, func(n *yaml.Node) { p.real(n, &g.OuterMomentum, f.OuterMomentum) }},
+		{"max_grad_norm", false, func(n *yaml.Node) { p.real(n, &g.MaxGradNorm, f.MaxGradNorm) }},
 		// The defaults' names are stored as "", their one encoding.
 		{"inner_optimizer", false, func(n *yaml.Node) {
 			if v := p.oneOf(n, f.InnerOptimizer); v != f.InnerOptimizer.Default {

@@ -118,6 +118,9 @@ func GSPOFromProto(p *pb.GSPOConfig) GSPO {
 	if p.OuterMomentum != nil {
 		g.OuterMomentum = *p.OuterMomentum
 	}
+	if p.MaxGradNorm != nil {
+		g.MaxGradNorm = *p.MaxGradNorm
+	}
 	if p.InnerOptimizer != nil && *p.InnerOptimizer != Fields.InnerOptimizer.Default {
 		g.InnerOptimizer = *p.InnerOptimizer
 	}
@@ -160,5 +163,6 @@ func GSPOToProto(g GSPO) *pb.GSPOConfig {
 		LoraTargetModules: g.Targets(), OuterLearningRate: proto.Float64(g.OuterLR), OuterMomentum: proto.Float64(g.OuterMomentum),
 		InnerOptimizer: proto.String(cmp.Or(g.InnerOptimizer, Fields.InnerOptimizer.Default)),
 		OuterOptimizer: proto.String(cmp.Or(g.OuterOptimizer, Fields.OuterOptimizer.Default)),
+		MaxGradNorm:    proto.Float64(g.MaxGradNorm),
 	}
 }

@@ -29,7 +29,7 @@ func TestRoundTrip(t *testing.T) {
 				}
 			}
 			if r.IntN(2) == 1 {
-				s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer = "sgd", "adam"
+				s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer, s.GSPO.MaxGradNorm = "sgd", "adam", r.Float64()
 			}
 			if len(names) == 0 {
 				names = []string{"o_proj"}

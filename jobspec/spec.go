@@ -135,6 +135,12 @@ type GSPO struct {
 	// gradient: synchronous data parallelism (docs/data-parallel.md).
 	InnerOptimizer string `json:"inner_optimizer,omitempty"`
 	OuterOptimizer string `json:"outer_optimizer,omitempty"`
+	// MaxGradNorm is, under InnerOptimizer sgd, the bound G on the mean
+	// norm of a sync's gradients: a contribution is clipped to
+	// lr·updates·G (jobconf.Plan.ClipNorm), which is also what the ring
+	// lets a member add. 0 is G = √params, a root-mean-square of one per
+	// coordinate.
+	MaxGradNorm float64 `json:"max_grad_norm,omitempty"`
 }
 
 // InnerSGD reports whether the workers step with plain SGD.
@@ -260,7 +266,7 @@ func (s *Spec) Normalise() error {
 // the setting and its allowed range.
 func (g *GSPO) normalise() error {
 	// -0 and 0 are the same setting; keep one encoding of it.
-	for _, v := range []*float64{&g.Beta, &g.LoRAAlpha, &g.LearningRate, &g.WeightDecay, &g.OuterLR, &g.OuterMomentum} {
+	for _, v := range []*float64{&g.Beta, &g.LoRAAlpha, &g.LearningRate, &g.WeightDecay, &g.OuterLR, &g.OuterMomentum, &g.MaxGradNorm} {
 		if *v == 0 {
 			*v = 0
 		}
@@ -273,7 +279,7 @@ func (g *GSPO) normalise() error {
 		f *Real
 		v float64
 	}{{&f.Beta, g.Beta}, {&f.LoRAAlpha, g.LoRAAlpha}, {&f.LearningRate, g.LearningRate}, {&f.WeightDecay, g.WeightDecay},
-		{&f.OuterLR, g.OuterLR}, {&f.OuterMomentum, g.OuterMomentum}} {
+		{&f.OuterLR, g.OuterLR}, {&f.OuterMomentum, g.OuterMomentum}, {&f.MaxGradNorm, g.MaxGradNorm}} {
 		if !r.f.Contains(r.v) {
 			return invalidf("%s %v must %s (%s)", r.f.Key, r.v, r.f.rule(), r.f.Hint)
 		}
@@ -306,6 +312,8 @@ func (g *GSPO) normalise() error {
 		return invalidf("%s adam needs %s > 0, e.g. 1.5e-3", f.OuterOptimizer.Key, f.OuterLR.Key)
 	case g.OuterAdam() && g.OuterMomentum != 0:
 		return invalidf("%s adam has its own moments; leave %s out", f.OuterOptimizer.Key, f.OuterMomentum.Key)
+	case g.MaxGradNorm != 0 && !g.InnerSGD():
+		return invalidf("%s bounds plain SGD's steps and needs %s sgd (AdamW's steps are bounded by the learning rate)", f.MaxGradNorm.Key, f.InnerOptimizer.Key)
 	case g.InnerSGD() && !g.OuterAdam():
 		return invalidf("%s sgd needs %s adam (averaged SGD steps without an adaptive outer rule train poorly)", f.InnerOptimizer.Key, f.OuterOptimizer.Key)
 	}

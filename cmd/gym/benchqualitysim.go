@@ -27,7 +27,7 @@ import (
 func newBenchQualitySim() *cobra.Command {
 	var workers, interval, threads int
 	var seed uint64
-	var lr, olr, mu float64
+	var lr, olr, mu, maxGrad float64
 	var resetMoments, keepMoments, innerSGD, outerAdam bool
 	cmd := &cobra.Command{
 		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments] [--inner-sgd] [--outer-adam]",
@@ -54,6 +54,9 @@ func newBenchQualitySim() *cobra.Command {
 			if outerAdam {
 				g.OuterOptimizer = "adam" // jobconf.Outer's Adam, the job's own rule
 			}
+			if innerSGD && outerAdam {
+				g.InnerOptimizer, g.MaxGradNorm = "sgd", maxGrad
+			}
 			spec := jobspec.Spec{Model: base.Name, Dataset: "addition", Epochs: 3, MinNodes: max(workers, 3), MaxNodes: max(workers, 3), Aggregation: "mean",
 				StepsPerEpoch: 30, PromptsPerStep: 16 / workers, Seed: seed, GSPO: g}
 			if err := spec.Normalise(); err != nil {
@@ -64,6 +67,9 @@ func newBenchQualitySim() *cobra.Command {
 				return err
 			}
 			plan.Trainer.SGD = innerSGD // also without --outer-adam, which a job may not ask for
+			if innerSGD && !outerAdam {
+				plan.MaxGradNorm = maxGrad
+			}
 			rng := rand.New(rand.NewPCG(seed, 12345))
 			widx := make([]uint64, workers)
 			for i := range widx {
@@ -76,6 +82,7 @@ func newBenchQualitySim() *cobra.Command {
 			t0 := time.Now()
 			var accs []float64
 			clipped := 0 // contributions the norm bound scaled down
+			var largest, bound float64 // the largest contribution's norm before the clip, and the bound
 			trs := make([]*trainer.Trainer, workers)
 			for e := 1; e <= plan.Epochs; e++ {
 				for i := range trs {
@@ -101,6 +108,7 @@ func newBenchQualitySim() *cobra.Command {
 							}
 						}
 						d := jobconf.Sub(tr.Adapter(), S)
+						largest, bound = max(largest, jobconf.Norm(d)), clip
 						if jobconf.Clip(d, clip) != 1 {
 							clipped++
 						}
@@ -141,8 +149,8 @@ func newBenchQualitySim() *cobra.Command {
 				}
 				accs = append(accs, ev.Accuracy)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v inner-sgd %v outer-adam %v: accuracy by epoch %v, %d contributions clipped, %.0f s\n",
-				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, innerSGD, outerAdam, accs, clipped, time.Since(t0).Seconds())
+			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v inner-sgd %v outer-adam %v max-grad-norm %v: accuracy by epoch %v, %d contributions clipped, largest contribution %.3g of the bound %.3g, %.0f s\n",
+				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, innerSGD, outerAdam, maxGrad, accs, clipped, largest, bound, time.Since(t0).Seconds())
 			return nil
 		},
 	}
@@ -155,6 +163,7 @@ func newBenchQualitySim() *cobra.Command {
 	f.IntVar(&interval, "interval", 5, "aggregate_interval (divides 30)")
 	f.BoolVar(&resetMoments, "reset-moments", false, "reset every worker's AdamW moments at each sync")
 	f.BoolVar(&keepMoments, "keep-moments", false, "carry every worker's AdamW moments across epoch boundaries (gym up's workers start every epoch with fresh ones, as the judge's replays do)")
+	f.Float64Var(&maxGrad, "max-grad-norm", 0, "gspo.max_grad_norm with --inner-sgd: the clip bound's G (0: √params)")
 	f.BoolVar(&innerSGD, "inner-sgd", false, "workers train with plain SGD at --learning-rate instead of AdamW")
 	f.BoolVar(&outerAdam, "outer-adam", false, "gspo.outer_optimizer adam: the outer step is Adam (β 0.9, 0.99; state reset every epoch) at --outer-lr on each sync's mean; with --inner-sgd and --interval 1, gspo.inner_optimizer sgd's synchronous data parallelism")
 	f.IntVar(&threads, "threads", 2, "threads per trainer")

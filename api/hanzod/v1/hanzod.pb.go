@@ -1966,8 +1966,12 @@ type GSPOConfig struct {
 	// adam outside, syncing every step, is synchronous data parallelism.
 	InnerOptimizer *string `protobuf:"bytes,16,opt,name=inner_optimizer,json=innerOptimizer,proto3,oneof" json:"inner_optimizer,omitempty"`
 	OuterOptimizer *string `protobuf:"bytes,17,opt,name=outer_optimizer,json=outerOptimizer,proto3,oneof" json:"outer_optimizer,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Under inner_optimizer sgd, the bound G on a sync's mean gradient norm:
+	// contributions are clipped to learning_rate × updates × G; 0 (the
+	// default): the square root of the adapter's size. [0, 1e6].
+	MaxGradNorm   *float64 `protobuf:"fixed64,18,opt,name=max_grad_norm,json=maxGradNorm,proto3,oneof" json:"max_grad_norm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GSPOConfig) Reset() {
@@ -2117,6 +2121,13 @@ func (x *GSPOConfig) GetOuterOptimizer() string {
 		return *x.OuterOptimizer
 	}
 	return ""
+}
+
+func (x *GSPOConfig) GetMaxGradNorm() float64 {
+	if x != nil && x.MaxGradNorm != nil {
+		return *x.MaxGradNorm
+	}
+	return 0
 }
 
 // SubmitJobRequest is either signed by a submitter key whose ledger
@@ -3728,7 +3739,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\apattern\x18\x03 \x01(\tR\apattern\x12\x1c\n" +
 	"\ttolerance\x18\x04 \x01(\x01R\ttolerance\x12\x1b\n" +
 	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x12\x10\n" +
-	"\x03url\x18\x06 \x01(\tR\x03url\"\xa3\b\n" +
+	"\x03url\x18\x06 \x01(\tR\x03url\"\xde\b\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
@@ -3751,7 +3762,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x13outer_learning_rate\x18\x0e \x01(\x01H\fR\x11outerLearningRate\x88\x01\x01\x12*\n" +
 	"\x0eouter_momentum\x18\x0f \x01(\x01H\rR\routerMomentum\x88\x01\x01\x12,\n" +
 	"\x0finner_optimizer\x18\x10 \x01(\tH\x0eR\x0einnerOptimizer\x88\x01\x01\x12,\n" +
-	"\x0fouter_optimizer\x18\x11 \x01(\tH\x0fR\x0eouterOptimizer\x88\x01\x01B\x1c\n" +
+	"\x0fouter_optimizer\x18\x11 \x01(\tH\x0fR\x0eouterOptimizer\x88\x01\x01\x12'\n" +
+	"\rmax_grad_norm\x18\x12 \x01(\x01H\x10R\vmaxGradNorm\x88\x01\x01B\x1c\n" +
 	"\x1a_importance_sampling_levelB\a\n" +
 	"\x05_betaB\r\n" +
 	"\v_group_sizeB\x15\n" +
@@ -3768,7 +3780,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x14_outer_learning_rateB\x11\n" +
 	"\x0f_outer_momentumB\x12\n" +
 	"\x10_inner_optimizerB\x12\n" +
-	"\x10_outer_optimizer\"\x8e\x01\n" +
+	"\x10_outer_optimizerB\x10\n" +
+	"\x0e_max_grad_norm\"\x8e\x01\n" +
 	"\x10SubmitJobRequest\x12.\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12+\n" +
 	"\x04auth\x18\x02 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x1d\n" +
