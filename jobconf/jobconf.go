@@ -128,11 +128,13 @@ func BuiltinGSPOFor(interval, workers int) jobspec.GSPO {
 // one worker on the whole batch would make, whatever the number of
 // workers. The rates are the middle of the plateau the screen measured at
 // four workers (gym bench quality-sim: outer rates 1e-3 to 2e-3 within a
-// point of each other, 3e-3 overshooting).
+// point of each other, 3e-3 overshooting). max_grad_norm 30 bounds a
+// contribution at 0.06, about 2.5 times the largest honest one measured
+// (docs/data-parallel.md, "The norm bound").
 func BuiltinDataParallelGSPO() jobspec.GSPO {
 	g := BuiltinGSPO(1)
 	g.InnerOptimizer, g.OuterOptimizer = "sgd", "adam"
-	g.LearningRate, g.OuterLR, g.OuterMomentum = 1e-3, 1.5e-3, 0
+	g.LearningRate, g.OuterLR, g.OuterMomentum, g.MaxGradNorm = 1e-3, 1.5e-3, 0, 30
 	return g
 }
 

@@ -28,7 +28,7 @@ func newBenchQualitySim() *cobra.Command {
 	var workers, interval, threads int
 	var seed uint64
 	var lr, olr, mu, maxGrad float64
-	var resetMoments, keepMoments, innerSGD, outerAdam bool
+	var resetMoments, keepMoments, innerSGD, outerAdam, carryOuter bool
 	cmd := &cobra.Command{
 		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments] [--inner-sgd] [--outer-adam]",
 		Short:  "Screen a setting of gym bench quality in process (no hanzod): gym up's training, 16 prompts a step split over the workers",
@@ -81,6 +81,7 @@ func newBenchQualitySim() *cobra.Command {
 			}
 			t0 := time.Now()
 			var accs []float64
+			var carried *jobconf.Outer // the checkpoint's outer state at the last epoch's end (--carry-outer)
 			clipped := 0 // contributions the norm bound scaled down
 			var largest, bound float64 // the largest contribution's norm before the clip, and the bound
 			trs := make([]*trainer.Trainer, workers)
@@ -97,6 +98,9 @@ func newBenchQualitySim() *cobra.Command {
 				}
 				S := T.Clone()
 				outer, outerT := plan.NewOuter(), plan.NewOuter()
+				if carryOuter && carried != nil {
+					outer, outerT = carried.Clone(), carried.Clone()
+				}
 				clip := plan.ClipNorm(T.NumParams()) // as gym up's workers clip
 				for k := 1; k <= plan.Syncs(); k++ {
 					var flats [][]float32
@@ -143,14 +147,15 @@ func newBenchQualitySim() *cobra.Command {
 						}
 					}
 				}
+				carried = outerT
 				ev, err := heldout.Evaluate(base.Weights, base.Tokenizer, T, "addition", 500, threads)
 				if err != nil {
 					return err
 				}
 				accs = append(accs, ev.Accuracy)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v inner-sgd %v outer-adam %v max-grad-norm %v: accuracy by epoch %v, %d contributions clipped, largest contribution %.3g of the bound %.3g, %.0f s\n",
-				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, innerSGD, outerAdam, maxGrad, accs, clipped, largest, bound, time.Since(t0).Seconds())
+			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v carry-outer %v inner-sgd %v outer-adam %v max-grad-norm %v: accuracy by epoch %v, %d contributions clipped, largest contribution %.3g of the bound %.3g, %.0f s\n",
+				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, carryOuter, innerSGD, outerAdam, maxGrad, accs, clipped, largest, bound, time.Since(t0).Seconds())
 			return nil
 		},
 	}
@@ -164,6 +169,7 @@ func newBenchQualitySim() *cobra.Command {
 	f.BoolVar(&resetMoments, "reset-moments", false, "reset every worker's AdamW moments at each sync")
 	f.BoolVar(&keepMoments, "keep-moments", false, "carry every worker's AdamW moments across epoch boundaries (gym up's workers start every epoch with fresh ones, as the judge's replays do)")
 	f.Float64Var(&maxGrad, "max-grad-norm", 0, "gspo.max_grad_norm with --inner-sgd: the clip bound's G (0: √params)")
+	f.BoolVar(&carryOuter, "carry-outer", false, "carry the outer optimiser's state (the checkpoint of record's) into the next epoch instead of starting it from zero")
 	f.BoolVar(&innerSGD, "inner-sgd", false, "workers train with plain SGD at --learning-rate instead of AdamW")
 	f.BoolVar(&outerAdam, "outer-adam", false, "gspo.outer_optimizer adam: the outer step is Adam (β 0.9, 0.99; state reset every epoch) at --outer-lr on each sync's mean; with --inner-sgd and --interval 1, gspo.inner_optimizer sgd's synchronous data parallelism")
 	f.IntVar(&threads, "threads", 2, "threads per trainer")
