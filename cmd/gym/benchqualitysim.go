@@ -82,7 +82,7 @@ func newBenchQualitySim() *cobra.Command {
 			t0 := time.Now()
 			var accs []float64
 			var carried *jobconf.Outer // the checkpoint's outer state at the last epoch's end (--carry-outer)
-			clipped := 0 // contributions the norm bound scaled down
+			clipped := 0               // contributions the norm bound scaled down
 			var largest, bound float64 // the largest contribution's norm before the clip, and the bound
 			trs := make([]*trainer.Trainer, workers)
 			for e := 1; e <= plan.Epochs; e++ {
