@@ -49,6 +49,7 @@ import (
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/daemon"
+	"github.com/zooai/gym/orchestrator/server"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
@@ -466,6 +467,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		s.CheckTimeout = cfg.CheckTimeout
 	}
 	dc.Server.NodeRate = cfg.NodeRate
+	localDeltaLimits(&dc.Server, cfg.Workers+len(cfg.Validators))
 	dc.IPFS, dc.PinMinBackoff, dc.PinMaxBackoff = cfg.IPFS, cfg.PinMinBackoff, cfg.PinMaxBackoff
 	dc.Chain = link
 	if cfg.State != nil {
@@ -1460,3 +1462,22 @@ func (c *Cluster) backendOf(w *Worker) string {
 	}
 	return backend.Go
 }
+
+// localDeltaLimits fits hanzod's SubmitDelta limits to a cluster of n
+// nodes on this machine. They all submit from 127.0.0.1, so the
+// per-address limits are the defaults times n, as if each had its own
+// address. And the built-in model's step takes a fraction of a second
+// where a real model's takes seconds, so a job syncing every step
+// (docs/data-parallel.md) submits 3–5 deltas a second per node: above the
+// per-node default of 2, whose refusals and retries would hold up every
+// ring call (eight workers: 97 s against 66 for the default job before
+// this, docs/data-parallel.md). Per node it allows 10 a second, burst 40.
+func localDeltaLimits(c *server.Config, n int) {
+	n = max(n, 1)
+	c.DeltaAddrRate *= float64(n)
+	c.DeltaAddrBurst *= n
+	c.DeltaAddrInFlight *= n
+	c.DeltaInFlight = max(c.DeltaInFlight, c.DeltaAddrInFlight)
+	c.DeltaNodeRate, c.DeltaNodeBurst = max(c.DeltaNodeRate, 10), max(c.DeltaNodeBurst, 40)
+}
+

@@ -1,0 +1,28 @@
+package localcluster
+
+import (
+	"testing"
+
+	"github.com/zooai/gym/orchestrator/server"
+)
+
+// The SubmitDelta limits of a local cluster: per address the defaults
+// times the nodes (they share 127.0.0.1), per node room for a sync every
+// step of the built-in model; hanzod's validation accepts them.
+func TestLocalDeltaLimits(t *testing.T) {
+	d := server.DefaultConfig()
+	c := d
+	localDeltaLimits(&c, 8)
+	if c.DeltaAddrRate != 8*d.DeltaAddrRate || c.DeltaAddrBurst != 8*d.DeltaAddrBurst || c.DeltaAddrInFlight != 8*d.DeltaAddrInFlight ||
+		c.DeltaInFlight < c.DeltaAddrInFlight || c.DeltaNodeRate < 10 || c.DeltaNodeBurst < 40 {
+		t.Fatalf("limits for 8 nodes: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	one := d
+	localDeltaLimits(&one, 0)
+	if one.DeltaAddrRate != d.DeltaAddrRate {
+		t.Fatalf("no nodes: address rate %v", one.DeltaAddrRate)
+	}
+}
