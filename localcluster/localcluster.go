@@ -1469,9 +1469,10 @@ func (c *Cluster) backendOf(w *Worker) string {
 // address. And the built-in model's step takes a fraction of a second
 // where a real model's takes seconds, so a job syncing every step
 // (docs/data-parallel.md) submits 3–5 deltas a second per node: above the
-// per-node default of 2, whose refusals and retries would hold up every
-// ring call (eight workers: 97 s against 66 for the default job before
-// this, docs/data-parallel.md). Per node it allows 10 a second, burst 40.
+// per-node default of 2, whose refusals and retries held up every ring
+// call (eight workers, seed 0: 106 s, 68 s with these limits;
+// docs/data-parallel.md, "Wall time"). Per node it allows 10 a second,
+// burst 40.
 func localDeltaLimits(c *server.Config, n int) {
 	n = max(n, 1)
 	c.DeltaAddrRate *= float64(n)
