@@ -49,9 +49,9 @@ import (
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/daemon"
-	"github.com/zooai/gym/orchestrator/server"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/orchestrator/server"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/worker"
 )
@@ -1481,4 +1481,3 @@ func localDeltaLimits(c *server.Config, n int) {
 	c.DeltaInFlight = max(c.DeltaInFlight, c.DeltaAddrInFlight)
 	c.DeltaNodeRate, c.DeltaNodeBurst = max(c.DeltaNodeRate, 10), max(c.DeltaNodeBurst, 40)
 }
-
