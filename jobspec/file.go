@@ -198,6 +198,18 @@ func ParseFile(name string, data []byte, now time.Time, check func(Spec) error) 
 	if err := p.err(); err != nil {
 		return nil, err
 	}
+	// The rules that relate settings to each other, as hanzod applies
+	// them (Spec.Normalise): a file breaking one would be refused on
+	// submission, so it is refused here, at its section's line.
+	s := j.Spec()
+	if err := s.Normalise(); err != nil {
+		at := root
+		if n := p.seen["gspo"]; n != nil && strings.HasPrefix(err.Error(), "gspo.") {
+			at = n
+		}
+		p.errorf(at, "%v", err)
+		return nil, p.err()
+	}
 	if check != nil {
 		if err := check(j.Spec()); err != nil {
 			p.errorf(p.seen["model"], "model: %s: %v", j.Model, err)

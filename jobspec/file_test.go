@@ -88,6 +88,10 @@ func TestParseJobFileProblems(t *testing.T) {
 		{"min_nodes: 3\n", "j.yaml:5: min_nodes is given twice (first on line 4)"},
 		{"max_nodes: 4\n", ""},
 		{"gspo:\n  inner_optimizer: lion\n", `gspo.inner_optimizer: "lion" is not one of adamw, sgd`},
+		// Settings that contradict each other, at their section's line.
+		{"gspo:\n  outer_momentum: 0.5\n", "j.yaml:5: gspo.outer_momentum 0.5 needs gspo.outer_learning_rate > 0"},
+		{"gspo:\n  inner_optimizer: sgd\n", "j.yaml:5: gspo.inner_optimizer sgd needs gspo.outer_optimizer adam"},
+		{"backend: torch\ngspo:\n  inner_optimizer: sgd\n  outer_optimizer: adam\n  outer_learning_rate: 1e-3\n", "j.yaml:6: gspo.inner_optimizer sgd runs on the go backend only"},
 		{"epochs: 1\n", "given twice"},
 		{"utility: 0\n", "j.yaml:5: utility: 0 is outside 1..1000000"},
 		{"min_vram_mib: -1\n", "min_vram_mib: -1 is outside 0..16777216"},
