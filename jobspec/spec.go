@@ -315,7 +315,7 @@ func (g *GSPO) normalise() error {
 	case g.MaxGradNorm != 0 && !g.InnerSGD():
 		return invalidf("%s bounds plain SGD's steps and needs %s sgd (AdamW's steps are bounded by the learning rate)", f.MaxGradNorm.Key, f.InnerOptimizer.Key)
 	case g.InnerSGD() && !g.OuterAdam():
-		return invalidf("%s sgd needs %s adam (averaged SGD steps without an adaptive outer rule train poorly)", f.InnerOptimizer.Key, f.OuterOptimizer.Key)
+		return invalidf("%s sgd needs %s adam (plain SGD inside is the data-parallel mode, AdamW on the averaged gradient: docs/data-parallel.md)", f.InnerOptimizer.Key, f.OuterOptimizer.Key)
 	}
 	if g.LoRATargets != "" {
 		t, err := f.LoRATargetModules.Canonical(strings.Split(g.LoRATargets, ","))
