@@ -30,7 +30,7 @@ func newBenchQualitySim() *cobra.Command {
 	var lr, olr, mu, maxGrad float64
 	var resetMoments, keepMoments, innerSGD, outerAdam, carryOuter bool
 	cmd := &cobra.Command{
-		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments] [--inner-sgd] [--outer-adam]",
+		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments] [--inner-sgd [--max-grad-norm 30]] [--outer-adam] [--carry-outer]",
 		Short:  "Screen a setting of gym bench quality in process (no hanzod): gym up's training, 16 prompts a step split over the workers",
 		Hidden: true,
 		Args:   exactArgs(0),
