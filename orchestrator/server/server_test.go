@@ -360,6 +360,8 @@ func TestJobGSPO(t *testing.T) {
 		GradientAccumulationSteps: proto.Int32(int32(def.GradientAccumulationSteps)), LearningRate: proto.Float64(0.30000000000000004),
 		WarmupSteps: proto.Int32(0), WeightDecay: proto.Float64(def.WeightDecay), LoraTargetModules: def.Targets(),
 		OuterLearningRate: proto.Float64(def.OuterLR), OuterMomentum: proto.Float64(def.OuterMomentum),
+		InnerOptimizer: proto.String(jobspec.Fields.InnerOptimizer.Default), OuterOptimizer: proto.String(jobspec.Fields.OuterOptimizer.Default),
+		MaxGradNorm: proto.Float64(0),
 	}
 	for id, w := range map[string]*pb.GSPOConfig{plain.Job: want, partial.Job: wantPartial} {
 		j, err := e.orch.GetJob(ctx, &pb.GetJobRequest{Job: id})
