@@ -231,7 +231,7 @@ func (s *Spec) Normalise() error {
 	if !f.Aggregation.Contains(s.Aggregation) {
 		return invalidf("aggregation %q (want mean, median or trimmed-mean)", s.Aggregation)
 	}
-	if s.Backend == "torch" && s.GSPO.InnerOptimizer == "sgd" {
+	if s.Backend == "torch" && s.GSPO.InnerSGD() {
 		return invalidf("%s sgd runs on the go backend only (the torch trainer steps AdamW); use backend go or any", f.InnerOptimizer.Key)
 	}
 	switch {

@@ -140,19 +140,7 @@ func TestJobBuiltinExample(t *testing.T) {
 // examples/dataset-job.yaml parses and names a dataset by CID with its
 // mapping and reward.
 func TestJobDatasetExample(t *testing.T) {
-	const path = "../../examples/dataset-job.yaml"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := parseJobFile(path, b, testNow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := j.Spec()
-	if err := s.Normalise(); err != nil {
-		t.Fatal(err)
-	}
+	_, s := readExample(t, "../../examples/dataset-job.yaml")
 	if _, byCID, err := jobspec.DatasetCID(s.Dataset); !byCID || err != nil || s.Data.Extract != "numeric" || s.Reward == "" {
 		t.Fatalf("%+v", s)
 	}
@@ -160,7 +148,16 @@ func TestJobDatasetExample(t *testing.T) {
 
 // examples/data-parallel-job.yaml is gym up --data-parallel's job.
 func TestJobDataParallelExample(t *testing.T) {
-	const path = "../../examples/data-parallel-job.yaml"
+	j, _ := readExample(t, "../../examples/data-parallel-job.yaml")
+	if want := jobconf.BuiltinDataParallelGSPO(); !j.HasGSPO || j.GSPO != want {
+		t.Errorf("gspo: %+v, want %+v", j.GSPO, want)
+	}
+}
+
+// readExample parses an example job file and returns it with its spec,
+// normalised as hanzod would.
+func readExample(t *testing.T, path string) (*jobspec.File, jobspec.Spec) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -169,11 +166,9 @@ func TestJobDataParallelExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := jobconf.BuiltinDataParallelGSPO(); !j.HasGSPO || j.GSPO != want {
-		t.Errorf("gspo: %+v, want %+v", j.GSPO, want)
-	}
 	s := j.Spec()
 	if err := s.Normalise(); err != nil {
 		t.Fatal(err)
 	}
+	return j, s
 }

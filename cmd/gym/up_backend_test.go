@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -109,6 +110,25 @@ func TestUpDataParallel(t *testing.T) {
 		o.backend = c.backend
 		if err := o.check(); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("--backend %s: %v, want %q", c.backend, err, c.err)
+		}
+	}
+	// --interval defaults to 1 under --data-parallel, and a given one
+	// stays: 7 steps an epoch are a multiple of 1, not of 5, so the
+	// first reaches the next check (--byzantine) and the second stops
+	// at the interval's.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data-parallel", "--steps-per-epoch", "7", "--byzantine", "-1"}, "--byzantine -1"},
+		{[]string{"--data-parallel", "--steps-per-epoch", "7", "--interval", "5", "--byzantine", "-1"}, "--interval 5"},
+	} {
+		cmd := newUp()
+		cmd.SetArgs(c.args)
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gym up %v: %v, want %q", c.args, err, c.want)
 		}
 	}
 	o = base

@@ -593,38 +593,34 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		for _, en := range live {
 			v := jobconf.Flatten(en.a)
 			n := merge.Norm(v)
-			if !scored {
-				// Merged as the ring merges, every share alike (below);
-				// the held-out loss is measured on every scoreEvery-th
-				// sync only.
-				mi = append(mi, merge.Input{Node: en.Node, Vec: v, Quality: 1})
-				scores = append(scores, Score{Node: en.Node, Sync: k, Unscored: true, Norm: n, Checked: en.checked, Outlier: en.outlier})
-				continue
-			}
-			after := T.Clone()
-			_ = jobconf.AddFlat(after, v)
-			la, err := loss(after)
-			if err != nil {
-				return nil, err
-			}
-			cos := 0.0
-			if prevU != nil {
-				cos = merge.Cosine(v, prevU)
-			}
-			sc := merge.Quality(w, before, la, n, nbar, cos)
-			weight := sc.Q
-			if plan.Trainer.SGD {
-				// One SGD step's loss change on a shard is mostly the
-				// shard's noise: weighting by it would make the merge a
-				// randomly weighted mean. Synchronous data parallelism
-				// merges as its ring does, every share of the batch alike;
-				// the scores still pay the rewards.
-				weight = 1
+			score := Score{Node: en.Node, Sync: k, Unscored: !scored, Norm: n, Checked: en.checked, Outlier: en.outlier}
+			// Under plain SGD every share of the batch weighs alike, as
+			// the ring merges them: one SGD step's loss change on a shard
+			// is mostly the shard's noise, and weighting by it would make
+			// the merge a randomly weighted mean. The scores still pay the
+			// rewards. (Only SGD jobs leave syncs unscored.)
+			weight := 1.0
+			if scored {
+				after := T.Clone()
+				_ = jobconf.AddFlat(after, v)
+				la, err := loss(after)
+				if err != nil {
+					return nil, err
+				}
+				cos := 0.0
+				if prevU != nil {
+					cos = merge.Cosine(v, prevU)
+				}
+				sc := merge.Quality(w, before, la, n, nbar, cos)
+				score.Quality, score.DeltaL, score.S, score.C = sc.Q, sc.DeltaL, sc.S, sc.C
+				qSum += sc.Q
+				qN++
+				if !plan.Trainer.SGD {
+					weight = sc.Q
+				}
 			}
 			mi = append(mi, merge.Input{Node: en.Node, Vec: v, Quality: weight})
-			scores = append(scores, Score{Node: en.Node, Sync: k, Quality: sc.Q, DeltaL: sc.DeltaL, S: sc.S, C: sc.C, Norm: n, Checked: en.checked, Outlier: en.outlier})
-			qSum += sc.Q
-			qN++
+			scores = append(scores, score)
 		}
 		c := mcfg
 		if f := merge.CheckDefensible(in.Rule, len(mi), c.Byzantine); f != nil {
@@ -808,9 +804,7 @@ func Retrain(base *basemodel.Base, plan jobconf.Plan, epoch, threads int) Replay
 			if s == k {
 				break
 			}
-			st := tr.State()
-			st.Adapter = starts[s].Clone()
-			if tr, err = trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, worker, threads, st); err != nil {
+			if tr, err = tr.Rebase(starts[s]); err != nil {
 				return nil, nil, err
 			}
 		}

@@ -161,6 +161,28 @@ func (w *world) input(deltas []epoch.Delta, replay epoch.Replayer) epoch.Input {
 		Weights: [3]float64{0.5, 0.3, 0.2}, Replay: replay}
 }
 
+// record is the checkpoint of record the honest deltas ds make: every
+// sync's mean merge of the nodes' deltas, each weighted by quality(node,
+// sync), stepped from the start by the job's outer rule.
+func (w *world) record(t *testing.T, ds []epoch.Delta, quality func(node string, k int) float64) *llama.Adapter {
+	t.Helper()
+	T, o := w.start.Clone(), w.plan.NewOuter()
+	for k := 1; k <= w.plan.Syncs(); k++ {
+		var mi []merge.Input
+		for _, n := range w.nodes {
+			mi = append(mi, merge.Input{Node: n, Vec: jobconf.Flatten(ds[find(ds, n, k)].Adapter), Quality: quality(n, k)})
+		}
+		u, _, err := merge.Merge(merge.Config{Rule: merge.Mean}, mi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Apply(T, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return T
+}
+
 // find returns the index of node n's delta of sync k.
 func find(ds []epoch.Delta, n string, k int) int {
 	for i, d := range ds {
@@ -492,23 +514,15 @@ func TestEvaluateOuter(t *testing.T) {
 	// The checkpoint of record: start + the outer steps of the merged
 	// updates. Replaying the merge with the weights the report gives must
 	// land on the same bits.
-	T, o := w.start.Clone(), w.plan.NewOuter()
-	for k := 1; k <= 4; k++ {
-		var mi []merge.Input
+	quality := func(node string, k int) float64 {
 		for _, sc := range rep.Scores {
-			if sc.Sync == k {
-				mi = append(mi, merge.Input{Node: sc.Node, Vec: jobconf.Flatten(ds[find(ds, sc.Node, k)].Adapter), Quality: sc.Quality})
+			if sc.Node == node && sc.Sync == k {
+				return sc.Quality
 			}
 		}
-		u, _, err := merge.Merge(merge.Config{Rule: merge.Mean}, mi)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Apply(T, u); err != nil {
-			t.Fatal(err)
-		}
+		panic("no score")
 	}
-	if jobconf.Digest(T) != jobconf.Digest(r.Merged) {
+	if T := w.record(t, ds, quality); jobconf.Digest(T) != jobconf.Digest(r.Merged) {
 		t.Fatal("the checkpoint of record is not the merged updates stepped by the outer rule")
 	}
 	// Deltas made under the plain average: sync 2's bases are no ring
@@ -738,21 +752,7 @@ func TestEvaluateDataParallel(t *testing.T) {
 			t.Fatalf("contribution %+v", c)
 		}
 	}
-	T, o := w.start.Clone(), w.plan.NewOuter()
-	for k := 1; k <= 12; k++ {
-		var mi []merge.Input
-		for _, n := range w.nodes {
-			mi = append(mi, merge.Input{Node: n, Vec: jobconf.Flatten(ds[find(ds, n, k)].Adapter), Quality: 1})
-		}
-		u, _, err := merge.Merge(merge.Config{Rule: merge.Mean}, mi)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Apply(T, u); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if jobconf.Digest(T) != jobconf.Digest(r.Merged) {
+	if T := w.record(t, ds, func(string, int) float64 { return 1 }); jobconf.Digest(T) != jobconf.Digest(r.Merged) {
 		t.Fatal("the checkpoint of record is not the plain means stepped by Adam")
 	}
 }
