@@ -162,9 +162,7 @@ func (g *goTrainer) Close() error            { return nil }
 // SetAdapter resumes from the trainer's state with a in place of its
 // adapter, as the worker did before the seam existed.
 func (g *goTrainer) SetAdapter(_ context.Context, a *llama.Adapter) error {
-	st := g.tr.State()
-	st.Adapter = a
-	tr, err := trainer.Resume(g.j.Base.Weights, g.j.Base.Tokenizer, g.j.Config, g.j.Worker, g.j.Threads, st)
+	tr, err := g.tr.Rebase(a)
 	if err != nil {
 		return err
 	}

@@ -177,9 +177,7 @@ func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, er
 			return r, nil
 		}
 		if s > 1 {
-			st := tr.State()
-			st.Adapter = in.Starts[s-1].Clone()
-			if tr, err = trainer.Resume(in.Weights, in.Tokenizer, c, in.Worker, in.Threads, st); err != nil {
+			if tr, err = tr.Rebase(in.Starts[s-1]); err != nil {
 				return r, err
 			}
 		}

@@ -163,6 +163,18 @@ func resume(base *llama.Weights, tok *tokenizer.Tokenizer, c Config, worker uint
 	}, nil
 }
 
+// Rebase returns a trainer that continues t's state (step, update count,
+// moments) from adapter a instead of t's own: what a worker does with the
+// ring's result at a sync. It is Resume(…, State with a) bit for bit,
+// without checking the configuration again (Resume's check tokenizes the
+// task's problems; t's configuration passed it already), which a job
+// syncing every step would pay at every step.
+func (t *Trainer) Rebase(a *llama.Adapter) (*Trainer, error) {
+	st := t.State()
+	st.Adapter = a
+	return resume(t.policy.W, t.tok, t.cfg, t.worker, t.policy.Threads, st)
+}
+
 // Adapter returns the current adapter (not a copy).
 func (t *Trainer) Adapter() *llama.Adapter { return t.policy.A }
 

@@ -298,3 +298,53 @@ func TestSGDStep(t *testing.T) {
 		t.Fatal("the step did not move the adapter")
 	}
 }
+
+// Rebase continues a trainer's state from another adapter: the same bits,
+// step for step, as Resume with that state, under AdamW (whose moments
+// carry over) and plain SGD.
+func TestRebase(t *testing.T) {
+	base := tinyBase(t)
+	for _, sgd := range []bool{false, true} {
+		c := tinyConfig()
+		c.SGD = sgd
+		tr, err := New(base, tok, c, 7, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		other := tr.Adapter().Clone()
+		for _, x := range other.Views() {
+			for j := range x.Data {
+				x.Data[j] += 1e-3 * float32(j%7-3)
+			}
+		}
+		st := tr.State()
+		st.Adapter = other
+		want, err := Resume(base, tok, c, 7, 1, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tr.Rebase(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			a, err := got.Step(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := want.Step(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Loss != b.Loss || llama.Digest(got.Adapter().Views()) != llama.Digest(want.Adapter().Views()) {
+				t.Fatalf("sgd %v: rebased trainer differs from the resumed one", sgd)
+			}
+		}
+		if got.StepCount() != want.StepCount() || got.State().Updates != want.State().Updates {
+			t.Fatalf("sgd %v: step %d/%d, updates %d/%d", sgd, got.StepCount(), want.StepCount(), got.State().Updates, want.State().Updates)
+		}
+	}
+}
