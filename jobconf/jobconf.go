@@ -126,15 +126,17 @@ func BuiltinGSPOFor(interval, workers int) jobspec.GSPO {
 // (aggregate_interval 1), and Adam at 1.5e-3 steps the average
 // (gspo.outer_optimizer adam): AdamW on the averaged gradient, the update
 // one worker on the whole batch would make, whatever the number of
-// workers. The rates are the middle of the plateau the screen measured at
-// four workers (gym bench quality-sim: outer rates 1e-3 to 2e-3 within a
-// point of each other, 3e-3 overshooting). max_grad_norm 30 bounds a
-// contribution at 0.06, about 2.5 times the largest honest one measured
-// (docs/data-parallel.md, "The norm bound").
+// workers. One update per batch (num_iterations 1), so a worker's step is
+// exactly the gradient; the outer Adam's state carries across epochs
+// (Plan.CarriesOuter). The rates are the middle of the plateau the screen
+// measured at four workers (gym bench quality-sim: outer rates 1e-3 to
+// 2e-3 within a point of each other, 3e-3 overshooting). max_grad_norm 30
+// bounds a contribution at 0.03, about 2.5 times the largest honest one
+// measured (docs/data-parallel.md, "The norm bound").
 func BuiltinDataParallelGSPO() jobspec.GSPO {
 	g := BuiltinGSPO(1)
 	g.InnerOptimizer, g.OuterOptimizer = "sgd", "adam"
-	g.LearningRate, g.OuterLR, g.OuterMomentum, g.MaxGradNorm = 1e-3, 1.5e-3, 0, 30
+	g.LearningRate, g.OuterLR, g.OuterMomentum, g.MaxGradNorm, g.NumIterations = 1e-3, 1.5e-3, 0, 30, 1
 	return g
 }
 
@@ -303,6 +305,7 @@ func trainerConfig(s jobspec.Spec) trainer.Config {
 	c.WarmupSteps = g.WarmupSteps
 	c.WeightDecay = g.WeightDecay
 	c.SGD = g.InnerSGD()
+	c.NumIterations = g.Iterations()
 	c.LoRATargets = g.Targets()
 	c.PromptsPerStep = s.PromptsPerStep
 	if c.PromptsPerStep == 0 {

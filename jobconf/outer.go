@@ -44,6 +44,7 @@ type Outer struct {
 	// pow1 and pow2 are β1ᵗ and β2ᵗ after t Adam steps, by repeated
 	// multiplication (math.Pow is not promised the same bits everywhere).
 	pow1, pow2 float64
+	t          int // Adam steps taken
 }
 
 // Adam's constants for the outer rule.
@@ -119,6 +120,7 @@ func (o *Outer) adam(d, u []float32) {
 	}
 	o.pow1 = float64(o.pow1 * outerBeta1)
 	o.pow2 = float64(o.pow2 * outerBeta2)
+	o.t++
 	bc1, bc2 := 1-o.pow1, 1-o.pow2
 	for i, x := range d {
 		dx := float64(x)

@@ -159,7 +159,7 @@ var Fields = struct {
 	InnerOptimizer, OuterOptimizer                                               Choice
 	MaxGradNorm                                                                  Real
 	GroupSize, AggregateInterval, LoRARank, MaxSeqLen, GradientAccumulationSteps Whole
-	WarmupSteps                                                                  Whole
+	WarmupSteps, NumIterations                                                   Whole
 	Use4Bit                                                                      Flag
 	LoRATargetModules                                                            Modules
 	Backend                                                                      Choice
@@ -200,7 +200,9 @@ var Fields = struct {
 	MaxSeqLen:                 Whole{"gspo.max_seq_len", 1, 1 << 20, 8192, "tokens per prompt plus completion"},
 	GradientAccumulationSteps: Whole{"gspo.gradient_accumulation_steps", 1, 65536, 4, "micro-batches per optimiser step"},
 	WarmupSteps:               Whole{"gspo.warmup_steps", 0, 1_000_000_000, 100, "steps of linear learning-rate warm-up"},
-	Use4Bit:                   Flag{"gspo.use_4bit", true, "QLoRA: keep the base weights in 4 bits"},
+	NumIterations: Whole{"gspo.num_iterations", 1, 64, 2,
+		"optimiser updates per batch (TRL's num_iterations); 1 is on-policy"},
+	Use4Bit: Flag{"gspo.use_4bit", true, "QLoRA: keep the base weights in 4 bits"},
 	LoRATargetModules: Modules{"gspo.lora_target_modules",
 		[]string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, "all-linear",
 		"q_proj,v_proj", "transformers' projection names, e.g. [q_proj, v_proj], or all-linear"},

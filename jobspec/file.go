@@ -643,6 +643,11 @@ func (p *jobParser) gspo(n *yaml.Node, g *GSPO) {
 		{"outer_learning_rate", false, func(n *yaml.Node) { p.real(n, &g.OuterLR, f.OuterLR) }},
 		{"outer_momentum", false, func(n *yaml.Node) { p.real(n, &g.OuterMomentum, f.OuterMomentum) }},
 		{"max_grad_norm", false, func(n *yaml.Node) { p.real(n, &g.MaxGradNorm, f.MaxGradNorm) }},
+		{"num_iterations", false, func(n *yaml.Node) {
+			if v := p.whole(n, f.NumIterations); v != f.NumIterations.Default { // the default is stored as 0
+				g.NumIterations = int(v)
+			}
+		}},
 		// The defaults' names are stored as "", their one encoding.
 		{"inner_optimizer", false, func(n *yaml.Node) {
 			if v := p.oneOf(n, f.InnerOptimizer); v != f.InnerOptimizer.Default {

@@ -62,6 +62,9 @@ func TestParseJobFileValues(t *testing.T) {
 		}},
 		{"gspo: {}\n", func(j *File) bool { return j.HasGSPO && j.GSPO == DefaultGSPO() }},
 		{"gspo:\n  inner_optimizer: adamw\n  outer_optimizer: sgd\n", func(j *File) bool { return j.GSPO == DefaultGSPO() }},
+		// num_iterations: the default is stored as 0, its one encoding.
+		{"gspo:\n  num_iterations: 2\n", func(j *File) bool { return j.GSPO == DefaultGSPO() && j.GSPO.Iterations() == 2 }},
+		{"gspo:\n  num_iterations: 1\n", func(j *File) bool { return j.GSPO.NumIterations == 1 && j.GSPO.Iterations() == 1 }},
 		{"gspo:\n  aggregate_interval: 1\n  inner_optimizer: sgd\n  outer_optimizer: adam\n  outer_learning_rate: 1.5e-3\n", func(j *File) bool {
 			s := j.Spec()
 			return s.Normalise() == nil && s.GSPO.InnerSGD() && s.GSPO.OuterAdam() && s.GSPO.OuterLR == 1.5e-3
@@ -91,6 +94,7 @@ func TestParseJobFileProblems(t *testing.T) {
 		// Settings that contradict each other, at their section's line.
 		{"gspo:\n  outer_momentum: 0.5\n", "j.yaml:5: gspo.outer_momentum 0.5 needs gspo.outer_learning_rate > 0"},
 		{"gspo:\n  inner_optimizer: sgd\n", "j.yaml:5: gspo.inner_optimizer sgd needs gspo.outer_optimizer adam"},
+		{"gspo:\n  num_iterations: 0\n", "j.yaml:6: gspo.num_iterations: 0 is outside 1..64"},
 		{"backend: torch\ngspo:\n  inner_optimizer: sgd\n  outer_optimizer: adam\n  outer_learning_rate: 1e-3\n", "j.yaml:6: gspo.inner_optimizer sgd runs on the go backend only"},
 		{"epochs: 1\n", "given twice"},
 		{"utility: 0\n", "j.yaml:5: utility: 0 is outside 1..1000000"},

@@ -121,6 +121,9 @@ func GSPOFromProto(p *pb.GSPOConfig) GSPO {
 	if p.MaxGradNorm != nil {
 		g.MaxGradNorm = *p.MaxGradNorm
 	}
+	if p.NumIterations != nil && int64(*p.NumIterations) != Fields.NumIterations.Default {
+		g.NumIterations = int(*p.NumIterations)
+	}
 	if p.InnerOptimizer != nil && *p.InnerOptimizer != Fields.InnerOptimizer.Default {
 		g.InnerOptimizer = *p.InnerOptimizer
 	}
@@ -164,5 +167,6 @@ func GSPOToProto(g GSPO) *pb.GSPOConfig {
 		InnerOptimizer: proto.String(cmp.Or(g.InnerOptimizer, Fields.InnerOptimizer.Default)),
 		OuterOptimizer: proto.String(cmp.Or(g.OuterOptimizer, Fields.OuterOptimizer.Default)),
 		MaxGradNorm:    proto.Float64(g.MaxGradNorm),
+		NumIterations:  proto.Int32(int32(g.Iterations())),
 	}
 }

@@ -31,6 +31,9 @@ func TestRoundTrip(t *testing.T) {
 			if r.IntN(2) == 1 {
 				s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer, s.GSPO.MaxGradNorm = "sgd", "adam", r.Float64()
 			}
+			if n := r.IntN(8); n != 2 { // 2, the default, is stored as 0
+				s.GSPO.NumIterations = n
+			}
 			if len(names) == 0 {
 				names = []string{"o_proj"}
 			}

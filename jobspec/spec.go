@@ -141,6 +141,19 @@ type GSPO struct {
 	// lets a member add. 0 is G = √params, a root-mean-square of one per
 	// coordinate.
 	MaxGradNorm float64 `json:"max_grad_norm,omitempty"`
+	// NumIterations is the number of optimiser updates a worker takes on
+	// each step's batch (TRL's num_iterations, μ): 0 is the default, 2 (its
+	// one encoding, which is also what jobs logged before the setting
+	// existed carry); Iterations reads it.
+	NumIterations int `json:"num_iterations,omitempty"`
+}
+
+// Iterations is the number of optimiser updates per batch.
+func (g GSPO) Iterations() int {
+	if g.NumIterations == 0 {
+		return int(Fields.NumIterations.Default)
+	}
+	return g.NumIterations
 }
 
 // InnerSGD reports whether the workers step with plain SGD.
@@ -272,6 +285,12 @@ func (g *GSPO) normalise() error {
 		}
 	}
 	f := &Fields
+	if int64(g.NumIterations) == f.NumIterations.Default {
+		g.NumIterations = 0
+	}
+	if g.NumIterations != 0 && !f.NumIterations.Contains(int64(g.NumIterations)) {
+		return invalidf("%s %d outside %d..%d (%s)", f.NumIterations.Key, g.NumIterations, f.NumIterations.Min, f.NumIterations.Max, f.NumIterations.Hint)
+	}
 	if !f.ImportanceSamplingLevel.Contains(g.ImportanceSamplingLevel) {
 		return invalidf("%s %q (want sequence for GSPO or token for GRPO)", f.ImportanceSamplingLevel.Key, g.ImportanceSamplingLevel)
 	}

@@ -33,6 +33,8 @@ func TestNormalise(t *testing.T) {
 		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.LearningRate = 2 }, "gspo.learning_rate 2 must lie in (0, 1]"},
 		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.WeightDecay = -1 }, "gspo.weight_decay -1 must lie in [0, 1]"},
 		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.LoRARank = 4097 }, "gspo.lora_rank 4097 outside 1..4096 (the LoRA adapter rank, e.g. 16)"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.NumIterations = 65 }, "gspo.num_iterations 65 outside 1..64"},
+		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.NumIterations = -1 }, "gspo.num_iterations -1 outside 1..64"},
 		{func(s *jobspec.Spec) { s.GSPO = jobspec.DefaultGSPO(); s.GSPO.OuterOptimizer = "adam" }, "gspo.outer_optimizer adam needs gspo.outer_learning_rate > 0"},
 		{func(s *jobspec.Spec) {
 			s.GSPO = jobspec.DefaultGSPO()

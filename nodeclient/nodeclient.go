@@ -40,6 +40,7 @@ import (
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/peft"
@@ -352,30 +353,38 @@ func (c *Client) ReportSuspect(ctx context.Context, s worker.Suspect) error {
 // FetchCheckpoint implements worker.Orchestrator: the checkpoint is fetched
 // from hanzod's artifact server into the node's store (blocks already held
 // are not fetched again), its manifest must be signed by hanzod's key, and
-// it is read back as a PEFT adapter for a base model of shape mc.
-func (c *Client) FetchCheckpoint(ctx context.Context, root string, mc llama.Config) (*llama.Adapter, error) {
+// it is read back as a PEFT adapter for a base model of shape mc, with the
+// bytes of its outer optimiser's state (jobconf.OuterFile; nil if absent).
+func (c *Client) FetchCheckpoint(ctx context.Context, root string, mc llama.Config) (*llama.Adapter, []byte, error) {
 	rc, err := cid.Decode(root)
 	if err != nil {
-		return nil, fmt.Errorf("nodeclient: checkpoint %q: %w", root, err)
+		return nil, nil, fmt.Errorf("nodeclient: checkpoint %q: %w", root, err)
 	}
 	client, peer, peers, err := c.sources(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	g := transfer.Get{Client: client, Peers: peers, Store: c.store,
 		Trust: func(k ed25519.PublicKey) bool { return k.Equal(peer.Key) }, Now: c.now}
 	if _, _, err := transfer.GetArtifact(ctx, rc, g); err != nil {
-		return nil, fmt.Errorf("nodeclient: fetch checkpoint %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
+		return nil, nil, fmt.Errorf("nodeclient: fetch checkpoint %s from %s and %d peer(s): %w", root, peer.URL, len(peers)-1, err)
 	}
 	dir := filepath.Join(c.cfg.Dir, "checkpoints", root)
 	if _, err := os.Stat(filepath.Join(dir, peft.WeightsFile)); err != nil {
 		err := atomicfile.Dir(dir, 0o755, func(tmp string) error { return c.store.Export(ctx, rc, tmp, "") })
 		if err != nil && !errors.Is(err, fs.ErrExist) { // ErrExist: another fetch of the same root won
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	a, _, err := peft.Read(dir, mc)
-	return a, err
+	if err != nil {
+		return nil, nil, err
+	}
+	outer, err := os.ReadFile(filepath.Join(dir, jobconf.OuterFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		outer, err = nil, nil
+	}
+	return a, outer, err
 }
 
 // sources are where artifacts are fetched from: hanzod's artifact server

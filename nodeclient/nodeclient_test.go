@@ -25,6 +25,7 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/peft"
 )
@@ -97,12 +98,17 @@ func checkpoint(t *testing.T, st *store.Store, signer ed25519.PrivateKey, name s
 	must(t, err)
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	must(t, peft.Write(dir, a, peft.Card{BaseModel: "zooai/gym-base", BaseSHA3: strings.Repeat("0", 64), Job: name, Epoch: 1, WeightsCID: "bafk-test"}))
+	must(t, os.WriteFile(filepath.Join(dir, jobconf.OuterFile), outerBytes(name), 0o644))
 	rec, err := st.Publish(context.Background(), dir, store.Meta{Kind: artifact.KindCheckpoint, Name: name, Version: 1}, signer, time.Now())
 	must(t, err)
 	root, err := cid.Decode(rec.Root)
 	must(t, err)
 	return a, root
 }
+
+// outerBytes stands for the outer optimiser's state of checkpoint name
+// (FetchCheckpoint returns the file's bytes; jobconf parses them).
+func outerBytes(name string) []byte { return []byte("outer state of " + name) }
 
 type bed struct {
 	hanzodKey ed25519.PrivateKey
@@ -173,15 +179,18 @@ func TestFetchCheckpointFromPeers(t *testing.T) {
 	a, bk := key(1), key(2)
 	b := newBed(t, a, bk)
 	na := b.node(t, a)
-	got, err := na.FetchCheckpoint(ctx, b.root.String(), testModel)
+	got, outer, err := na.FetchCheckpoint(ctx, b.root.String(), testModel)
 	must(t, err)
 	sameAdapter(t, got, b.adapter)
+	if !bytes.Equal(outer, outerBytes("job-1")) {
+		t.Fatalf("outer state %q, want the checkpoint's", outer)
+	}
 	fromHanzod := b.hanzod.n.Load()
 	peerA, servedA := serve(t, na, ServeConfig{})
 
 	nb := b.node(t, bk, peerA)
 	b.hanzod.leave.Store(fromHanzod + 8) // hanzod leaves after 8 more blocks
-	got, err = nb.FetchCheckpoint(ctx, b.root.String(), testModel)
+	got, _, err = nb.FetchCheckpoint(ctx, b.root.String(), testModel)
 	must(t, err)
 	sameAdapter(t, got, b.adapter)
 	if !b.hanzod.closed.Load() {
@@ -195,7 +204,7 @@ func TestFetchCheckpointFromPeers(t *testing.T) {
 
 	// Another fetch of what B holds asks nobody.
 	before := servedA.n.Load()
-	_, err = nb.FetchCheckpoint(ctx, b.root.String(), testModel)
+	_, _, err = nb.FetchCheckpoint(ctx, b.root.String(), testModel)
 	must(t, err)
 	if servedA.n.Load() != before {
 		t.Fatal("a held checkpoint was fetched again")
@@ -212,7 +221,7 @@ func TestFetchCheckpointDeadPeers(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
 	nb := b.node(t, bk, empty, transfer.Peer{URL: dead.URL}) // keyless: resolving fails, skipped
-	got, err := nb.FetchCheckpoint(context.Background(), b.root.String(), testModel)
+	got, _, err := nb.FetchCheckpoint(context.Background(), b.root.String(), testModel)
 	must(t, err)
 	sameAdapter(t, got, b.adapter)
 }
@@ -223,7 +232,7 @@ func TestArtifactServerPolicy(t *testing.T) {
 	a, named, stranger, allowed := key(1), key(2), key(3), key(4)
 	b := newBed(t, a, named)
 	na := b.node(t, a)
-	_, err := na.FetchCheckpoint(ctx, b.root.String(), testModel)
+	_, _, err := na.FetchCheckpoint(ctx, b.root.String(), testModel)
 	must(t, err)
 	// Something in A's store that hanzod did not sign.
 	_, foreign := checkpoint(t, na.Store(), key(50), "private")

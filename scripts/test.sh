@@ -121,6 +121,7 @@ fuzz=(
   "./dataset FuzzReadParquet 5000"
   "./delta FuzzReadResigned 20000"
   "./safetensors FuzzParse 50000"
+  "./jobconf FuzzResumeOuter 20000"
   "./ring FuzzDecodeFrame 50000"
   "./ring FuzzOpenEvidence 50000"
   "./artifact FuzzReadCAR 20000"

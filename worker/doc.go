@@ -36,7 +36,9 @@
 // stays idle. Epoch e starts from
 // jobconf's initial adapter (e = 1 without a checkpoint) or from
 // FetchCheckpoint(Assignment.Checkpoint), with fresh AdamW moments, so the
-// orchestrator can replay an epoch from its checkpoint. For sync k the
+// orchestrator can replay an epoch from its checkpoint; the job's outer
+// optimiser starts fresh, or from the checkpoint's state where the job
+// carries it across epochs (jobconf.Plan.ResumeOuter). For sync k the
 // worker remembers the adapter S_k, trains Interval steps, and takes its
 // contribution δ = adapter − S_k, clipped to the L2 norm plan.ClipNorm. It
 // signs δ as a delta (metadata: job, node, epoch, sync, step

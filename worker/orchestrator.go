@@ -70,6 +70,7 @@ type Orchestrator interface {
 	// hanzod records it in the job's status and takes the node out.
 	RefuseJob(ctx context.Context, job, reason string) error
 	// FetchCheckpoint returns the adapter of a published checkpoint for a
-	// base model of shape mc.
-	FetchCheckpoint(ctx context.Context, cid string, mc llama.Config) (*llama.Adapter, error)
+	// base model of shape mc, and the outer optimiser's state it carries
+	// (the bytes of its jobconf.OuterFile; nil when it has none).
+	FetchCheckpoint(ctx context.Context, cid string, mc llama.Config) (*llama.Adapter, []byte, error)
 }

@@ -676,6 +676,7 @@ func (w *Worker) retry(ctx context.Context, what string, attempts int, f func() 
 func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 	plan, e, job := w.plan, a.Epoch, a.Job
 	var start *llama.Adapter
+	var outerState []byte // the checkpoint's outer optimiser state (nil: fresh)
 	var err error
 	switch {
 	case e == 1 && a.Checkpoint == "":
@@ -685,7 +686,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 	default:
 		err = w.retry(ctx, "fetch checkpoint", 8, func() error {
 			var ferr error
-			start, ferr = w.c.Orchestrator.FetchCheckpoint(ctx, a.Checkpoint, plan.Base.Weights.Cfg)
+			start, outerState, ferr = w.c.Orchestrator.FetchCheckpoint(ctx, a.Checkpoint, plan.Base.Weights.Cfg)
 			return ferr
 		})
 		if err == nil {
@@ -731,7 +732,12 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		w.ringMu.Unlock()
 	}()
 	r := &ringState{comm: comm, gen: a.Ring.Generation, configID: a.Ring.ConfigID, members: len(cfg.Members)}
-	outer := plan.NewOuter() // the job's outer optimiser, fresh every epoch
+	// The job's outer optimiser: fresh every epoch, or continued from the
+	// checkpoint's state where the job carries it (the outer Adam).
+	outer, err := plan.ResumeOuter(outerState, start.NumParams())
+	if err != nil {
+		return false, fmt.Errorf("worker: checkpoint %s: %w", a.Checkpoint, err)
+	}
 	t0 := w.c.Clock.Now()
 	w.emit(Event{Kind: EventEpochStarted, Job: job, Epoch: e, Step: plan.FirstStep(e), Generation: r.gen,
 		Members: len(cfg.Members), Adapter: jobconf.Digest(start)})

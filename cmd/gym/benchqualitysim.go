@@ -25,12 +25,12 @@ import (
 // indices are drawn from the seed, so two settings see the same data: a
 // paired comparison, about three times cheaper than a gym up run.
 func newBenchQualitySim() *cobra.Command {
-	var workers, interval, threads int
+	var workers, interval, threads, iters int
 	var seed uint64
 	var lr, olr, mu, maxGrad float64
-	var resetMoments, keepMoments, innerSGD, outerAdam, carryOuter bool
+	var resetMoments, keepMoments, innerSGD, outerAdam, freshOuter bool
 	cmd := &cobra.Command{
-		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments] [--inner-sgd [--max-grad-norm 30]] [--outer-adam] [--carry-outer]",
+		Use:    "quality-sim [--workers 8] [--seed 0] [--outer-lr 1.41] [--outer-momentum 0] [--learning-rate 2e-3] [--interval 5] [--reset-moments] [--keep-moments] [--inner-sgd [--max-grad-norm 30]] [--outer-adam [--fresh-outer]] [--num-iterations 2]",
 		Short:  "Screen a setting of gym bench quality in process (no hanzod): gym up's training, 16 prompts a step split over the workers",
 		Hidden: true,
 		Args:   exactArgs(0),
@@ -67,6 +67,9 @@ func newBenchQualitySim() *cobra.Command {
 				return err
 			}
 			plan.Trainer.SGD = innerSGD // also without --outer-adam, which a job may not ask for
+			if iters > 0 {
+				plan.Trainer.NumIterations = iters // not a job field: gym train's --config sets it
+			}
 			if innerSGD && !outerAdam {
 				plan.MaxGradNorm = maxGrad
 			}
@@ -81,7 +84,7 @@ func newBenchQualitySim() *cobra.Command {
 			}
 			t0 := time.Now()
 			var accs []float64
-			var carried *jobconf.Outer // the checkpoint's outer state at the last epoch's end (--carry-outer)
+			var carried *jobconf.Outer // the checkpoint's outer state at the last epoch's end (carried under Adam)
 			clipped := 0               // contributions the norm bound scaled down
 			var largest, bound float64 // the largest contribution's norm before the clip, and the bound
 			trs := make([]*trainer.Trainer, workers)
@@ -98,7 +101,7 @@ func newBenchQualitySim() *cobra.Command {
 				}
 				S := T.Clone()
 				outer, outerT := plan.NewOuter(), plan.NewOuter()
-				if carryOuter && carried != nil {
+				if plan.CarriesOuter() && !freshOuter && carried != nil {
 					outer, outerT = carried.Clone(), carried.Clone()
 				}
 				clip := plan.ClipNorm(T.NumParams()) // as gym up's workers clip
@@ -154,8 +157,8 @@ func newBenchQualitySim() *cobra.Command {
 				}
 				accs = append(accs, ev.Accuracy)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v carry-outer %v inner-sgd %v outer-adam %v max-grad-norm %v: accuracy by epoch %v, %d contributions clipped, largest contribution %.3g of the bound %.3g, %.0f s\n",
-				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, carryOuter, innerSGD, outerAdam, maxGrad, accs, clipped, largest, bound, time.Since(t0).Seconds())
+			fmt.Fprintf(cmd.OutOrStdout(), "workers %d seed %d outer-lr %v outer-momentum %v learning-rate %v interval %d reset-moments %v keep-moments %v fresh-outer %v inner-sgd %v outer-adam %v max-grad-norm %v num-iterations %d: accuracy by epoch %v, %d contributions clipped, largest contribution %.3g of the bound %.3g, %.0f s\n",
+				workers, seed, olr, mu, lr, interval, resetMoments, keepMoments, freshOuter, innerSGD, outerAdam, maxGrad, plan.Trainer.NumIterations, accs, clipped, largest, bound, time.Since(t0).Seconds())
 			return nil
 		},
 	}
@@ -169,9 +172,10 @@ func newBenchQualitySim() *cobra.Command {
 	f.BoolVar(&resetMoments, "reset-moments", false, "reset every worker's AdamW moments at each sync")
 	f.BoolVar(&keepMoments, "keep-moments", false, "carry every worker's AdamW moments across epoch boundaries (gym up's workers start every epoch with fresh ones, as the judge's replays do)")
 	f.Float64Var(&maxGrad, "max-grad-norm", 0, "gspo.max_grad_norm with --inner-sgd: the clip bound's G (0: √params)")
-	f.BoolVar(&carryOuter, "carry-outer", false, "carry the outer optimiser's state (the checkpoint of record's) into the next epoch instead of starting it from zero")
+	f.BoolVar(&freshOuter, "fresh-outer", false, "start the outer Adam from zero every epoch instead of carrying the checkpoint of record's state (the job's rule before it carried)")
 	f.BoolVar(&innerSGD, "inner-sgd", false, "workers train with plain SGD at --learning-rate instead of AdamW")
-	f.BoolVar(&outerAdam, "outer-adam", false, "gspo.outer_optimizer adam: the outer step is Adam (β 0.9, 0.99; state reset every epoch) at --outer-lr on each sync's mean; with --inner-sgd and --interval 1, gspo.inner_optimizer sgd's synchronous data parallelism")
+	f.BoolVar(&outerAdam, "outer-adam", false, "gspo.outer_optimizer adam: the outer step is Adam (β 0.9, 0.99; its state carried across epochs) at --outer-lr on each sync's mean; with --inner-sgd and --interval 1, gspo.inner_optimizer sgd's synchronous data parallelism")
+	f.IntVar(&iters, "num-iterations", 0, "optimiser updates per batch (0: the job's, 2)")
 	f.IntVar(&threads, "threads", 2, "threads per trainer")
 	return cmd
 }

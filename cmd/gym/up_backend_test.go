@@ -90,7 +90,7 @@ func TestUpDataParallel(t *testing.T) {
 	}
 	s := upSpec(o, "builtin")
 	g := s.GSPO
-	if !g.InnerSGD() || !g.OuterAdam() || g.AggregateInterval != 1 || g.LearningRate != 1e-3 || g.OuterLR != 1.5e-3 || g.MaxGradNorm != 30 {
+	if !g.InnerSGD() || !g.OuterAdam() || g.Iterations() != 1 || g.AggregateInterval != 1 || g.LearningRate != 1e-3 || g.OuterLR != 1.5e-3 || g.MaxGradNorm != 30 {
 		t.Fatalf("job gspo %+v", g)
 	}
 	s.Model = jobconf.BuiltinModel

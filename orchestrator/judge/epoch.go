@@ -246,24 +246,53 @@ func (j *Judge) CheckpointDir(job string, epoch int) string {
 
 // startAdapter is the adapter epoch e starts from: the checkpoint of
 // record of epoch e−1 (restored from the blob store when this replica did
-// not merge it).
-func (j *Judge) startAdapter(ctx context.Context, plan jobconf.Plan, jb state.Job, epoch int) (*llama.Adapter, error) {
+// not merge it), with the outer optimiser's state it carries (nil: a fresh
+// one).
+func (j *Judge) startAdapter(ctx context.Context, plan jobconf.Plan, jb state.Job, epoch int) (*llama.Adapter, *jobconf.Outer, error) {
 	if epoch == 1 {
-		return plan.InitialAdapter(plan.Base.Weights.Cfg)
+		a, err := plan.InitialAdapter(plan.Base.Weights.Cfg)
+		return a, nil, err
 	}
 	if len(jb.CIDs) < epoch-1 {
-		return nil, fmt.Errorf("judge: %s has %d checkpoints, epoch %d starts from the %dth", jb.ID, len(jb.CIDs), epoch, epoch-1)
+		return nil, nil, fmt.Errorf("judge: %s has %d checkpoints, epoch %d starts from the %dth", jb.ID, len(jb.CIDs), epoch, epoch-1)
 	}
 	dir, err := j.checkpoint(ctx, jb.ID, epoch-1, jb.CIDs[epoch-2])
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a, _, err := peft.Read(dir, plan.Base.Weights.Cfg)
-	return a, err
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := ReadOuter(dir, plan, a.NumParams())
+	return a, o, err
 }
 
-// checkpointFiles are the files of a checkpoint directory (peft.Write).
-var checkpointFiles = []string{peft.WeightsFile, peft.ConfigFile, peft.CardFile}
+// ReadOuter is the outer optimiser's state the checkpoint directory dir
+// carries into the next epoch (jobconf.OuterFile; absent: a fresh one, as
+// after an epoch whose merges took no step).
+func ReadOuter(dir string, plan jobconf.Plan, params int) (*jobconf.Outer, error) {
+	b, err := os.ReadFile(filepath.Join(dir, jobconf.OuterFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		b, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	o, err := plan.ResumeOuter(b, params)
+	if err != nil {
+		return nil, fmt.Errorf("judge: checkpoint %s: %w", dir, err)
+	}
+	return o, nil
+}
+
+// checkpointFiles are the files of a checkpoint directory (peft.Write),
+// and the outer optimiser's state where the job carries it
+// (optionalCheckpointFiles: absent otherwise).
+var (
+	checkpointFiles         = []string{peft.WeightsFile, peft.ConfigFile, peft.CardFile, jobconf.OuterFile}
+	optionalCheckpointFiles = map[string]bool{jobconf.OuterFile: true}
+)
 
 // checkpointBlob names a file of the checkpoint with root CID root.
 func checkpointBlob(root, file string) string { return "checkpoints/" + root + "/" + file }
@@ -273,6 +302,9 @@ func checkpointBlob(root, file string) string { return "checkpoints/" + root + "
 func (j *Judge) keepCheckpoint(ctx context.Context, dir, root string) error {
 	for _, f := range checkpointFiles {
 		b, err := os.ReadFile(filepath.Join(dir, f))
+		if optionalCheckpointFiles[f] && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -303,6 +335,9 @@ func (j *Judge) checkpoint(ctx context.Context, job string, e int, root string) 
 		err := atomicfile.Dir(dir, 0o755, func(tmp string) error {
 			for _, f := range checkpointFiles {
 				b, err := j.cfg.Blobs.Get(ctx, checkpointBlob(root, f))
+				if optionalCheckpointFiles[f] && errors.Is(err, blob.ErrNotFound) {
+					continue // the import below finds the root changed if it belonged
+				}
 				if err != nil {
 					return fmt.Errorf("judge: checkpoint of epoch %d of %s (%s): %w", e, job, root, err)
 				}
@@ -345,7 +380,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		return j.fail(ctx, jb.ID, err.Error())
 	}
 	e := jb.Epoch
-	start, err := j.startAdapter(ctx, plan, jb, e)
+	start, startOuter, err := j.startAdapter(ctx, plan, jb, e)
 	if err != nil {
 		return fmt.Errorf("judge: checkpoint of epoch %d: %w", e-1, err)
 	}
@@ -361,6 +396,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	if err != nil {
 		return err
 	}
+	in.StartOuter = startOuter
 	var dl *delegation
 	if delegated {
 		dl = &delegation{j: j, job: jb.ID, e: e, plan: plan, self: in.CheckTraces}
@@ -428,6 +464,19 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	}
 	if err := peft.Write(dir, final, card); err != nil {
 		return err
+	}
+	if plan.CarriesOuter() {
+		// The outer state the next epoch continues from, under the
+		// checkpoint's CID (nothing when no merge took a step).
+		b, err := res.Outer.MarshalState()
+		if err != nil {
+			return err
+		}
+		if b != nil {
+			if err := atomicfile.WriteBytes(filepath.Join(dir, jobconf.OuterFile), 0o644, true, b); err != nil {
+				return err
+			}
+		}
 	}
 	root, err := j.publish(ctx, jb.ID, e, dir)
 	if err != nil {

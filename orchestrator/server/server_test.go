@@ -361,7 +361,7 @@ func TestJobGSPO(t *testing.T) {
 		WarmupSteps: proto.Int32(0), WeightDecay: proto.Float64(def.WeightDecay), LoraTargetModules: def.Targets(),
 		OuterLearningRate: proto.Float64(def.OuterLR), OuterMomentum: proto.Float64(def.OuterMomentum),
 		InnerOptimizer: proto.String(jobspec.Fields.InnerOptimizer.Default), OuterOptimizer: proto.String(jobspec.Fields.OuterOptimizer.Default),
-		MaxGradNorm: proto.Float64(0),
+		MaxGradNorm: proto.Float64(0), NumIterations: proto.Int32(2),
 	}
 	for id, w := range map[string]*pb.GSPOConfig{plain.Job: want, partial.Job: wantPartial} {
 		j, err := e.orch.GetJob(ctx, &pb.GetJobRequest{Job: id})

@@ -1969,7 +1969,10 @@ type GSPOConfig struct {
 	// Under inner_optimizer sgd, the bound G on a sync's mean gradient norm:
 	// contributions are clipped to learning_rate × updates × G; 0 (the
 	// default): the square root of the adapter's size. [0, 1e6].
-	MaxGradNorm   *float64 `protobuf:"fixed64,18,opt,name=max_grad_norm,json=maxGradNorm,proto3,oneof" json:"max_grad_norm,omitempty"`
+	MaxGradNorm *float64 `protobuf:"fixed64,18,opt,name=max_grad_norm,json=maxGradNorm,proto3,oneof" json:"max_grad_norm,omitempty"`
+	// Optimiser updates a worker takes on each step's batch (TRL's
+	// num_iterations), 1..64; 2. 1 is on-policy: one update per batch.
+	NumIterations *int32 `protobuf:"varint,19,opt,name=num_iterations,json=numIterations,proto3,oneof" json:"num_iterations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2126,6 +2129,13 @@ func (x *GSPOConfig) GetOuterOptimizer() string {
 func (x *GSPOConfig) GetMaxGradNorm() float64 {
 	if x != nil && x.MaxGradNorm != nil {
 		return *x.MaxGradNorm
+	}
+	return 0
+}
+
+func (x *GSPOConfig) GetNumIterations() int32 {
+	if x != nil && x.NumIterations != nil {
+		return *x.NumIterations
 	}
 	return 0
 }
@@ -3739,7 +3749,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\apattern\x18\x03 \x01(\tR\apattern\x12\x1c\n" +
 	"\ttolerance\x18\x04 \x01(\x01R\ttolerance\x12\x1b\n" +
 	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x12\x10\n" +
-	"\x03url\x18\x06 \x01(\tR\x03url\"\xde\b\n" +
+	"\x03url\x18\x06 \x01(\tR\x03url\"\x9d\t\n" +
 	"\n" +
 	"GSPOConfig\x12?\n" +
 	"\x19importance_sampling_level\x18\x01 \x01(\tH\x00R\x17importanceSamplingLevel\x88\x01\x01\x12\x17\n" +
@@ -3763,7 +3773,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x0eouter_momentum\x18\x0f \x01(\x01H\rR\routerMomentum\x88\x01\x01\x12,\n" +
 	"\x0finner_optimizer\x18\x10 \x01(\tH\x0eR\x0einnerOptimizer\x88\x01\x01\x12,\n" +
 	"\x0fouter_optimizer\x18\x11 \x01(\tH\x0fR\x0eouterOptimizer\x88\x01\x01\x12'\n" +
-	"\rmax_grad_norm\x18\x12 \x01(\x01H\x10R\vmaxGradNorm\x88\x01\x01B\x1c\n" +
+	"\rmax_grad_norm\x18\x12 \x01(\x01H\x10R\vmaxGradNorm\x88\x01\x01\x12*\n" +
+	"\x0enum_iterations\x18\x13 \x01(\x05H\x11R\rnumIterations\x88\x01\x01B\x1c\n" +
 	"\x1a_importance_sampling_levelB\a\n" +
 	"\x05_betaB\r\n" +
 	"\v_group_sizeB\x15\n" +
@@ -3781,7 +3792,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x0f_outer_momentumB\x12\n" +
 	"\x10_inner_optimizerB\x12\n" +
 	"\x10_outer_optimizerB\x10\n" +
-	"\x0e_max_grad_norm\"\x8e\x01\n" +
+	"\x0e_max_grad_normB\x11\n" +
+	"\x0f_num_iterations\"\x8e\x01\n" +
 	"\x10SubmitJobRequest\x12.\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12+\n" +
 	"\x04auth\x18\x02 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x1d\n" +

@@ -144,8 +144,13 @@ type Input struct {
 	// are replayed only when SpotCheckBP > 0.
 	Outliers merge.OutlierConfig
 
-	Start  *llama.Adapter // the checkpoint of record the epoch started from
-	Deltas []Delta        // accepted for the epoch, in any order
+	Start *llama.Adapter // the checkpoint of record the epoch started from
+	// StartOuter is the outer optimiser's state the epoch started from:
+	// the previous checkpoint of record's (jobconf.OuterFile) when the
+	// plan carries it across epochs, nil for a fresh one (plan.NewOuter).
+	// Evaluate does not change it.
+	StartOuter *jobconf.Outer
+	Deltas     []Delta // accepted for the epoch, in any order
 	// Offenders are the nodes proven to cheat on submission during the
 	// epoch (equivocation, a replayed copy, a norm above the bound), with
 	// the offence: like a node whose delta fails its spot-check, they
@@ -251,8 +256,12 @@ type Shortfall struct {
 // Result is the evaluation of an epoch: the report, the checkpoint of
 // record and the commands that follow from it.
 type Result struct {
-	Report     Report
-	Merged     *llama.Adapter
+	Report Report
+	Merged *llama.Adapter
+	// Outer is the outer optimiser's state after the epoch's merges into
+	// the checkpoint of record: what the next epoch starts from when the
+	// plan carries it (jobconf.Plan.CarriesOuter).
+	Outer      *jobconf.Outer
 	Slashes    []Slash               // in the order found
 	Rewards    []ledger.Contribution // the epoch's contributions by node, sorted; empty: none
 	Shortfalls []Shortfall
@@ -324,7 +333,13 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	// their base. nil: unknown.
 	S := make([]*llama.Adapter, K)
 	S[0] = in.Start
-	outer := plan.NewOuter() // the workers' outer optimiser along S
+	startOuter := func() *jobconf.Outer {
+		if in.StartOuter != nil {
+			return in.StartOuter.Clone()
+		}
+		return plan.NewOuter()
+	}
+	outer := startOuter() // the workers' outer optimiser along S
 	if d := jobconf.Digest(in.Start); K >= 1 {
 		for _, en := range syncs[1] {
 			if en.Base != d {
@@ -546,7 +561,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		return heldout.Loss(md, in.Base.Tokenizer, shard)
 	}
 	T := in.Start.Clone()
-	outerT := plan.NewOuter() // the same outer optimiser along T, on the merged updates
+	outerT := startOuter() // the same outer optimiser along T, on the merged updates
 	if rep.LossBefore, err = loss(T); err != nil {
 		return nil, err
 	}
@@ -664,7 +679,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		return nil, err
 	}
 	rep.Accuracy = ev.Accuracy
-	res.Merged = T
+	res.Merged, res.Outer = T, outerT
 	res.Rewards = Rewards(plan, rep.Scores)
 	return res, nil
 }

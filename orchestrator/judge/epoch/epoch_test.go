@@ -34,9 +34,18 @@ type world struct {
 	base  *basemodel.Base
 	plan  jobconf.Plan
 	start *llama.Adapter
-	nodes []string // ids, in node order
-	order []string // the ring order
-	loss  float64  // what the replayer's steps report
+	nodes []string       // ids, in node order
+	order []string       // the ring order
+	loss  float64        // what the replayer's steps report
+	outer *jobconf.Outer // the outer state the epoch starts from (nil: fresh)
+}
+
+// startOuter is a copy of the outer optimiser the epoch starts with.
+func (w *world) startOuter() *jobconf.Outer {
+	if w.outer != nil {
+		return w.outer.Clone()
+	}
+	return w.plan.NewOuter()
 }
 
 func newWorld(t *testing.T) *world {
@@ -117,7 +126,7 @@ func (w *world) replay(calls *int) epoch.Replayer {
 // sync k in w.order, stepped by the job's outer optimiser.
 func (w *world) honest(t *testing.T) []epoch.Delta {
 	t.Helper()
-	outer := w.plan.NewOuter()
+	outer := w.startOuter()
 	var calls int
 	rp := w.replay(&calls)
 	starts := []*llama.Adapter{w.start}
@@ -158,7 +167,7 @@ func (w *world) honest(t *testing.T) []epoch.Delta {
 func (w *world) input(deltas []epoch.Delta, replay epoch.Replayer) epoch.Input {
 	return epoch.Input{Job: w.plan.Job, Epoch: 1, Plan: w.plan, Rule: merge.Mean, SpotCheckBP: 10000, SpotKey: []byte("key"),
 		Start: w.start, Deltas: deltas, Rings: [][]string{w.order}, Base: w.base, ShardSize: 8, EvalSize: 8, Threads: 2,
-		Weights: [3]float64{0.5, 0.3, 0.2}, Replay: replay}
+		Weights: [3]float64{0.5, 0.3, 0.2}, Replay: replay, StartOuter: w.outer}
 }
 
 // record is the checkpoint of record the honest deltas ds make: every
@@ -166,7 +175,7 @@ func (w *world) input(deltas []epoch.Delta, replay epoch.Replayer) epoch.Input {
 // sync), stepped from the start by the job's outer rule.
 func (w *world) record(t *testing.T, ds []epoch.Delta, quality func(node string, k int) float64) *llama.Adapter {
 	t.Helper()
-	T, o := w.start.Clone(), w.plan.NewOuter()
+	T, o := w.start.Clone(), w.startOuter()
 	for k := 1; k <= w.plan.Syncs(); k++ {
 		var mi []merge.Input
 		for _, n := range w.nodes {
@@ -754,5 +763,56 @@ func TestEvaluateDataParallel(t *testing.T) {
 	}
 	if T := w.record(t, ds, func(string, int) float64 { return 1 }); jobconf.Digest(T) != jobconf.Digest(r.Merged) {
 		t.Fatal("the checkpoint of record is not the plain means stepped by Adam")
+	}
+}
+
+// Under the outer Adam the state carries from one epoch into the next:
+// the judge continues the previous checkpoint's state (Input.StartOuter)
+// along both the ring's trajectory and the checkpoint of record's, and
+// hands on the state after the epoch (Result.Outer). A judge that started
+// the second epoch fresh would not reconstruct the workers' ring.
+func TestEvaluateCarriedOuter(t *testing.T) {
+	w := newWorldWith(t, func(s *jobspec.Spec) {
+		s.StepsPerEpoch = 3
+		s.GSPO.LearningRate = 1e-3
+		s.GSPO.InnerOptimizer, s.GSPO.OuterOptimizer, s.GSPO.OuterLR = "sgd", "adam", 1.5e-3
+	})
+	if !w.plan.CarriesOuter() {
+		t.Fatal("the data-parallel plan does not carry its outer state")
+	}
+	var calls int
+	ds := w.honest(t)
+	r1, err := epoch.Evaluate(context.Background(), w.input(ds, w.replay(&calls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Outer.Steps() != 3 {
+		t.Fatalf("outer state after one epoch of 3 syncs: %d steps", r1.Outer.Steps())
+	}
+	// Epoch 2 from the checkpoint of record and its outer state.
+	w.start, w.outer = r1.Merged, r1.Outer
+	ds = w.honest(t)
+	fresh := w.input(ds, w.replay(&calls))
+	fresh.StartOuter = nil
+	rf, err := epoch.Evaluate(context.Background(), fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rf.Report.RingDisagreements) == 0 && len(rf.Report.RingUnknown) == 0 {
+		t.Fatal("a judge starting the outer Adam afresh reconstructed a ring that continued it")
+	}
+	r2, err := epoch.Evaluate(context.Background(), w.input(ds, w.replay(&calls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := r2.Report
+	if len(r2.Slashes) != 0 || len(rep.RingDisagreements) != 0 || len(rep.RingUnknown) != 0 || len(rep.Excluded) != 0 {
+		t.Fatalf("carried state: slashes %+v, report %+v", r2.Slashes, rep)
+	}
+	if T := w.record(t, ds, func(string, int) float64 { return 1 }); jobconf.Digest(T) != jobconf.Digest(r2.Merged) {
+		t.Fatal("the checkpoint of record is not the means stepped by the carried Adam")
+	}
+	if r2.Outer.Steps() != 6 || r1.Outer.Steps() != 3 {
+		t.Fatalf("outer steps %d after two epochs (the first's state now %d)", r2.Outer.Steps(), r1.Outer.Steps())
 	}
 }
