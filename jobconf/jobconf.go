@@ -72,9 +72,6 @@ func (p Plan) EnvReward() bool { return len(p.Envs) > 0 }
 // Serves reports whether a worker training with backend (go or torch) may
 // take the plan's job.
 func (p Plan) Serves(backend string) error {
-	if p.Trainer.SGD && backend != "go" {
-		return fmt.Errorf("%w: the job's workers step plain SGD (gspo.inner_optimizer sgd), which only the go backend trains; this worker trains with %s", ErrJob, backend)
-	}
 	if p.Backend == "" || p.Backend == backend || p.Backend == "any" {
 		if p.Backend == "" && backend != "go" {
 			return fmt.Errorf("%w: the job trains with the go backend, this worker with %s", ErrJob, backend)

@@ -24,11 +24,13 @@ import (
 //	θ ← θ + η·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + ε)
 //
 // Under workers that step plain SGD and sync every step, that is AdamW on
-// the ring's averaged gradient (docs/data-parallel.md). Its state starts
-// at zero with every epoch, so it is a pure function of the
-// checkpoint of record and the epoch's averaged updates: the worker, the
-// judge's ring reconstruction and its merge each run one, and the judge's
-// replay of a sync sees exactly what the worker saw. A nil *Outer is the
+// the ring's averaged gradient (docs/data-parallel.md). The Nesterov
+// state starts at zero with every epoch; Adam's carries over, published
+// with each checkpoint of record (OuterFile, Plan.ResumeOuter). Either way
+// it is a pure function of the checkpoint of record (with its state) and
+// the epoch's averaged updates: the worker, the judge's ring
+// reconstruction and its merge each run one, and the judge's replay of a
+// sync sees exactly what the worker saw. A nil *Outer is the
 // plain average (θ ← θ + Δ), the behaviour of jobs without an outer
 // optimiser.
 //

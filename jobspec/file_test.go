@@ -95,7 +95,6 @@ func TestParseJobFileProblems(t *testing.T) {
 		{"gspo:\n  outer_momentum: 0.5\n", "j.yaml:5: gspo.outer_momentum 0.5 needs gspo.outer_learning_rate > 0"},
 		{"gspo:\n  inner_optimizer: sgd\n", "j.yaml:5: gspo.inner_optimizer sgd needs gspo.outer_optimizer adam"},
 		{"gspo:\n  num_iterations: 0\n", "j.yaml:6: gspo.num_iterations: 0 is outside 1..64"},
-		{"backend: torch\ngspo:\n  inner_optimizer: sgd\n  outer_optimizer: adam\n  outer_learning_rate: 1e-3\n", "j.yaml:6: gspo.inner_optimizer sgd runs on the go backend only"},
 		{"epochs: 1\n", "given twice"},
 		{"utility: 0\n", "j.yaml:5: utility: 0 is outside 1..1000000"},
 		{"min_vram_mib: -1\n", "min_vram_mib: -1 is outside 0..16777216"},

@@ -244,9 +244,6 @@ func (s *Spec) Normalise() error {
 	if !f.Aggregation.Contains(s.Aggregation) {
 		return invalidf("aggregation %q (want mean, median or trimmed-mean)", s.Aggregation)
 	}
-	if s.Backend == "torch" && s.GSPO.InnerSGD() {
-		return invalidf("%s sgd runs on the go backend only (the torch trainer steps AdamW); use backend go or any", f.InnerOptimizer.Key)
-	}
 	switch {
 	case s.StepsPerEpoch != 0 && !f.StepsPerEpoch.Contains(int64(s.StepsPerEpoch)):
 		return invalidf("steps_per_epoch %d outside 0..%d", s.StepsPerEpoch, f.StepsPerEpoch.Max)

@@ -223,7 +223,7 @@ func (b *Backend) load(ctx context.Context, t *Trainer, p *proc) error {
 			EpsilonHigh: c.EpsilonHigh, AdvantageEpsilon: 1e-4, Temperature: c.Temperature,
 			NumIterations: uint32(c.NumIterations), GradientAccumulationSteps: uint32(c.GradientAccumulationSteps)},
 		Adamw: &trainerv1.AdamW{LearningRate: c.LearningRate, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: c.WeightDecay,
-			WarmupUpdates: uint32(c.WarmupSteps), TotalUpdates: uint32(s.total), MinLearningRate: s.minLR},
+			WarmupUpdates: uint32(c.WarmupSteps), TotalUpdates: uint32(s.total), MinLearningRate: s.minLR, Sgd: c.SGD},
 	}
 	resp, err := p.client.Load(ctx, req)
 	if c := status.Code(err); c == codes.FailedPrecondition || c == codes.InvalidArgument {

@@ -103,8 +103,20 @@ func sub(a, b *llama.Adapter) *llama.Adapter {
 // TestGSPOMatchesGoEngine runs the same traces through the Go engine and
 // the torch backend (fp32, CPU): the loss agrees within 1e-5, the LoRA
 // gradient within 1e-4 relative (L2), and the update of one full step
-// (two AdamW updates) within 1e-4 relative.
+// (two AdamW updates; or one plain SGD update, as the data-parallel mode
+// takes) within 1e-4 relative.
 func TestGSPOMatchesGoEngine(t *testing.T) {
+	t.Run("adamw", func(t *testing.T) { matchGoEngine(t, smallConfig()) })
+	t.Run("sgd", func(t *testing.T) {
+		c := smallConfig()
+		// A rate large enough that the update stands well above float32's
+		// rounding of the adapter (SGD's step is lr × the gradient).
+		c.SGD, c.NumIterations, c.LearningRate, c.WeightDecay = true, 1, 1, 0.01
+		matchGoEngine(t, c)
+	})
+}
+
+func matchGoEngine(t *testing.T, c trainer.Config) {
 	b := sharedBackend(t)
 	base, err := basemodel.Builtin()
 	if err != nil {
@@ -112,9 +124,9 @@ func TestGSPOMatchesGoEngine(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c := smallConfig()
-	// One Go step first, so lora_B is not zero and every tensor has a gradient.
-	tr, err := trainer.New(base.Weights, base.Tokenizer, c, 0, 1)
+	// One Go AdamW step first, so lora_B is not zero and every tensor has a
+	// gradient.
+	tr, err := trainer.New(base.Weights, base.Tokenizer, smallConfig(), 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +215,8 @@ func TestGSPOMatchesGoEngine(t *testing.T) {
 	if !(updErr <= 1e-4) {
 		t.Errorf("update relative L2 error %g > 1e-4", updErr)
 	}
-	if full.Stats.Updates != 2 {
-		t.Errorf("updates %d, want 2 (num_iterations)", full.Stats.Updates)
+	if full.Stats.Updates != int64(c.NumIterations) {
+		t.Errorf("updates %d, want %d (num_iterations)", full.Stats.Updates, c.NumIterations)
 	}
 }
 

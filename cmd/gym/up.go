@@ -211,7 +211,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.Float64Var(&o.learningRate, "learning-rate", o.learningRate, "gspo.learning_rate: the workers' AdamW rate (-1: the built-in profile's for --workers, 2e-3 × min(workers, 4)^¼)")
 	f.Float64Var(&o.outerLR, "outer-lr", o.outerLR, "gspo.outer_learning_rate: the outer optimiser's rate on each sync's averaged update (0: the plain average; -1: the built-in profile's for --workers, √(workers/4) and at least 1)")
 	f.Float64Var(&o.outerMomentum, "outer-momentum", o.outerMomentum, "gspo.outer_momentum: the outer optimiser's Nesterov momentum (needs --outer-lr above 0)")
-	f.BoolVar(&o.dataParallel, "data-parallel", false, "synchronous data parallelism: workers step plain SGD (1e-3), the ring averages every step (--interval 1 unless given), Adam (1.5e-3) steps the average; go workers only (docs/data-parallel.md)")
+	f.BoolVar(&o.dataParallel, "data-parallel", false, "synchronous data parallelism: workers step plain SGD (1e-3), the ring averages every step (--interval 1 unless given), Adam (1.5e-3) steps the average (docs/data-parallel.md)")
 	return cmd
 }
 
@@ -270,9 +270,6 @@ func (o *upOptions) check() error {
 		return fmt.Errorf("--backend names %d backends for %d workers: give one, or one per worker", len(bs), o.workers)
 	}
 	o.backends = bs
-	if o.dataParallel && slices.Contains(bs, backend.Torch) {
-		return errors.New("--data-parallel needs go workers (the torch trainer steps AdamW); leave --backend torch out")
-	}
 	if err := worker.CheckAttack(o.attack); err != nil {
 		return fmt.Errorf("--attack: %w", err)
 	}

@@ -167,6 +167,25 @@ def test_engine_generates_and_steps(tiny, tmp_path):
     assert len(greedy) == 2
 
 
+def test_sgd_steps_the_gradient(tiny):
+    """With sgd set the update is plain SGD, Go's rule: θ·(1 − lr·wd) − lr·g, no moments."""
+    lr, wd = 1e-2, 0.1
+    e = Engine(load_config(tiny, num_iterations=1, adamw=AdamWConfig(lr=lr, weight_decay=wd, sgd=True)))
+    assert isinstance(e.opt, torch.optim.SGD)
+    t = e.generate([[1, 2, 3], [4, 5, 6], [7, 8], [9, 10]], G=4, max_new=5, temperature=1.0, top_k=0, seed=3)
+    t.rewards = [float(i % 2) for i in range(t.n)]
+    before = {k: v.clone() for k, v in e._state().items()}
+    stats, grad, _ = e.step(t, 4, want_grad=True)
+    assert stats["updates"] == 1
+    after = e._state()
+    moved = 0.0
+    for k in e.names:
+        want = before[k] * (1 - lr * wd) - lr * grad[k]
+        assert torch.allclose(after[k], want, rtol=0, atol=1e-6), k
+        moved += float((after[k] - before[k]).abs().sum())
+    assert moved > 0
+
+
 def test_service_over_a_unix_socket(tiny, tmp_path):
     x = tmp_path / "x"
     x.mkdir(mode=0o700)

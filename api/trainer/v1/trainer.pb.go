@@ -273,8 +273,12 @@ type AdamW struct {
 	WarmupUpdates   uint32                 `protobuf:"varint,6,opt,name=warmup_updates,json=warmupUpdates,proto3" json:"warmup_updates,omitempty"`
 	TotalUpdates    uint32                 `protobuf:"varint,7,opt,name=total_updates,json=totalUpdates,proto3" json:"total_updates,omitempty"`
 	MinLearningRate float64                `protobuf:"fixed64,8,opt,name=min_learning_rate,json=minLearningRate,proto3" json:"min_learning_rate,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// sgd steps plain SGD at the same rate and schedule instead (package
+	// optim's Config.SGD): θ ← θ·(1 − lr·weight_decay) − lr·g, no moments.
+	// A job with gspo.inner_optimizer sgd (synchronous data parallelism).
+	Sgd           bool `protobuf:"varint,9,opt,name=sgd,proto3" json:"sgd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdamW) Reset() {
@@ -361,6 +365,13 @@ func (x *AdamW) GetMinLearningRate() float64 {
 		return x.MinLearningRate
 	}
 	return 0
+}
+
+func (x *AdamW) GetSgd() bool {
+	if x != nil {
+		return x.Sgd
+	}
+	return false
 }
 
 type LoadRequest struct {
@@ -1312,7 +1323,7 @@ const file_api_trainer_v1_trainer_proto_rawDesc = "" +
 	"\x11advantage_epsilon\x18\x05 \x01(\x01R\x10advantageEpsilon\x12 \n" +
 	"\vtemperature\x18\x06 \x01(\x01R\vtemperature\x12%\n" +
 	"\x0enum_iterations\x18\a \x01(\rR\rnumIterations\x12>\n" +
-	"\x1bgradient_accumulation_steps\x18\b \x01(\rR\x19gradientAccumulationSteps\"\x85\x02\n" +
+	"\x1bgradient_accumulation_steps\x18\b \x01(\rR\x19gradientAccumulationSteps\"\x97\x02\n" +
 	"\x05AdamW\x12#\n" +
 	"\rlearning_rate\x18\x01 \x01(\x01R\flearningRate\x12\x14\n" +
 	"\x05beta1\x18\x02 \x01(\x01R\x05beta1\x12\x14\n" +
@@ -1321,7 +1332,8 @@ const file_api_trainer_v1_trainer_proto_rawDesc = "" +
 	"\fweight_decay\x18\x05 \x01(\x01R\vweightDecay\x12%\n" +
 	"\x0ewarmup_updates\x18\x06 \x01(\rR\rwarmupUpdates\x12#\n" +
 	"\rtotal_updates\x18\a \x01(\rR\ftotalUpdates\x12*\n" +
-	"\x11min_learning_rate\x18\b \x01(\x01R\x0fminLearningRate\"\x84\x03\n" +
+	"\x11min_learning_rate\x18\b \x01(\x01R\x0fminLearningRate\x12\x10\n" +
+	"\x03sgd\x18\t \x01(\bR\x03sgd\"\x84\x03\n" +
 	"\vLoadRequest\x12\x19\n" +
 	"\bbase_dir\x18\x01 \x01(\tR\abaseDir\x12\x1b\n" +
 	"\tlora_rank\x18\x02 \x01(\rR\bloraRank\x12\x1d\n" +

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rtrainer.proto\x12\x12zoo.gym.trainer.v1\"\x0f\n\rHealthRequest\"\xd9\x01\n\x0eHealthResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x03\x12\x0e\n\x06loaded\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\r\n\x05\x64type\x18\x04 \x01(\t\x12\x42\n\x08versions\x18\x05 \x03(\x0b\x32\x30.zoo.gym.trainer.v1.HealthResponse.VersionsEntry\x12\x16\n\x0e\x63uda_available\x18\x06 \x01(\x08\x1a/\n\rVersionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xcf\x01\n\x04GSPO\x12!\n\x19importance_sampling_level\x18\x01 \x01(\t\x12\x0c\n\x04\x62\x65ta\x18\x02 \x01(\x01\x12\x13\n\x0b\x65psilon_low\x18\x03 \x01(\x01\x12\x14\n\x0c\x65psilon_high\x18\x04 \x01(\x01\x12\x19\n\x11\x61\x64vantage_epsilon\x18\x05 \x01(\x01\x12\x13\n\x0btemperature\x18\x06 \x01(\x01\x12\x16\n\x0enum_iterations\x18\x07 \x01(\r\x12#\n\x1bgradient_accumulation_steps\x18\x08 \x01(\r\"\xa9\x01\n\x05\x41\x64\x61mW\x12\x15\n\rlearning_rate\x18\x01 \x01(\x01\x12\r\n\x05\x62\x65ta1\x18\x02 \x01(\x01\x12\r\n\x05\x62\x65ta2\x18\x03 \x01(\x01\x12\x0b\n\x03\x65ps\x18\x04 \x01(\x01\x12\x14\n\x0cweight_decay\x18\x05 \x01(\x01\x12\x16\n\x0ewarmup_updates\x18\x06 \x01(\r\x12\x15\n\rtotal_updates\x18\x07 \x01(\r\x12\x19\n\x11min_learning_rate\x18\x08 \x01(\x01\"\x96\x02\n\x0bLoadRequest\x12\x10\n\x08\x62\x61se_dir\x18\x01 \x01(\t\x12\x11\n\tlora_rank\x18\x02 \x01(\r\x12\x12\n\nlora_alpha\x18\x03 \x01(\x01\x12\x1b\n\x13lora_target_modules\x18\x04 \x03(\t\x12\r\n\x05\x64type\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x06 \x01(\t\x12\x10\n\x08use_4bit\x18\x07 \x01(\x08\x12\x0c\n\x04seed\x18\x08 \x01(\x04\x12&\n\x04gspo\x18\t \x01(\x0b\x32\x18.zoo.gym.trainer.v1.GSPO\x12(\n\x05\x61\x64\x61mw\x18\n \x01(\x0b\x32\x19.zoo.gym.trainer.v1.AdamW\x12\x0f\n\x07\x61\x64\x61pter\x18\x0b \x01(\t\x12\x0f\n\x07threads\x18\x0c \x01(\r\"s\n\x0cLoadResponse\x12\x17\n\x0f\x62\x61se_parameters\x18\x01 \x01(\x03\x12\x1a\n\x12\x61\x64\x61pter_parameters\x18\x02 \x01(\x03\x12\x0f\n\x07\x61\x64\x61pter\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x04 \x01(\t\x12\r\n\x05\x64type\x18\x05 \x01(\t\"\x15\n\x06Prompt\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xa9\x01\n\x0fGenerateRequest\x12+\n\x07prompts\x18\x01 \x03(\x0b\x32\x1a.zoo.gym.trainer.v1.Prompt\x12\x12\n\ngroup_size\x18\x02 \x01(\r\x12\x16\n\x0emax_new_tokens\x18\x03 \x01(\r\x12\x13\n\x0btemperature\x18\x04 \x01(\x01\x12\r\n\x05top_k\x18\x05 \x01(\r\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x0b\n\x03out\x18\x07 \x01(\t\"C\n\x10GenerateResponse\x12\x0e\n\x06traces\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x01(\x03\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\"a\n\x0bStepRequest\x12\x0e\n\x06traces\x18\x01 \x01(\t\x12\x12\n\ngroup_size\x18\x02 \x01(\r\x12\x0b\n\x03out\x18\x03 \x01(\t\x12\x10\n\x08gradient\x18\x04 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x05 \x01(\x08\"\x8a\x02\n\tStepStats\x12\x0c\n\x04loss\x18\x01 \x01(\x01\x12\x13\n\x0bpolicy_loss\x18\x02 \x01(\x01\x12\n\n\x02kl\x18\x03 \x01(\x01\x12\x11\n\tclip_frac\x18\x04 \x01(\x01\x12\x12\n\nratio_mean\x18\x05 \x01(\x01\x12\x11\n\tratio_std\x18\x06 \x01(\x01\x12\x11\n\tratio_min\x18\x07 \x01(\x01\x12\x11\n\tratio_max\x18\x08 \x01(\x01\x12\x17\n\x0ftoken_ratio_std\x18\t \x01(\x01\x12\x17\n\x0fzero_var_groups\x18\n \x01(\x03\x12\x15\n\rlearning_rate\x18\x0b \x01(\x01\x12\x14\n\x0ctrain_tokens\x18\x0c \x01(\x03\x12\x0f\n\x07updates\x18\r \x01(\x03\"p\n\x0cStepResponse\x12,\n\x05stats\x18\x01 \x01(\x0b\x32\x1d.zoo.gym.trainer.v1.StepStats\x12\x0f\n\x07\x61\x64\x61pter\x18\x02 \x01(\t\x12\x10\n\x08gradient\x18\x03 \x01(\t\x12\x0f\n\x07seconds\x18\x04 \x01(\x01\"=\n\x11SetAdapterRequest\x12\x0f\n\x07\x61\x64\x61pter\x18\x01 \x01(\t\x12\x17\n\x0freset_optimizer\x18\x02 \x01(\x08\"\x14\n\x12SetAdapterResponse\"V\n\x0f\x45valuateRequest\x12+\n\x07prompts\x18\x01 \x03(\x0b\x32\x1a.zoo.gym.trainer.v1.Prompt\x12\x16\n\x0emax_new_tokens\x18\x02 \x01(\r\"\x19\n\nCompletion\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"G\n\x10\x45valuateResponse\x12\x33\n\x0b\x63ompletions\x18\x01 \x03(\x0b\x32\x1e.zoo.gym.trainer.v1.Completion2\x82\x04\n\x0eTrainerService\x12O\n\x06Health\x12!.zoo.gym.trainer.v1.HealthRequest\x1a\".zoo.gym.trainer.v1.HealthResponse\x12I\n\x04Load\x12\x1f.zoo.gym.trainer.v1.LoadRequest\x1a .zoo.gym.trainer.v1.LoadResponse\x12U\n\x08Generate\x12#.zoo.gym.trainer.v1.GenerateRequest\x1a$.zoo.gym.trainer.v1.GenerateResponse\x12I\n\x04Step\x12\x1f.zoo.gym.trainer.v1.StepRequest\x1a .zoo.gym.trainer.v1.StepResponse\x12[\n\nSetAdapter\x12%.zoo.gym.trainer.v1.SetAdapterRequest\x1a&.zoo.gym.trainer.v1.SetAdapterResponse\x12U\n\x08\x45valuate\x12#.zoo.gym.trainer.v1.EvaluateRequest\x1a$.zoo.gym.trainer.v1.EvaluateResponseB/Z-github.com/zooai/gym/api/trainer/v1;trainerv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rtrainer.proto\x12\x12zoo.gym.trainer.v1\"\x0f\n\rHealthRequest\"\xd9\x01\n\x0eHealthResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x03\x12\x0e\n\x06loaded\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\r\n\x05\x64type\x18\x04 \x01(\t\x12\x42\n\x08versions\x18\x05 \x03(\x0b\x32\x30.zoo.gym.trainer.v1.HealthResponse.VersionsEntry\x12\x16\n\x0e\x63uda_available\x18\x06 \x01(\x08\x1a/\n\rVersionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xcf\x01\n\x04GSPO\x12!\n\x19importance_sampling_level\x18\x01 \x01(\t\x12\x0c\n\x04\x62\x65ta\x18\x02 \x01(\x01\x12\x13\n\x0b\x65psilon_low\x18\x03 \x01(\x01\x12\x14\n\x0c\x65psilon_high\x18\x04 \x01(\x01\x12\x19\n\x11\x61\x64vantage_epsilon\x18\x05 \x01(\x01\x12\x13\n\x0btemperature\x18\x06 \x01(\x01\x12\x16\n\x0enum_iterations\x18\x07 \x01(\r\x12#\n\x1bgradient_accumulation_steps\x18\x08 \x01(\r\"\xb6\x01\n\x05\x41\x64\x61mW\x12\x15\n\rlearning_rate\x18\x01 \x01(\x01\x12\r\n\x05\x62\x65ta1\x18\x02 \x01(\x01\x12\r\n\x05\x62\x65ta2\x18\x03 \x01(\x01\x12\x0b\n\x03\x65ps\x18\x04 \x01(\x01\x12\x14\n\x0cweight_decay\x18\x05 \x01(\x01\x12\x16\n\x0ewarmup_updates\x18\x06 \x01(\r\x12\x15\n\rtotal_updates\x18\x07 \x01(\r\x12\x19\n\x11min_learning_rate\x18\x08 \x01(\x01\x12\x0b\n\x03sgd\x18\t \x01(\x08\"\x96\x02\n\x0bLoadRequest\x12\x10\n\x08\x62\x61se_dir\x18\x01 \x01(\t\x12\x11\n\tlora_rank\x18\x02 \x01(\r\x12\x12\n\nlora_alpha\x18\x03 \x01(\x01\x12\x1b\n\x13lora_target_modules\x18\x04 \x03(\t\x12\r\n\x05\x64type\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x06 \x01(\t\x12\x10\n\x08use_4bit\x18\x07 \x01(\x08\x12\x0c\n\x04seed\x18\x08 \x01(\x04\x12&\n\x04gspo\x18\t \x01(\x0b\x32\x18.zoo.gym.trainer.v1.GSPO\x12(\n\x05\x61\x64\x61mw\x18\n \x01(\x0b\x32\x19.zoo.gym.trainer.v1.AdamW\x12\x0f\n\x07\x61\x64\x61pter\x18\x0b \x01(\t\x12\x0f\n\x07threads\x18\x0c \x01(\r\"s\n\x0cLoadResponse\x12\x17\n\x0f\x62\x61se_parameters\x18\x01 \x01(\x03\x12\x1a\n\x12\x61\x64\x61pter_parameters\x18\x02 \x01(\x03\x12\x0f\n\x07\x61\x64\x61pter\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x04 \x01(\t\x12\r\n\x05\x64type\x18\x05 \x01(\t\"\x15\n\x06Prompt\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xa9\x01\n\x0fGenerateRequest\x12+\n\x07prompts\x18\x01 \x03(\x0b\x32\x1a.zoo.gym.trainer.v1.Prompt\x12\x12\n\ngroup_size\x18\x02 \x01(\r\x12\x16\n\x0emax_new_tokens\x18\x03 \x01(\r\x12\x13\n\x0btemperature\x18\x04 \x01(\x01\x12\r\n\x05top_k\x18\x05 \x01(\r\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x0b\n\x03out\x18\x07 \x01(\t\"C\n\x10GenerateResponse\x12\x0e\n\x06traces\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x01(\x03\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\"a\n\x0bStepRequest\x12\x0e\n\x06traces\x18\x01 \x01(\t\x12\x12\n\ngroup_size\x18\x02 \x01(\r\x12\x0b\n\x03out\x18\x03 \x01(\t\x12\x10\n\x08gradient\x18\x04 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x05 \x01(\x08\"\x8a\x02\n\tStepStats\x12\x0c\n\x04loss\x18\x01 \x01(\x01\x12\x13\n\x0bpolicy_loss\x18\x02 \x01(\x01\x12\n\n\x02kl\x18\x03 \x01(\x01\x12\x11\n\tclip_frac\x18\x04 \x01(\x01\x12\x12\n\nratio_mean\x18\x05 \x01(\x01\x12\x11\n\tratio_std\x18\x06 \x01(\x01\x12\x11\n\tratio_min\x18\x07 \x01(\x01\x12\x11\n\tratio_max\x18\x08 \x01(\x01\x12\x17\n\x0ftoken_ratio_std\x18\t \x01(\x01\x12\x17\n\x0fzero_var_groups\x18\n \x01(\x03\x12\x15\n\rlearning_rate\x18\x0b \x01(\x01\x12\x14\n\x0ctrain_tokens\x18\x0c \x01(\x03\x12\x0f\n\x07updates\x18\r \x01(\x03\"p\n\x0cStepResponse\x12,\n\x05stats\x18\x01 \x01(\x0b\x32\x1d.zoo.gym.trainer.v1.StepStats\x12\x0f\n\x07\x61\x64\x61pter\x18\x02 \x01(\t\x12\x10\n\x08gradient\x18\x03 \x01(\t\x12\x0f\n\x07seconds\x18\x04 \x01(\x01\"=\n\x11SetAdapterRequest\x12\x0f\n\x07\x61\x64\x61pter\x18\x01 \x01(\t\x12\x17\n\x0freset_optimizer\x18\x02 \x01(\x08\"\x14\n\x12SetAdapterResponse\"V\n\x0f\x45valuateRequest\x12+\n\x07prompts\x18\x01 \x03(\x0b\x32\x1a.zoo.gym.trainer.v1.Prompt\x12\x16\n\x0emax_new_tokens\x18\x02 \x01(\r\"\x19\n\nCompletion\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"G\n\x10\x45valuateResponse\x12\x33\n\x0b\x63ompletions\x18\x01 \x03(\x0b\x32\x1e.zoo.gym.trainer.v1.Completion2\x82\x04\n\x0eTrainerService\x12O\n\x06Health\x12!.zoo.gym.trainer.v1.HealthRequest\x1a\".zoo.gym.trainer.v1.HealthResponse\x12I\n\x04Load\x12\x1f.zoo.gym.trainer.v1.LoadRequest\x1a .zoo.gym.trainer.v1.LoadResponse\x12U\n\x08Generate\x12#.zoo.gym.trainer.v1.GenerateRequest\x1a$.zoo.gym.trainer.v1.GenerateResponse\x12I\n\x04Step\x12\x1f.zoo.gym.trainer.v1.StepRequest\x1a .zoo.gym.trainer.v1.StepResponse\x12[\n\nSetAdapter\x12%.zoo.gym.trainer.v1.SetAdapterRequest\x1a&.zoo.gym.trainer.v1.SetAdapterResponse\x12U\n\x08\x45valuate\x12#.zoo.gym.trainer.v1.EvaluateRequest\x1a$.zoo.gym.trainer.v1.EvaluateResponseB/Z-github.com/zooai/gym/api/trainer/v1;trainerv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,33 +43,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GSPO']._serialized_start=275
   _globals['_GSPO']._serialized_end=482
   _globals['_ADAMW']._serialized_start=485
-  _globals['_ADAMW']._serialized_end=654
-  _globals['_LOADREQUEST']._serialized_start=657
-  _globals['_LOADREQUEST']._serialized_end=935
-  _globals['_LOADRESPONSE']._serialized_start=937
-  _globals['_LOADRESPONSE']._serialized_end=1052
-  _globals['_PROMPT']._serialized_start=1054
-  _globals['_PROMPT']._serialized_end=1075
-  _globals['_GENERATEREQUEST']._serialized_start=1078
-  _globals['_GENERATEREQUEST']._serialized_end=1247
-  _globals['_GENERATERESPONSE']._serialized_start=1249
-  _globals['_GENERATERESPONSE']._serialized_end=1316
-  _globals['_STEPREQUEST']._serialized_start=1318
-  _globals['_STEPREQUEST']._serialized_end=1415
-  _globals['_STEPSTATS']._serialized_start=1418
-  _globals['_STEPSTATS']._serialized_end=1684
-  _globals['_STEPRESPONSE']._serialized_start=1686
-  _globals['_STEPRESPONSE']._serialized_end=1798
-  _globals['_SETADAPTERREQUEST']._serialized_start=1800
-  _globals['_SETADAPTERREQUEST']._serialized_end=1861
-  _globals['_SETADAPTERRESPONSE']._serialized_start=1863
-  _globals['_SETADAPTERRESPONSE']._serialized_end=1883
-  _globals['_EVALUATEREQUEST']._serialized_start=1885
-  _globals['_EVALUATEREQUEST']._serialized_end=1971
-  _globals['_COMPLETION']._serialized_start=1973
-  _globals['_COMPLETION']._serialized_end=1998
-  _globals['_EVALUATERESPONSE']._serialized_start=2000
-  _globals['_EVALUATERESPONSE']._serialized_end=2071
-  _globals['_TRAINERSERVICE']._serialized_start=2074
-  _globals['_TRAINERSERVICE']._serialized_end=2588
+  _globals['_ADAMW']._serialized_end=667
+  _globals['_LOADREQUEST']._serialized_start=670
+  _globals['_LOADREQUEST']._serialized_end=948
+  _globals['_LOADRESPONSE']._serialized_start=950
+  _globals['_LOADRESPONSE']._serialized_end=1065
+  _globals['_PROMPT']._serialized_start=1067
+  _globals['_PROMPT']._serialized_end=1088
+  _globals['_GENERATEREQUEST']._serialized_start=1091
+  _globals['_GENERATEREQUEST']._serialized_end=1260
+  _globals['_GENERATERESPONSE']._serialized_start=1262
+  _globals['_GENERATERESPONSE']._serialized_end=1329
+  _globals['_STEPREQUEST']._serialized_start=1331
+  _globals['_STEPREQUEST']._serialized_end=1428
+  _globals['_STEPSTATS']._serialized_start=1431
+  _globals['_STEPSTATS']._serialized_end=1697
+  _globals['_STEPRESPONSE']._serialized_start=1699
+  _globals['_STEPRESPONSE']._serialized_end=1811
+  _globals['_SETADAPTERREQUEST']._serialized_start=1813
+  _globals['_SETADAPTERREQUEST']._serialized_end=1874
+  _globals['_SETADAPTERRESPONSE']._serialized_start=1876
+  _globals['_SETADAPTERRESPONSE']._serialized_end=1896
+  _globals['_EVALUATEREQUEST']._serialized_start=1898
+  _globals['_EVALUATEREQUEST']._serialized_end=1984
+  _globals['_COMPLETION']._serialized_start=1986
+  _globals['_COMPLETION']._serialized_end=2011
+  _globals['_EVALUATERESPONSE']._serialized_start=2013
+  _globals['_EVALUATERESPONSE']._serialized_end=2084
+  _globals['_TRAINERSERVICE']._serialized_start=2087
+  _globals['_TRAINERSERVICE']._serialized_end=2601
 # @@protoc_insertion_point(module_scope)

@@ -54,7 +54,7 @@ class GSPO(_message.Message):
     def __init__(self, importance_sampling_level: _Optional[str] = ..., beta: _Optional[float] = ..., epsilon_low: _Optional[float] = ..., epsilon_high: _Optional[float] = ..., advantage_epsilon: _Optional[float] = ..., temperature: _Optional[float] = ..., num_iterations: _Optional[int] = ..., gradient_accumulation_steps: _Optional[int] = ...) -> None: ...
 
 class AdamW(_message.Message):
-    __slots__ = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "warmup_updates", "total_updates", "min_learning_rate")
+    __slots__ = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "warmup_updates", "total_updates", "min_learning_rate", "sgd")
     LEARNING_RATE_FIELD_NUMBER: _ClassVar[int]
     BETA1_FIELD_NUMBER: _ClassVar[int]
     BETA2_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,7 @@ class AdamW(_message.Message):
     WARMUP_UPDATES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_UPDATES_FIELD_NUMBER: _ClassVar[int]
     MIN_LEARNING_RATE_FIELD_NUMBER: _ClassVar[int]
+    SGD_FIELD_NUMBER: _ClassVar[int]
     learning_rate: float
     beta1: float
     beta2: float
@@ -71,7 +72,8 @@ class AdamW(_message.Message):
     warmup_updates: int
     total_updates: int
     min_learning_rate: float
-    def __init__(self, learning_rate: _Optional[float] = ..., beta1: _Optional[float] = ..., beta2: _Optional[float] = ..., eps: _Optional[float] = ..., weight_decay: _Optional[float] = ..., warmup_updates: _Optional[int] = ..., total_updates: _Optional[int] = ..., min_learning_rate: _Optional[float] = ...) -> None: ...
+    sgd: bool
+    def __init__(self, learning_rate: _Optional[float] = ..., beta1: _Optional[float] = ..., beta2: _Optional[float] = ..., eps: _Optional[float] = ..., weight_decay: _Optional[float] = ..., warmup_updates: _Optional[int] = ..., total_updates: _Optional[int] = ..., min_learning_rate: _Optional[float] = ..., sgd: _Optional[bool] = ...) -> None: ...
 
 class LoadRequest(_message.Message):
     __slots__ = ("base_dir", "lora_rank", "lora_alpha", "lora_target_modules", "dtype", "device", "use_4bit", "seed", "gspo", "adamw", "adapter", "threads")

@@ -39,6 +39,7 @@ class AdamWConfig:
     warmup: int = 0
     total: int = 0
     min_lr: float = 0.0
+    sgd: bool = False  # plain SGD at the same rate instead: θ·(1 − lr·wd) − lr·g (optim.Config.SGD)
 
     def at(self, step: int) -> float:
         """The learning rate of update ``step`` (1-based), as optim.Schedule.At."""
@@ -162,8 +163,12 @@ class Engine:
 
     def _new_optimizer(self) -> None:
         a = self.c.adamw
-        self.opt = torch.optim.AdamW(self.params, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
-                                     weight_decay=a.weight_decay, foreach=False)
+        if a.sgd:
+            # torch's SGD adds wd·θ to the gradient: θ − lr·(g + wd·θ) = θ·(1 − lr·wd) − lr·g, Go's rule.
+            self.opt = torch.optim.SGD(self.params, lr=a.lr, momentum=0, weight_decay=a.weight_decay, foreach=False)
+        else:
+            self.opt = torch.optim.AdamW(self.params, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
+                                         weight_decay=a.weight_decay, foreach=False)
         self.updates = 0
 
     def write_adapter(self, path: str) -> None:

@@ -117,7 +117,8 @@ class Service(pbg.TrainerServiceServicer):
                 grad_accum=g.gradient_accumulation_steps or 1,
                 adamw=AdamWConfig(lr=r.adamw.learning_rate, beta1=r.adamw.beta1, beta2=r.adamw.beta2,
                                   eps=r.adamw.eps, weight_decay=r.adamw.weight_decay, warmup=r.adamw.warmup_updates,
-                                  total=r.adamw.total_updates, min_lr=r.adamw.min_learning_rate),
+                                  total=r.adamw.total_updates, min_lr=r.adamw.min_learning_rate,
+                                  sgd=r.adamw.sgd),
                 threads=r.threads)
             self.engine = None
             e = Engine(c)
