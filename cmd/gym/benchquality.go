@@ -84,14 +84,16 @@ type qualityReport struct {
 }
 
 func newBenchQuality() *cobra.Command {
-	o := qualityOptions{seeds: 5, workers: "4,8", epochs: 3, steps: 90, interval: 5, prompts: 16, out: "out/bench-quality", timeout: 30 * time.Minute}
+	o := qualityOptions{seeds: 5, workers: "4,8", epochs: 3, steps: 90, prompts: 16, out: "out/bench-quality", timeout: 30 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "quality [--seeds 5] [--workers 4,8] [--attack signflip] [--up-arg=--outer-lr=0] [--json]",
 		Short: "Held-out accuracy of one worker against N workers at equal samples, over seeds",
 		Long: `bench quality measures what decentralizing costs in accuracy: for every seed
 it trains one worker alone (gym train --steps STEPS, --prompts prompts per
 step) and N workers (gym up --workers N, --prompts/N prompts per step each,
---epochs epochs of STEPS/epochs steps, a sync every --interval steps), the
+--epochs epochs of STEPS/epochs steps, gym up's profile: by default
+synchronous data parallelism, a sync every step; --interval N passes its
+own), the
 same number of samples (STEPS × prompts × 8 completions) in every run, and
 reads the held-out accuracy (500 problems, greedy) of the final adapter or
 checkpoint of record. With --attack KIND it also runs the first N of
@@ -140,7 +142,7 @@ line) is read instead of run again. Runs are sequential: wall times are those of
 	f.StringVar(&o.attack, "attack", "", "also run the first --workers count with one Byzantine worker mounting this attack (gym up --byzantine 1)")
 	f.IntVar(&o.epochs, "epochs", o.epochs, "epochs of the gym up runs")
 	f.IntVar(&o.steps, "steps", o.steps, "training steps of every run (a multiple of --epochs × --interval)")
-	f.IntVar(&o.interval, "interval", o.interval, "aggregate_interval of the gym up runs")
+	f.IntVar(&o.interval, "interval", o.interval, "aggregate_interval of the gym up runs (0: gym up's, 1 under its default data parallelism)")
 	f.IntVar(&o.prompts, "prompts", o.prompts, "prompts per step in total (the single worker's; split over the workers)")
 	f.StringVar(&o.gym, "gym", "", "gym binary to run (default: this one)")
 	f.StringVar(&o.out, "out", o.out, "directory for the runs' results (runs/) and scratch")
@@ -182,8 +184,8 @@ func (o *qualityOptions) check() error {
 		o.parsedWorkers = append(o.parsedWorkers, n)
 	}
 	switch {
-	case o.epochs < 1 || o.interval < 1 || o.steps < 1 || o.steps%(o.epochs*o.interval) != 0:
-		return fmt.Errorf("--steps %d must be a positive multiple of --epochs %d × --interval %d", o.steps, o.epochs, o.interval)
+	case o.epochs < 1 || o.interval < 0 || o.steps < 1 || o.steps%(o.epochs*max(o.interval, 1)) != 0:
+		return fmt.Errorf("--steps %d must be a positive multiple of --epochs %d × --interval %d", o.steps, o.epochs, max(o.interval, 1))
 	case o.prompts < 1:
 		return fmt.Errorf("--prompts %d: want at least 1", o.prompts)
 	case o.out == "":
@@ -220,8 +222,11 @@ func runBenchQuality(ctx context.Context, o qualityOptions, progress io.Writer) 
 		for i := range rows {
 			row := &rows[i]
 			args := []string{"up", "--workers", strconv.Itoa(row.Workers), "--prompts", strconv.Itoa(o.prompts / row.Workers),
-				"--epochs", strconv.Itoa(o.epochs), "--steps-per-epoch", strconv.Itoa(o.stepsPerEpoch), "--interval", strconv.Itoa(o.interval),
-				"--seed", strconv.FormatUint(seed, 10), "--key-seed", strconv.FormatUint(seed, 10), "--json"}
+				"--epochs", strconv.Itoa(o.epochs), "--steps-per-epoch", strconv.Itoa(o.stepsPerEpoch)}
+			if o.interval > 0 {
+				args = append(args, "--interval", strconv.Itoa(o.interval))
+			}
+			args = append(args, "--seed", strconv.FormatUint(seed, 10), "--key-seed", strconv.FormatUint(seed, 10), "--json")
 			if row.Attack != "" {
 				args = append(args, "--byzantine", "1", "--attack", row.Attack)
 			}

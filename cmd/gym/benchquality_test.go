@@ -57,12 +57,17 @@ func TestQualityOptions(t *testing.T) {
 	if err := ok.check(); err != nil || len(ok.parsedSeeds) != 2 || ok.stepsPerEpoch != 30 || len(ok.parsedWorkers) != 2 {
 		t.Fatalf("%+v %v", ok, err)
 	}
+	if own := (qualityOptions{seeds: 1, workers: "4", epochs: 3, steps: 93, prompts: 16, out: "x"}); own.check() != nil || own.stepsPerEpoch != 31 {
+		t.Fatalf("gym up's own interval: %+v", own)
+	}
 	for _, edit := range []func(*qualityOptions){
 		func(o *qualityOptions) { o.workers = "3" },  // 16 prompts do not split 3 ways
 		func(o *qualityOptions) { o.workers = "2" },  // no ring of 2
 		func(o *qualityOptions) { o.steps = 100 },    // not whole epochs of whole syncs
 		func(o *qualityOptions) { o.seedList = "a" }, // not a seed
 		func(o *qualityOptions) { o.seeds = 0 },
+		func(o *qualityOptions) { o.interval, o.steps = 0, 91 }, // gym up's interval (1): whole epochs still
+		func(o *qualityOptions) { o.interval = -1 },
 	} {
 		o := ok
 		edit(&o)
@@ -124,6 +129,9 @@ echo "{\"eval_after\":$acc,\"status\":\"published\"}"
 			seed = seed[:strings.IndexByte(seed, ' ')]
 			if !strings.Contains(line, "--key-seed "+seed+" ") {
 				t.Errorf("gym up without --key-seed %s: %s", seed, line)
+			}
+			if !strings.Contains(line, " --interval 5 ") {
+				t.Errorf("gym up without the bench's --interval: %s", line)
 			}
 			if !strings.HasSuffix(line, " --timeout 1m0s") {
 				t.Errorf("gym up without the bench's --timeout: %s", line)

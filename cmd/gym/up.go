@@ -62,15 +62,19 @@ type upOptions struct {
 func newUp() *cobra.Command {
 	g := jobconf.BuiltinGSPO(5)
 	o := upOptions{workers: 4, epochs: 3, stepsPerEpoch: 30, interval: 5, prompts: 4, task: "addition", out: "out/up", threads: 2, evalSize: judge.DefaultEvalSize, shardSize: judge.DefaultShardSize, timeout: 15 * time.Minute,
-		ledger: "embedded", confirmations: 1, learningRate: -1, outerLR: -1, outerMomentum: g.OuterMomentum, keySeed: -1}
+		ledger: "embedded", confirmations: 1, learningRate: -1, outerLR: -1, outerMomentum: g.OuterMomentum, keySeed: -1, dataParallel: true}
 	cmd := &cobra.Command{
 		Use:   "up [--workers 4] [--epochs 3] [--task NAME] [--kill-worker-at EPOCH:STEP] [--replicas 3 [--kill-leader-at EPOCH:STEP]] [--byzantine K --attack KIND] [--out DIR] [--json]",
 		Short: "Run decentralized GSPO training end to end on this machine: hanzod, N workers, one job",
 		Long: `up starts the orchestrator (hanzod, embedded store) in this process and N
 worker processes on loopback, funds and bonds their stake, submits a job on
 the built-in base model and runs it to Published: the workers train LoRA
-adapters with GSPO, average them every --interval steps over the
-authenticated ring all-reduce, and submit a signed delta for every sync;
+adapters with GSPO, average them over the authenticated ring all-reduce
+(by default every step, as synchronous data parallelism: plain SGD in the
+workers, one Adam on the averaged gradient, docs/data-parallel.md;
+--data-parallel=false trains the local-steps profile instead: AdamW in
+every worker, an average every --interval steps, default 5, stepped by a
+Nesterov outer rule), and submit a signed delta for every sync;
 hanzod validates and scores the deltas, spot-checks some by deterministic
 replay, merges each epoch into the checkpoint of record (PEFT layout,
 content-addressed), pays rewards, slashes proven cheating and settles the
@@ -211,7 +215,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.Float64Var(&o.learningRate, "learning-rate", o.learningRate, "gspo.learning_rate: the workers' AdamW rate (-1: the built-in profile's for --workers, 2e-3 × min(workers, 4)^¼)")
 	f.Float64Var(&o.outerLR, "outer-lr", o.outerLR, "gspo.outer_learning_rate: the outer optimiser's rate on each sync's averaged update (0: the plain average; -1: the built-in profile's for --workers, √(workers/4) and at least 1)")
 	f.Float64Var(&o.outerMomentum, "outer-momentum", o.outerMomentum, "gspo.outer_momentum: the outer optimiser's Nesterov momentum (needs --outer-lr above 0)")
-	f.BoolVar(&o.dataParallel, "data-parallel", false, "synchronous data parallelism: workers step plain SGD (1e-3), the ring averages every step (--interval 1 unless given), Adam (1.5e-3) steps the average (docs/data-parallel.md)")
+	f.BoolVar(&o.dataParallel, "data-parallel", o.dataParallel, "synchronous data parallelism: workers step plain SGD (1e-3), the ring averages every step (--interval 1 unless given), Adam (1.5e-3) steps the average (docs/data-parallel.md); =false: the local-steps profile (AdamW in every worker, --interval 5 unless given, Nesterov outer rule)")
 	return cmd
 }
 
@@ -244,7 +248,7 @@ func (o *upOptions) check() error {
 	case o.outerLR < 0 && o.outerLR != -1:
 		return fmt.Errorf("--outer-lr %v: want -1 (the built-in profile's for --workers) or 0..10", o.outerLR)
 	case o.dataParallel && o.outerMomentum != 0:
-		return errors.New("--data-parallel's outer rule is Adam, which has its own moments; leave --outer-momentum out")
+		return errors.New("the data-parallel profile's outer rule is Adam, which has its own moments: leave --outer-momentum out, or train the local-steps profile with --data-parallel=false")
 	case o.keySeed < -1:
 		return fmt.Errorf("--key-seed %d: want -1 (fresh keys) or a seed of 0 or more", o.keySeed)
 	case o.evalSize < 1 || o.evalSize > 100000 || o.shardSize < 1 || o.shardSize > 100000:

@@ -13,9 +13,11 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
@@ -26,10 +28,22 @@ import (
 // sync), hanzod's accuracy and scores on 128 and 32 held-out problems
 // (upEvalSize), and only the outliers and the keyed 10% replayed. extra
 // overrides (the last of a flag wins).
+//
+// The runs train the local-steps profile (--data-parallel=false, a sync
+// every 5 steps): two syncs an epoch keep them short, and the protocol's
+// checks are the same in both profiles. TestUpDataParallelRun runs the
+// default profile.
 func upRunJSON(t *testing.T, extra ...string) (localcluster.Summary, string, result) {
 	t.Helper()
+	return upRun(t, append([]string{"--data-parallel=false", "--interval", "5"}, extra...)...)
+}
+
+// upRun is upRunJSON without a profile: gym up's default unless extra
+// says.
+func upRun(t *testing.T, extra ...string) (localcluster.Summary, string, result) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "up")
-	args := append([]string{"up", "--out", out, "--json", "--epochs", "2", "--steps-per-epoch", "10", "--interval", "5", "--prompts", "2",
+	args := append([]string{"up", "--out", out, "--json", "--epochs", "2", "--steps-per-epoch", "10", "--prompts", "2",
 		"--eval-size", upEvalSize, "--shard-size", "32", "--timeout", "12m"}, extra...)
 	r := gym(t, args...)
 	var s localcluster.Summary
@@ -247,6 +261,80 @@ func TestUpReplicas(t *testing.T) {
 	}
 	if pubs != 2 {
 		t.Errorf("%d publications", pubs)
+	}
+}
+
+// TestUpDataParallelRun runs gym up's default profile, synchronous data
+// parallelism (a sync every step, plain SGD in the workers, the outer Adam
+// carried from epoch to epoch in the checkpoint): the job publishes a
+// better checkpoint; every sync's delta is accepted, none slashed, with
+// half of them replayed; the judge reconstructs every ring result of the
+// second epoch from the first checkpoint's outer state; and the final
+// checkpoint carries the Adam state of all twenty syncs. One cheater
+// (signflip) is slashed and paid least.
+func TestUpDataParallelRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	s, out, r := upRun(t, "--spot-check-bp", "5000")
+	if r.code != 0 || s.Status != "published" {
+		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
+	}
+	t.Logf("held-out accuracy %.3f → %.3f (%s problems), %.1f s", s.EvalBefore, s.EvalAfter, upEvalSize, s.Seconds)
+	if s.EvalAfter <= s.EvalBefore+0.05 {
+		t.Errorf("held-out accuracy %.3f → %.3f: training did not help", s.EvalBefore, s.EvalAfter)
+	}
+	for _, n := range s.Nodes {
+		if n.Slashed || n.Accepted != 20 || n.Rejected != 0 {
+			t.Errorf("honest node %+v: want 20 accepted deltas, no slash", n)
+		}
+	}
+	reports, _ := filepath.Glob(filepath.Join(out, "hanzod", "checkpoints", "*", "merge-*.json"))
+	if len(reports) != 2 {
+		t.Fatalf("merge reports %v", reports)
+	}
+	for _, f := range reports {
+		var rep epoch.Report
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.RingDisagreements)+len(rep.RingUnknown)+len(rep.Excluded) != 0 || len(rep.Scores) != 40 {
+			t.Errorf("%s: disagreements %v, unknown %v, excluded %v, %d scores", filepath.Base(f), rep.RingDisagreements, rep.RingUnknown, rep.Excluded, len(rep.Scores))
+		}
+	}
+	ob, err := os.ReadFile(filepath.Join(s.CheckpointDir, jobconf.OuterFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := peft.Read(s.CheckpointDir, base.Weights.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := jobconf.Plan{OuterLR: 1.5e-3, OuterAdam: true}.ResumeOuter(ob, a.NumParams())
+	if err != nil || o.Steps() != 20 {
+		t.Fatalf("the final checkpoint's outer state: %v, %d steps (want 20)", err, o.Steps())
+	}
+
+	s, _, r = upRun(t, "--epochs", "1", "--byzantine", "1", "--attack", "signflip")
+	if r.code != 0 || s.Status != "published" {
+		t.Fatalf("signflip: exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
+	}
+	bad := s.Nodes[3]
+	if !bad.Slashed {
+		t.Fatalf("cheater %+v not slashed", bad)
+	}
+	for _, n := range s.Nodes[:3] {
+		if n.Slashed || n.Reward <= bad.Reward {
+			t.Errorf("honest %s: slashed %v, reward %.2f vs the cheater's %.2f", n.Name, n.Slashed, n.Reward, bad.Reward)
+		}
 	}
 }
 
