@@ -13,7 +13,10 @@
 # Usage: scripts/attack-table.sh [-o DIR] [SEEDS...]   (default: out/attack-table, seeds 0 1 2)
 # Environment: EPOCHS (2), STEPS (20: steps per epoch), CONFIGS ("4:1 7:2"),
 # ATTACKS ("noise alie ipm mimic"), OUTLIERS (on; off: see above),
-# TABLE_ONLY=1 (print the table from the summaries there, run nothing).
+# TABLE_ONLY=1 (print the table from the summaries there, run nothing),
+# PROFILE ("--data-parallel=false --interval 5": the local-steps profile the
+# table in docs/threat-model.md was measured with; PROFILE= runs gym up's
+# default, synchronous data parallelism).
 set -eu
 cd "$(dirname "$0")/.."
 dir=out/attack-table
@@ -23,6 +26,7 @@ epochs=${EPOCHS:-2}
 steps=${STEPS:-20}
 configs=${CONFIGS:-4:1 7:2}
 attacks=${ATTACKS:-noise alie ipm mimic}
+profile=${PROFILE---data-parallel=false --interval 5}
 suffix=""
 extra=""
 if [ "${OUTLIERS:-on}" = off ]; then suffix="-off" extra="--no-outlier-replays"; fi
@@ -40,7 +44,7 @@ if [ "${TABLE_ONLY:-0}" != 1 ]; then
         [ -s "$dir/$name.json" ] && continue
         echo "$(date -u +%H:%M:%S) gym up --workers $n --epochs $epochs --steps-per-epoch $steps --seed $s $flags" >&2
         # shellcheck disable=SC2086
-        "$bin" up --workers "$n" --epochs "$epochs" --steps-per-epoch "$steps" --seed "$s" $flags \
+        "$bin" up --workers "$n" --epochs "$epochs" --steps-per-epoch "$steps" --seed "$s" $profile $flags \
           --out "$dir/run" --json >"$dir/$name.tmp" 2>"$dir/$name.log" || true
         mv "$dir/$name.tmp" "$dir/$name.json"
         rm -rf "$dir/run"

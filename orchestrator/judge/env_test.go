@@ -359,7 +359,7 @@ type honest struct {
 // sync but the last the ring all-reduce (ring.Reference over the ring
 // order) is added to the sync's start and training resumes from it with
 // the optimiser moments kept. The sequence of a delta is its global step.
-func trainEpoch(t testing.TB, plan jobconf.Plan, ep int, start *llama.Adapter, keys []ed25519.PrivateKey, order []int) *honest {
+func trainEpoch(t testing.TB, plan jobconf.Plan, ep int, start *llama.Adapter, keys []ed25519.PrivateKey, order []int, outer *jobconf.Outer) *honest {
 	t.Helper()
 	ctx := context.Background()
 	base := base(t)
@@ -409,9 +409,13 @@ func trainEpoch(t testing.TB, plan jobconf.Plan, ep int, start *llama.Adapter, k
 		if err != nil {
 			t.Fatal(err)
 		}
+		u, err := outer.Step(mean) // the job's outer rule (nil: the plain mean)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, i := range order {
 			s := starts[i]
-			if err := jobconf.AddFlat(s, mean); err != nil {
+			if err := jobconf.AddFlat(s, u); err != nil {
 				t.Fatal(err)
 			}
 			st := trs[i].State()

@@ -264,14 +264,14 @@ func (j *Judge) startAdapter(ctx context.Context, plan jobconf.Plan, jb state.Jo
 	if err != nil {
 		return nil, nil, err
 	}
-	o, err := ReadOuter(dir, plan, a.NumParams())
+	o, err := readOuter(dir, plan, a.NumParams())
 	return a, o, err
 }
 
-// ReadOuter is the outer optimiser's state the checkpoint directory dir
+// readOuter is the outer optimiser's state the checkpoint directory dir
 // carries into the next epoch (jobconf.OuterFile; absent: a fresh one, as
 // after an epoch whose merges took no step).
-func ReadOuter(dir string, plan jobconf.Plan, params int) (*jobconf.Outer, error) {
+func readOuter(dir string, plan jobconf.Plan, params int) (*jobconf.Outer, error) {
 	b, err := os.ReadFile(filepath.Join(dir, jobconf.OuterFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		b, err = nil, nil

@@ -40,7 +40,7 @@ var epoch1 struct {
 
 func honestEpoch1(t *testing.T, e *env) *honest {
 	t.Helper()
-	epoch1.once.Do(func() { epoch1.h = trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring()) })
+	epoch1.once.Do(func() { epoch1.h = trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring(), nil) })
 	if epoch1.h == nil {
 		t.Fatal("training epoch 1 failed in an earlier test")
 	}
@@ -186,7 +186,7 @@ func TestEpochs(t *testing.T) {
 	// Epoch 2 from the published checkpoint. The cheater is the first
 	// member of the ring; it tampers with its last (not all-reduced)
 	// delta.
-	h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring())
+	h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring(), nil)
 	cheat := h2.ring[0]
 	d := h2.contrib[K][cheat].Clone()
 	noise := e.small(99, 1e-5)
@@ -412,7 +412,7 @@ func TestSubmissionOffenceForfeits(t *testing.T) {
 	spec := tinySpec()
 	spec.Epochs, spec.MaxNodes = 1, 4
 	e := newEnv(t, 4, spec)
-	h := trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring())
+	h := trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring(), nil)
 	K := e.plan.Syncs()
 	cheat := h.ring[0]
 	for _, i := range h.ring {
@@ -461,7 +461,7 @@ func TestRingOffenceForfeits(t *testing.T) {
 	spec := tinySpec()
 	spec.Epochs, spec.MaxNodes = 1, 4
 	e := newEnv(t, 4, spec)
-	h := trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring())
+	h := trainEpoch(t, e.plan, 1, e.tmpl, e.keys, e.ring(), nil)
 	K := e.plan.Syncs()
 	cheat := h.ring[0]
 	for _, i := range h.ring {

@@ -114,7 +114,7 @@ func goldenMerge(t *testing.T) goldenRun {
 	}
 	e.stepUntil("epoch 1 merged", func(jb state.Job) bool { return jb.State == state.Running && jb.Epoch == 2 })
 	start := e.checkPublished(1)
-	h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring())
+	h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring(), nil)
 	cheat := h2.ring[0]
 	d := h2.contrib[K][cheat].Clone()
 	nt := e.small(99, 1e-5).Views()

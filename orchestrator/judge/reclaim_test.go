@@ -36,7 +36,7 @@ func TestSettledBlobsDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring())
+	h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring(), nil)
 	for k := 1; k < len(h2.files); k++ {
 		for _, i := range h2.ring {
 			if r := e.submit(h2.files[k][i]); !r.Accepted {

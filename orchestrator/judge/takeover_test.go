@@ -2,14 +2,17 @@ package judge_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/peft"
@@ -205,7 +208,7 @@ func TestTakeover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring())
+		h2 := trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring(), nil)
 		for k := 1; k < len(h2.files); k++ {
 			for _, i := range h2.ring {
 				if r := e.submit(h2.files[k][i]); !r.Accepted || r.Duplicate {
@@ -217,4 +220,69 @@ func TestTakeover(t *testing.T) {
 		e.checkPublished(2)
 		e.paidOnce(t)
 	})
+}
+
+// TestTakeoverCarriesOuter: under the outer Adam (the data-parallel
+// profile) the checkpoint carries the outer state into the next epoch. A
+// replica that takes over after epoch 1's publication restores that
+// state from the blob store with the rest of the checkpoint, and merges
+// epoch 2, which the workers trained from it, reconstructing every ring
+// result without a slash.
+func TestTakeoverCarriesOuter(t *testing.T) {
+	long(t)
+	spec := tinySpec()
+	spec.SpotCheckBP = 10000
+	spec.StepsPerEpoch = 3
+	spec.GSPO.LearningRate, spec.GSPO.NumIterations = 1e-3, 1
+	spec.GSPO.InnerOptimizer, spec.GSPO.OuterOptimizer, spec.GSPO.OuterLR = "sgd", "adam", 1.5e-3
+	e := newEnv(t, 3, spec)
+	if !e.plan.CarriesOuter() {
+		t.Fatal("the data-parallel plan does not carry its outer state")
+	}
+	blobs := blob.NewMem()
+	e.replica(t, "a", blobs)
+	submit := func(h *honest) {
+		for k := 1; k < len(h.files); k++ {
+			for _, i := range h.ring {
+				if r := e.submit(h.files[k][i]); !r.Accepted || r.Duplicate {
+					t.Fatalf("sync %d delta: %+v", k, r)
+				}
+			}
+		}
+	}
+	submit(trainEpoch(t, e.plan, 1, e.tmpl, e.keys[:3], e.ring(), e.plan.NewOuter()))
+	e.stepUntil("epoch 1 merged", func(jb state.Job) bool { return jb.State == state.Running && jb.Epoch == 2 })
+	e.replica(t, "b", blobs) // kill -9 a after it published epoch 1
+	if err := e.j.Step(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := e.j.CheckpointDir(e.job, 1)
+	start, _, err := peft.Read(dir, base(t).Weights.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := os.ReadFile(filepath.Join(dir, jobconf.OuterFile))
+	if err != nil {
+		t.Fatalf("the restored checkpoint has no outer state: %v", err)
+	}
+	outer, err := e.plan.ResumeOuter(ob, start.NumParams())
+	if err != nil || outer.Steps() != 3 {
+		t.Fatalf("restored outer state: %v, %d steps (want 3)", err, outer.Steps())
+	}
+	submit(trainEpoch(t, e.plan, 2, start, e.keys[:3], e.ring(), outer))
+	e.stepUntil("epoch 2 merged", func(jb state.Job) bool { return jb.State == state.Published })
+	e.checkPublished(2)
+	e.paidOnce(t)
+	var rep epoch.Report
+	b, err := os.ReadFile(filepath.Join(e.jdir(), "checkpoints", e.job, "merge-0002.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.RingDisagreements)+len(rep.RingUnknown)+len(rep.Excluded) != 0 || len(rep.Scores) != 9 {
+		t.Fatalf("epoch 2 after the takeover: disagreements %v, unknown %v, excluded %v, %d scores",
+			rep.RingDisagreements, rep.RingUnknown, rep.Excluded, len(rep.Scores))
+	}
 }
