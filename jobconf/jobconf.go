@@ -85,8 +85,9 @@ func (p Plan) Serves(backend string) error {
 // GSPO settings, with aggregate_interval interval: the GSPO keys of
 // trainer.DefaultConfig, the settings the embedded toy model was tuned with
 // (LoRA rank 8, alpha 16, learning rate 2e-3, 12-token sequences, no
-// warm-up, decay or accumulation). gym up submits it and
-// examples/builtin-job.yaml spells it out.
+// warm-up, decay or accumulation). gym up --data-parallel=false submits
+// it (BuiltinGSPOFor) and examples/local-steps-job.yaml spells it out; gym
+// up's default, BuiltinDataParallelGSPO, builds on it.
 //
 // It is deliberately not jobspec.DefaultGSPO, the seed's defaults for a
 // real language model (rank 16, learning rate 2e-5, 8192 tokens, ...) that
@@ -106,8 +107,9 @@ func BuiltinGSPO(interval int) jobspec.GSPO {
 	}
 }
 
-// BuiltinGSPOFor is the built-in profile for a job of workers workers,
-// the one gym up submits: BuiltinGSPO(interval) with the inner and outer
+// BuiltinGSPOFor is the built-in local-steps profile for a job of
+// workers workers, the one gym up --data-parallel=false submits:
+// BuiltinGSPO(interval) with the inner and outer
 // rates for that many workers (BuiltinLearningRate, BuiltinOuterLR). One
 // worker gets BuiltinGSPO itself.
 func BuiltinGSPOFor(interval, workers int) jobspec.GSPO {
@@ -118,7 +120,7 @@ func BuiltinGSPOFor(interval, workers int) jobspec.GSPO {
 
 // BuiltinDataParallelGSPO is the built-in profile in synchronous
 // data-parallel mode (docs/data-parallel.md), the one gym up
-// --data-parallel submits: the workers step plain SGD at 1e-3
+// submits by default: the workers step plain SGD at 1e-3
 // (gspo.inner_optimizer sgd), the ring averages every step
 // (aggregate_interval 1), and Adam at 1.5e-3 steps the average
 // (gspo.outer_optimizer adam): AdamW on the averaged gradient, the update

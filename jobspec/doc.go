@@ -15,7 +15,8 @@
 // job gets when it gives no GSPO settings. The embedded toy model trains
 // with a profile of its own (LoRA rank 8, learning rate 2e-3, 12 tokens):
 // trainer.DefaultConfig is its one source, and jobconf.BuiltinGSPO writes it
-// as a job's GSPO settings for gym up and examples/builtin-job.yaml. The two
+// as a job's GSPO settings for gym up and examples/builtin-job.yaml (in
+// the data-parallel profile, jobconf.BuiltinDataParallelGSPO). The two
 // are different on purpose; neither is derived from the other.
 //
 // The package is a leaf: it builds on nothing of the worker, the

@@ -105,8 +105,8 @@ func TestParseJobFileBuiltin(t *testing.T) {
 	}
 }
 
-// examples/builtin-job.yaml is gym up's job: the trainer's defaults and
-// gym up's flag defaults.
+// examples/builtin-job.yaml is gym up's job: its default profile
+// (synchronous data parallelism, a sync every step) and flag defaults.
 func TestJobBuiltinExample(t *testing.T) {
 	b, err := os.ReadFile(builtinJob)
 	if err != nil {
@@ -125,7 +125,10 @@ func TestJobBuiltinExample(t *testing.T) {
 		return v
 	}
 	task, _ := up.GetString("task")
-	want := jobconf.BuiltinGSPOFor(flag("interval"), flag("workers"))
+	if dp, err := up.GetBool("data-parallel"); err != nil || !dp {
+		t.Fatalf("gym up's default profile is not data-parallel: %v %v", dp, err)
+	}
+	want := jobconf.BuiltinDataParallelGSPO()
 	switch {
 	case j.Model != jobconf.BuiltinModel || j.Dataset != task || j.Epochs != flag("epochs") || j.MinNodes != flag("workers") || j.MaxNodes != flag("workers"):
 		t.Errorf("job: %+v", j)
@@ -146,10 +149,11 @@ func TestJobDatasetExample(t *testing.T) {
 	}
 }
 
-// examples/data-parallel-job.yaml is gym up --data-parallel's job.
-func TestJobDataParallelExample(t *testing.T) {
-	j, _ := readExample(t, "../../examples/data-parallel-job.yaml")
-	if want := jobconf.BuiltinDataParallelGSPO(); !j.HasGSPO || j.GSPO != want {
+// examples/local-steps-job.yaml is gym up --data-parallel=false's job
+// (--interval 5, its default there, four workers).
+func TestJobLocalStepsExample(t *testing.T) {
+	j, _ := readExample(t, "../../examples/local-steps-job.yaml")
+	if want := jobconf.BuiltinGSPOFor(5, 4); !j.HasGSPO || j.GSPO != want {
 		t.Errorf("gspo: %+v, want %+v", j.GSPO, want)
 	}
 }
