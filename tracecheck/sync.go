@@ -162,7 +162,25 @@ func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, er
 		return r, nil
 	}
 	c := in.Config
-	tr, err := trainer.Resume(in.Weights, in.Tokenizer, c, in.Worker, in.Threads, trainer.State{Step: in.FirstStep, Adapter: in.Starts[0]})
+	// Under AdamW the moments carry across syncs, so the check replays the
+	// epoch's syncs up to k. Plain SGD carries none: sync k starts from
+	// Starts[k-1] with the update count the earlier traces imply (reset
+	// where a backend process restarted), and only sync k is replayed, as
+	// the judge's one-sync replay does (epoch.Retrain).
+	first, st := 1, trainer.State{Step: in.FirstStep, Adapter: in.Starts[0]}
+	if c.SGD && k > 1 {
+		first = k
+		st = trainer.State{Step: in.FirstStep + (k-1)*in.Interval, Adapter: in.Starts[k-1]}
+		for _, sets := range in.Traces[:k-1] {
+			for _, set := range sets {
+				if set.Header.OptimizerReset {
+					st.Updates = 0
+				}
+				st.Updates += c.NumIterations
+			}
+		}
+	}
+	tr, err := trainer.Resume(in.Weights, in.Tokenizer, c, in.Worker, in.Threads, st)
 	if err != nil {
 		return r, err
 	}
@@ -170,13 +188,13 @@ func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, er
 	var lpSum float64
 	var seqs int
 	var losses []float64
-	for s := 1; s <= k; s++ {
+	for s := first; s <= k; s++ {
 		sets := in.Traces[s-1]
 		if len(sets) != in.Interval {
 			r.fail(CheckShape, "sync %d has %d trace sets, want %d (one per local step)", s, len(sets), in.Interval)
 			return r, nil
 		}
-		if s > 1 {
+		if s > first {
 			if tr, err = tr.Rebase(in.Starts[s-1]); err != nil {
 				return r, err
 			}

@@ -157,6 +157,39 @@ func TestCheckSyncGo(t *testing.T) {
 	}
 }
 
+// TestCheckSyncSGD: under plain SGD (the data-parallel profile) the check
+// replays sync k alone, from its start and the update count the earlier
+// traces imply (a warm-up makes a wrong count show), with the bits of the
+// worker's run; a scaled update is still caught.
+func TestCheckSyncSGD(t *testing.T) {
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := syncConfig()
+	c.SGD, c.NumIterations, c.WarmupSteps = true, 1, 20
+	in := trainSyncs(t, backend.GoBackend{}, base, c, 5, 3)
+	tol, _ := Tolerances("go", "")
+	r, err := CheckSync(context.Background(), in, tol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != "" || r.Steps != c.AggregateInterval || r.LogProbMax != 0 || r.RelL2 != 0 || r.LossDiff != 0 {
+		t.Fatalf("honest SGD sync 3: %+v (want sync 3's %d steps alone, every difference 0)", r, c.AggregateInterval)
+	}
+	x := cloneInput(in)
+	d := x.Delta.Clone()
+	for _, v := range d.Views() {
+		for j := range v.Data {
+			v.Data[j] *= 1.5
+		}
+	}
+	x.Delta = d
+	if r, err := CheckSync(context.Background(), x, tol); err != nil || r.Failed != CheckUpdate {
+		t.Fatalf("scaled SGD update: %+v, %v", r, err)
+	}
+}
+
 // TestCompare: relative L2 error and cosine on known vectors.
 func TestCompare(t *testing.T) {
 	rel, cos := compare([]float32{1.5, 0}, []float32{1, 0})

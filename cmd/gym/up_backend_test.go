@@ -79,7 +79,7 @@ func TestUpRates(t *testing.T) {
 
 // gym up --data-parallel submits the built-in data-parallel profile (SGD
 // inside, Adam outside, a sync every step unless --interval is given),
-// which hanzod's validation accepts; it refuses torch workers and an outer
+// which hanzod's validation accepts, on go and torch workers; it refuses an outer
 // momentum.
 func TestUpDataParallel(t *testing.T) {
 	base := upOptions{workers: 4, epochs: 1, stepsPerEpoch: 30, interval: 1, prompts: 4, task: "addition", out: "x", threads: 1, evalSize: 500, shardSize: 128, timeout: time.Minute, replicas: 1, ledger: "embedded", learningRate: -1, outerLR: -1, dataParallel: true, dataFlags: dataFlags{data: jobspec.Data{Answer: defaultAnswerField}}}
