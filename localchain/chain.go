@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -189,16 +190,27 @@ func Setup(ctx context.Context, cfg Config, nodeKeys []ed25519.PrivateKey) (*Cha
 // for them all.
 func (c *Chain) fundGas(ctx context.Context, rc *rpc.Client, from common.Address, to []common.Address) error {
 	v := new(big.Int).Mul(big.NewInt(100), big.NewInt(params.Ether))
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	var hs []common.Hash
 	for _, a := range to {
+		// geth picks the nonce; on a loaded machine it can pick one a
+		// transaction still in its pool holds ("replacement transaction
+		// underpriced"): send again once the pool has moved on.
 		var h common.Hash
-		if err := rc.CallContext(ctx, &h, "eth_sendTransaction", map[string]any{"from": from, "to": a, "value": (*hexutil.Big)(v)}); err != nil {
-			return fmt.Errorf("localchain: fund %s with gas money: %w", a, err)
+		var serr error
+		err := localcluster.Poll(wctx, c.cfg.Poll, func() bool {
+			serr = rc.CallContext(wctx, &h, "eth_sendTransaction", map[string]any{"from": from, "to": a, "value": (*hexutil.Big)(v)})
+			return serr == nil || !nonceRace(serr)
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return fmt.Errorf("localchain: fund %s with gas money: %w (last send: %v)", a, err, serr)
 		}
 		hs = append(hs, h)
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	for _, h := range hs {
 		if err := localcluster.Poll(wctx, c.cfg.Poll, func() bool {
 			r, err := c.ec.TransactionReceipt(wctx, h)
@@ -208,6 +220,13 @@ func (c *Chain) fundGas(ctx context.Context, rc *rpc.Client, from common.Address
 		}
 	}
 	return nil
+}
+
+// nonceRace reports whether a send failed because geth gave it a nonce a
+// pending transaction held: sending again picks the next one.
+func nonceRace(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "replacement transaction underpriced") || strings.Contains(m, "nonce too low") || strings.Contains(m, "already known")
 }
 
 // Close closes the RPC connection.
