@@ -29,8 +29,9 @@ const maxOuterSteps = 1 << 24
 // from one epoch to the next: the outer Adam does (its state is published
 // with every checkpoint of record, OuterFile), because a fresh Adam's
 // first steps move every coordinate by about the full rate whatever its
-// noise, and a restart every epoch cost 1–2.5 points of held-out accuracy
-// (docs/data-parallel.md, "Carrying the outer state"). The Nesterov rule
+// noise: restarting it every epoch cost 1.4 points in the data-parallel
+// profile and 2.7 for one AdamW worker (docs/data-parallel.md, "What
+// closed the rest of the gap"). The Nesterov rule
 // starts every epoch from zero, as it always has: its restarts measured
 // harmless.
 func (p Plan) CarriesOuter() bool { return p.OuterLR > 0 && p.OuterAdam }
