@@ -67,7 +67,7 @@ func (p Plan) ResumeOuter(b []byte, params int) (*Outer, error) {
 // Steps is the number of updates o has taken (0 for nil, or before the
 // first); Adam's only.
 func (o *Outer) Steps() int {
-	if o == nil || !o.Adam || o.v == nil {
+	if o == nil || !o.Adam {
 		return 0
 	}
 	return o.t

@@ -203,11 +203,11 @@ func (c *Chain) fundGas(ctx context.Context, rc *rpc.Client, from common.Address
 			serr = rc.CallContext(wctx, &h, "eth_sendTransaction", map[string]any{"from": from, "to": a, "value": (*hexutil.Big)(v)})
 			return serr == nil || !nonceRace(serr)
 		})
-		if err == nil {
-			err = serr
-		}
-		if err != nil {
+		if err != nil { // the minute ran out while geth kept giving held nonces
 			return fmt.Errorf("localchain: fund %s with gas money: %w (last send: %v)", a, err, serr)
+		}
+		if serr != nil {
+			return fmt.Errorf("localchain: fund %s with gas money: %w", a, serr)
 		}
 		hs = append(hs, h)
 	}

@@ -53,6 +53,22 @@ func upRun(t *testing.T, extra ...string) (localcluster.Summary, string, result)
 	return s, out, r
 }
 
+// upImproves runs gym up with run (upRunJSON or upRun) and extra, checks
+// that it published a checkpoint more than 5 points of held-out accuracy
+// better than the base, and returns its summary and output directory.
+func upImproves(t *testing.T, run func(*testing.T, ...string) (localcluster.Summary, string, result), extra ...string) (localcluster.Summary, string) {
+	t.Helper()
+	s, out, r := run(t, extra...)
+	if r.code != 0 || s.Status != "published" {
+		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
+	}
+	t.Logf("held-out accuracy %.3f → %.3f (%s problems), %.1f s", s.EvalBefore, s.EvalAfter, upEvalSize, s.Seconds)
+	if s.EvalAfter <= s.EvalBefore+0.05 {
+		t.Errorf("held-out accuracy %.3f → %.3f: training did not help", s.EvalBefore, s.EvalAfter)
+	}
+	return s, out
+}
+
 // upEvalSize is upRunJSON's --eval-size: gym eval --n upEvalSize measures
 // what the summary's eval_after does.
 const upEvalSize = "128"
@@ -84,14 +100,7 @@ func TestUp(t *testing.T) {
 		t.Skip("end-to-end run")
 	}
 	// Half the deltas replayed bit for bit across processes.
-	s, out, r := upRunJSON(t, "--spot-check-bp", "5000")
-	if r.code != 0 || s.Status != "published" {
-		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
-	}
-	t.Logf("held-out accuracy %.3f → %.3f (%s problems), %.1f s", s.EvalBefore, s.EvalAfter, upEvalSize, s.Seconds)
-	if s.EvalAfter <= s.EvalBefore+0.05 {
-		t.Errorf("held-out accuracy %.3f → %.3f: training did not help", s.EvalBefore, s.EvalAfter)
-	}
+	s, out := upImproves(t, upRunJSON, "--spot-check-bp", "5000")
 	if len(s.Epochs) != 2 || len(s.Nodes) != 4 || !s.Settled {
 		t.Fatalf("epochs %d, nodes %d, settled %v", len(s.Epochs), len(s.Nodes), s.Settled)
 	}
@@ -267,8 +276,8 @@ func TestUpReplicas(t *testing.T) {
 // TestUpDataParallelRun runs gym up's default profile, synchronous data
 // parallelism (a sync every step, plain SGD in the workers, the outer Adam
 // carried from epoch to epoch in the checkpoint): the job publishes a
-// better checkpoint; every sync's delta is accepted, none slashed, with
-// half of them replayed; the judge reconstructs every ring result of the
+// better checkpoint; every sync's delta is accepted and none slashed, with
+// half of them drawn for replay (--spot-check-bp 5000); the judge reconstructs every ring result of the
 // second epoch from the first checkpoint's outer state; and the final
 // checkpoint carries the Adam state of all twenty syncs. One cheater
 // (signflip) is slashed and paid least.
@@ -276,14 +285,7 @@ func TestUpDataParallelRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	s, out, r := upRun(t, "--spot-check-bp", "5000")
-	if r.code != 0 || s.Status != "published" {
-		t.Fatalf("exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
-	}
-	t.Logf("held-out accuracy %.3f → %.3f (%s problems), %.1f s", s.EvalBefore, s.EvalAfter, upEvalSize, s.Seconds)
-	if s.EvalAfter <= s.EvalBefore+0.05 {
-		t.Errorf("held-out accuracy %.3f → %.3f: training did not help", s.EvalBefore, s.EvalAfter)
-	}
+	s, out := upImproves(t, upRun, "--spot-check-bp", "5000")
 	for _, n := range s.Nodes {
 		if n.Slashed || n.Accepted != 20 || n.Rejected != 0 {
 			t.Errorf("honest node %+v: want 20 accepted deltas, no slash", n)
@@ -323,7 +325,7 @@ func TestUpDataParallelRun(t *testing.T) {
 		t.Fatalf("the final checkpoint's outer state: %v, %d steps (want 20)", err, o.Steps())
 	}
 
-	s, _, r = upRun(t, "--epochs", "1", "--byzantine", "1", "--attack", "signflip")
+	s, _, r := upRun(t, "--epochs", "1", "--byzantine", "1", "--attack", "signflip")
 	if r.code != 0 || s.Status != "published" {
 		t.Fatalf("signflip: exit %d, status %q (%s)\nstderr:\n%s", r.code, s.Status, s.Reason, r.stderr)
 	}
