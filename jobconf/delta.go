@@ -272,3 +272,23 @@ func safetensorsDType(d delta.DType) string {
 	}
 	return d.String()
 }
+
+// MaxFileBytes bounds the size of a delta file of template's shape whose
+// metadata entry ends at metaEnd (header included): every tensor F32
+// (CheckDeclared), its entry header (name_len, name, dtype, rank, shape)
+// and its data stored raw or in a frame, which for an incompressible
+// tensor adds at most a few bytes per block (zstd 3 per 128 KiB, LZ4 4 per
+// 64 KiB, plus the frame's header and checksum): n/256 + 256 bounds both
+// with room. Then the trailer. hanzod refuses an upload announcing more
+// before it reads the file (docs/orchestrator.md, "Delta upload").
+func MaxFileBytes(template *llama.Adapter, metaEnd int64) int64 {
+	n := metaEnd + delta.TrailerSize
+	for _, v := range template.Views() {
+		data := int64(4)
+		for _, d := range v.Shape {
+			data *= int64(d)
+		}
+		n += 4 + int64(len(v.Name)) + 2 + 8*int64(len(v.Shape)) + data + data/256 + 256
+	}
+	return n
+}

@@ -14,7 +14,8 @@ func TestLocalDeltaLimits(t *testing.T) {
 	c := d
 	localDeltaLimits(&c, 8)
 	if c.DeltaAddrRate != 8*d.DeltaAddrRate || c.DeltaAddrBurst != 8*d.DeltaAddrBurst || c.DeltaAddrInFlight != 8*d.DeltaAddrInFlight ||
-		c.DeltaInFlight < c.DeltaAddrInFlight || c.DeltaNodeRate < 10 || c.DeltaNodeBurst < 40 {
+		c.DeltaInFlight < c.DeltaAddrInFlight || c.DeltaNodeRate < 10 || c.DeltaNodeBurst < 40 ||
+		c.Transport.MaxConnsPerHost < 8*d.Transport.MaxConnsPerHost || c.Transport.MaxCallsPerHost < 8*d.Transport.MaxCallsPerHost {
 		t.Fatalf("limits for 8 nodes: %+v", c)
 	}
 	if err := c.Validate(); err != nil {

@@ -1463,7 +1463,7 @@ func (c *Cluster) backendOf(w *Worker) string {
 	return backend.Go
 }
 
-// localDeltaLimits fits hanzod's SubmitDelta limits to a cluster of n
+// localDeltaLimits fits hanzod's UploadDelta limits to a cluster of n
 // nodes on this machine. They all submit from 127.0.0.1, so the
 // per-address limits are the defaults times n, as if each had its own
 // address. And the built-in model's step takes a fraction of a second
@@ -1472,9 +1472,16 @@ func (c *Cluster) backendOf(w *Worker) string {
 // per-node default of 2, whose refusals and retries held up every ring
 // call (eight workers, seed 0: 106 s, 68 s with these limits;
 // docs/data-parallel.md, "Wall time"). Per node it allows 10 a second,
-// burst 40.
+// burst 40. The transport's per-host bounds (connections and calls in
+// flight) are likewise the defaults times n, plus room for gym up's own
+// clients.
 func localDeltaLimits(c *server.Config, n int) {
 	n = max(n, 1)
+	t := &c.Transport
+	t.MaxConnsPerHost = t.MaxConnsPerHost*n + 16
+	t.MaxCallsPerHost = t.MaxCallsPerHost*n + 16
+	t.MaxConns = max(t.MaxConns, t.MaxConnsPerHost)
+	t.MaxCalls = max(t.MaxCalls, t.MaxCallsPerHost)
 	c.DeltaAddrRate *= float64(n)
 	c.DeltaAddrBurst *= n
 	c.DeltaAddrInFlight *= n

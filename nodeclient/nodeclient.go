@@ -82,6 +82,9 @@ type Client struct {
 	store    *store.Store
 	http     *http.Client
 
+	kmu    sync.Mutex        // guards hanzod
+	hanzod ed25519.PublicKey // hanzod's instance key, from Info (hanzodKey)
+
 	amu   sync.Mutex // guards what the artifact server reads, apart from mu (held across RPCs)
 	arts  string     // artifact server of the last assignment: KEYHEX@host:port
 	extra []transfer.Peer
@@ -324,11 +327,16 @@ func (c *Client) ReportBandwidth(ctx context.Context, job string, kbps map[strin
 	return c.assignment(r.Assignment), nil
 }
 
-// SubmitDelta implements worker.Orchestrator.
+// SubmitDelta implements worker.Orchestrator: the file and its traces go
+// up in one UploadDelta stream (Upload).
 func (c *Client) SubmitDelta(ctx context.Context, file, traces []byte) (worker.Verdict, error) {
 	ctx, cancel := callContext(ctx, SubmitTimeout)
 	defer cancel()
-	r, err := c.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: file, Traces: traces})
+	hanzod, err := c.hanzodKey(ctx)
+	if err != nil {
+		return worker.Verdict{}, err
+	}
+	r, err := Upload(ctx, c.node, c.cfg.Key, hanzod, c.now(), file, traces)
 	if err != nil {
 		return worker.Verdict{}, err
 	}

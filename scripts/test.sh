@@ -120,6 +120,7 @@ fuzz=(
   "./dataset FuzzReadJSONL 20000"
   "./dataset FuzzReadParquet 5000"
   "./delta FuzzReadResigned 20000"
+  "./delta FuzzReadHead 20000"
   "./safetensors FuzzParse 50000"
   "./jobconf FuzzResumeOuter 20000"
   "./ring FuzzDecodeFrame 50000"

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha3"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,8 @@ import (
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/delta"
+	"github.com/zooai/gym/nodeclient"
+	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/worker"
 )
 
@@ -34,15 +37,16 @@ type submitResult struct {
 }
 
 func newDeltaSubmit(o *orchestratorFlags, lim *limitFlags) *cobra.Command {
-	var pub, storeDir string
+	var pub, storeDir, keyPath string
 	var asJSON bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "submit [--store DIR] [--pubkey HEX] [--json] FILE|CID...",
+		Use:   "submit --key FILE [--store DIR] [--json] FILE|CID...",
 		Short: "Verify delta files and hand them to hanzod; print its verdicts",
-		Long: `submit verifies each delta (as verify does; with --pubkey it must be signed
-by that key) and sends it to hanzod (--orchestrator) as a node's sync
-contribution. An argument that is not a file is a CID: the one-file
+		Long: `submit verifies each delta (as verify does; it must be signed by --key, the
+node key that made it) and uploads it to hanzod (--orchestrator) as the
+node's sync contribution, announced with that key's signature
+(docs/orchestrator.md, "Delta upload"). An argument that is not a file is a CID: the one-file
 artifact of that root in --store (a worker's DIR/artifacts, where
 gym_protocol's upload_ipfs publishes).
 
@@ -61,9 +65,21 @@ duplicate, reason, detail}. Exit status 0 when hanzod accepted every file
 (duplicates included), 1 when it rejected one or one does not verify.`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if keyPath == "" {
+				return usageError{errors.New("--key: the node key that signed the files (hanzod takes uploads from their signer only)")}
+			}
+			key, err := nodekey.Load(keyPath)
+			if err != nil {
+				return err
+			}
 			want, err := parsePubkey(pub)
 			if err != nil {
 				return err
+			}
+			if own := key.Public().(ed25519.PublicKey); want == nil {
+				want = own
+			} else if !bytes.Equal(want, own) {
+				return usageError{fmt.Errorf("--pubkey %x is not --key's public key %x", []byte(want), []byte(own))}
 			}
 			if timeout <= 0 {
 				return usageError{fmt.Errorf("--timeout %v: want a positive duration, e.g. 10s", timeout)}
@@ -92,10 +108,16 @@ duplicate, reason, detail}. Exit status 0 when hanzod accepted every file
 			}
 			defer c.Close()
 			node := pb.NewNodeServiceClient(c.conn)
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			info, err := pb.NewOrchestratorServiceClient(c.conn).Info(ctx, &pb.InfoRequest{})
+			cancel()
+			if err != nil {
+				return c.explain("asking hanzod for its key", timeout, err)
+			}
 			rejected := 0
 			for i, b := range files {
 				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-				resp, err := node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: b, Traces: traces[i]})
+				resp, err := nodeclient.Upload(ctx, node, key, info.InstanceKey, time.Now(), b, traces[i])
 				cancel()
 				if err != nil {
 					return c.explain("submitting "+args[i], timeout, err)
@@ -129,7 +151,8 @@ duplicate, reason, detail}. Exit status 0 when hanzod accepted every file
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&pub, "pubkey", "", "require every file to be signed by this public key (64 hex characters)")
+	cmd.Flags().StringVar(&keyPath, "key", "", "the node key that signed the files, which announces the upload (required)")
+	cmd.Flags().StringVar(&pub, "pubkey", "", "require every file to be signed by this public key (64 hex characters; --key's by default)")
 	cmd.Flags().StringVar(&storeDir, "store", "", "artifact store to resolve CID arguments in (a worker's DIR/artifacts)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per file")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up on hanzod after this long, per file")

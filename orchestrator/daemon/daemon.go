@@ -299,6 +299,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.st.Close()
 		return nil, fmt.Errorf("hanzod: listen %s: %w", cfg.Listen, err)
 	}
+	d.lis = srv.Listener(d.lis)
 	if cfg.Metrics != "" {
 		if d.mlis, err = net.Listen("tcp", cfg.Metrics); err != nil {
 			d.lis.Close()
@@ -756,8 +757,13 @@ func (d *Daemon) Engine() *engine.Engine { return d.eng }
 // server's type (RingEvidence is the judge's own).
 type serverJudge struct{ *judge.Judge }
 
-func (j serverJudge) Submit(ctx context.Context, file, traces []byte) (server.DeltaVerdict, error) {
-	v, err := j.Judge.Submit(ctx, file, traces)
+func (j serverJudge) Preflight(ctx context.Context, u server.Upload) (server.DeltaVerdict, bool, error) {
+	v, proceed, err := j.Judge.Preflight(ctx, judge.Upload(u))
+	return server.DeltaVerdict(v), proceed, err
+}
+
+func (j serverJudge) Submit(ctx context.Context, u server.Upload, file, traces []byte) (server.DeltaVerdict, error) {
+	v, err := j.Judge.SubmitUpload(ctx, judge.Upload(u), file, traces)
 	return server.DeltaVerdict(v), err
 }
 

@@ -460,7 +460,11 @@ type submission struct {
 // decompressed, within exactly the job's adapter size and outside the
 // judge's lock; the lock covers the decision and its commit.
 func (j *Judge) Submit(ctx context.Context, file, traces []byte) (Verdict, error) {
-	resp, err := j.submit(ctx, file, traces)
+	return j.counted(j.submit(ctx, file, traces, nil))
+}
+
+// counted counts a verdict by its outcome.
+func (j *Judge) counted(resp Verdict, err error) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -479,7 +483,8 @@ func (j *Judge) Submit(ctx context.Context, file, traces []byte) (Verdict, error
 // writes a few hundred bytes).
 const maxMetadataBytes = 64 << 10
 
-func (j *Judge) submit(ctx context.Context, file, traces []byte) (Verdict, error) {
+// submit judges a file; with u set, one announced by u (SubmitUpload).
+func (j *Judge) submit(ctx context.Context, file, traces []byte, u *Upload) (Verdict, error) {
 	ra := bytes.NewReader(file)
 	_, key, err := delta.PeekSigner(ra, int64(len(file)))
 	if err != nil {
@@ -494,6 +499,14 @@ func (j *Judge) submit(ctx context.Context, file, traces []byte) (Verdict, error
 		return reject(ReasonSignature, "signed by %s, which is not a registered node", node), nil
 	}
 	digest := fileDigest(file)
+	if u != nil {
+		switch {
+		case node != u.Node:
+			return reject(ReasonSignature, "the file's trailer names %s; the upload was announced by %s", node, u.Node), nil
+		case digest != u.Digest:
+			return reject(ReasonFormat, "the file's digest is %s; the upload announced %s", digest, u.Digest), nil
+		}
+	}
 	v, err := j.judge(ctx, file, traces, ra, node, digest)
 	v.Digest = digest
 	return v, err
@@ -542,12 +555,13 @@ func (j *Judge) judge(ctx context.Context, file, traces []byte, ra *bytes.Reader
 		// worker's kept files): its traces were checked and kept then.
 		return duplicate, nil
 	}
-	// The traces are checked (decompressed, hashed, read) outside the lock.
-	if v, ok := checkTraces(ctx, s, info.Metadata, traces); !ok {
-		return v, nil
-	}
 	for {
 		if more && !decoded {
+			// The traces are checked (decompressed, hashed, read) outside
+			// the lock, and only for a file no cheaper check refused.
+			if v, ok := checkTraces(ctx, s, info.Metadata, traces); !ok {
+				return v, nil
+			}
 			// Decompress outside the lock. Screen compared the declared
 			// shapes with the job's adapter, so this is bounded by its size.
 			for i := range sub.Tensors {

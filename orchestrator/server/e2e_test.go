@@ -22,16 +22,37 @@ import (
 
 // fakeJudge records the files it is given and answers with resp or err.
 type fakeJudge struct {
-	mu   sync.Mutex
-	got  [][]byte
-	resp DeltaVerdict
-	err  error
+	mu      sync.Mutex
+	heads   [][]byte // the head of every preflight
+	got     [][]byte // the file of every submission
+	traces  [][]byte
+	pre     DeltaVerdict // the preflight's answer when refuse is set
+	refuse  bool
+	resp    DeltaVerdict
+	err     error
+	entered chan struct{} // signalled as Submit starts, when set
+	gate    chan struct{} // Submit waits for it, when set
 }
 
-func (f *fakeJudge) Submit(ctx context.Context, file, _ []byte) (DeltaVerdict, error) {
+func (f *fakeJudge) Preflight(ctx context.Context, u Upload) (DeltaVerdict, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heads = append(f.heads, append([]byte(nil), u.Head...))
+	return f.pre, !f.refuse, nil
+}
+
+func (f *fakeJudge) Submit(ctx context.Context, u Upload, file, traces []byte) (DeltaVerdict, error) {
+	f.mu.Lock()
+	entered, gate := f.entered, f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		entered <- struct{}{}
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = append(f.got, append([]byte(nil), file...))
+	f.traces = append(f.traces, append([]byte(nil), traces...))
 	return f.resp, f.err
 }
 
@@ -46,45 +67,6 @@ func (f *ringJudge) RingEvidence(ctx context.Context, job, suspect string, evide
 	defer f.mu.Unlock()
 	f.reports = append(f.reports, job+"/"+suspect+"/"+string(evidence))
 	return false, nil
-}
-
-func TestSubmitDeltaWithoutJudge(t *testing.T) {
-	e := start(t, DefaultConfig(), true)
-	_, err := e.node.SubmitDelta(context.Background(), &pb.SubmitDeltaRequest{Delta: []byte("delta")})
-	wantCode(t, err, codes.Unavailable)
-}
-
-func TestSubmitDelta(t *testing.T) {
-	j := &fakeJudge{}
-	e := startWith(t, DefaultConfig(), true, func(s *Server) { s.Judge = j })
-	ctx := context.Background()
-	_, err := e.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{})
-	wantCode(t, err, codes.InvalidArgument)
-	if len(j.got) != 0 {
-		t.Fatalf("an empty delta reached the judge: %q", j.got)
-	}
-	// A verdict, accepted or not, is an answer; the judge sees the bytes.
-	for _, want := range []DeltaVerdict{
-		{Accepted: true, Digest: "ab12"},
-		{Accepted: true, Duplicate: true, Digest: "ef56"},
-		{Accepted: false, Reason: "stale", Detail: "epoch 1 is over", Digest: "cd34"},
-	} {
-		j.resp = want
-		got, err := e.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: []byte("file:" + want.Digest)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g := (DeltaVerdict{got.Accepted, got.Duplicate, got.Reason, got.Detail, got.Digest}); g != want {
-			t.Fatalf("verdict %v, want %+v", got, want)
-		}
-		if last := j.got[len(j.got)-1]; string(last) != "file:"+want.Digest {
-			t.Fatalf("judge got %q", last)
-		}
-	}
-	// The judge's errors keep their code.
-	j.resp, j.err = DeltaVerdict{}, status.Error(codes.FailedPrecondition, "job is not running")
-	_, err = e.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: []byte("x")})
-	wantCode(t, err, codes.FailedPrecondition)
 }
 
 // member is a node with its own ring and probe addresses.
@@ -458,30 +440,5 @@ func TestEvents(t *testing.T) {
 	got, err := te.srv.Events(metadata.NewIncomingContext(remote, metadata.Pairs("authorization", "Bearer s3cret")), &pb.EventsRequest{})
 	if err != nil || got.Last != 1 || len(got.Events) != 1 || !bytes.Contains([]byte(got.Events[0]), []byte(`"genesis"`)) {
 		t.Fatalf("with the token: %v %v", got, err)
-	}
-}
-
-// TestSubmitDeltaSize: a delta and its traces may be far larger than any
-// other request (a real model's adapter), up to MaxDeltaBytes; other
-// requests stay bounded by MaxMessageBytes.
-func TestSubmitDeltaSize(t *testing.T) {
-	j := &fakeJudge{resp: DeltaVerdict{Accepted: true}}
-	cfg := DefaultConfig()
-	cfg.MaxDeltaBytes = 6 << 20
-	e := startWith(t, cfg, true, func(s *Server) { s.Judge = j })
-	ctx := context.Background()
-	big := append(make([]byte, 3<<20), signedBy(1)...)
-	if _, err := e.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: big, Traces: make([]byte, 1<<20)}); err != nil {
-		t.Fatalf("a 4 MiB delta with its traces: %v", err)
-	}
-	if len(j.got) != 1 || len(j.got[0]) != len(big) {
-		t.Fatalf("the judge got %d files", len(j.got))
-	}
-	_, err := e.node.SubmitDelta(ctx, &pb.SubmitDeltaRequest{Delta: make([]byte, 7<<20)})
-	wantCode(t, err, codes.ResourceExhausted)
-	_, err = e.orch.GetJob(ctx, &pb.GetJobRequest{Job: string(make([]byte, 2<<20))})
-	wantCode(t, err, codes.ResourceExhausted)
-	if cfg.MaxDeltaBytes = 1 << 10; cfg.Validate() == nil {
-		t.Error("a MaxDeltaBytes below MaxMessageBytes validates")
 	}
 }

@@ -60,7 +60,7 @@ func TestRequestMetrics(t *testing.T) {
 		{"NodeService/Register", "limited", 1},
 		{"OrchestratorService/GetJob", "client_error", 1},
 		{"OrchestratorService/GetJob", "ok", 0},
-		{"NodeService/SubmitDelta", "server_error", 0}, // never called: present with 0
+		{"NodeService/UploadDelta", "server_error", 0}, // never called: present with 0
 	} {
 		if got := count(c.method, c.result); got != c.want {
 			t.Errorf("%s %s: %v calls, want %v", c.method, c.result, got, c.want)
@@ -79,7 +79,8 @@ func TestRequestMetrics(t *testing.T) {
 		t.Error("no histogram for NodeService/Register")
 	}
 	// The types are the ones a doc row would name.
-	if d := promdoc.Compare(b.Bytes(), []byte("| `gym_hanzod_request_seconds` | histogram |\n| `gym_hanzod_requests_total` | counter |\n| `gym_hanzod_deltas_refused_total` | counter |\n| `gym_hanzod_deltas_in_flight` | gauge |\n"), "gym_hanzod_"); len(d) > 0 {
+	if d := promdoc.Compare(b.Bytes(), []byte("| `gym_hanzod_request_seconds` | histogram |\n| `gym_hanzod_requests_total` | counter |\n| `gym_hanzod_deltas_refused_total` | counter |\n| `gym_hanzod_deltas_in_flight` | gauge |\n"+
+		"| `gym_hanzod_connections` | gauge |\n| `gym_hanzod_connections_refused_total` | counter |\n| `gym_hanzod_calls_in_flight` | gauge |\n| `gym_hanzod_calls_refused_total` | counter |\n"), "gym_hanzod_"); len(d) > 0 {
 		t.Error(d)
 	}
 }

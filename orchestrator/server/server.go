@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +30,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -44,12 +42,21 @@ import (
 
 // Config bounds what clients may send.
 type Config struct {
-	// MaxMessageBytes bounds a request (larger ones are refused with
-	// ResourceExhausted), except SubmitDelta's.
+	// MaxMessageBytes bounds every message of every call, an upload's
+	// chunks included: a larger one is refused with ResourceExhausted from
+	// its length prefix, before it is read.
 	MaxMessageBytes int
-	// MaxDeltaBytes bounds a SubmitDelta request: a delta file (a real
-	// model's adapter is tens of MiB) and its sync's traces.
-	MaxDeltaBytes int
+	// MaxDeltaBytes and MaxTracesBytes bound an upload's file and its
+	// compressed traces (a real model's adapter is tens of MiB); the
+	// judge bounds the file further by the job's adapter before it is
+	// read (docs/orchestrator.md, "Delta upload").
+	MaxDeltaBytes  int64
+	MaxTracesBytes int64
+	// UploadTimeout bounds an upload from its announcement to its last
+	// chunk (the judge's work after it is not counted).
+	UploadTimeout time.Duration
+	// Transport bounds connections, calls in flight and headers.
+	Transport Transport
 	// NodeRate and NodeBurst bound each node's requests (token bucket).
 	NodeRate  float64
 	NodeBurst int
@@ -64,15 +71,13 @@ type Config struct {
 	// for ledger operations and unsigned job submissions; when empty they
 	// are allowed from loopback peers only.
 	AdminToken string
-	// SubmitDelta carries no request signature (the file is signed), so
-	// it is bounded on its own: per peer address a token bucket
-	// (DeltaAddrRate files/s, burst DeltaAddrBurst) and at most
-	// DeltaAddrInFlight files being judged at once; per node (the file's
-	// signer, charged only once the judge has verified the signature, so
-	// nobody can spend a node's allowance by forging its key into a
-	// trailer) DeltaNodeRate files/s, burst DeltaNodeBurst; and at most
-	// DeltaInFlight files judged at once in all (a submission waits for a
-	// slot until its deadline).
+	// UploadDelta is bounded on its own: per peer address a token bucket
+	// (DeltaAddrRate uploads/s, burst DeltaAddrBurst), taken before the
+	// announcement's signature is checked, and at most DeltaAddrInFlight
+	// uploads at once; per node (the announcement's signer, once its
+	// signature verified) DeltaNodeRate uploads/s, burst DeltaNodeBurst;
+	// and at most DeltaInFlight uploads received or judged at once in all
+	// (an upload waits for a slot until its deadline).
 	DeltaAddrRate     float64
 	DeltaAddrBurst    int
 	DeltaAddrInFlight int
@@ -81,14 +86,16 @@ type Config struct {
 	DeltaInFlight     int
 }
 
-// DefaultConfig allows 1 MiB messages (96 MiB for a delta and its traces:
-// the judge reads a delta file of at most 64 MiB) and 5 requests a second per node
-// (burst 20): a heartbeat every 10 s plus bandwidth reports fit easily.
+// DefaultConfig allows 1 MiB messages, uploads of a 64 MiB delta file (the
+// judge reads at most 64 MiB) with 64 MiB of compressed traces within 10
+// minutes, and 5 requests a second per node (burst 20): a heartbeat every
+// 10 s plus bandwidth reports fit easily.
 // A worker submits one delta a sync (seconds apart at the least); an
 // address may hold a few workers. A submitter may submit a job every 10 s
 // (burst 5), an address 1 a second (burst 20).
 func DefaultConfig() Config {
-	return Config{MaxMessageBytes: 1 << 20, MaxDeltaBytes: 96 << 20, NodeRate: 5, NodeBurst: 20,
+	return Config{MaxMessageBytes: 1 << 20, MaxDeltaBytes: 64 << 20, MaxTracesBytes: 64 << 20, UploadTimeout: 10 * time.Minute,
+		Transport: DefaultTransport(), NodeRate: 5, NodeBurst: 20,
 		DeltaAddrRate: 10, DeltaAddrBurst: 40, DeltaAddrInFlight: 8,
 		DeltaNodeRate: 2, DeltaNodeBurst: 10, DeltaInFlight: 16,
 		SubmitRate: 0.1, SubmitBurst: 5, AddrRate: 1, AddrBurst: 20}
@@ -99,11 +106,14 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes < 4096 || c.NodeRate <= 0 || c.NodeBurst < 1 {
 		return fmt.Errorf("server: MaxMessageBytes ≥ 4096, NodeRate > 0 and NodeBurst ≥ 1 required")
 	}
-	if c.MaxDeltaBytes < c.MaxMessageBytes {
-		return fmt.Errorf("server: MaxDeltaBytes (%d) must be at least MaxMessageBytes (%d)", c.MaxDeltaBytes, c.MaxMessageBytes)
+	if c.MaxDeltaBytes < 1024 || c.MaxTracesBytes < 0 || c.UploadTimeout <= 0 {
+		return fmt.Errorf("server: MaxDeltaBytes ≥ 1024, MaxTracesBytes ≥ 0 and a positive UploadTimeout required")
+	}
+	if err := c.Transport.Validate(); err != nil {
+		return err
 	}
 	if c.DeltaAddrRate <= 0 || c.DeltaAddrBurst < 1 || c.DeltaAddrInFlight < 1 || c.DeltaNodeRate <= 0 || c.DeltaNodeBurst < 1 || c.DeltaInFlight < 1 {
-		return fmt.Errorf("server: the SubmitDelta limits (DeltaAddrRate, DeltaAddrBurst, DeltaAddrInFlight, DeltaNodeRate, DeltaNodeBurst, DeltaInFlight) must be positive")
+		return fmt.Errorf("server: the UploadDelta limits (DeltaAddrRate, DeltaAddrBurst, DeltaAddrInFlight, DeltaNodeRate, DeltaNodeBurst, DeltaInFlight) must be positive")
 	}
 	if c.SubmitRate <= 0 || c.SubmitBurst < 1 || c.AddrRate <= 0 || c.AddrBurst < 1 {
 		return fmt.Errorf("server: SubmitRate, AddrRate > 0 and SubmitBurst, AddrBurst ≥ 1 required")
@@ -121,7 +131,7 @@ type Server struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket
 
-	// SubmitDelta's limits (see Config).
+	// UploadDelta's limits (see Config).
 	dmu        sync.Mutex
 	addrBucket limiter
 	nodeBucket limiter
@@ -129,9 +139,11 @@ type Server struct {
 	inFlight   chan struct{}
 	refused    map[string]uint64 // limit → deltas refused by it
 
+	gate *gate // connections and calls in flight by peer host
+
 	reqs *requestMetrics // latency and result of every call
 
-	// Judge validates submitted deltas (nil: SubmitDelta is Unavailable).
+	// Judge validates uploaded deltas (nil: UploadDelta is Unavailable).
 	// Set before serving.
 	Judge Judge
 	// Artifacts is where nodes fetch checkpoints ("KEYHEX@host:port"),
@@ -151,12 +163,26 @@ type Server struct {
 	Pins func(cid string) (*pb.Pin, bool)
 }
 
-// Judge validates a delta file and records its verdict. An error is the
-// judge's own failure, not the delta's: a rejection is a verdict.
+// Judge validates uploaded delta files and records its verdicts. An error
+// is the judge's own failure, not the delta's: a rejection is a verdict.
 type Judge interface {
-	// Submit judges a delta file and the trace bundle it names
+	// Preflight decides what an upload's announcement and head decide
+	// (judge.Judge.Preflight): proceed false with the verdict to answer
+	// at once, or true when the file must be read and submitted.
+	Preflight(ctx context.Context, u Upload) (v DeltaVerdict, proceed bool, err error)
+	// Submit judges the announced file and the trace bundle it names
 	// (zstd-compressed; nil when it names none).
-	Submit(ctx context.Context, file, traces []byte) (DeltaVerdict, error)
+	Submit(ctx context.Context, u Upload, file, traces []byte) (DeltaVerdict, error)
+}
+
+// Upload is a delta upload's announcement, its signature verified: the
+// node, the file's digest and sizes, and the file's first chunk.
+type Upload struct {
+	Node        string
+	Digest      string
+	DeltaBytes  int64
+	TracesBytes int64
+	Head        []byte
 }
 
 // DeltaVerdict is a judge's answer to a submitted delta (judge.Verdict has
@@ -184,30 +210,20 @@ func New(cfg Config, eng *engine.Engine, now func() time.Time) (*Server, error) 
 		addrBucket: limiter{rate: cfg.DeltaAddrRate, burst: cfg.DeltaAddrBurst, buckets: map[string]*bucket{}},
 		nodeBucket: limiter{rate: cfg.DeltaNodeRate, burst: cfg.DeltaNodeBurst, buckets: map[string]*bucket{}},
 		addrFlight: map[string]int{}, inFlight: make(chan struct{}, cfg.DeltaInFlight), refused: map[string]uint64{},
-		reqs: newRequestMetrics(),
+		reqs: newRequestMetrics(), gate: newGate(),
 	}, nil
 }
 
-// Options are the grpc.Server options the limits need.
+// Options are the grpc.Server options the limits need: the transport's
+// (Transport), message sizes, keepalive, the request metrics, and
+// malformed messages answered InvalidArgument (Attach). Serve on
+// Listener(l) for the connection bounds.
 func (s *Server) Options() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(max(s.cfg.MaxMessageBytes, s.cfg.MaxDeltaBytes)),
-		grpc.MaxConcurrentStreams(1024),
-		grpc.ChainUnaryInterceptor(s.reqs.unary, s.bound),
+	return append(s.transportOptions(),
+		grpc.ChainUnaryInterceptor(s.reqs.unary),
 		grpc.ChainStreamInterceptor(s.reqs.stream),
 		grpc.KeepaliveEnforcementPolicy(KeepalivePolicy),
-	}
-}
-
-// bound refuses a request above MaxMessageBytes unless it is SubmitDelta's
-// (bounded by MaxDeltaBytes, gRPC's own limit).
-func (s *Server) bound(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if m, ok := req.(proto.Message); ok && info.FullMethod != pb.NodeService_SubmitDelta_FullMethodName {
-		if n := proto.Size(m); n > s.cfg.MaxMessageBytes {
-			return nil, status.Errorf(codes.ResourceExhausted, "request of %d bytes: at most %d", n, s.cfg.MaxMessageBytes)
-		}
-	}
-	return h(ctx, req)
+	)
 }
 
 // KeepalivePolicy lets clients ping every 5 s, also without a call in
@@ -216,10 +232,11 @@ func (s *Server) bound(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 // the network (nodeclient.Keepalive).
 var KeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
 
-// Attach registers both services on g.
+// Attach registers both services on g, each message that does not parse
+// answered InvalidArgument (gRPC says Internal).
 func (s *Server) Attach(g *grpc.Server) {
-	pb.RegisterNodeServiceServer(g, s)
-	pb.RegisterOrchestratorServiceServer(g, s)
+	g.RegisterService(strictDecode(&pb.NodeService_ServiceDesc), s)
+	g.RegisterService(strictDecode(&pb.OrchestratorService_ServiceDesc), s)
 }
 
 type bucket struct {
@@ -544,23 +561,28 @@ func (s *Server) SubmitJob(ctx context.Context, r *pb.SubmitJobRequest) (*pb.Sub
 	return &pb.SubmitJobResponse{Job: evs[0].Body.(state.JobSubmitted).Job}, nil
 }
 
-// peerHost is the caller's address without the port; IPv6 callers are
-// grouped by /64 (one host usually holds a whole /64).
+// peerHost is the caller's address without the port (addrHost).
 func peerHost(ctx context.Context) string {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return "unknown"
 	}
-	if tcp, ok := p.Addr.(*net.TCPAddr); ok {
+	return addrHost(p.Addr)
+}
+
+// addrHost is a peer address without the port; IPv6 peers are grouped by
+// /64 (one host usually holds a whole /64).
+func addrHost(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok {
 		if tcp.IP.To4() == nil && len(tcp.IP) == net.IPv6len {
 			return tcp.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
 		}
 		return tcp.IP.String()
 	}
-	if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+	if h, _, err := net.SplitHostPort(a.String()); err == nil {
 		return h
 	}
-	return p.Addr.String()
+	return a.String()
 }
 
 // GetJob implements OrchestratorService.
@@ -742,95 +764,17 @@ func (s *Server) PayRewards(ctx context.Context, r *pb.PayRewardsRequest) (*pb.P
 	return out, nil
 }
 
-// SubmitDelta implements NodeService: the judge validates the file and
-// records its verdict; a rejection is a normal answer. The request is
-// bounded first (see Config): per address, per node, in flight.
-func (s *Server) SubmitDelta(ctx context.Context, r *pb.SubmitDeltaRequest) (*pb.SubmitDeltaResponse, error) {
-	if s.Judge == nil {
-		return nil, status.Error(codes.Unavailable, "this hanzod does not validate deltas (no judge configured)")
-	}
-	if len(r.Delta) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "delta is empty: send the bytes of a delta file")
-	}
-	addr := peerHost(ctx)
-	var node string
-	if len(r.Delta) >= delta.PublicKeySize {
-		node = hex.EncodeToString(r.Delta[len(r.Delta)-delta.PublicKeySize:])
-	}
-	release, err := s.admitDelta(ctx, addr, node)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	v, err := s.Judge.Submit(ctx, r.Delta, r.Traces)
-	if err != nil {
-		return nil, err
-	}
-	if verifiedSigner(v) {
-		s.dmu.Lock()
-		s.nodeBucket.charge(node, s.now())
-		s.dmu.Unlock()
-	}
-	return &pb.SubmitDeltaResponse{Accepted: v.Accepted, Duplicate: v.Duplicate, Reason: v.Reason, Detail: v.Detail, Digest: v.Digest}, nil
-}
-
-// verifiedSigner reports whether a verdict implies the file's signature
-// verified under a registered node's key (every verdict but a refused
-// signature or a malformed file).
-func verifiedSigner(v DeltaVerdict) bool {
-	return v.Accepted || v.Duplicate || (v.Reason != "signature" && v.Reason != "format" && v.Reason != "")
-}
-
-// admitDelta applies SubmitDelta's limits to a file from addr claiming to
-// be node's and returns the function that frees its slots.
-func (s *Server) admitDelta(ctx context.Context, addr, node string) (func(), error) {
-	s.dmu.Lock()
-	now := s.now()
-	refuse := func(limit, format string, a ...any) (func(), error) {
-		s.refused[limit]++
-		s.dmu.Unlock()
-		return nil, status.Errorf(codes.ResourceExhausted, format, a...)
-	}
-	if s.addrFlight[addr] >= s.cfg.DeltaAddrInFlight {
-		return refuse("address_in_flight", "address %s already has %d deltas being judged (at most %d at once); wait for their verdicts", addr, s.addrFlight[addr], s.cfg.DeltaAddrInFlight)
-	}
-	if node != "" && !s.nodeBucket.has(node, now) {
-		return refuse("node_rate", "node %s exceeds %g deltas/s (burst %d); slow down", node, s.cfg.DeltaNodeRate, s.cfg.DeltaNodeBurst)
-	}
-	if !s.addrBucket.take(addr, now) {
-		return refuse("address_rate", "address %s exceeds %g deltas/s (burst %d); slow down", addr, s.cfg.DeltaAddrRate, s.cfg.DeltaAddrBurst)
-	}
-	s.addrFlight[addr]++
-	s.dmu.Unlock()
-	done := func() {
-		s.dmu.Lock()
-		if s.addrFlight[addr]--; s.addrFlight[addr] <= 0 {
-			delete(s.addrFlight, addr)
-		}
-		s.dmu.Unlock()
-	}
-	select {
-	case s.inFlight <- struct{}{}:
-	case <-ctx.Done():
-		done()
-		s.dmu.Lock()
-		s.refused["busy"]++
-		s.dmu.Unlock()
-		return nil, status.Errorf(codes.ResourceExhausted, "hanzod is judging %d deltas at once and none finished before the deadline; retry later", s.cfg.DeltaInFlight)
-	}
-	return func() { <-s.inFlight; done() }, nil
-}
-
 // WriteMetrics writes the server's counters in the Prometheus text format
 // (docs/metrics.md).
 func (s *Server) WriteMetrics(w io.Writer) {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	fmt.Fprintf(w, "# HELP gym_hanzod_deltas_refused_total Delta submissions refused by a limit before the validator saw them.\n# TYPE gym_hanzod_deltas_refused_total counter\n")
-	for _, l := range []string{"address_in_flight", "address_rate", "busy", "node_rate"} {
+	fmt.Fprintf(w, "# HELP gym_hanzod_deltas_refused_total Delta uploads refused by a limit before the validator saw them (bad_file: an authenticated node's file that was not what it announced, charged again).\n# TYPE gym_hanzod_deltas_refused_total counter\n")
+	for _, l := range []string{"address_in_flight", "address_rate", "announcement", "bad_file", "busy", "node_rate", "size"} {
 		fmt.Fprintf(w, "gym_hanzod_deltas_refused_total{limit=%q} %d\n", l, s.refused[l])
 	}
-	fmt.Fprintf(w, "# HELP gym_hanzod_deltas_in_flight Delta submissions being judged.\n# TYPE gym_hanzod_deltas_in_flight gauge\ngym_hanzod_deltas_in_flight %d\n", len(s.inFlight))
+	fmt.Fprintf(w, "# HELP gym_hanzod_deltas_in_flight Delta uploads being received or judged.\n# TYPE gym_hanzod_deltas_in_flight gauge\ngym_hanzod_deltas_in_flight %d\n", len(s.inFlight))
+	s.gate.write(w)
 	// Gathering from a registry of in-memory metrics cannot fail; a write
 	// error is the scraper's connection, which the HTTP server handles.
 	_ = s.reqs.write(w)

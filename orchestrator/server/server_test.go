@@ -50,6 +50,7 @@ type env struct {
 	clock *fakeClock
 	eng   *engine.Engine
 	srv   *Server
+	addr  string // the server's address
 }
 
 // start runs a server on 127.0.0.1:0 over a bolt-backed engine that
@@ -88,14 +89,14 @@ func startWith(t testing.TB, cfg Config, lead bool, setup func(*Server)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go g.Serve(l)
+	go g.Serve(srv.Listener(l))
 	t.Cleanup(g.Stop)
 	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &env{node: pb.NewNodeServiceClient(conn), orch: pb.NewOrchestratorServiceClient(conn), clock: clk, eng: eng, srv: srv}
+	return &env{node: pb.NewNodeServiceClient(conn), orch: pb.NewOrchestratorServiceClient(conn), clock: clk, eng: eng, srv: srv, addr: l.Addr().String()}
 }
 
 func key(name string) ed25519.PrivateKey {

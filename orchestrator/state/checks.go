@@ -425,15 +425,8 @@ func (m *Machine) applyWatched(e NodesWatched) error {
 // registered as a validator and is not banned. The sequence number is not
 // checked: the request changes nothing.
 func (m *Machine) AuthorizeValidator(now int64, a Auth, msg []byte) error {
-	pub, err := ParsePublicKey(a.Node)
-	if err != nil {
+	if err := m.verifyFresh(now, a, msg); err != nil {
 		return err
-	}
-	if err := verifyNode(a.Node, pub, msg, a.Sig); err != nil {
-		return err
-	}
-	if d := now - a.Timestamp; d > m.cfg.MaxSkew.Milliseconds() || -d > m.cfg.MaxSkew.Milliseconds() {
-		return fmt.Errorf("%w: request time %d is %d ms from the orchestrator's %d (allowed %v; check the node's clock)", ErrStale, a.Timestamp, d, now, m.cfg.MaxSkew)
 	}
 	n := m.nodes[a.Node]
 	switch {

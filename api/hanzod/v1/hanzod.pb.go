@@ -711,31 +711,33 @@ func (x *ReportBandwidthResponse) GetAssignment() *Assignment {
 	return nil
 }
 
-type SubmitDeltaRequest struct {
+// DeltaChunk is one message of an UploadDelta stream.
+type DeltaChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Delta []byte                 `protobuf:"bytes,1,opt,name=delta,proto3" json:"delta,omitempty"` // a delta file (format version 1) with __metadata__
-	// The sync's rollout traces (docs/traces.md: a bundle, a set per local
-	// step), zstd-compressed; their CID is the delta's "traces" metadata.
-	// Empty when the delta names none.
-	Traces        []byte `protobuf:"bytes,2,opt,name=traces,proto3" json:"traces,omitempty"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*DeltaChunk_Header
+	//	*DeltaChunk_Delta
+	//	*DeltaChunk_Traces
+	Part          isDeltaChunk_Part `protobuf_oneof:"part"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SubmitDeltaRequest) Reset() {
-	*x = SubmitDeltaRequest{}
+func (x *DeltaChunk) Reset() {
+	*x = DeltaChunk{}
 	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SubmitDeltaRequest) String() string {
+func (x *DeltaChunk) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SubmitDeltaRequest) ProtoMessage() {}
+func (*DeltaChunk) ProtoMessage() {}
 
-func (x *SubmitDeltaRequest) ProtoReflect() protoreflect.Message {
+func (x *DeltaChunk) ProtoReflect() protoreflect.Message {
 	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -747,23 +749,146 @@ func (x *SubmitDeltaRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SubmitDeltaRequest.ProtoReflect.Descriptor instead.
-func (*SubmitDeltaRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use DeltaChunk.ProtoReflect.Descriptor instead.
+func (*DeltaChunk) Descriptor() ([]byte, []int) {
 	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *SubmitDeltaRequest) GetDelta() []byte {
+func (x *DeltaChunk) GetPart() isDeltaChunk_Part {
 	if x != nil {
-		return x.Delta
+		return x.Part
 	}
 	return nil
 }
 
-func (x *SubmitDeltaRequest) GetTraces() []byte {
+func (x *DeltaChunk) GetHeader() *DeltaUpload {
 	if x != nil {
-		return x.Traces
+		if x, ok := x.Part.(*DeltaChunk_Header); ok {
+			return x.Header
+		}
 	}
 	return nil
+}
+
+func (x *DeltaChunk) GetDelta() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*DeltaChunk_Delta); ok {
+			return x.Delta
+		}
+	}
+	return nil
+}
+
+func (x *DeltaChunk) GetTraces() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*DeltaChunk_Traces); ok {
+			return x.Traces
+		}
+	}
+	return nil
+}
+
+type isDeltaChunk_Part interface {
+	isDeltaChunk_Part()
+}
+
+type DeltaChunk_Header struct {
+	Header *DeltaUpload `protobuf:"bytes,1,opt,name=header,proto3,oneof"` // the first message, and only it
+}
+
+type DeltaChunk_Delta struct {
+	Delta []byte `protobuf:"bytes,2,opt,name=delta,proto3,oneof"` // the delta file's next bytes
+}
+
+type DeltaChunk_Traces struct {
+	Traces []byte `protobuf:"bytes,3,opt,name=traces,proto3,oneof"` // the compressed traces' next bytes, after the whole file
+}
+
+func (*DeltaChunk_Header) isDeltaChunk_Part() {}
+
+func (*DeltaChunk_Delta) isDeltaChunk_Part() {}
+
+func (*DeltaChunk_Traces) isDeltaChunk_Part() {}
+
+// DeltaUpload announces an upload. auth signs nodeauth.UploadDelta's
+// bytes (docs/orchestrator.md): the node's key must be the file's signer,
+// auth.seq the file's metadata sequence.
+type DeltaUpload struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Auth       *Auth                  `protobuf:"bytes,1,opt,name=auth,proto3" json:"auth,omitempty"`
+	Job        string                 `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Digest     string                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`                            // hex SHA3-256 signature digest of the file
+	DeltaBytes uint64                 `protobuf:"varint,4,opt,name=delta_bytes,json=deltaBytes,proto3" json:"delta_bytes,omitempty"` // the file's size
+	// The sync's rollout traces (docs/traces.md: a bundle, a set per local
+	// step), zstd-compressed: their size, 0 when the delta names none.
+	TracesBytes   uint64 `protobuf:"varint,5,opt,name=traces_bytes,json=tracesBytes,proto3" json:"traces_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeltaUpload) Reset() {
+	*x = DeltaUpload{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeltaUpload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeltaUpload) ProtoMessage() {}
+
+func (x *DeltaUpload) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeltaUpload.ProtoReflect.Descriptor instead.
+func (*DeltaUpload) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeltaUpload) GetAuth() *Auth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *DeltaUpload) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *DeltaUpload) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *DeltaUpload) GetDeltaBytes() uint64 {
+	if x != nil {
+		return x.DeltaBytes
+	}
+	return 0
+}
+
+func (x *DeltaUpload) GetTracesBytes() uint64 {
+	if x != nil {
+		return x.TracesBytes
+	}
+	return 0
 }
 
 // SubmitDeltaResponse is the validator's verdict. A rejection is an answer,
@@ -782,7 +907,7 @@ type SubmitDeltaResponse struct {
 
 func (x *SubmitDeltaResponse) Reset() {
 	*x = SubmitDeltaResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +919,7 @@ func (x *SubmitDeltaResponse) String() string {
 func (*SubmitDeltaResponse) ProtoMessage() {}
 
 func (x *SubmitDeltaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +932,7 @@ func (x *SubmitDeltaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDeltaResponse.ProtoReflect.Descriptor instead.
 func (*SubmitDeltaResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitDeltaResponse) GetAccepted() bool {
@@ -859,7 +984,7 @@ type ReportSuspectRequest struct {
 
 func (x *ReportSuspectRequest) Reset() {
 	*x = ReportSuspectRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +996,7 @@ func (x *ReportSuspectRequest) String() string {
 func (*ReportSuspectRequest) ProtoMessage() {}
 
 func (x *ReportSuspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1009,7 @@ func (x *ReportSuspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSuspectRequest.ProtoReflect.Descriptor instead.
 func (*ReportSuspectRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportSuspectRequest) GetAuth() *Auth {
@@ -938,7 +1063,7 @@ type ReportSuspectResponse struct {
 
 func (x *ReportSuspectResponse) Reset() {
 	*x = ReportSuspectResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1075,7 @@ func (x *ReportSuspectResponse) String() string {
 func (*ReportSuspectResponse) ProtoMessage() {}
 
 func (x *ReportSuspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1088,7 @@ func (x *ReportSuspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSuspectResponse.ProtoReflect.Descriptor instead.
 func (*ReportSuspectResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReportSuspectResponse) GetAssignment() *Assignment {
@@ -984,7 +1109,7 @@ type RefuseJobRequest struct {
 
 func (x *RefuseJobRequest) Reset() {
 	*x = RefuseJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1121,7 @@ func (x *RefuseJobRequest) String() string {
 func (*RefuseJobRequest) ProtoMessage() {}
 
 func (x *RefuseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1134,7 @@ func (x *RefuseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefuseJobRequest.ProtoReflect.Descriptor instead.
 func (*RefuseJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RefuseJobRequest) GetAuth() *Auth {
@@ -1042,7 +1167,7 @@ type RefuseJobResponse struct {
 
 func (x *RefuseJobResponse) Reset() {
 	*x = RefuseJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1179,7 @@ func (x *RefuseJobResponse) String() string {
 func (*RefuseJobResponse) ProtoMessage() {}
 
 func (x *RefuseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1192,7 @@ func (x *RefuseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefuseJobResponse.ProtoReflect.Descriptor instead.
 func (*RefuseJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RefuseJobResponse) GetAssignment() *Assignment {
@@ -1086,7 +1211,7 @@ type ListChecksRequest struct {
 
 func (x *ListChecksRequest) Reset() {
 	*x = ListChecksRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1223,7 @@ func (x *ListChecksRequest) String() string {
 func (*ListChecksRequest) ProtoMessage() {}
 
 func (x *ListChecksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1236,7 @@ func (x *ListChecksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChecksRequest.ProtoReflect.Descriptor instead.
 func (*ListChecksRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListChecksRequest) GetAuth() *Auth {
@@ -1138,7 +1263,7 @@ type CheckAssignment struct {
 
 func (x *CheckAssignment) Reset() {
 	*x = CheckAssignment{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1275,7 @@ func (x *CheckAssignment) String() string {
 func (*CheckAssignment) ProtoMessage() {}
 
 func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1288,7 @@ func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAssignment.ProtoReflect.Descriptor instead.
 func (*CheckAssignment) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CheckAssignment) GetJob() string {
@@ -1233,7 +1358,7 @@ type ListChecksResponse struct {
 
 func (x *ListChecksResponse) Reset() {
 	*x = ListChecksResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1370,7 @@ func (x *ListChecksResponse) String() string {
 func (*ListChecksResponse) ProtoMessage() {}
 
 func (x *ListChecksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1383,7 @@ func (x *ListChecksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChecksResponse.ProtoReflect.Descriptor instead.
 func (*ListChecksResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListChecksResponse) GetChecks() []*CheckAssignment {
@@ -1301,7 +1426,7 @@ type SubmitVerdictRequest struct {
 
 func (x *SubmitVerdictRequest) Reset() {
 	*x = SubmitVerdictRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1438,7 @@ func (x *SubmitVerdictRequest) String() string {
 func (*SubmitVerdictRequest) ProtoMessage() {}
 
 func (x *SubmitVerdictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1451,7 @@ func (x *SubmitVerdictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitVerdictRequest.ProtoReflect.Descriptor instead.
 func (*SubmitVerdictRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubmitVerdictRequest) GetAuth() *Auth {
@@ -1414,7 +1539,7 @@ type SubmitVerdictResponse struct {
 
 func (x *SubmitVerdictResponse) Reset() {
 	*x = SubmitVerdictResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1551,7 @@ func (x *SubmitVerdictResponse) String() string {
 func (*SubmitVerdictResponse) ProtoMessage() {}
 
 func (x *SubmitVerdictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1564,119 @@ func (x *SubmitVerdictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitVerdictResponse.ProtoReflect.Descriptor instead.
 func (*SubmitVerdictResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
+}
+
+type InfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InfoRequest) Reset() {
+	*x = InfoRequest{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InfoRequest) ProtoMessage() {}
+
+func (x *InfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
+func (*InfoRequest) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+}
+
+type InfoResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	InstanceKey     []byte                 `protobuf:"bytes,1,opt,name=instance_key,json=instanceKey,proto3" json:"instance_key,omitempty"`                // hanzod's Ed25519 public key (32 bytes)
+	ServerTimeMs    int64                  `protobuf:"varint,2,opt,name=server_time_ms,json=serverTimeMs,proto3" json:"server_time_ms,omitempty"`          // hanzod's clock, unix milliseconds
+	MaxMessageBytes uint64                 `protobuf:"varint,3,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"` // the largest message any call may send
+	MaxDeltaBytes   uint64                 `protobuf:"varint,4,opt,name=max_delta_bytes,json=maxDeltaBytes,proto3" json:"max_delta_bytes,omitempty"`       // the largest delta file UploadDelta takes
+	MaxTracesBytes  uint64                 `protobuf:"varint,5,opt,name=max_traces_bytes,json=maxTracesBytes,proto3" json:"max_traces_bytes,omitempty"`    // the largest compressed traces it takes
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *InfoResponse) Reset() {
+	*x = InfoResponse{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InfoResponse) ProtoMessage() {}
+
+func (x *InfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
+func (*InfoResponse) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *InfoResponse) GetInstanceKey() []byte {
+	if x != nil {
+		return x.InstanceKey
+	}
+	return nil
+}
+
+func (x *InfoResponse) GetServerTimeMs() int64 {
+	if x != nil {
+		return x.ServerTimeMs
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetMaxMessageBytes() uint64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetMaxDeltaBytes() uint64 {
+	if x != nil {
+		return x.MaxDeltaBytes
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetMaxTracesBytes() uint64 {
+	if x != nil {
+		return x.MaxTracesBytes
+	}
+	return 0
 }
 
 type EventsRequest struct {
@@ -1452,7 +1689,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1701,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1714,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EventsRequest) GetAfter() uint64 {
@@ -1504,7 +1741,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1753,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1766,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EventsResponse) GetEvents() []string {
@@ -1586,7 +1823,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1835,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1848,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobSpec) GetModel() string {
@@ -1770,7 +2007,7 @@ type DataMapping struct {
 
 func (x *DataMapping) Reset() {
 	*x = DataMapping{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +2019,7 @@ func (x *DataMapping) String() string {
 func (*DataMapping) ProtoMessage() {}
 
 func (x *DataMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2032,7 @@ func (x *DataMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataMapping.ProtoReflect.Descriptor instead.
 func (*DataMapping) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DataMapping) GetPrompt() string {
@@ -1862,7 +2099,7 @@ type RewardTerm struct {
 
 func (x *RewardTerm) Reset() {
 	*x = RewardTerm{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +2111,7 @@ func (x *RewardTerm) String() string {
 func (*RewardTerm) ProtoMessage() {}
 
 func (x *RewardTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +2124,7 @@ func (x *RewardTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewardTerm.ProtoReflect.Descriptor instead.
 func (*RewardTerm) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RewardTerm) GetVerifier() string {
@@ -1979,7 +2216,7 @@ type GSPOConfig struct {
 
 func (x *GSPOConfig) Reset() {
 	*x = GSPOConfig{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2228,7 @@ func (x *GSPOConfig) String() string {
 func (*GSPOConfig) ProtoMessage() {}
 
 func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2241,7 @@ func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GSPOConfig.ProtoReflect.Descriptor instead.
 func (*GSPOConfig) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GSPOConfig) GetImportanceSamplingLevel() string {
@@ -2161,7 +2398,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2410,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2423,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -2219,7 +2456,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2468,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2481,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubmitJobResponse) GetJob() string {
@@ -2263,7 +2500,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2512,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2525,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetJobRequest) GetJob() string {
@@ -2319,7 +2556,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2568,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2581,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Job) GetId() string {
@@ -2449,7 +2686,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2698,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2711,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Refusal) GetNode() string {
@@ -2506,7 +2743,7 @@ type Pin struct {
 
 func (x *Pin) Reset() {
 	*x = Pin{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2755,7 @@ func (x *Pin) String() string {
 func (*Pin) ProtoMessage() {}
 
 func (x *Pin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2768,7 @@ func (x *Pin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pin.ProtoReflect.Descriptor instead.
 func (*Pin) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Pin) GetCid() string {
@@ -2577,7 +2814,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2826,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2839,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
 }
 
 type ListJobsResponse struct {
@@ -2614,7 +2851,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +2863,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +2876,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -2668,7 +2905,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2917,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2930,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Node) GetId() string {
@@ -2781,7 +3018,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +3030,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +3043,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
 }
 
 type ListNodesResponse struct {
@@ -2818,7 +3055,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3067,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3080,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2862,7 +3099,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3111,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3124,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetBalanceRequest) GetAccount() string {
@@ -2910,7 +3147,7 @@ type Slash struct {
 
 func (x *Slash) Reset() {
 	*x = Slash{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2922,7 +3159,7 @@ func (x *Slash) String() string {
 func (*Slash) ProtoMessage() {}
 
 func (x *Slash) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2935,7 +3172,7 @@ func (x *Slash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slash.ProtoReflect.Descriptor instead.
 func (*Slash) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Slash) GetOffence() int32 {
@@ -2988,7 +3225,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3237,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3250,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Account) GetId() string {
@@ -3072,7 +3309,7 @@ type LedgerRequest struct {
 
 func (x *LedgerRequest) Reset() {
 	*x = LedgerRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3084,7 +3321,7 @@ func (x *LedgerRequest) String() string {
 func (*LedgerRequest) ProtoMessage() {}
 
 func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3097,7 +3334,7 @@ func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LedgerRequest) GetAccount() string {
@@ -3131,7 +3368,7 @@ type EndEpochRequest struct {
 
 func (x *EndEpochRequest) Reset() {
 	*x = EndEpochRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3380,7 @@ func (x *EndEpochRequest) String() string {
 func (*EndEpochRequest) ProtoMessage() {}
 
 func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3393,7 @@ func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEpochRequest.ProtoReflect.Descriptor instead.
 func (*EndEpochRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EndEpochRequest) GetJob() string {
@@ -3184,7 +3421,7 @@ type PublishCheckpointRequest struct {
 
 func (x *PublishCheckpointRequest) Reset() {
 	*x = PublishCheckpointRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3196,7 +3433,7 @@ func (x *PublishCheckpointRequest) String() string {
 func (*PublishCheckpointRequest) ProtoMessage() {}
 
 func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3209,7 +3446,7 @@ func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*PublishCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PublishCheckpointRequest) GetJob() string {
@@ -3243,7 +3480,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3255,7 +3492,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3268,7 +3505,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *FailJobRequest) GetJob() string {
@@ -3296,7 +3533,7 @@ type SlashRequest struct {
 
 func (x *SlashRequest) Reset() {
 	*x = SlashRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3545,7 @@ func (x *SlashRequest) String() string {
 func (*SlashRequest) ProtoMessage() {}
 
 func (x *SlashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3558,7 @@ func (x *SlashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlashRequest.ProtoReflect.Descriptor instead.
 func (*SlashRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{45}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SlashRequest) GetNode() string {
@@ -3359,7 +3596,7 @@ type Contribution struct {
 
 func (x *Contribution) Reset() {
 	*x = Contribution{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3371,7 +3608,7 @@ func (x *Contribution) String() string {
 func (*Contribution) ProtoMessage() {}
 
 func (x *Contribution) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3384,7 +3621,7 @@ func (x *Contribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
 func (*Contribution) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{46}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Contribution) GetAccount() string {
@@ -3427,7 +3664,7 @@ type PayRewardsRequest struct {
 
 func (x *PayRewardsRequest) Reset() {
 	*x = PayRewardsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3676,7 @@ func (x *PayRewardsRequest) String() string {
 func (*PayRewardsRequest) ProtoMessage() {}
 
 func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3689,7 @@ func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsRequest.ProtoReflect.Descriptor instead.
 func (*PayRewardsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{47}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PayRewardsRequest) GetJob() string {
@@ -3493,7 +3730,7 @@ type Payout struct {
 
 func (x *Payout) Reset() {
 	*x = Payout{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3742,7 @@ func (x *Payout) String() string {
 func (*Payout) ProtoMessage() {}
 
 func (x *Payout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3755,7 @@ func (x *Payout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payout.ProtoReflect.Descriptor instead.
 func (*Payout) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{48}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Payout) GetAccount() string {
@@ -3544,7 +3781,7 @@ type PayRewardsResponse struct {
 
 func (x *PayRewardsResponse) Reset() {
 	*x = PayRewardsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3556,7 +3793,7 @@ func (x *PayRewardsResponse) String() string {
 func (*PayRewardsResponse) ProtoMessage() {}
 
 func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3569,7 +3806,7 @@ func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsResponse.ProtoReflect.Descriptor instead.
 func (*PayRewardsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{49}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PayRewardsResponse) GetPayouts() []*Payout {
@@ -3645,10 +3882,20 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x17ReportBandwidthResponse\x12=\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
-	"assignment\"B\n" +
-	"\x12SubmitDeltaRequest\x12\x14\n" +
-	"\x05delta\x18\x01 \x01(\fR\x05delta\x12\x16\n" +
-	"\x06traces\x18\x02 \x01(\fR\x06traces\"\x97\x01\n" +
+	"assignment\"\x80\x01\n" +
+	"\n" +
+	"DeltaChunk\x128\n" +
+	"\x06header\x18\x01 \x01(\v2\x1e.zoo.gym.hanzod.v1.DeltaUploadH\x00R\x06header\x12\x16\n" +
+	"\x05delta\x18\x02 \x01(\fH\x00R\x05delta\x12\x18\n" +
+	"\x06traces\x18\x03 \x01(\fH\x00R\x06tracesB\x06\n" +
+	"\x04part\"\xa8\x01\n" +
+	"\vDeltaUpload\x12+\n" +
+	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x10\n" +
+	"\x03job\x18\x02 \x01(\tR\x03job\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x1f\n" +
+	"\vdelta_bytes\x18\x04 \x01(\x04R\n" +
+	"deltaBytes\x12!\n" +
+	"\ftraces_bytes\x18\x05 \x01(\x04R\vtracesBytes\"\x97\x01\n" +
 	"\x13SubmitDeltaResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x16\n" +
@@ -3702,7 +3949,14 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x06detail\x18\n" +
 	" \x01(\tR\x06detail\x12\x18\n" +
 	"\afigures\x18\v \x01(\tR\afigures\"\x17\n" +
-	"\x15SubmitVerdictResponse\";\n" +
+	"\x15SubmitVerdictResponse\"\r\n" +
+	"\vInfoRequest\"\xd5\x01\n" +
+	"\fInfoResponse\x12!\n" +
+	"\finstance_key\x18\x01 \x01(\fR\vinstanceKey\x12$\n" +
+	"\x0eserver_time_ms\x18\x02 \x01(\x03R\fserverTimeMs\x12*\n" +
+	"\x11max_message_bytes\x18\x03 \x01(\x04R\x0fmaxMessageBytes\x12&\n" +
+	"\x0fmax_delta_bytes\x18\x04 \x01(\x04R\rmaxDeltaBytes\x12(\n" +
+	"\x10max_traces_bytes\x18\x05 \x01(\x04R\x0emaxTracesBytes\";\n" +
 	"\rEventsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x04R\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"<\n" +
@@ -3897,18 +4151,19 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\aaccount\x18\x01 \x01(\tR\aaccount\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\x04R\x06amount\"I\n" +
 	"\x12PayRewardsResponse\x123\n" +
-	"\apayouts\x18\x01 \x03(\v2\x19.zoo.gym.hanzod.v1.PayoutR\apayouts2\xfd\x05\n" +
+	"\apayouts\x18\x01 \x03(\v2\x19.zoo.gym.hanzod.v1.PayoutR\apayouts2\xf7\x05\n" +
 	"\vNodeService\x12S\n" +
 	"\bRegister\x12\".zoo.gym.hanzod.v1.RegisterRequest\x1a#.zoo.gym.hanzod.v1.RegisterResponse\x12V\n" +
 	"\tHeartbeat\x12#.zoo.gym.hanzod.v1.HeartbeatRequest\x1a$.zoo.gym.hanzod.v1.HeartbeatResponse\x12h\n" +
-	"\x0fReportBandwidth\x12).zoo.gym.hanzod.v1.ReportBandwidthRequest\x1a*.zoo.gym.hanzod.v1.ReportBandwidthResponse\x12\\\n" +
-	"\vSubmitDelta\x12%.zoo.gym.hanzod.v1.SubmitDeltaRequest\x1a&.zoo.gym.hanzod.v1.SubmitDeltaResponse\x12b\n" +
+	"\x0fReportBandwidth\x12).zoo.gym.hanzod.v1.ReportBandwidthRequest\x1a*.zoo.gym.hanzod.v1.ReportBandwidthResponse\x12V\n" +
+	"\vUploadDelta\x12\x1d.zoo.gym.hanzod.v1.DeltaChunk\x1a&.zoo.gym.hanzod.v1.SubmitDeltaResponse(\x01\x12b\n" +
 	"\rReportSuspect\x12'.zoo.gym.hanzod.v1.ReportSuspectRequest\x1a(.zoo.gym.hanzod.v1.ReportSuspectResponse\x12V\n" +
 	"\tRefuseJob\x12#.zoo.gym.hanzod.v1.RefuseJobRequest\x1a$.zoo.gym.hanzod.v1.RefuseJobResponse\x12Y\n" +
 	"\n" +
 	"ListChecks\x12$.zoo.gym.hanzod.v1.ListChecksRequest\x1a%.zoo.gym.hanzod.v1.ListChecksResponse\x12b\n" +
-	"\rSubmitVerdict\x12'.zoo.gym.hanzod.v1.SubmitVerdictRequest\x1a(.zoo.gym.hanzod.v1.SubmitVerdictResponse2\xa7\t\n" +
-	"\x13OrchestratorService\x12V\n" +
+	"\rSubmitVerdict\x12'.zoo.gym.hanzod.v1.SubmitVerdictRequest\x1a(.zoo.gym.hanzod.v1.SubmitVerdictResponse2\xf0\t\n" +
+	"\x13OrchestratorService\x12G\n" +
+	"\x04Info\x12\x1e.zoo.gym.hanzod.v1.InfoRequest\x1a\x1f.zoo.gym.hanzod.v1.InfoResponse\x12V\n" +
 	"\tSubmitJob\x12#.zoo.gym.hanzod.v1.SubmitJobRequest\x1a$.zoo.gym.hanzod.v1.SubmitJobResponse\x12B\n" +
 	"\x06GetJob\x12 .zoo.gym.hanzod.v1.GetJobRequest\x1a\x16.zoo.gym.hanzod.v1.Job\x12S\n" +
 	"\bListJobs\x12\".zoo.gym.hanzod.v1.ListJobsRequest\x1a#.zoo.gym.hanzod.v1.ListJobsResponse\x12V\n" +
@@ -3939,7 +4194,7 @@ func file_api_hanzod_v1_hanzod_proto_rawDescGZIP() []byte {
 	return file_api_hanzod_v1_hanzod_proto_rawDescData
 }
 
-var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Auth)(nil),                     // 0: zoo.gym.hanzod.v1.Auth
 	(*RegisterRequest)(nil),          // 1: zoo.gym.hanzod.v1.RegisterRequest
@@ -3951,129 +4206,136 @@ var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Link)(nil),                     // 7: zoo.gym.hanzod.v1.Link
 	(*ReportBandwidthRequest)(nil),   // 8: zoo.gym.hanzod.v1.ReportBandwidthRequest
 	(*ReportBandwidthResponse)(nil),  // 9: zoo.gym.hanzod.v1.ReportBandwidthResponse
-	(*SubmitDeltaRequest)(nil),       // 10: zoo.gym.hanzod.v1.SubmitDeltaRequest
-	(*SubmitDeltaResponse)(nil),      // 11: zoo.gym.hanzod.v1.SubmitDeltaResponse
-	(*ReportSuspectRequest)(nil),     // 12: zoo.gym.hanzod.v1.ReportSuspectRequest
-	(*ReportSuspectResponse)(nil),    // 13: zoo.gym.hanzod.v1.ReportSuspectResponse
-	(*RefuseJobRequest)(nil),         // 14: zoo.gym.hanzod.v1.RefuseJobRequest
-	(*RefuseJobResponse)(nil),        // 15: zoo.gym.hanzod.v1.RefuseJobResponse
-	(*ListChecksRequest)(nil),        // 16: zoo.gym.hanzod.v1.ListChecksRequest
-	(*CheckAssignment)(nil),          // 17: zoo.gym.hanzod.v1.CheckAssignment
-	(*ListChecksResponse)(nil),       // 18: zoo.gym.hanzod.v1.ListChecksResponse
-	(*SubmitVerdictRequest)(nil),     // 19: zoo.gym.hanzod.v1.SubmitVerdictRequest
-	(*SubmitVerdictResponse)(nil),    // 20: zoo.gym.hanzod.v1.SubmitVerdictResponse
-	(*EventsRequest)(nil),            // 21: zoo.gym.hanzod.v1.EventsRequest
-	(*EventsResponse)(nil),           // 22: zoo.gym.hanzod.v1.EventsResponse
-	(*JobSpec)(nil),                  // 23: zoo.gym.hanzod.v1.JobSpec
-	(*DataMapping)(nil),              // 24: zoo.gym.hanzod.v1.DataMapping
-	(*RewardTerm)(nil),               // 25: zoo.gym.hanzod.v1.RewardTerm
-	(*GSPOConfig)(nil),               // 26: zoo.gym.hanzod.v1.GSPOConfig
-	(*SubmitJobRequest)(nil),         // 27: zoo.gym.hanzod.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 28: zoo.gym.hanzod.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),            // 29: zoo.gym.hanzod.v1.GetJobRequest
-	(*Job)(nil),                      // 30: zoo.gym.hanzod.v1.Job
-	(*Refusal)(nil),                  // 31: zoo.gym.hanzod.v1.Refusal
-	(*Pin)(nil),                      // 32: zoo.gym.hanzod.v1.Pin
-	(*ListJobsRequest)(nil),          // 33: zoo.gym.hanzod.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 34: zoo.gym.hanzod.v1.ListJobsResponse
-	(*Node)(nil),                     // 35: zoo.gym.hanzod.v1.Node
-	(*ListNodesRequest)(nil),         // 36: zoo.gym.hanzod.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 37: zoo.gym.hanzod.v1.ListNodesResponse
-	(*GetBalanceRequest)(nil),        // 38: zoo.gym.hanzod.v1.GetBalanceRequest
-	(*Slash)(nil),                    // 39: zoo.gym.hanzod.v1.Slash
-	(*Account)(nil),                  // 40: zoo.gym.hanzod.v1.Account
-	(*LedgerRequest)(nil),            // 41: zoo.gym.hanzod.v1.LedgerRequest
-	(*EndEpochRequest)(nil),          // 42: zoo.gym.hanzod.v1.EndEpochRequest
-	(*PublishCheckpointRequest)(nil), // 43: zoo.gym.hanzod.v1.PublishCheckpointRequest
-	(*FailJobRequest)(nil),           // 44: zoo.gym.hanzod.v1.FailJobRequest
-	(*SlashRequest)(nil),             // 45: zoo.gym.hanzod.v1.SlashRequest
-	(*Contribution)(nil),             // 46: zoo.gym.hanzod.v1.Contribution
-	(*PayRewardsRequest)(nil),        // 47: zoo.gym.hanzod.v1.PayRewardsRequest
-	(*Payout)(nil),                   // 48: zoo.gym.hanzod.v1.Payout
-	(*PayRewardsResponse)(nil),       // 49: zoo.gym.hanzod.v1.PayRewardsResponse
+	(*DeltaChunk)(nil),               // 10: zoo.gym.hanzod.v1.DeltaChunk
+	(*DeltaUpload)(nil),              // 11: zoo.gym.hanzod.v1.DeltaUpload
+	(*SubmitDeltaResponse)(nil),      // 12: zoo.gym.hanzod.v1.SubmitDeltaResponse
+	(*ReportSuspectRequest)(nil),     // 13: zoo.gym.hanzod.v1.ReportSuspectRequest
+	(*ReportSuspectResponse)(nil),    // 14: zoo.gym.hanzod.v1.ReportSuspectResponse
+	(*RefuseJobRequest)(nil),         // 15: zoo.gym.hanzod.v1.RefuseJobRequest
+	(*RefuseJobResponse)(nil),        // 16: zoo.gym.hanzod.v1.RefuseJobResponse
+	(*ListChecksRequest)(nil),        // 17: zoo.gym.hanzod.v1.ListChecksRequest
+	(*CheckAssignment)(nil),          // 18: zoo.gym.hanzod.v1.CheckAssignment
+	(*ListChecksResponse)(nil),       // 19: zoo.gym.hanzod.v1.ListChecksResponse
+	(*SubmitVerdictRequest)(nil),     // 20: zoo.gym.hanzod.v1.SubmitVerdictRequest
+	(*SubmitVerdictResponse)(nil),    // 21: zoo.gym.hanzod.v1.SubmitVerdictResponse
+	(*InfoRequest)(nil),              // 22: zoo.gym.hanzod.v1.InfoRequest
+	(*InfoResponse)(nil),             // 23: zoo.gym.hanzod.v1.InfoResponse
+	(*EventsRequest)(nil),            // 24: zoo.gym.hanzod.v1.EventsRequest
+	(*EventsResponse)(nil),           // 25: zoo.gym.hanzod.v1.EventsResponse
+	(*JobSpec)(nil),                  // 26: zoo.gym.hanzod.v1.JobSpec
+	(*DataMapping)(nil),              // 27: zoo.gym.hanzod.v1.DataMapping
+	(*RewardTerm)(nil),               // 28: zoo.gym.hanzod.v1.RewardTerm
+	(*GSPOConfig)(nil),               // 29: zoo.gym.hanzod.v1.GSPOConfig
+	(*SubmitJobRequest)(nil),         // 30: zoo.gym.hanzod.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 31: zoo.gym.hanzod.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),            // 32: zoo.gym.hanzod.v1.GetJobRequest
+	(*Job)(nil),                      // 33: zoo.gym.hanzod.v1.Job
+	(*Refusal)(nil),                  // 34: zoo.gym.hanzod.v1.Refusal
+	(*Pin)(nil),                      // 35: zoo.gym.hanzod.v1.Pin
+	(*ListJobsRequest)(nil),          // 36: zoo.gym.hanzod.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 37: zoo.gym.hanzod.v1.ListJobsResponse
+	(*Node)(nil),                     // 38: zoo.gym.hanzod.v1.Node
+	(*ListNodesRequest)(nil),         // 39: zoo.gym.hanzod.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 40: zoo.gym.hanzod.v1.ListNodesResponse
+	(*GetBalanceRequest)(nil),        // 41: zoo.gym.hanzod.v1.GetBalanceRequest
+	(*Slash)(nil),                    // 42: zoo.gym.hanzod.v1.Slash
+	(*Account)(nil),                  // 43: zoo.gym.hanzod.v1.Account
+	(*LedgerRequest)(nil),            // 44: zoo.gym.hanzod.v1.LedgerRequest
+	(*EndEpochRequest)(nil),          // 45: zoo.gym.hanzod.v1.EndEpochRequest
+	(*PublishCheckpointRequest)(nil), // 46: zoo.gym.hanzod.v1.PublishCheckpointRequest
+	(*FailJobRequest)(nil),           // 47: zoo.gym.hanzod.v1.FailJobRequest
+	(*SlashRequest)(nil),             // 48: zoo.gym.hanzod.v1.SlashRequest
+	(*Contribution)(nil),             // 49: zoo.gym.hanzod.v1.Contribution
+	(*PayRewardsRequest)(nil),        // 50: zoo.gym.hanzod.v1.PayRewardsRequest
+	(*Payout)(nil),                   // 51: zoo.gym.hanzod.v1.Payout
+	(*PayRewardsResponse)(nil),       // 52: zoo.gym.hanzod.v1.PayRewardsResponse
 }
 var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 0: zoo.gym.hanzod.v1.RegisterRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	0,  // 1: zoo.gym.hanzod.v1.HeartbeatRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	6,  // 2: zoo.gym.hanzod.v1.Assignment.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	23, // 3: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	26, // 3: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
 	4,  // 4: zoo.gym.hanzod.v1.HeartbeatResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
 	0,  // 5: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	7,  // 6: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
 	4,  // 7: zoo.gym.hanzod.v1.ReportBandwidthResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 8: zoo.gym.hanzod.v1.ReportSuspectRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	4,  // 9: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 10: zoo.gym.hanzod.v1.RefuseJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	4,  // 11: zoo.gym.hanzod.v1.RefuseJobResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 12: zoo.gym.hanzod.v1.ListChecksRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	23, // 13: zoo.gym.hanzod.v1.CheckAssignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	17, // 14: zoo.gym.hanzod.v1.ListChecksResponse.checks:type_name -> zoo.gym.hanzod.v1.CheckAssignment
-	0,  // 15: zoo.gym.hanzod.v1.SubmitVerdictRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	26, // 16: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
-	24, // 17: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
-	25, // 18: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
-	23, // 19: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	0,  // 20: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	23, // 21: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	6,  // 22: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	32, // 23: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
-	31, // 24: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
-	30, // 25: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	35, // 26: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	39, // 27: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	46, // 28: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	48, // 29: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 30: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	3,  // 31: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	8,  // 32: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	10, // 33: zoo.gym.hanzod.v1.NodeService.SubmitDelta:input_type -> zoo.gym.hanzod.v1.SubmitDeltaRequest
-	12, // 34: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
-	14, // 35: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
-	16, // 36: zoo.gym.hanzod.v1.NodeService.ListChecks:input_type -> zoo.gym.hanzod.v1.ListChecksRequest
-	19, // 37: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:input_type -> zoo.gym.hanzod.v1.SubmitVerdictRequest
-	27, // 38: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	29, // 39: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	33, // 40: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	36, // 41: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	38, // 42: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	41, // 43: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	41, // 44: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	41, // 45: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	41, // 46: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	42, // 47: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	43, // 48: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	44, // 49: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	45, // 50: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	47, // 51: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	21, // 52: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
-	2,  // 53: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	5,  // 54: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	9,  // 55: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	11, // 56: zoo.gym.hanzod.v1.NodeService.SubmitDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
-	13, // 57: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
-	15, // 58: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
-	18, // 59: zoo.gym.hanzod.v1.NodeService.ListChecks:output_type -> zoo.gym.hanzod.v1.ListChecksResponse
-	20, // 60: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:output_type -> zoo.gym.hanzod.v1.SubmitVerdictResponse
-	28, // 61: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	30, // 62: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	34, // 63: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	37, // 64: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	40, // 65: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	40, // 66: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	40, // 67: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	40, // 68: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	40, // 69: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	30, // 70: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	30, // 71: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	30, // 72: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	40, // 73: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	49, // 74: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	22, // 75: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
-	53, // [53:76] is the sub-list for method output_type
-	30, // [30:53] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	11, // 8: zoo.gym.hanzod.v1.DeltaChunk.header:type_name -> zoo.gym.hanzod.v1.DeltaUpload
+	0,  // 9: zoo.gym.hanzod.v1.DeltaUpload.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	0,  // 10: zoo.gym.hanzod.v1.ReportSuspectRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	4,  // 11: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 12: zoo.gym.hanzod.v1.RefuseJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	4,  // 13: zoo.gym.hanzod.v1.RefuseJobResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 14: zoo.gym.hanzod.v1.ListChecksRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	26, // 15: zoo.gym.hanzod.v1.CheckAssignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	18, // 16: zoo.gym.hanzod.v1.ListChecksResponse.checks:type_name -> zoo.gym.hanzod.v1.CheckAssignment
+	0,  // 17: zoo.gym.hanzod.v1.SubmitVerdictRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	29, // 18: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
+	27, // 19: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
+	28, // 20: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
+	26, // 21: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	0,  // 22: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	26, // 23: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	6,  // 24: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	35, // 25: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
+	34, // 26: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
+	33, // 27: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	38, // 28: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	42, // 29: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	49, // 30: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	51, // 31: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 32: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	3,  // 33: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	8,  // 34: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	10, // 35: zoo.gym.hanzod.v1.NodeService.UploadDelta:input_type -> zoo.gym.hanzod.v1.DeltaChunk
+	13, // 36: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
+	15, // 37: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
+	17, // 38: zoo.gym.hanzod.v1.NodeService.ListChecks:input_type -> zoo.gym.hanzod.v1.ListChecksRequest
+	20, // 39: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:input_type -> zoo.gym.hanzod.v1.SubmitVerdictRequest
+	22, // 40: zoo.gym.hanzod.v1.OrchestratorService.Info:input_type -> zoo.gym.hanzod.v1.InfoRequest
+	30, // 41: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	32, // 42: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	36, // 43: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	39, // 44: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	41, // 45: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	44, // 46: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	44, // 47: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	44, // 48: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	44, // 49: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	45, // 50: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	46, // 51: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	47, // 52: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	48, // 53: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	50, // 54: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	24, // 55: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
+	2,  // 56: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	5,  // 57: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	9,  // 58: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	12, // 59: zoo.gym.hanzod.v1.NodeService.UploadDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
+	14, // 60: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
+	16, // 61: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
+	19, // 62: zoo.gym.hanzod.v1.NodeService.ListChecks:output_type -> zoo.gym.hanzod.v1.ListChecksResponse
+	21, // 63: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:output_type -> zoo.gym.hanzod.v1.SubmitVerdictResponse
+	23, // 64: zoo.gym.hanzod.v1.OrchestratorService.Info:output_type -> zoo.gym.hanzod.v1.InfoResponse
+	31, // 65: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	33, // 66: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	37, // 67: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	40, // 68: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	43, // 69: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	43, // 70: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	43, // 71: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	43, // 72: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	43, // 73: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	33, // 74: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	33, // 75: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	33, // 76: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	43, // 77: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	52, // 78: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	25, // 79: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
+	56, // [56:80] is the sub-list for method output_type
+	32, // [32:56] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }
@@ -4081,14 +4343,19 @@ func file_api_hanzod_v1_hanzod_proto_init() {
 	if File_api_hanzod_v1_hanzod_proto != nil {
 		return
 	}
-	file_api_hanzod_v1_hanzod_proto_msgTypes[26].OneofWrappers = []any{}
+	file_api_hanzod_v1_hanzod_proto_msgTypes[10].OneofWrappers = []any{
+		(*DeltaChunk_Header)(nil),
+		(*DeltaChunk_Delta)(nil),
+		(*DeltaChunk_Traces)(nil),
+	}
+	file_api_hanzod_v1_hanzod_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_hanzod_v1_hanzod_proto_rawDesc), len(file_api_hanzod_v1_hanzod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -25,7 +25,7 @@ const (
 	NodeService_Register_FullMethodName        = "/zoo.gym.hanzod.v1.NodeService/Register"
 	NodeService_Heartbeat_FullMethodName       = "/zoo.gym.hanzod.v1.NodeService/Heartbeat"
 	NodeService_ReportBandwidth_FullMethodName = "/zoo.gym.hanzod.v1.NodeService/ReportBandwidth"
-	NodeService_SubmitDelta_FullMethodName     = "/zoo.gym.hanzod.v1.NodeService/SubmitDelta"
+	NodeService_UploadDelta_FullMethodName     = "/zoo.gym.hanzod.v1.NodeService/UploadDelta"
 	NodeService_ReportSuspect_FullMethodName   = "/zoo.gym.hanzod.v1.NodeService/ReportSuspect"
 	NodeService_RefuseJob_FullMethodName       = "/zoo.gym.hanzod.v1.NodeService/RefuseJob"
 	NodeService_ListChecks_FullMethodName      = "/zoo.gym.hanzod.v1.NodeService/ListChecks"
@@ -41,10 +41,16 @@ type NodeServiceClient interface {
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	ReportBandwidth(ctx context.Context, in *ReportBandwidthRequest, opts ...grpc.CallOption) (*ReportBandwidthResponse, error)
-	// SubmitDelta hands in one sync's contribution. The delta file is
-	// self-authenticating (signed by the node key, with job, epoch, step,
-	// node and sequence in its metadata), so the request carries no Auth.
-	SubmitDelta(ctx context.Context, in *SubmitDeltaRequest, opts ...grpc.CallOption) (*SubmitDeltaResponse, error)
+	// UploadDelta hands in one sync's contribution (docs/orchestrator.md,
+	// "Delta upload"): a stream of chunks, each one message of at most
+	// 1 MiB. The first carries a DeltaUpload signed by the node that signed
+	// the file (its job, sizes and digest, bound to this hanzod's key); the
+	// second the start of the file, holding its header and whole
+	// __metadata__ entry; then the rest of the file and the compressed
+	// traces, in order. hanzod settles everything the header and metadata
+	// decide (node, job, ring membership, binding, epoch, sequence, the
+	// sizes against the job's adapter, a duplicate) before it reads more.
+	UploadDelta(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[DeltaChunk, SubmitDeltaResponse], error)
 	// ReportSuspect names a ring neighbour that failed an all-reduce.
 	ReportSuspect(ctx context.Context, in *ReportSuspectRequest, opts ...grpc.CallOption) (*ReportSuspectResponse, error)
 	// RefuseJob says the node will not run a job it was assigned (its base
@@ -100,15 +106,18 @@ func (c *nodeServiceClient) ReportBandwidth(ctx context.Context, in *ReportBandw
 	return out, nil
 }
 
-func (c *nodeServiceClient) SubmitDelta(ctx context.Context, in *SubmitDeltaRequest, opts ...grpc.CallOption) (*SubmitDeltaResponse, error) {
+func (c *nodeServiceClient) UploadDelta(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[DeltaChunk, SubmitDeltaResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SubmitDeltaResponse)
-	err := c.cc.Invoke(ctx, NodeService_SubmitDelta_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[0], NodeService_UploadDelta_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[DeltaChunk, SubmitDeltaResponse]{ClientStream: stream}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_UploadDeltaClient = grpc.ClientStreamingClient[DeltaChunk, SubmitDeltaResponse]
 
 func (c *nodeServiceClient) ReportSuspect(ctx context.Context, in *ReportSuspectRequest, opts ...grpc.CallOption) (*ReportSuspectResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -159,10 +168,16 @@ type NodeServiceServer interface {
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	ReportBandwidth(context.Context, *ReportBandwidthRequest) (*ReportBandwidthResponse, error)
-	// SubmitDelta hands in one sync's contribution. The delta file is
-	// self-authenticating (signed by the node key, with job, epoch, step,
-	// node and sequence in its metadata), so the request carries no Auth.
-	SubmitDelta(context.Context, *SubmitDeltaRequest) (*SubmitDeltaResponse, error)
+	// UploadDelta hands in one sync's contribution (docs/orchestrator.md,
+	// "Delta upload"): a stream of chunks, each one message of at most
+	// 1 MiB. The first carries a DeltaUpload signed by the node that signed
+	// the file (its job, sizes and digest, bound to this hanzod's key); the
+	// second the start of the file, holding its header and whole
+	// __metadata__ entry; then the rest of the file and the compressed
+	// traces, in order. hanzod settles everything the header and metadata
+	// decide (node, job, ring membership, binding, epoch, sequence, the
+	// sizes against the job's adapter, a duplicate) before it reads more.
+	UploadDelta(grpc.ClientStreamingServer[DeltaChunk, SubmitDeltaResponse]) error
 	// ReportSuspect names a ring neighbour that failed an all-reduce.
 	ReportSuspect(context.Context, *ReportSuspectRequest) (*ReportSuspectResponse, error)
 	// RefuseJob says the node will not run a job it was assigned (its base
@@ -197,8 +212,8 @@ func (UnimplementedNodeServiceServer) Heartbeat(context.Context, *HeartbeatReque
 func (UnimplementedNodeServiceServer) ReportBandwidth(context.Context, *ReportBandwidthRequest) (*ReportBandwidthResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportBandwidth not implemented")
 }
-func (UnimplementedNodeServiceServer) SubmitDelta(context.Context, *SubmitDeltaRequest) (*SubmitDeltaResponse, error) {
-	return nil, status.Errorf(codes.Unimplemented, "method SubmitDelta not implemented")
+func (UnimplementedNodeServiceServer) UploadDelta(grpc.ClientStreamingServer[DeltaChunk, SubmitDeltaResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method UploadDelta not implemented")
 }
 func (UnimplementedNodeServiceServer) ReportSuspect(context.Context, *ReportSuspectRequest) (*ReportSuspectResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportSuspect not implemented")
@@ -287,23 +302,12 @@ func _NodeService_ReportBandwidth_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
-func _NodeService_SubmitDelta_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SubmitDeltaRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(NodeServiceServer).SubmitDelta(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: NodeService_SubmitDelta_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NodeServiceServer).SubmitDelta(ctx, req.(*SubmitDeltaRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+func _NodeService_UploadDelta_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NodeServiceServer).UploadDelta(&grpc.GenericServerStream[DeltaChunk, SubmitDeltaResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_UploadDeltaServer = grpc.ClientStreamingServer[DeltaChunk, SubmitDeltaResponse]
 
 func _NodeService_ReportSuspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReportSuspectRequest)
@@ -397,10 +401,6 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _NodeService_ReportBandwidth_Handler,
 		},
 		{
-			MethodName: "SubmitDelta",
-			Handler:    _NodeService_SubmitDelta_Handler,
-		},
-		{
 			MethodName: "ReportSuspect",
 			Handler:    _NodeService_ReportSuspect_Handler,
 		},
@@ -417,11 +417,18 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _NodeService_SubmitVerdict_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "UploadDelta",
+			Handler:       _NodeService_UploadDelta_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "api/hanzod/v1/hanzod.proto",
 }
 
 const (
+	OrchestratorService_Info_FullMethodName              = "/zoo.gym.hanzod.v1.OrchestratorService/Info"
 	OrchestratorService_SubmitJob_FullMethodName         = "/zoo.gym.hanzod.v1.OrchestratorService/SubmitJob"
 	OrchestratorService_GetJob_FullMethodName            = "/zoo.gym.hanzod.v1.OrchestratorService/GetJob"
 	OrchestratorService_ListJobs_FullMethodName          = "/zoo.gym.hanzod.v1.OrchestratorService/ListJobs"
@@ -445,6 +452,10 @@ const (
 //
 // OrchestratorService is called by clients and operators.
 type OrchestratorServiceClient interface {
+	// Info says who this hanzod is and what it accepts; no auth. A node
+	// signs every request for the instance key it returns (pin it: gym
+	// worker --hanzod-key).
+	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
 	SubmitJob(ctx context.Context, in *SubmitJobRequest, opts ...grpc.CallOption) (*SubmitJobResponse, error)
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*Job, error)
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
@@ -473,6 +484,16 @@ type orchestratorServiceClient struct {
 
 func NewOrchestratorServiceClient(cc grpc.ClientConnInterface) OrchestratorServiceClient {
 	return &orchestratorServiceClient{cc}
+}
+
+func (c *orchestratorServiceClient) Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InfoResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_Info_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *orchestratorServiceClient) SubmitJob(ctx context.Context, in *SubmitJobRequest, opts ...grpc.CallOption) (*SubmitJobResponse, error) {
@@ -631,6 +652,10 @@ func (c *orchestratorServiceClient) Events(ctx context.Context, in *EventsReques
 //
 // OrchestratorService is called by clients and operators.
 type OrchestratorServiceServer interface {
+	// Info says who this hanzod is and what it accepts; no auth. A node
+	// signs every request for the instance key it returns (pin it: gym
+	// worker --hanzod-key).
+	Info(context.Context, *InfoRequest) (*InfoResponse, error)
 	SubmitJob(context.Context, *SubmitJobRequest) (*SubmitJobResponse, error)
 	GetJob(context.Context, *GetJobRequest) (*Job, error)
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
@@ -661,6 +686,9 @@ type OrchestratorServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedOrchestratorServiceServer struct{}
 
+func (UnimplementedOrchestratorServiceServer) Info(context.Context, *InfoRequest) (*InfoResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Info not implemented")
+}
 func (UnimplementedOrchestratorServiceServer) SubmitJob(context.Context, *SubmitJobRequest) (*SubmitJobResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SubmitJob not implemented")
 }
@@ -725,6 +753,24 @@ func RegisterOrchestratorServiceServer(s grpc.ServiceRegistrar, srv Orchestrator
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&OrchestratorService_ServiceDesc, srv)
+}
+
+func _OrchestratorService_Info_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).Info(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_Info_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).Info(ctx, req.(*InfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _OrchestratorService_SubmitJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -1004,6 +1050,10 @@ var OrchestratorService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "zoo.gym.hanzod.v1.OrchestratorService",
 	HandlerType: (*OrchestratorServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Info",
+			Handler:    _OrchestratorService_Info_Handler,
+		},
 		{
 			MethodName: "SubmitJob",
 			Handler:    _OrchestratorService_SubmitJob_Handler,

@@ -208,7 +208,20 @@ func equivocation(st Standing, slot jobspec.Slot) Admission {
 	return a
 }
 
-func Screen(s Submission, st Standing) (a Admission, more bool) {
+// Screen decides what a submission's metadata and declared shapes decide
+// (Admit's checks up to the shapes): a verdict, or more when the tensors
+// must be decoded.
+func Screen(s Submission, st Standing) (a Admission, more bool) { return screen(s, st, true) }
+
+// ScreenHead is Screen for an upload whose file has not arrived: the
+// metadata is known, the tensors are not (s.Tensors is ignored). A
+// duplicate of the file held for the slot (by the announced digest) and
+// every refusal before the shapes are decided here; more means the file
+// must be read (including a different file for a held slot, which may be
+// equivocation or a restarted worker's duplicate).
+func ScreenHead(s Submission, st Standing) (a Admission, more bool) { return screen(s, st, false) }
+
+func screen(s Submission, st Standing, shapes bool) (a Admission, more bool) {
 	plan := st.Plan
 	meta := s.Meta
 	epoch, k, ok := plan.SyncOf(meta.Step)
@@ -231,7 +244,10 @@ func Screen(s Submission, st Standing) (a Admission, more bool) {
 		return verdict(rejected(ReasonMetadata, fmt.Sprintf("samples %d, a sync of this job trains on %d", meta.Samples, plan.Samples()))), false
 	}
 	slot := s.Slot()
-	declared := jobconf.CheckDeclared(st.Template, s.Tensors)
+	var declared error
+	if shapes {
+		declared = jobconf.CheckDeclared(st.Template, s.Tensors)
+	}
 	if st.Held != "" {
 		if st.Held == s.Digest {
 			return verdict(Admission{Outcome: Duplicate}), false
