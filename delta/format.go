@@ -299,12 +299,14 @@ type Limits struct {
 	// stored byte (a Zstandard RLE block is 4 bytes for 128 KiB of zeros).
 	// 0 means no ratio bound, and DefaultLimits sets none.
 	//
-	// Open and Inspect know the size before they read, and refuse at the
-	// first entry whose declared size takes the total past the bound,
-	// before decoding it. The one-pass readers (Read, Verify, Stream,
-	// StreamData, Skim) learn the size at the end of the file and refuse
-	// there: Skim decodes nothing, so skimming first (as gym delta unpack
-	// does) refuses a bomb before anything is decoded.
+	// Open and Inspect know the size before they read, and so do the
+	// one-pass readers (Read, Verify, Stream, StreamData, Skim) given a
+	// reader with a Len method (bytes.Reader, strings.Reader): they refuse
+	// at the first entry whose declared size takes the total past the
+	// bound, before decoding it. Given another reader (a file, a network
+	// stream), the one-pass readers learn the size at the end of the file
+	// and refuse there: Skim decodes nothing, so skimming first (as gym
+	// delta unpack does) refuses a bomb before anything is decoded.
 	MaxRatio uint64
 }
 

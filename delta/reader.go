@@ -155,9 +155,14 @@ const (
 // scan runs the pipeline, decoding data as mode says and calling fn (if not
 // nil) with each tensor. With sums set, it also records an xxHash64 of every
 // entry's stored bytes (for Open). size is r's length when the caller knows
-// it (-1 otherwise): Limits.MaxRatio is then applied to each entry's
-// declaration, before its data is read.
+// it (-1 otherwise; a reader with a Len method, like bytes.Reader, tells
+// it): Limits.MaxRatio is then applied to each entry's declaration, before
+// its data is read. The whole of r is the file (its last 96 bytes are the
+// trailer), so its length is the file's size.
 func scan(ctx context.Context, r io.Reader, size int64, lim Limits, mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
+	if l, ok := r.(interface{ Len() int }); ok && size < 0 {
+		size = int64(l.Len())
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := startPump(ctx, r)
