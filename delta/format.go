@@ -48,6 +48,9 @@ var (
 	ErrKey          = errors.New("delta: bad key")
 	ErrMetadata     = errors.New("delta: bad metadata")
 	ErrModified     = errors.New("delta: file changed after it was verified")
+	// ErrRatio wraps ErrLimit: the tensors declare more decoded bytes than
+	// Limits.MaxRatio times the file's size.
+	ErrRatio = fmt.Errorf("%w: decompression ratio", ErrLimit)
 	// ErrTruncated wraps io.ErrUnexpectedEOF: errors.Is matches either.
 	ErrTruncated = fmt.Errorf("delta: truncated file: %w", io.ErrUnexpectedEOF)
 )
@@ -288,6 +291,23 @@ type Limits struct {
 	// single-segment frame, its content size): the history a decoder keeps,
 	// hence the memory a streaming read needs whatever the tensor's size.
 	MaxWindowBytes uint64
+	// MaxRatio caps the decoded bytes of all entries together per byte of
+	// the file (ErrRatio): a file of S bytes may declare at most
+	// MaxRatio × S. Real tensors barely compress (an fp32 or bf16 adapter
+	// packs to 0.9–1.0 of its size, one whose B matrices are still zero to
+	// about half), while a compression bomb declares thousands of bytes per
+	// stored byte (a Zstandard RLE block is 4 bytes for 128 KiB of zeros).
+	// 0 means no ratio bound, and DefaultLimits sets none.
+	//
+	// Open and Inspect know the size before they read, and so do the
+	// one-pass readers (Read, Verify, Stream, StreamData, Skim) given a
+	// reader with a Len method (bytes.Reader, strings.Reader): they refuse
+	// at the first entry whose declared size takes the total past the
+	// bound, before decoding it. Given another reader (a file, a network
+	// stream), the one-pass readers learn the size at the end of the file
+	// and refuse there: Skim decodes nothing, so skimming first (as gym
+	// delta unpack does) refuses a bomb before anything is decoded.
+	MaxRatio uint64
 }
 
 // DefaultLimits are generous enough for any LoRA or full delta of a 70B-class

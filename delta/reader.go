@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math/bits"
 	"strings"
 
 	"github.com/zooai/gym/edkey"
@@ -77,7 +78,7 @@ type Delta struct {
 // total of the tensors plus a constant.
 func Read(ctx context.Context, r io.Reader, lim Limits) (*Delta, error) {
 	var ts []Tensor
-	info, err := scan(ctx, r, lim, decodeOwn, func(u *Unverified) error {
+	info, err := scan(ctx, r, -1, lim, decodeOwn, func(u *Unverified) error {
 		ts = append(ts, Tensor{Name: u.Name, DType: u.DType, Shape: u.Shape, Data: u.data})
 		return nil
 	}, nil)
@@ -91,7 +92,7 @@ func Read(ctx context.Context, r io.Reader, lim Limits) (*Delta, error) {
 // signature without keeping any tensor: memory stays at a few MiB (plus the
 // window of a Zstandard frame, at most its tensor's size).
 func Verify(ctx context.Context, r io.Reader, lim Limits) (*Info, error) {
-	return scan(ctx, r, lim, decodeDiscard, nil, nil)
+	return scan(ctx, r, -1, lim, decodeDiscard, nil, nil)
 }
 
 // Stream reads a file in one pass and calls fn with each tensor as soon as
@@ -104,7 +105,7 @@ func Stream(ctx context.Context, r io.Reader, lim Limits, fn func(*Unverified) e
 	if fn == nil {
 		return nil, errors.New("delta: Stream needs a function")
 	}
-	return scan(ctx, r, lim, decodeReuse, fn, nil)
+	return scan(ctx, r, -1, lim, decodeReuse, fn, nil)
 }
 
 // StreamData reads a file in one pass like Stream, but hands fn each
@@ -125,7 +126,7 @@ func StreamData(ctx context.Context, r io.Reader, lim Limits, fn func(e *Entry, 
 	if fn == nil {
 		return nil, errors.New("delta: StreamData needs a function")
 	}
-	return scan(ctx, r, lim, decodeStream, func(u *Unverified) error { return fn(&u.Entry, u.stream) }, nil)
+	return scan(ctx, r, -1, lim, decodeStream, func(u *Unverified) error { return fn(&u.Entry, u.stream) }, nil)
 }
 
 // Skim checks a file's structure, limits, checksum and signature without
@@ -137,7 +138,7 @@ func StreamData(ctx context.Context, r io.Reader, lim Limits, fn func(e *Entry, 
 // frame that does not decode to its shape: Verify, Read and StreamData
 // check that. Metadata is decoded (it is small) and in Info.Metadata.
 func Skim(ctx context.Context, r io.Reader, lim Limits) (*Info, error) {
-	return scan(ctx, r, lim, decodeSkip, nil, nil)
+	return scan(ctx, r, -1, lim, decodeSkip, nil, nil)
 }
 
 // decodeMode says what happens to decoded tensor bytes.
@@ -153,13 +154,21 @@ const (
 
 // scan runs the pipeline, decoding data as mode says and calling fn (if not
 // nil) with each tensor. With sums set, it also records an xxHash64 of every
-// entry's stored bytes (for Open).
-func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
+// entry's stored bytes (for Open). size is r's length when the caller knows
+// it (-1 otherwise; a reader with a Len method, like bytes.Reader, tells
+// it): Limits.MaxRatio is then applied to each entry's declaration, before
+// its data is read. The whole of r is the file (its last 96 bytes are the
+// trailer), so its length is the file's size.
+func scan(ctx context.Context, r io.Reader, size int64, lim Limits, mode decodeMode, fn func(*Unverified) error, sums *[]uint64) (*Info, error) {
+	if l, ok := r.(interface{ Len() int }); ok && size < 0 {
+		size = int64(l.Len())
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := startPump(ctx, r)
 	cr := &chunkReader{ctx: ctx, p: p}
 	ps := newParser(cr, lim.withDefaults())
+	ps.size = size
 	info, err := ps.run(mode, fn, sums)
 	cr.close()
 	if !cr.drained {
@@ -190,6 +199,9 @@ func scan(ctx context.Context, r io.Reader, lim Limits, mode decodeMode, fn func
 	}
 	if p.trailerLen < TrailerSize {
 		return info, &Error{Offset: p.size, Entry: -1, Err: ErrTruncated, Detail: "no room for the 96-byte trailer"}
+	}
+	if err := ps.checkRatio(p.size); err != nil {
+		return info, err
 	}
 	var sum [32]byte
 	p.sum.Sum(sum[:0])
@@ -222,6 +234,31 @@ type parser struct {
 
 	header    [HeaderSize]byte
 	headerLen int
+	size      int64 // the file's length when known before reading, else -1
+}
+
+// ratioRefused reports whether total decoded bytes exceed lim.MaxRatio
+// times a file of size bytes.
+func ratioRefused(total uint64, size int64, ratio uint64) bool {
+	if ratio == 0 || size < 0 {
+		return false
+	}
+	hi, lo := bits.Mul64(ratio, uint64(size))
+	return hi == 0 && total > lo
+}
+
+// checkRatio applies Limits.MaxRatio to the whole file once its size is
+// known.
+func (p *parser) checkRatio(size int64) error {
+	if !ratioRefused(p.total, size, p.lim.MaxRatio) {
+		return nil
+	}
+	return p.fail(-1, -1, "", ErrRatio, p.ratioDetail(p.total, size))
+}
+
+func (p *parser) ratioDetail(total uint64, size int64) string {
+	return fmt.Sprintf("the entries declare %d decoded bytes, %.0f per byte of the %d-byte file; the limit is %d per byte (%d bytes)",
+		total, float64(total)/float64(max(size, 1)), size, p.lim.MaxRatio, p.lim.MaxRatio*uint64(size))
 }
 
 // checkShortHeader reports what is wrong with the start of a file that is
@@ -385,6 +422,9 @@ func (p *parser) entryHeader(i int) (*Entry, error) {
 	}
 	if p.total+size > p.lim.MaxTotalBytes || p.total+size < p.total {
 		return nil, p.fail(i, off, e.Name, ErrLimit, fmt.Sprintf("tensors total more than the limit of %d bytes", p.lim.MaxTotalBytes))
+	}
+	if ratioRefused(p.total+size, p.size, p.lim.MaxRatio) {
+		return nil, p.fail(i, off, e.Name, ErrRatio, p.ratioDetail(p.total+size, p.size)+", counting the entries up to this one")
 	}
 	if e.Name == MetadataName {
 		if e.DType != Int8 || rank != 1 {

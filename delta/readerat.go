@@ -35,7 +35,7 @@ type File struct {
 // Open verifies the size bytes of ra and returns the indexed file.
 func Open(ctx context.Context, ra io.ReaderAt, size int64, lim Limits) (*File, error) {
 	var sums []uint64
-	info, err := scan(ctx, io.NewSectionReader(ra, 0, size), lim, decodeDiscard, nil, &sums)
+	info, err := scan(ctx, io.NewSectionReader(ra, 0, size), size, lim, decodeDiscard, nil, &sums)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func Open(ctx context.Context, ra io.ReaderAt, size int64, lim Limits) (*File, e
 // is, whatever its frames decode to.
 func Inspect(ctx context.Context, ra io.ReaderAt, size int64, lim Limits) (*File, error) {
 	var sums []uint64
-	info, err := scan(ctx, io.NewSectionReader(ra, 0, size), lim, decodeSkip, nil, &sums)
+	info, err := scan(ctx, io.NewSectionReader(ra, 0, size), size, lim, decodeSkip, nil, &sums)
 	if err != nil {
 		return nil, err
 	}

@@ -173,8 +173,10 @@ type Config struct {
 	MaxBackoff time.Duration
 	// RingTimeout is the ring's neighbour silence timeout (default 30 s).
 	RingTimeout time.Duration
-	// ProbeBytes is what the probe server sends per connection; a probe of
-	// a peer gives up after ProbeTimeout (the peer then counts as 0 kbit/s).
+	// ProbeBytes is what the probe server sends per connection; a
+	// measurement of a peer (up to three transfers, the fastest counting;
+	// one cut short counts with what arrived) ends after ProbeTimeout, and
+	// a peer from which no byte arrived counts as 0 kbit/s.
 	ProbeBytes   int
 	ProbeTimeout time.Duration
 

@@ -19,7 +19,11 @@
 // worker register again.
 //
 // Provisioning: each peer in Assignment.ProbePeers is measured once per job
-// (unreachable: 0 kbit/s) and the result is sent with ReportBandwidth.
+// — the fastest of three transfers within Config.ProbeTimeout, a refused
+// connection tried again — (no byte arrived: 0 kbit/s) and the result is
+// sent with ReportBandwidth. The probe server keeps connections from the
+// hosts of named peers outside the pool that strangers' connections share,
+// so a flood from other addresses cannot make them measure 0.
 //
 // The base model: a job's model is "builtin" or the CID of a base-model
 // artifact (jobspec.ModelCID). The worker's own base (Config.Base) and the

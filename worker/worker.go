@@ -74,6 +74,7 @@ type Worker struct {
 	// only nodes the probe server answers; the heart, once Run made it.
 	probeMu    sync.Mutex
 	probeNamed map[string]time.Time
+	probeHosts map[string]time.Time // hosts of the named peers' addresses → when
 	probePoked time.Time
 	probeHeart atomic.Pointer[heart]
 
@@ -184,7 +185,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer tr.Close()
 	w.tr = tr
-	ps, err := listenProbe(c.ProbeAddr, c.ProbeBytes, c.Key, w.probeAdmit)
+	ps, err := listenProbe(c.ProbeAddr, c.ProbeBytes, c.Key, w.probeAdmit, w.probeNamedHost)
 	if err != nil {
 		return fmt.Errorf("worker: probe listener: %w", err)
 	}
@@ -611,7 +612,7 @@ func (w *Worker) provision(ctx context.Context, a Assignment) {
 			continue
 		}
 		if _, ok := w.kbps[p.ID]; !ok {
-			w.kbps[p.ID] = probe(ctx, p.Addr, p.ID, w.c.Key, w.c.ProbeTimeout)
+			w.kbps[p.ID] = probe(ctx, p.Addr, p.ID, w.c.Key, w.c.ProbeTimeout, w.c.Clock.Now)
 		}
 		report[p.ID] = w.kbps[p.ID]
 	}

@@ -34,6 +34,7 @@ docs/delta-format.md describes the format byte by byte.`,
 	cmd.PersistentFlags().Uint64Var(&lim.maxTensor, "max-tensor-bytes", d.MaxTensorBytes, "refuse a tensor larger than this (decoded bytes)")
 	cmd.PersistentFlags().Uint64Var(&lim.maxTotal, "max-total-bytes", d.MaxTotalBytes, "refuse a file whose tensors total more than this (decoded bytes)")
 	cmd.PersistentFlags().Uint64Var(&lim.maxWindow, "max-window-bytes", d.MaxWindowBytes, "refuse a Zstandard frame whose window (history kept while decoding) is larger than this")
+	cmd.PersistentFlags().Uint64Var(&lim.maxRatio, "max-ratio", d.MaxRatio, "refuse a file whose tensors declare more decoded bytes than this many per byte of the file (a compression bomb); 0: no bound")
 	cmd.AddCommand(newDeltaPack(), newDeltaUnpack(&lim), newDeltaInspect(&lim), newDeltaVerify(&lim), newDeltaSubmit(o, &lim))
 	return cmd
 }
@@ -45,14 +46,28 @@ docs/delta-format.md describes the format byte by byte.`,
 // bf16) is 1 GiB. 8 MiB is the Zstandard window RFC 8878 asks every decoder
 // to support and the largest this package writes. Larger files need the
 // flags.
+//
+// A file may declare at most 64 decoded bytes per byte it weighs: real
+// tensors barely compress (the built-in model's fp32 weights pack to 99.8%
+// with LZ4 or Zstandard; an adapter whose B matrices are still zero packs
+// to about half), while the 98 KB file of 3 GiB of zeros that unpack used
+// to write out declares 32 342 per byte.
 func toolLimits() delta.Limits {
-	return delta.Limits{MaxTensorBytes: 1 << 30, MaxTotalBytes: 4 << 30, MaxWindowBytes: 8 << 20}
+	return delta.Limits{MaxTensorBytes: 1 << 30, MaxTotalBytes: 4 << 30, MaxWindowBytes: 8 << 20, MaxRatio: 64}
 }
 
-type limitFlags struct{ maxTensor, maxTotal, maxWindow uint64 }
+type limitFlags struct{ maxTensor, maxTotal, maxWindow, maxRatio uint64 }
 
 func (l *limitFlags) limits() delta.Limits {
-	return delta.Limits{MaxTensorBytes: l.maxTensor, MaxTotalBytes: l.maxTotal, MaxWindowBytes: l.maxWindow}
+	return delta.Limits{MaxTensorBytes: l.maxTensor, MaxTotalBytes: l.maxTotal, MaxWindowBytes: l.maxWindow, MaxRatio: l.maxRatio}
+}
+
+// flagHint names the flag that raises the limit err is about.
+func flagHint(err error) error {
+	if errors.Is(err, delta.ErrRatio) {
+		return fmt.Errorf("%w; nothing was decoded (a compression bomb? if the file is genuine, raise --max-ratio, or 0 for no bound)", err)
+	}
+	return err
 }
 
 var safetensorsDTypes = map[string]delta.DType{"F32": delta.FP32, "F16": delta.FP16, "BF16": delta.BF16, "I8": delta.Int8}
@@ -186,7 +201,7 @@ func unpack(ctx context.Context, in, out string, want ed25519.PublicKey, lim del
 	defer f.Close()
 	info, err := delta.Skim(ctx, f, lim)
 	if err != nil {
-		return fmt.Errorf("%s: %w", in, err)
+		return fmt.Errorf("%s: %w", in, flagHint(err))
 	}
 	if err := signedBy(info, want); err != nil {
 		return fmt.Errorf("%s: %w", in, err)
@@ -259,7 +274,10 @@ delta's metadata goes into the safetensors __metadata__ header, one key per
 field: strings as they are, other values as JSON text.
 
 The default limits (--max-tensor-bytes 1 GiB, --max-total-bytes 4 GiB,
---max-window-bytes 8 MiB) fit real adapters; raise them for larger files.`,
+--max-window-bytes 8 MiB) fit real adapters; raise them for larger files.
+--max-ratio 64 refuses a file whose tensors declare more than 64 decoded
+bytes per byte of the file, before anything is written: real tensors barely
+compress, a compression bomb declares thousands of bytes per byte.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			want, err := parsePubkey(pub)
@@ -304,7 +322,16 @@ func inspect(ctx context.Context, path string, lim delta.Limits) (*inspectJSON, 
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	info, verr := delta.Verify(ctx, f, lim)
+	// Skim first, so that a file over the limits (a compression bomb
+	// among them) is reported without decoding it.
+	info, verr := delta.Skim(ctx, f, lim)
+	if verr == nil {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		info, verr = delta.Verify(ctx, f, lim)
+	}
+	verr = flagHint(verr)
 	out := &inspectJSON{Valid: verr == nil, Tensors: []inspectTensor{}, Metadata: json.RawMessage("null")}
 	if verr != nil {
 		s := verr.Error()
@@ -468,7 +495,7 @@ func verifyFile(ctx context.Context, path string, want ed25519.PublicKey, lim de
 	// tensor is decompressed.
 	info, err := delta.Skim(ctx, f, lim)
 	if err != nil {
-		return err
+		return flagHint(err)
 	}
 	if err := signedBy(info, want); err != nil {
 		return err

@@ -2,21 +2,25 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha3"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zooai/gym/delta"
+	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/safetensors"
 )
 
@@ -212,10 +216,77 @@ func spawnMain() bool {
 	return true
 }
 
+// zeroBomb is n Zstandard frames of size zero bytes each, as int8 tensors.
+func zeroBomb(n int, size uint64, single bool) []rawEntry {
+	var es []rawEntry
+	for i := range n {
+		es = append(es, rawEntry{"layer." + string(rune('a'+i)) + ".lora_B.weight", delta.Int8, []uint64{size}, zstdZeros(size, single)})
+	}
+	return es
+}
+
+// The bomb of issue 44: a 98 KB file whose 24 tensors declare 3 GiB, which
+// its frames really decode to (Zstandard RLE blocks, 4 bytes per 128 KiB of
+// zeros). Within --max-total-bytes, unpack wrote all 3 GiB to disk. Now
+// unpack, verify and inspect refuse it by its ratio (32 768 decoded bytes per
+// byte of file, over --max-ratio 64) before decoding or writing anything,
+// and say the numbers and the flag; --max-ratio lets a genuine file through.
+func TestDeltaRatioRefusesBomb(t *testing.T) {
+	dir := t.TempDir()
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	bomb := filepath.Join(dir, "bomb.delta")
+	file := craft(delta.Zstd, zeroBomb(24, 128<<20, false), key, nil)
+	if err := os.WriteFile(bomb, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bomb: %d bytes declaring %d", len(file), 3<<30)
+	out := filepath.Join(dir, "out.safetensors")
+	r := gym(t, "delta", "unpack", bomb, out)
+	for _, want := range []string{"--max-ratio", fmt.Sprint(3 << 30), fmt.Sprintf("%d-byte file", len(file)), "limit is 64 per byte"} {
+		if r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("unpack of the bomb: exit %d, stderr %q; want a refusal mentioning %q", r.code, r.stderr, want)
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Errorf("unpack left files behind: %v", names)
+	}
+	if r := gym(t, "delta", "verify", bomb); r.code != 1 || !strings.Contains(r.stdout, "--max-ratio") {
+		t.Errorf("verify of the bomb: exit %d, %q", r.code, r.stdout)
+	}
+	var ir inspectOut
+	if err := json.Unmarshal([]byte(mustGym(t, "delta", "inspect", "--json", bomb)), &ir); err != nil {
+		t.Fatal(err)
+	}
+	if ir.Valid || ir.Error == nil || !strings.Contains(*ir.Error, "--max-ratio") || len(ir.Tensors) != 24 {
+		t.Errorf("inspect of the bomb: valid %v, error %v, %d tensors", ir.Valid, ir.Error, len(ir.Tensors))
+	}
+
+	// A small one, let through by the flag, unpacks to what it declares.
+	small := filepath.Join(dir, "small.delta")
+	if err := os.WriteFile(small, craft(delta.Zstd, zeroBomb(1, 4<<20, false), key, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := gym(t, "delta", "unpack", small, out); r.code == 0 {
+		t.Fatal("unpacked a 4 MiB bomb under the default ratio")
+	}
+	mustGym(t, "delta", "unpack", "--max-ratio", "0", small, out)
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	sf, err := safetensors.Parse(f, st.Size(), safetensors.Limits{})
+	f.Close()
+	if err != nil || len(sf.Tensors) != 1 || st.Size()-sf.DataOffset != 4<<20 {
+		t.Fatalf("output: %v, %d bytes", err, st.Size())
+	}
+}
+
 // The compression bomb of the review: a 98 KB file whose tensors are 3 GiB
 // of zeros made unpack hold them all (5 GB for 63 s). unpack now streams one
-// tensor at a time: the same file unpacks under 100 MiB, and files over the
-// limits are refused before anything is decoded.
+// tensor at a time: the same file, let through with --max-ratio 0, unpacks
+// under 100 MiB, and files over the limits are refused before anything is
+// decoded.
 func TestDeltaUnpackBombBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 3 GiB")
@@ -231,19 +302,14 @@ func TestDeltaUnpackBombBoundedMemory(t *testing.T) {
 		t.Logf("%s: %d bytes", name, len(file))
 		return path
 	}
-	zeros := func(n int, size uint64, single bool) []rawEntry {
-		var es []rawEntry
-		for i := range n {
-			es = append(es, rawEntry{"layer." + string(rune('a'+i)) + ".lora_B.weight", delta.Int8, []uint64{size}, zstdZeros(size, single)})
-		}
-		return es
-	}
+	zeros := zeroBomb
 	const limit = 100 // MiB
 
-	// Within the default limits: 24 tensors of 128 MiB, 3 GiB in 98 KB.
+	// Within the default limits but the ratio: 24 tensors of 128 MiB, 3 GiB
+	// in 98 KB.
 	bomb := write("bomb.delta", zeros(24, 128<<20, false))
 	out := filepath.Join(dir, "out.safetensors")
-	code, rss, took, stderr := peakRSS(t, "delta", "unpack", bomb, out)
+	code, rss, took, stderr := peakRSS(t, "delta", "unpack", "--max-ratio", "0", bomb, out)
 	t.Logf("unpack of the 3 GiB bomb: exit %d, peak RSS %.1f MiB, %v", code, rss, took)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -268,6 +334,7 @@ func TestDeltaUnpackBombBoundedMemory(t *testing.T) {
 		name, mention string
 		entries       []rawEntry
 	}{
+		{"over the ratio", "--max-ratio", zeros(24, 128<<20, false)},                                                             // 3 GiB in 98 KB
 		{"over the total", "limit", zeros(6, 1<<30, false)},                                                                      // 6 GiB in 192 KB
 		{"over a tensor", "per-tensor limit", []rawEntry{{"big", delta.Int8, []uint64{2 << 30}, zstdZeros(2<<30, false)}}},       // 2 GiB
 		{"1 GiB window", "window", []rawEntry{{"wide", delta.Int8, []uint64{1 << 30}, zstdZeros(1<<30, true)}}},                  // single segment
@@ -286,5 +353,24 @@ func TestDeltaUnpackBombBoundedMemory(t *testing.T) {
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("%s: unpack left a file behind", c.name)
 		}
+	}
+}
+
+// gym eval --checkpoint X.delta read the file with delta.Read under a 1 GiB
+// total: a 16 KB file declaring 512 MiB of zeros made it allocate them.
+// It now refuses the file by its ratio before allocating.
+func TestEvalRefusesDeltaBomb(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	raw := craft(delta.Zstd, zeroBomb(1, 512<<20, false), key, nil)
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	_, err := evalFromDelta(context.Background(), "bomb.delta", raw, llama.Config{})
+	runtime.ReadMemStats(&m1)
+	if !errors.Is(err, delta.ErrRatio) {
+		t.Fatalf("got %v, want a ratio refusal", err)
+	}
+	if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("allocated %d MiB to refuse a %d-byte file", alloc>>20, len(raw))
 	}
 }

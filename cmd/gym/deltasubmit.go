@@ -206,7 +206,7 @@ func readDeltaSource(ctx context.Context, arg, storeDir string, lim delta.Limits
 func verifyBytes(ctx context.Context, b []byte, want []byte, lim delta.Limits) error {
 	info, err := delta.Skim(ctx, bytes.NewReader(b), lim)
 	if err != nil {
-		return err
+		return flagHint(err)
 	}
 	if err := signedBy(info, want); err != nil {
 		return err

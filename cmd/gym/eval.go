@@ -267,7 +267,9 @@ func loadEvalCheckpoint(ctx context.Context, path string, mc llama.Config) (*eva
 // evalFromDelta rebuilds the adapter carried by a signed LoRA delta (tensors
 // under PEFT's names, lora_alpha in the metadata) for a model of shape mc.
 func evalFromDelta(ctx context.Context, path string, raw []byte, mc llama.Config) (*evalCheckpoint, error) {
-	d, err := delta.Read(ctx, bytes.NewReader(raw), delta.Limits{MaxTotalBytes: maxCheckpointFile})
+	// The tools' ratio bound: from memory, Read refuses a compression bomb
+	// at its declaration, before allocating what it declares.
+	d, err := delta.Read(ctx, bytes.NewReader(raw), delta.Limits{MaxTotalBytes: maxCheckpointFile, MaxRatio: toolLimits().MaxRatio})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
