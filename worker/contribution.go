@@ -88,35 +88,35 @@ func (w *Worker) inBound(ctx context.Context, own []float32, job string, e, k in
 	}
 	var v []float32
 	var err error
+	var strength float64 // z, ε or the noise's scale
 	p, f := w.c.AttackParams, max(w.c.Colluders, 1)
 	switch w.c.Attack {
 	case AttackALIE:
-		z := attack.DefaultALIEZ(members, f)
+		strength = attack.DefaultALIEZ(members, f)
 		if p.ALIEZ != nil {
-			z = *p.ALIEZ
+			strength = *p.ALIEZ
 		}
-		v, err = attack.ALIE(honest, z)
+		v, err = attack.ALIE(honest, strength)
 	case AttackALIEAdaptive:
-		var z float64
-		v, z, err = attack.AdaptiveALIE(honest, c, unflagged(merge.OutlierConfig{}, honest, f))
-		switch {
-		case errors.Is(err, attack.ErrNoHiding): // f > 1 identical vectors are near-copies of each other whatever z
-			z = attack.DefaultALIEZ(members, f)
-			w.c.Logger.Warn("adaptive ALIE: every z is flagged: the default z", "z", z, "colluders", f, "epoch", e, "sync", k)
-			v, err = attack.ALIE(honest, z)
-		case err == nil:
-			w.c.Logger.Info("adaptive ALIE", "z", z, "honest", len(honest), "epoch", e, "sync", k)
+		v, strength, err = attack.AdaptiveALIE(honest, c, unflagged(merge.OutlierConfig{}, honest, f))
+		if errors.Is(err, attack.ErrNoHiding) { // f > 1 identical vectors are near-copies of each other whatever z
+			strength = attack.DefaultALIEZ(members, f)
+			w.c.Logger.Warn("adaptive ALIE: every z is flagged: the default z", "z", strength, "colluders", f, "epoch", e, "sync", k)
+			v, err = attack.ALIE(honest, strength)
 		}
 	case AttackIPM:
-		v, err = attack.IPM(honest, cmp.Or(p.IPMEpsilon, attack.DefaultIPMEpsilon))
+		strength = cmp.Or(p.IPMEpsilon, attack.DefaultIPMEpsilon)
+		v, err = attack.IPM(honest, strength)
 	case AttackMimic:
 		v, err = attack.Mimic(honest)
 	case AttackMimicNoise:
-		v, err = attack.NoisyMimic(w.attackRand(job, e, k), honest, cmp.Or(p.MimicNoise, attack.DefaultMimicNoise))
+		strength = cmp.Or(p.MimicNoise, attack.DefaultMimicNoise)
+		v, err = attack.NoisyMimic(w.attackRand(job, e, k), honest, strength)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("worker: %s attack: %w", w.c.Attack, err)
 	}
+	w.c.Logger.Info("in-bound attack", "attack", w.c.Attack, "strength", strength, "honest", len(honest), "epoch", e, "sync", k)
 	attack.Clip(v, c)
 	return v, nil
 }
