@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,6 +97,9 @@ type Config struct {
 	// Attacks[i], when set, makes worker i mount that attack
 	// (worker.Attack*).
 	Attacks []string
+	// AttackParams are the in-bound attacks' strengths for every attacking
+	// worker (zero: package attack's defaults).
+	AttackParams worker.AttackParams
 	// Validators adds a validator per entry (docs/validators.md), after
 	// the workers, named v0, v1, …, each with 25,000 GYM bonded; an entry
 	// that is not "" is the attack it mounts (worker.AttackVerdict*).
@@ -275,10 +279,20 @@ func (c Config) Validate() error {
 	case c.Kill != nil && (c.Kill.Worker < 0 || c.Kill.Worker >= c.Workers || c.Kill.Epoch < 1 || c.Kill.Step < 1):
 		return fmt.Errorf("%w: kill %+v", ErrConfig, *c.Kill)
 	}
+	params := c.AttackParams != worker.AttackParams{}
 	for _, a := range c.Attacks {
 		if err := worker.CheckAttack(a); err != nil {
 			return fmt.Errorf("%w: %v", ErrConfig, err)
 		}
+		if a != "" {
+			if err := c.AttackParams.Check(a); err != nil {
+				return fmt.Errorf("%w: %v", ErrConfig, err)
+			}
+			params = false
+		}
+	}
+	if params {
+		return fmt.Errorf("%w: attack strengths %+v without an attacking worker", ErrConfig, c.AttackParams)
 	}
 	if len(c.Backends) > c.Workers {
 		return fmt.Errorf("%w: %d backends for %d workers", ErrConfig, len(c.Backends), c.Workers)
@@ -953,6 +967,21 @@ func (c *Cluster) colluders() int {
 	return n
 }
 
+// attackParamArgs are gym worker's flags for the strengths p sets.
+func attackParamArgs(p worker.AttackParams) []string {
+	var args []string
+	if p.ALIEZ != nil {
+		args = append(args, "--attack-z", strconv.FormatFloat(*p.ALIEZ, 'g', -1, 64))
+	}
+	if p.IPMEpsilon != 0 {
+		args = append(args, "--attack-eps", strconv.FormatFloat(p.IPMEpsilon, 'g', -1, 64))
+	}
+	if p.MimicNoise != 0 {
+		args = append(args, "--attack-noise", strconv.FormatFloat(p.MimicNoise, 'g', -1, 64))
+	}
+	return args
+}
+
 // honestDeltaDirs are the directories where the honest workers keep their
 // accepted deltas: the side channel of the omniscient attacks
 // (worker.PeekDirs), in worker order.
@@ -994,6 +1023,7 @@ func (c *Cluster) startProcess(w *Worker) error {
 		if dirs := c.honestDeltaDirs(); len(dirs) > 0 {
 			args = append(args, "--attack-peek", strings.Join(dirs, ","))
 		}
+		args = append(args, attackParamArgs(cfg.AttackParams)...)
 	}
 	if w.Index < len(cfg.MemoryLimit) && cfg.MemoryLimit[w.Index] != 0 {
 		args = append(args, "--max-memory-mib", fmt.Sprint(cfg.MemoryLimit[w.Index]>>20))
@@ -1093,6 +1123,7 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	wc.Role, wc.CheckPoll = w.Role, 200*time.Millisecond
 	if worker.NeedsPeek(w.Attack) {
 		wc.Colluders, wc.Peek = c.colluders(), worker.PeekDirs(c.honestDeltaDirs(), cfg.RingTimeout)
+		wc.AttackParams = cfg.AttackParams
 	}
 	wc.MaxBackoff = max(cfg.Heartbeat*4, time.Second)
 	wc.ProbeBytes, wc.ProbeTimeout = 256<<10, 2*time.Second

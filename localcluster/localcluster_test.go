@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,15 +109,19 @@ func TestKillRestart(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	for name, mod := range map[string]func(*localcluster.Config){
-		"no dir":        func(c *localcluster.Config) { c.Dir = "" },
-		"attack":        func(c *localcluster.Config) { c.Attacks = []string{"bitflip"} },
-		"attacks":       func(c *localcluster.Config) { c.Attacks = make([]string, 5) },
-		"kill":          func(c *localcluster.Config) { c.Kill = &localcluster.Kill{Worker: 4, Epoch: 1, Step: 1} },
-		"fast process":  func(c *localcluster.Config) { c.Gym = "gym" },
-		"fail < beat":   func(c *localcluster.Config) { c.FailAfter = c.Heartbeat },
-		"no hanzod cpu": func(c *localcluster.Config) { c.Threads = 0 },
-		"backend":       func(c *localcluster.Config) { c.Backends = []string{"go", "jax"} },
-		"backends":      func(c *localcluster.Config) { c.Backends = make([]string, 5) },
+		"no dir":              func(c *localcluster.Config) { c.Dir = "" },
+		"attack":              func(c *localcluster.Config) { c.Attacks = []string{"bitflip"} },
+		"attacks":             func(c *localcluster.Config) { c.Attacks = make([]string, 5) },
+		"kill":                func(c *localcluster.Config) { c.Kill = &localcluster.Kill{Worker: 4, Epoch: 1, Step: 1} },
+		"fast process":        func(c *localcluster.Config) { c.Gym = "gym" },
+		"fail < beat":         func(c *localcluster.Config) { c.FailAfter = c.Heartbeat },
+		"no hanzod cpu":       func(c *localcluster.Config) { c.Threads = 0 },
+		"backend":             func(c *localcluster.Config) { c.Backends = []string{"go", "jax"} },
+		"backends":            func(c *localcluster.Config) { c.Backends = make([]string, 5) },
+		"strength, no attack": func(c *localcluster.Config) { c.AttackParams.IPMEpsilon = 2 },
+		"strength of another": func(c *localcluster.Config) {
+			c.Attacks, c.AttackParams.IPMEpsilon = []string{"", "", "", worker.AttackALIE}, 2
+		},
 	} {
 		c := localcluster.TestConfig(t.TempDir(), 4)
 		mod(&c)
@@ -205,22 +210,44 @@ func TestRunProcesses(t *testing.T) {
 // TestInBoundAttacks runs a small job with three honest in-process workers
 // and one mounting an in-bound attack built from the honest updates of
 // each sync (read through the test cluster's side channel), the job
-// declaring f = 1 with a median merge: the attacker is caught (its
-// deltas stand apart from the others, are replayed and do not replay) or
-// at least earns less than every honest node; no honest node is slashed.
-// Nothing here depends on timing: the side channel waits for the honest
-// deltas, and the verdicts are the judge's deterministic ones.
+// declaring f = 1 with a median merge. At the weak settings the outlier
+// tests were measured against (ALIE's paper z, 0 for f = 1 of 4; IPM ε =
+// 0.1; the plain mimic) the keyed share (10%) is left as it is: the
+// attacker is caught by its outlier replays or at least earns less than
+// every honest node. At full strength (the defaults: ALIE z = 1.5, IPM ε
+// = 2; adaptive ALIE; the noisy mimic) the outlier tests are built to let
+// them through — adaptive ALIE never is an outlier, by construction — so
+// the keyed share replays every delta, and that catches the attacker. No
+// honest node is slashed. Nothing here depends on timing: the side
+// channel waits for the honest deltas, and the verdicts are the judge's
+// deterministic ones.
 func TestInBoundAttacks(t *testing.T) {
 	if testing.Short() {
-		t.Skip("three small jobs")
+		t.Skip("seven small jobs")
 	}
-	for _, a := range []string{worker.AttackALIE, worker.AttackIPM, worker.AttackMimic} {
-		t.Run(a, func(t *testing.T) {
+	paperZ := 0.0 // attack.ALIEZ(4, 1)
+	for _, c := range []struct {
+		attack string
+		p      worker.AttackParams
+		full   bool
+	}{
+		{worker.AttackALIE, worker.AttackParams{ALIEZ: &paperZ}, false},
+		{worker.AttackIPM, worker.AttackParams{IPMEpsilon: 0.1}, false},
+		{worker.AttackMimic, worker.AttackParams{}, false},
+		{worker.AttackALIE, worker.AttackParams{}, true},
+		{worker.AttackALIEAdaptive, worker.AttackParams{}, true},
+		{worker.AttackIPM, worker.AttackParams{}, true},
+		{worker.AttackMimicNoise, worker.AttackParams{}, true},
+	} {
+		t.Run(fmt.Sprintf("%s/full %v", c.attack, c.full), func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := localcluster.TestConfig(dir, 4)
-			cfg.Attacks = []string{"", "", "", a}
+			cfg.Attacks, cfg.AttackParams = []string{"", "", "", c.attack}, c.p
 			spec := tinySpec(2, 4, 4)
 			spec.Byzantine, spec.Aggregation = 1, "median"
+			if c.full {
+				spec.SpotCheckBP = 10000
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			sum, err := localcluster.Run(ctx, cfg, spec)
@@ -238,18 +265,30 @@ func TestInBoundAttacks(t *testing.T) {
 				}
 				minHonest = min(minHonest, n.Reward)
 			}
-			if !bad.Slashed && bad.Reward >= minHonest {
+			switch {
+			case c.full && !bad.Slashed:
+				t.Errorf("attacker %+v not caught with every delta replayed", bad)
+			case !bad.Slashed && bad.Reward >= minHonest:
 				t.Errorf("attacker %+v neither caught nor paid less than every honest node (%v)", bad, minHonest)
 			}
 			// It did attack with the honest updates, not its own.
-			if b, _ := os.ReadFile(filepath.Join(dir, "workers", "w3", "worker.log")); strings.Contains(string(b), "no honest update") {
-				t.Errorf("the attacker saw no honest update:\n%s", b)
+			log, _ := os.ReadFile(filepath.Join(dir, "workers", "w3", "worker.log"))
+			if strings.Contains(string(log), "no honest update") {
+				t.Errorf("the attacker saw no honest update:\n%s", log)
 			}
-			var targeted int
+			var targeted, attacker int
 			for _, e := range sum.Epochs {
 				targeted += len(e.Targeted)
+				for _, s := range e.Targeted {
+					if strings.Contains(s, bad.ID) {
+						attacker++
+					}
+				}
 			}
-			t.Logf("attacker: slashed %v, reward %.2f (honest ≥ %.2f); %d outlier replays", bad.Slashed, bad.Reward, minHonest, targeted)
+			if c.attack == worker.AttackALIEAdaptive && (attacker != 0 || !strings.Contains(string(log), "attack=alie-adaptive") || strings.Contains(string(log), "every z is flagged")) {
+				t.Errorf("adaptive ALIE was replayed as an outlier %d times (or found no z):\n%s", attacker, log)
+			}
+			t.Logf("attacker: slashed %v, reward %.2f (honest ≥ %.2f); %d outlier replays, %d of the attacker's", bad.Slashed, bad.Reward, minHonest, targeted, attacker)
 		})
 	}
 }

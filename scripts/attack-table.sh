@@ -1,6 +1,7 @@
 #!/bin/sh
 # The in-bound attack table of docs/threat-model.md: held-out accuracy of
-# gym up under each in-bound attack (noise, alie, ipm, mimic) against the
+# gym up under each in-bound attack (noise, alie, alie-adaptive, ipm,
+# mimic, mimic-noise; at their default strengths) against the
 # honest run of the same seed and configuration (median merge), the
 # attackers' share of the rewards and the epoch they were caught in, for
 # f = 1 of 4 and f = 2 of 7 workers, over several seeds. With OUTLIERS=off
@@ -12,8 +13,8 @@
 #
 # Usage: scripts/attack-table.sh [-o DIR] [SEEDS...]   (default: out/attack-table, seeds 0 1 2)
 # Environment: EPOCHS (2), STEPS (20: steps per epoch), CONFIGS ("4:1 7:2"),
-# ATTACKS ("noise alie ipm mimic"), OUTLIERS (on; off: see above),
-# TABLE_ONLY=1 (print the table from the summaries there, run nothing),
+# ATTACKS ("noise alie alie-adaptive ipm mimic mimic-noise"), OUTLIERS (on;
+# off: see above), TABLE_ONLY=1 (print the table from the summaries there, run nothing),
 # PROFILE ("--data-parallel=false --interval 5": the local-steps profile the
 # table in docs/threat-model.md was measured with; PROFILE= runs gym up's
 # default, synchronous data parallelism).
@@ -25,7 +26,7 @@ seeds=${*:-0 1 2}
 epochs=${EPOCHS:-2}
 steps=${STEPS:-20}
 configs=${CONFIGS:-4:1 7:2}
-attacks=${ATTACKS:-noise alie ipm mimic}
+attacks=${ATTACKS:-noise alie alie-adaptive ipm mimic mimic-noise}
 profile=${PROFILE---data-parallel=false --interval 5}
 suffix=""
 extra=""

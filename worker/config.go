@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/zooai/gym/attack"
 	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/jobspec"
@@ -28,9 +30,11 @@ const (
 	AttackRing       = "ring"       // honest deltas, but contribution ×(−1000) into the ring all-reduce
 	// The in-bound attacks of the literature (package attack); they need
 	// the honest updates of the sync (Config.Peek).
-	AttackALIE  = "alie"  // μ − z·σ of the honest updates per coordinate, z from n and Config.Colluders
-	AttackIPM   = "ipm"   // −0.1·μ of the honest updates
-	AttackMimic = "mimic" // a copy of one honest node's update (the first by delta directory)
+	AttackALIE         = "alie"          // μ − z·σ of the honest updates per coordinate, z = attack.DefaultALIEZ(n, Config.Colluders) unless AttackParams.ALIEZ
+	AttackALIEAdaptive = "alie-adaptive" // ALIE at the largest z the judge's outlier tests (merge.Outliers, default bounds) do not flag
+	AttackIPM          = "ipm"           // −ε·μ of the honest updates, ε = 2 unless AttackParams.IPMEpsilon
+	AttackMimic        = "mimic"         // a copy of one honest node's update (the first by delta directory)
+	AttackMimicNoise   = "mimic-noise"   // that copy plus Gaussian noise of 0.6 (AttackParams.MimicNoise) × the typical distance between honest updates
 	// Attacks on the verification from traces (docs/traces.md).
 	AttackScale   = "scale"   // the honest contribution ×1.5 (then clipped), with honest traces
 	AttackRewards = "rewards" // honest deltas, traces claiming every reward 0.5 higher
@@ -49,7 +53,46 @@ const RoleValidator = "validator"
 // NeedsPeek reports whether attack name needs the honest updates of a sync
 // (Config.Peek).
 func NeedsPeek(name string) bool {
-	return name == AttackALIE || name == AttackIPM || name == AttackMimic
+	switch name {
+	case AttackALIE, AttackALIEAdaptive, AttackIPM, AttackMimic, AttackMimicNoise:
+		return true
+	}
+	return false
+}
+
+// AttackParams are the strengths of the in-bound attacks; zero values take
+// package attack's defaults (docs/threat-model.md, "In-bound attacks").
+type AttackParams struct {
+	// ALIEZ, when set, is alie's z; nil: attack.DefaultALIEZ(n, f), n the
+	// ring's members and f Config.Colluders.
+	ALIEZ *float64
+	// IPMEpsilon is ipm's ε (> 0; 0: attack.DefaultIPMEpsilon).
+	IPMEpsilon float64
+	// MimicNoise is mimic-noise's noise as a multiple of the typical
+	// distance between the honest updates (> 0; 0:
+	// attack.DefaultMimicNoise).
+	MimicNoise float64
+}
+
+// Check reports whether p holds valid values, each for an attack that
+// uses it: a strength given for another attack is an error rather than
+// silently unused.
+func (p AttackParams) Check(name string) error {
+	switch {
+	case p.ALIEZ != nil && (math.IsNaN(*p.ALIEZ) || math.IsInf(*p.ALIEZ, 0)):
+		return fmt.Errorf("%w: ALIE's z %v: want a finite number", ErrConfig, *p.ALIEZ)
+	case p.ALIEZ != nil && name != AttackALIE:
+		return fmt.Errorf("%w: ALIE's z is set for attack %q: it is alie's (alie-adaptive chooses its own)", ErrConfig, name)
+	case p.IPMEpsilon < 0 || math.IsNaN(p.IPMEpsilon) || math.IsInf(p.IPMEpsilon, 0):
+		return fmt.Errorf("%w: IPM's ε %v: want a positive number (0: the default, %v)", ErrConfig, p.IPMEpsilon, attack.DefaultIPMEpsilon)
+	case p.IPMEpsilon != 0 && name != AttackIPM:
+		return fmt.Errorf("%w: IPM's ε is set for attack %q: it is ipm's", ErrConfig, name)
+	case p.MimicNoise < 0 || math.IsNaN(p.MimicNoise) || math.IsInf(p.MimicNoise, 0):
+		return fmt.Errorf("%w: the noisy mimic's scale %v: want a positive number (0: the default, %v)", ErrConfig, p.MimicNoise, attack.DefaultMimicNoise)
+	case p.MimicNoise != 0 && name != AttackMimicNoise:
+		return fmt.Errorf("%w: the noisy mimic's scale is set for attack %q: it is mimic-noise's", ErrConfig, name)
+	}
+	return nil
 }
 
 // Defaults.
@@ -197,8 +240,12 @@ type Config struct {
 	// the worker's own honest update as the only one it knows).
 	Peek func(ctx context.Context, job string, epoch, sync int) ([][]float32, error)
 	// Colluders is f, the number of attacking workers, for ALIE's z
-	// (attack.ALIEZ with n the ring's members); 0 means 1.
+	// (attack.DefaultALIEZ with n the ring's members) and the copies of
+	// adaptive ALIE's vector among the deltas it tests; 0 means 1.
 	Colluders int
+	// AttackParams are the in-bound attacks' strengths (zero: the
+	// defaults).
+	AttackParams AttackParams
 	// ExitWhenDone ends Run when the job the worker was assigned is
 	// Published (nil) or Failed (ErrJobFailed).
 	ExitWhenDone bool
@@ -283,16 +330,19 @@ func (c *Config) Validate() error {
 	case strings.HasPrefix(c.Attack, "verdict-") != (c.Role == RoleValidator && c.Attack != ""):
 		return fmt.Errorf("%w: attack %q is not one a %s mounts", ErrConfig, c.Attack, map[bool]string{true: "validator", false: "compute node"}[c.Role == RoleValidator])
 	}
-	return CheckAttack(c.Attack)
+	if err := CheckAttack(c.Attack); err != nil {
+		return err
+	}
+	return c.AttackParams.Check(c.Attack)
 }
 
 // CheckAttack reports whether name is an attack Config.Attack accepts ("" is
 // none).
 func CheckAttack(name string) error {
 	switch name {
-	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing, AttackALIE, AttackIPM, AttackMimic, AttackScale, AttackRewards,
-		AttackVerdictPass, AttackVerdictFail, AttackVerdictFlip:
+	case "", AttackSignFlip, AttackNoise, AttackReplay, AttackEquivocate, AttackRing, AttackALIE, AttackALIEAdaptive, AttackIPM, AttackMimic, AttackMimicNoise,
+		AttackScale, AttackRewards, AttackVerdictPass, AttackVerdictFail, AttackVerdictFlip:
 		return nil
 	}
-	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring, alie, ipm, mimic, scale, rewards, verdict-pass, verdict-fail, verdict-flip)", ErrConfig, name)
+	return fmt.Errorf("%w: unknown attack %q (signflip, noise, replay, equivocate, ring, alie, alie-adaptive, ipm, mimic, mimic-noise, scale, rewards, verdict-pass, verdict-fail, verdict-flip)", ErrConfig, name)
 }

@@ -1,7 +1,11 @@
 package worker
 
 import (
+	"cmp"
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +23,7 @@ import (
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/ring"
 )
 
@@ -61,7 +66,7 @@ func (w *Worker) contribution(ctx context.Context, d *llama.Adapter, job string,
 	return w.contributionOf(d, c), nil
 }
 
-// inBound builds the ALIE, IPM or mimic vector of a sync from the honest
+// inBound builds the in-bound attack's vector of a sync from the honest
 // updates Peek shows (own: this worker's honest update, clipped, used when
 // Peek shows none), clipped to c.
 func (w *Worker) inBound(ctx context.Context, own []float32, job string, e, k int, c float64, members int) ([]float32, error) {
@@ -83,23 +88,74 @@ func (w *Worker) inBound(ctx context.Context, own []float32, job string, e, k in
 	}
 	var v []float32
 	var err error
+	var strength float64 // z, ε or the noise's scale
+	p, f := w.c.AttackParams, max(w.c.Colluders, 1)
 	switch w.c.Attack {
 	case AttackALIE:
-		z, zerr := attack.ALIEZ(members, max(w.c.Colluders, 1))
-		if zerr != nil { // a ring shrunk below what the formula covers: send the mean
-			w.c.Logger.Warn("ALIE's z undefined: z = 0", "members", members, "colluders", w.c.Colluders, "err", zerr)
+		strength = attack.DefaultALIEZ(members, f)
+		if p.ALIEZ != nil {
+			strength = *p.ALIEZ
 		}
-		v, err = attack.ALIE(honest, z)
+		v, err = attack.ALIE(honest, strength)
+	case AttackALIEAdaptive:
+		v, strength, err = attack.AdaptiveALIE(honest, c, unflagged(merge.OutlierConfig{}, honest, f))
+		if errors.Is(err, attack.ErrNoHiding) { // f > 1 identical vectors are near-copies of each other whatever z
+			strength = attack.DefaultALIEZ(members, f)
+			w.c.Logger.Warn("adaptive ALIE: every z is flagged: the default z", "z", strength, "colluders", f, "epoch", e, "sync", k)
+			v, err = attack.ALIE(honest, strength)
+		}
 	case AttackIPM:
-		v, err = attack.IPM(honest, attack.DefaultIPMEpsilon)
+		strength = cmp.Or(p.IPMEpsilon, attack.DefaultIPMEpsilon)
+		v, err = attack.IPM(honest, strength)
 	case AttackMimic:
 		v, err = attack.Mimic(honest)
+	case AttackMimicNoise:
+		strength = cmp.Or(p.MimicNoise, attack.DefaultMimicNoise)
+		v, err = attack.NoisyMimic(w.attackRand(job, e, k), honest, strength)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("worker: %s attack: %w", w.c.Attack, err)
 	}
+	w.c.Logger.Info("in-bound attack", "attack", w.c.Attack, "strength", strength, "honest", len(honest), "epoch", e, "sync", k)
 	attack.Clip(v, c)
 	return v, nil
+}
+
+// unflagged returns adaptive ALIE's test: whether the judge's outlier
+// tests (merge.Outliers with c, the function the judge calls) flag none of
+// f copies of v among the honest updates — the deltas of the sync as the
+// judge will see them when the f colluders all send v.
+func unflagged(c merge.OutlierConfig, honest [][]float32, f int) func(v []float32) (bool, error) {
+	return func(v []float32) (bool, error) {
+		in := make([]merge.Input, 0, len(honest)+f)
+		for i, h := range honest {
+			in = append(in, merge.Input{Node: fmt.Sprintf("honest-%03d", i), Vec: h})
+		}
+		for i := range f {
+			in = append(in, merge.Input{Node: fmt.Sprintf("attacker-%03d", i), Vec: v})
+		}
+		out, err := merge.Outliers(c, in)
+		if err != nil {
+			return false, err
+		}
+		for _, o := range out {
+			if strings.HasPrefix(o.Node, "attacker-") {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+}
+
+// attackRand is the randomness of this worker's attack on sync k of epoch
+// e of job: seeded from its public key and the slot, so that colluders
+// draw apart and a run can be repeated.
+func (w *Worker) attackRand(job string, e, k int) *rand.Rand {
+	h := sha256.New()
+	h.Write(w.c.Key.Public().(ed25519.PublicKey))
+	fmt.Fprintf(h, "\x00%s\x00%d\x00%d", job, e, k)
+	s := h.Sum(nil)
+	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])))
 }
 
 // contributionOf is contribution for the attacks that need no honest

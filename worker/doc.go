@@ -107,7 +107,9 @@
 // honest delta, a second one, δ×2, for the same slot), ring (honest
 // deltas, δ×(−1000) into the all-reduce), and the in-bound attacks of the
 // literature built from the sync's honest updates (package attack): alie,
-// ipm and mimic. Those read the honest updates through Config.Peek, a side
-// channel only test clusters provide (PeekDirs: the honest workers' kept
-// delta files; docs/threat-model.md).
+// alie-adaptive (the largest z the judge's outlier tests do not flag),
+// ipm, mimic and mimic-noise, at the strengths of Config.AttackParams
+// (zero: the literature's). Those read the honest updates through
+// Config.Peek, a side channel only test clusters provide (PeekDirs: the
+// honest workers' kept delta files; docs/threat-model.md).
 package worker

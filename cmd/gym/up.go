@@ -39,6 +39,8 @@ type upOptions struct {
 	evalSize, shardSize                               int    // --eval-size, --shard-size
 	validators                                        int    // --validators N
 	validatorAttack                                   string // --validator-attack KIND (the last validator)
+	attackZ, attackEps, attackNoise                   float64
+	attackZSet                                        bool // --attack-z given
 	seed                                              uint64
 	keySeed                                           int64 // --key-seed; -1: fresh keys
 	json, restartKilled, noOutlierReplays             bool
@@ -133,13 +135,18 @@ Fault and attack demonstrations:
                          hanzod, two verdicts a check, a third when they
                          disagree; the last one lies with the attack, is
                          outvoted and slashed (docs/validators.md)
-  --attack alie|ipm|mimic
+  --attack alie|alie-adaptive|ipm|mimic|mimic-noise
                          in-bound attacks of the literature built from the
                          sync's honest updates, which the attackers read
                          from the honest workers' delta files (a test-only
-                         side channel): ALIE (mean − z·std per coordinate),
-                         IPM (−0.1 × mean), mimic (all copy one honest
-                         node's update); docs/threat-model.md
+                         side channel): ALIE (mean − z·std per coordinate,
+                         z = 1.5 or --attack-z), adaptive ALIE (the
+                         largest z hanzod's outlier tests do not flag),
+                         IPM (−ε × mean, ε = 2 or --attack-eps), mimic (all
+                         copy one honest node's update), noisy mimic (that
+                         copy plus noise of 0.6 × the typical distance
+                         between honest updates, or --attack-noise);
+                         docs/threat-model.md
 
 Backends: --backend go,go,torch,torch gives each worker its training
 backend (one name for all, or one per worker); torch workers run python -m
@@ -164,6 +171,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 			if o.dataParallel && !cmd.Flags().Changed("interval") {
 				o.interval = 1 // a sync every step: AdamW on the averaged gradient
 			}
+			o.attackZSet = cmd.Flags().Changed("attack-z")
 			if err := o.check(); err != nil {
 				return usageError{err}
 			}
@@ -195,7 +203,10 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.IntVar(&o.byzantine, "byzantine", 0, "number of cheating workers (the last K)")
 	f.IntVar(&o.validators, "validators", 0, "run N staked validators (at least 2) and have them, not hanzod, check the job's sampled deltas, two verdicts a check (docs/validators.md)")
 	f.StringVar(&o.validatorAttack, "validator-attack", "", "the last validator lies: verdict-pass, verdict-fail or verdict-flip (needs --validators 3 or more)")
-	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce), alie, ipm, mimic (in-bound, from the honest updates)")
+	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce), alie, alie-adaptive, ipm, mimic, mimic-noise (in-bound, from the honest updates)")
+	f.Float64Var(&o.attackZ, "attack-z", 0, "--attack alie: ALIE's z (default 1.5, or the paper's formula for n and f where it gives more; 0: the honest mean)")
+	f.Float64Var(&o.attackEps, "attack-eps", 0, "--attack ipm: IPM's ε (default 2)")
+	f.Float64Var(&o.attackNoise, "attack-noise", 0, "--attack mimic-noise: the noise, as a multiple of the typical distance between honest updates (default 0.6)")
 	f.StringVar(&o.out, "out", o.out, "directory for the run's files (replaced if it holds an earlier gym up run)")
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout; progress goes to stderr")
 	f.IntVar(&o.threads, "threads", o.threads, "threads for hanzod's validation and evaluation")
@@ -217,6 +228,16 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.Float64Var(&o.outerMomentum, "outer-momentum", o.outerMomentum, "gspo.outer_momentum: the outer optimiser's Nesterov momentum (needs --outer-lr above 0)")
 	f.BoolVar(&o.dataParallel, "data-parallel", o.dataParallel, "synchronous data parallelism: workers step plain SGD (1e-3), the ring averages every step (--interval 1 unless given), Adam (1.5e-3) steps the average (docs/data-parallel.md); =false: the local-steps profile (AdamW in every worker, --interval 5 unless given, Nesterov outer rule)")
 	return cmd
+}
+
+// attackParams are the in-bound attacks' strengths the flags set.
+func (o *upOptions) attackParams() worker.AttackParams {
+	p := worker.AttackParams{IPMEpsilon: o.attackEps, MimicNoise: o.attackNoise}
+	if o.attackZSet {
+		z := o.attackZ
+		p.ALIEZ = &z
+	}
+	return p
 }
 
 func (o *upOptions) check() error {
@@ -276,6 +297,9 @@ func (o *upOptions) check() error {
 	o.backends = bs
 	if err := worker.CheckAttack(o.attack); err != nil {
 		return fmt.Errorf("--attack: %w", err)
+	}
+	if err := o.attackParams().Check(o.attack); err != nil {
+		return fmt.Errorf("--attack-z, --attack-eps, --attack-noise: %w", err)
 	}
 	if o.aggregation == "" {
 		o.aggregation = "mean"
@@ -421,6 +445,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		}
 		cfg.Attacks = append(cfg.Attacks, a)
 	}
+	cfg.AttackParams = o.attackParams()
 	for i := range o.validators {
 		a := ""
 		if i == o.validators-1 {

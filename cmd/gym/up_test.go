@@ -449,3 +449,26 @@ func TestUpValidatorsRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestUpAttackStrengthsRefuses: an in-bound attack's strength is refused
+// when it is invalid or set for an attack that does not use it, before
+// anything starts; gym worker refuses the same.
+func TestUpAttackStrengthsRefuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--byzantine", "1", "--attack", "ipm", "--attack-z", "1"}, "ALIE's z is set for attack \"ipm\""},
+		{[]string{"up", "--byzantine", "1", "--attack", "alie-adaptive", "--attack-z", "1"}, "alie-adaptive chooses its own"},
+		{[]string{"up", "--byzantine", "1", "--attack", "ipm", "--attack-eps", "-1"}, "IPM's ε -1"},
+		{[]string{"up", "--byzantine", "1", "--attack", "alie", "--attack-eps", "2"}, "IPM's ε is set for attack \"alie\""},
+		{[]string{"up", "--byzantine", "1", "--attack", "mimic", "--attack-noise", "0.6"}, "it is mimic-noise's"},
+		{[]string{"up", "--attack-noise", "0.6"}, "it is mimic-noise's"},
+		{[]string{"worker", "--attack", "ipm", "--attack-z", "0"}, "ALIE's z is set for attack \"ipm\""},
+		{[]string{"worker", "--attack", "mimic-noise", "--attack-noise", "NaN"}, "noisy mimic's scale NaN"},
+	} {
+		if r := gym(t, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("gym %v: exit %d, want 2 naming %s\n%s", c.args, r.code, c.want, r.stderr)
+		}
+	}
+}

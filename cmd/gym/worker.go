@@ -62,6 +62,7 @@ type workerOptions struct {
 	artifactsAllowAny      bool
 	artifactsPeers         []string
 	attackPeek             []string
+	attackZ                float64 // --attack-z, when given
 	backend, python        string
 	torchDevice, torchType string
 }
@@ -193,12 +194,18 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringVar(&o.torchDevice, "torch-device", "cpu", "--backend torch: cpu, cuda or cuda:N")
 	f.StringVar(&o.torchType, "torch-dtype", "float32", "--backend torch: float32 or bfloat16")
 	f.StringVar(&cfg.Role, "role", "", "validator: check other nodes' deltas for hanzod instead of training (25,000 GYM bonded; docs/validators.md)")
-	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, ipm, mimic, scale or rewards; a validator verdict-pass, verdict-fail or verdict-flip (demos and tests only)")
+	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, alie-adaptive, ipm, mimic, mimic-noise, scale or rewards; a validator verdict-pass, verdict-fail or verdict-flip (demos and tests only)")
 	f.MarkHidden("attack")
-	f.StringSliceVar(&o.attackPeek, "attack-peek", nil, "alie, ipm, mimic: the honest workers' delta directories on this machine, read as an omniscient attacker's side channel (test clusters only)")
+	f.StringSliceVar(&o.attackPeek, "attack-peek", nil, "alie, alie-adaptive, ipm, mimic, mimic-noise: the honest workers' delta directories on this machine, read as an omniscient attacker's side channel (test clusters only)")
 	f.MarkHidden("attack-peek")
-	f.IntVar(&cfg.Colluders, "attack-colluders", 1, "alie: the number f of attacking workers (for z)")
+	f.IntVar(&cfg.Colluders, "attack-colluders", 1, "alie, alie-adaptive: the number f of attacking workers (for z)")
 	f.MarkHidden("attack-colluders")
+	f.Float64Var(&o.attackZ, "attack-z", 0, "alie: z (default: 1.5, or the paper's formula for n and f where it gives more)")
+	f.MarkHidden("attack-z")
+	f.Float64Var(&cfg.AttackParams.IPMEpsilon, "attack-eps", 0, "ipm: ε (default 2)")
+	f.MarkHidden("attack-eps")
+	f.Float64Var(&cfg.AttackParams.MimicNoise, "attack-noise", 0, "mimic-noise: the noise as a multiple of the typical distance between honest updates (default 0.6)")
+	f.MarkHidden("attack-noise")
 	return cmd
 }
 
@@ -283,6 +290,12 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	if err := worker.CheckAttack(cfg.Attack); err != nil {
 		return usageError{fmt.Errorf("--attack: %w", err)}
+	}
+	if c.Flags().Changed("attack-z") {
+		cfg.AttackParams.ALIEZ = &o.attackZ
+	}
+	if err := cfg.AttackParams.Check(cfg.Attack); err != nil {
+		return usageError{fmt.Errorf("--attack-z, --attack-eps, --attack-noise: %w", err)}
 	}
 	if len(o.attackPeek) > 0 {
 		cfg.Peek = worker.PeekDirs(o.attackPeek, o.ringTimeout)
