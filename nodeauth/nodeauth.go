@@ -11,6 +11,8 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/hex"
+	"math"
+	"time"
 )
 
 // Domain is the signature domain tag of node requests; the request kind and
@@ -36,6 +38,22 @@ type Auth struct {
 	Timestamp int64
 	Sig       []byte
 	Audience  ed25519.PublicKey
+}
+
+// SeqLimit is the highest sequence number a signed request may carry at
+// hanzod's time now (unix milliseconds): now + maxSkew in nanoseconds,
+// plus lead. Clients take sequence numbers from (hanzod's) clock in
+// nanoseconds, so this refuses only numbers from nowhere, which would
+// otherwise lock their key out (every later number must be higher).
+func SeqLimit(now int64, maxSkew, lead time.Duration) uint64 {
+	t := now + maxSkew.Milliseconds()
+	if t <= 0 {
+		return uint64(max(lead, 0))
+	}
+	if uint64(t) > (math.MaxUint64-uint64(max(lead, 0)))/1e6 {
+		return math.MaxUint64
+	}
+	return uint64(t)*1e6 + uint64(max(lead, 0))
 }
 
 // Sign fills a.Sig for the request whose SignedBytes are msg.

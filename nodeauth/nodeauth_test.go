@@ -3,7 +3,9 @@ package nodeauth_test
 import (
 	"crypto/ed25519"
 	"encoding/hex"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/zooai/gym/nodeauth"
 )
@@ -112,5 +114,19 @@ func TestAudience(t *testing.T) {
 		if ed25519.Verify(pub, atOther[i].SignedBytes(), sig) || ed25519.Verify(pub, atNone[i].SignedBytes(), sig) {
 			t.Fatalf("%T: a signature for one hanzod verifies for another", r)
 		}
+	}
+}
+
+// TestSeqLimit: (now + skew) in nanoseconds plus the lead, saturating
+// instead of wrapping.
+func TestSeqLimit(t *testing.T) {
+	if got := nodeauth.SeqLimit(1767225600000, time.Minute, time.Hour); got != 1767229260000000000 {
+		t.Fatalf("limit %d", got)
+	}
+	if got := nodeauth.SeqLimit(math.MaxInt64-time.Minute.Milliseconds(), time.Minute, time.Hour); got != math.MaxUint64 {
+		t.Fatalf("far future: %d, want saturation", got)
+	}
+	if got := nodeauth.SeqLimit(-time.Hour.Milliseconds(), time.Minute, time.Hour); got != uint64(time.Hour) {
+		t.Fatalf("before 1970: %d", got)
 	}
 }

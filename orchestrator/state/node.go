@@ -2,10 +2,10 @@ package state
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"sort"
-	"time"
+
+	"github.com/zooai/gym/nodeauth"
 )
 
 // NodeStatus is a node's liveness.
@@ -60,25 +60,10 @@ const (
 	maxLinks   = 4096
 )
 
-// SeqLimit is the highest sequence number a signed request may carry at
-// orchestrator time now (unix milliseconds): now + maxSkew in nanoseconds,
-// plus lead. Clients take sequence numbers from (hanzod's) clock in
-// nanoseconds, so this refuses only numbers from nowhere, which would
-// otherwise lock their key out (every later number must be higher).
-func SeqLimit(now int64, maxSkew, lead time.Duration) uint64 {
-	t := now + maxSkew.Milliseconds()
-	if t <= 0 {
-		return uint64(max(lead, 0))
-	}
-	if uint64(t) > (math.MaxUint64-uint64(max(lead, 0)))/1e6 {
-		return math.MaxUint64
-	}
-	return uint64(t)*1e6 + uint64(max(lead, 0))
-}
-
-// checkSeqLead refuses a sequence number far ahead of now (SeqLimit).
+// checkSeqLead refuses a sequence number far ahead of now
+// (nodeauth.SeqLimit).
 func (m *Machine) checkSeqLead(now int64, seq uint64) error {
-	if limit := SeqLimit(now, m.cfg.MaxSkew, m.cfg.MaxSeqLead); seq > limit {
+	if limit := nodeauth.SeqLimit(now, m.cfg.MaxSkew, m.cfg.MaxSeqLead); seq > limit {
 		return fmt.Errorf("%w: sequence %d is ahead of the orchestrator's clock (at most %d: sequence numbers follow its time in nanoseconds; check the node's sequence file, nodeclient's auth-seq)", ErrUnauthenticated, seq, limit)
 	}
 	return nil
