@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/edkey/edkeytest"
 	"github.com/zooai/gym/nodeauth"
 )
 
@@ -168,5 +169,25 @@ func TestSeqStaysNearHanzodsClock(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Heartbeat(context.Background()); err != nil {
 		t.Fatalf("restarted with the clock ahead: %v (refused %v)", err, f.refused)
+	}
+}
+
+// TestBadHanzodKeyRefused: a trailer or a file naming a key edkey refuses
+// (wrong length, small order, not canonical, off the curve) is not
+// signed for.
+func TestBadHanzodKeyRefused(t *testing.T) {
+	for _, bad := range edkeytest.BadKeys(pub(key(200))) {
+		if _, err := parseKey(hex.EncodeToString(bad.Key)); err == nil {
+			t.Errorf("%s: accepted", bad.Name)
+		}
+		dir := t.TempDir()
+		must(t, os.WriteFile(filepath.Join(dir, HanzodKeyFile), []byte(hex.EncodeToString(bad.Key)), 0o644))
+		if c, err := New(Config{Key: key(9), Conn: &strictHanzod{key: pub(key(200)), now: time.Now}, Dir: dir}); err == nil {
+			c.Close()
+			t.Errorf("%s: a node started with it in %s", bad.Name, HanzodKeyFile)
+		}
+	}
+	if _, err := parseKey(hex.EncodeToString(pub(key(200)))); err != nil {
+		t.Fatal(err)
 	}
 }
