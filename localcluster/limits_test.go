@@ -27,3 +27,18 @@ func TestLocalDeltaLimits(t *testing.T) {
 		t.Fatalf("no nodes: address rate %v", one.DeltaAddrRate)
 	}
 }
+
+// The Register limits of a local cluster: the defaults times the nodes
+// (they share 127.0.0.1).
+func TestLocalRegisterLimits(t *testing.T) {
+	d := server.DefaultConfig()
+	c := d
+	localRegisterLimits(&c, 8)
+	if c.RegisterAddrRate != 8*d.RegisterAddrRate || c.RegisterAddrBurst != 8*d.RegisterAddrBurst ||
+		c.RegisterNewRate != 8*d.RegisterNewRate || c.RegisterNewBurst != 8*d.RegisterNewBurst {
+		t.Fatalf("limits for 8 nodes: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

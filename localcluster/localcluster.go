@@ -482,6 +482,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	dc.Server.NodeRate = cfg.NodeRate
 	localDeltaLimits(&dc.Server, cfg.Workers+len(cfg.Validators))
+	localRegisterLimits(&dc.Server, cfg.Workers+len(cfg.Validators))
 	dc.IPFS, dc.PinMinBackoff, dc.PinMaxBackoff = cfg.IPFS, cfg.PinMinBackoff, cfg.PinMaxBackoff
 	dc.Chain = link
 	if cfg.State != nil {
@@ -1492,6 +1493,18 @@ func (c *Cluster) backendOf(w *Worker) string {
 		return c.cfg.Backends[w.Index]
 	}
 	return backend.Go
+}
+
+// localRegisterLimits fits hanzod's Register limits to a cluster of n
+// nodes on this machine: they all register from 127.0.0.1, so the
+// per-address limits are the defaults times n, as if each had its own
+// address (a node registers once, and again when restarted).
+func localRegisterLimits(c *server.Config, n int) {
+	n = max(n, 1)
+	c.RegisterAddrRate *= float64(n)
+	c.RegisterAddrBurst *= n
+	c.RegisterNewRate *= float64(n)
+	c.RegisterNewBurst *= n
 }
 
 // localDeltaLimits fits hanzod's UploadDelta limits to a cluster of n

@@ -11,22 +11,49 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/hex"
+	"math"
+	"time"
 )
 
 // Domain is the signature domain tag of node requests; the request kind and
 // a NUL follow it, so a signature for one kind never verifies as another.
-const Domain = "zoo-gym/hanzod/v1/"
+// v2 added the audience (Auth.Audience) to every request's signed bytes.
+const Domain = "zoo-gym/hanzod/v2/"
 
 // Auth is the signed envelope of a node's request. Node is the node's
 // Ed25519 public key in hex; Seq must grow with every request the node
-// makes; Timestamp is the node's clock (unix milliseconds) and must be
-// within the orchestrator's allowed skew of its own; Sig signs the
-// request's SignedBytes.
+// makes and stay below hanzod's clock in nanoseconds plus its allowed
+// lead (docs/orchestrator.md); Timestamp is the node's clock (unix
+// milliseconds) and must be within the orchestrator's allowed skew of its
+// own; Sig signs the request's SignedBytes.
+//
+// Audience is the public key of the hanzod the request is for (its
+// instance key, which replicas of one deployment share). It is signed but
+// not sent: the verifier fills it with its own key, so a request signed
+// for one hanzod does not verify at another. Empty only for a hanzod
+// without an instance key (tests) and for job submissions (SubmitJob).
 type Auth struct {
 	Node      string
 	Seq       uint64
 	Timestamp int64
 	Sig       []byte
+	Audience  ed25519.PublicKey
+}
+
+// SeqLimit is the highest sequence number a signed request may carry at
+// hanzod's time now (unix milliseconds): now + maxSkew in nanoseconds,
+// plus lead. Clients take sequence numbers from (hanzod's) clock in
+// nanoseconds, so this refuses only numbers from nowhere, which would
+// otherwise lock their key out (every later number must be higher).
+func SeqLimit(now int64, maxSkew, lead time.Duration) uint64 {
+	t := now + maxSkew.Milliseconds()
+	if t <= 0 {
+		return uint64(max(lead, 0))
+	}
+	if uint64(t) > (math.MaxUint64-uint64(max(lead, 0)))/1e6 {
+		return math.MaxUint64
+	}
+	return uint64(t)*1e6 + uint64(max(lead, 0))
 }
 
 // Sign fills a.Sig for the request whose SignedBytes are msg.
@@ -123,15 +150,18 @@ func header(kind string, a Auth) *enc {
 	e.WriteString(Domain)
 	e.WriteString(kind)
 	e.WriteByte(0)
+	e.str(string(a.Audience))
 	e.str(a.Node)
 	e.u64(a.Seq)
 	e.u64(uint64(a.Timestamp))
 	return e
 }
 
-// SignedBytes is what a node signs: the domain tag, the kind, then every
-// field (strings as a 4-byte big-endian length and the bytes, integers as
-// 8 bytes big-endian) in declaration order.
+// SignedBytes is what a node signs: the domain tag, the kind and a NUL,
+// the audience (hanzod's raw 32-byte key), the node, sequence and
+// timestamp, then every field (strings and byte strings as a 4-byte
+// big-endian length and the bytes, integers as 8 bytes big-endian) in
+// declaration order.
 func (r Register) SignedBytes() []byte {
 	e := header("register", r.Auth)
 	e.str(r.Address)

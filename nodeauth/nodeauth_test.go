@@ -3,28 +3,31 @@ package nodeauth_test
 import (
 	"crypto/ed25519"
 	"encoding/hex"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/zooai/gym/nodeauth"
 )
 
-// The signed bytes and signatures of each request, recorded from the
-// orchestrator state's encoding before it moved here: the wire format must
-// not change (nodes and hanzod of different builds verify each other).
+// The signed bytes and signatures of each request: the wire format must
+// not change by accident (nodes and hanzod of different builds verify
+// each other). Recorded anew for v2, which signs the audience (hanzod's
+// key; here the key of seed 1).
 var golden = []string{
-	"7a6f6f2d67796d2f68616e7a6f642f76312f726567697374657200000000403362366132376263636562366134326436326133613864303261366630643733363533323135373731646532343361363361633034386131386235396461323900000000000000070000019b76daa87b0000000d31302e302e302e313a39303030000000026575000000044831303000000000000140000000000201020000000d31302e302e302e313a39303031",
-	"2f648d2274f879960220b69682fa4718192caea862b1e2ac23e1560cc2bce604b110aeb88fa4559e77ffdb92fac18b3cddbd14713eae7828dfb938bb71a72400",
-	"7a6f6f2d67796d2f68616e7a6f642f76312f68656172746265617400000000403362366132376263636562366134326436326133613864303261366630643733363533323135373731646532343361363361633034386131386235396461323900000000000000070000019b76daa87b",
-	"7a5969b5580df850b3af1ad3e6e4f24d609318f20b81fe979961a8e64c93143103df6849374e0ef51d99353b3dbfa80b4cbed4fc2673054bab3cb6d5fc99f901",
-	"7a6f6f2d67796d2f68616e7a6f642f76312f62616e64776964746800000000403362366132376263636562366134326436326133613864303261366630643733363533323135373731646532343361363361633034386131386235396461323900000000000000070000019b76daa87b0000000c6a6f622d303030303030303100000000000000020000000170000000000000000500000001710000000000000006",
-	"541e46df76e53b3416c63f69039f9c94eeb073e051e34d33a84f0b5da1cbbee325ee9541cde33db4de8221e1b38283223919928021d2379d7ffbe7529109b201",
-	"7a6f6f2d67796d2f68616e7a6f642f76312f7375737065637400000000403362366132376263636562366134326436326133613864303261366630643733363533323135373731646532343361363361633034386131386235396461323900000000000000070000019b76daa87b0000000c6a6f622d30303030303030310000000363666700000001730000000774696d656f7574000000026576",
-	"d0c5a253d6f0562191a7eb8369dd9e2280bffcdd4ddaf0b7c624ebe83bebcc3246ccafb175f0dcd5aa1781535440ac2f81f8013381e02b46a4f0b6bc95bf740e",
+	"7a6f6f2d67796d2f68616e7a6f642f76322f72656769737465720000000020cecc1507dc1ddd7295951c290888f095adb9044d1b73d696e6df065d683bd4fc000000403362366132376263636562366134326436326133613864303261366630643733363533323135373731646532343361363361633034386131386235396461323900000000000000070000019b76daa87b0000000d31302e302e302e313a39303030000000026575000000044831303000000000000140000000000201020000000d31302e302e302e313a39303031",
+	"41a32af6466c24dae510b0e6dd1293a94ee278b6c11c4ae6288019f407d265796ffa67d2208efc4c520bf0f77f49b8ac4cce051b12f55ab10f6cf039afd19a06",
+	"7a6f6f2d67796d2f68616e7a6f642f76322f6865617274626561740000000020cecc1507dc1ddd7295951c290888f095adb9044d1b73d696e6df065d683bd4fc000000403362366132376263636562366134326436326133613864303261366630643733363533323135373731646532343361363361633034386131386235396461323900000000000000070000019b76daa87b",
+	"d8148f5949fed0d7ce5f229b76362e69e118cc4ec2549ee01b474900f7668827d1903a09e57f8cbc409f4f49b420f4e35bfe26c35ff0e98d76180465fbf75b04",
+	"7a6f6f2d67796d2f68616e7a6f642f76322f62616e6477696474680000000020cecc1507dc1ddd7295951c290888f095adb9044d1b73d696e6df065d683bd4fc000000403362366132376263636562366134326436326133613864303261366630643733363533323135373731646532343361363361633034386131386235396461323900000000000000070000019b76daa87b0000000c6a6f622d303030303030303100000000000000020000000170000000000000000500000001710000000000000006",
+	"93175170761c8426f2f05efa7acb476c9b62ed67983bc3faedfd871c3423d2c9cfc280367c00065c880547c5788c20475845f97bc5749e1cd222852ed5b58d0c",
+	"7a6f6f2d67796d2f68616e7a6f642f76322f737573706563740000000020cecc1507dc1ddd7295951c290888f095adb9044d1b73d696e6df065d683bd4fc000000403362366132376263636562366134326436326133613864303261366630643733363533323135373731646532343361363361633034386131386235396461323900000000000000070000019b76daa87b0000000c6a6f622d30303030303030310000000363666700000001730000000774696d656f7574000000026576",
+	"72ed739f7b01acce54cff315cdde50cedd58dcf772a16c948846aaed476336f8cc7ca80bad1891b38898c60774982c8552f0a28c8746140d1a6843f203b3b501",
 }
 
 func TestSignedBytesGolden(t *testing.T) {
 	key := ed25519.NewKeyFromSeed(make([]byte, 32))
-	a := nodeauth.Auth{Seq: 7, Timestamp: 1767225600123}
+	a := nodeauth.Auth{Seq: 7, Timestamp: 1767225600123, Audience: hanzod(1)}
 	r := nodeauth.Register{Auth: a, Address: "10.0.0.1:9000", Region: "eu", GPUModel: "H100", VRAMMiB: 81920, Report: []byte{1, 2}, ProbeAddress: "10.0.0.1:9001"}
 	nodeauth.SignRegister(key, &r)
 	h := nodeauth.Heartbeat{Auth: a}
@@ -43,7 +46,7 @@ func TestSignedBytesGolden(t *testing.T) {
 	if r.Node != hex.EncodeToString(pub) || !ed25519.Verify(pub, r.SignedBytes(), r.Sig) {
 		t.Fatal("register: node id or signature")
 	}
-	// A register without a probe address signs the older, shorter form.
+	// A register without a probe address signs the shorter form.
 	r.ProbeAddress = ""
 	if len(r.SignedBytes()) != len(got[0])-4-len("10.0.0.1:9001") {
 		t.Fatal("probe address signed when empty")
@@ -59,7 +62,7 @@ func TestSubmitJobSignedBytes(t *testing.T) {
 	a := nodeauth.Auth{Seq: 7, Timestamp: 1767225600123}
 	s := nodeauth.SubmitJob{Auth: a, Spec: []byte{0x0a, 0x01, 'm'}}
 	nodeauth.SignSubmitJob(key, &s)
-	want := "7a6f6f2d67796d2f68616e7a6f642f76312f7375626d69746a6f6200"
+	want := "7a6f6f2d67796d2f68616e7a6f642f76322f7375626d69746a6f6200"
 	if got := hex.EncodeToString(s.SignedBytes()); got[:len(want)] != want || !ed25519.Verify(pub, s.SignedBytes(), s.Sig) {
 		t.Fatalf("signed bytes %s", got)
 	}
@@ -71,5 +74,59 @@ func TestSubmitJobSignedBytes(t *testing.T) {
 	s.Spec = []byte{0x0a, 0x01, 'n'}
 	if ed25519.Verify(pub, s.SignedBytes(), s.Sig) {
 		t.Fatal("a changed spec still verifies")
+	}
+}
+
+func hanzod(seed byte) ed25519.PublicKey {
+	s := make([]byte, 32)
+	s[0] = seed
+	return ed25519.NewKeyFromSeed(s).Public().(ed25519.PublicKey)
+}
+
+// TestAudience: every request kind signs its audience, so a request signed
+// for one hanzod does not verify at another (nor at one that fills in no
+// key).
+func TestAudience(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(make([]byte, 32))
+	pub := key.Public().(ed25519.PublicKey)
+	a := nodeauth.Auth{Seq: 7, Timestamp: 1767225600123, Audience: hanzod(1)}
+	type req interface{ SignedBytes() []byte }
+	with := func(a nodeauth.Auth) []req {
+		return []req{
+			nodeauth.Register{Auth: a, Address: "10.0.0.1:9000", GPUModel: "H100", VRAMMiB: 1},
+			nodeauth.Heartbeat{Auth: a},
+			nodeauth.ReportBandwidth{Auth: a, Job: "j"},
+			nodeauth.ReportSuspect{Auth: a, Job: "j"},
+			nodeauth.RefuseJob{Auth: a, Job: "j", Reason: "r"},
+			nodeauth.ListChecks{Auth: a},
+			nodeauth.SubmitVerdict{Auth: a, Job: "j"},
+			nodeauth.SubmitJob{Auth: a, Spec: []byte{1}},
+		}
+	}
+	other, none := a, a
+	other.Audience, none.Audience = hanzod(2), nil
+	signed, atOther, atNone := with(a), with(other), with(none)
+	for i, r := range signed {
+		sig := ed25519.Sign(key, r.SignedBytes())
+		if !ed25519.Verify(pub, r.SignedBytes(), sig) {
+			t.Fatalf("%T: does not verify for its own audience", r)
+		}
+		if ed25519.Verify(pub, atOther[i].SignedBytes(), sig) || ed25519.Verify(pub, atNone[i].SignedBytes(), sig) {
+			t.Fatalf("%T: a signature for one hanzod verifies for another", r)
+		}
+	}
+}
+
+// TestSeqLimit: (now + skew) in nanoseconds plus the lead, saturating
+// instead of wrapping.
+func TestSeqLimit(t *testing.T) {
+	if got := nodeauth.SeqLimit(1767225600000, time.Minute, time.Hour); got != 1767229260000000000 {
+		t.Fatalf("limit %d", got)
+	}
+	if got := nodeauth.SeqLimit(math.MaxInt64-time.Minute.Milliseconds(), time.Minute, time.Hour); got != math.MaxUint64 {
+		t.Fatalf("far future: %d, want saturation", got)
+	}
+	if got := nodeauth.SeqLimit(-time.Hour.Milliseconds(), time.Minute, time.Hour); got != uint64(time.Hour) {
+		t.Fatalf("before 1970: %d", got)
 	}
 }

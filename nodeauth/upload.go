@@ -1,20 +1,16 @@
 package nodeauth
 
-import (
-	"crypto/ed25519"
-	"encoding/hex"
-)
+import "crypto/ed25519"
 
 // UploadDelta announces a delta upload (NodeService.UploadDelta): the job,
 // the file's signature digest (hex) and size, and its compressed traces'
-// size, for the hanzod whose instance key is Hanzod (hex; a signature for
-// one hanzod never admits an upload at another). Seq is the file's
-// metadata sequence; Timestamp bounds the announcement's replay, and the
-// digest binds it to one file, so a replayed announcement can only upload
-// the same file again (a duplicate).
+// size, for the hanzod named by Auth.Audience (as every request). Seq is
+// not checked (the file carries its own sequence); Timestamp bounds the
+// announcement's replay, and the digest binds it to one file, so a
+// replayed announcement can only upload the same file again (a
+// duplicate).
 type UploadDelta struct {
 	Auth
-	Hanzod      string
 	Job         string
 	Digest      string
 	DeltaBytes  uint64
@@ -24,7 +20,6 @@ type UploadDelta struct {
 // SignedBytes is what a node signs.
 func (u UploadDelta) SignedBytes() []byte {
 	e := header("uploaddelta", u.Auth)
-	e.str(u.Hanzod)
 	e.str(u.Job)
 	e.str(u.Digest)
 	e.u64(u.DeltaBytes)
@@ -37,6 +32,3 @@ func SignUpload(key ed25519.PrivateKey, u *UploadDelta) {
 	u.Node = nodeID(key)
 	u.Sign(key, u.SignedBytes())
 }
-
-// HanzodID is the hex form of hanzod's instance key that requests name.
-func HanzodID(pub ed25519.PublicKey) string { return hex.EncodeToString(pub) }

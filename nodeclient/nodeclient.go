@@ -38,6 +38,7 @@ import (
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -68,6 +69,13 @@ type Config struct {
 	// Role is what the node registers as: "" a compute node, "validator"
 	// a validator (docs/validators.md).
 	Role string
+	// Hanzod, when set, is hanzod's instance key, which every request is
+	// signed for (its audience, nodeauth.Auth). When nil the key is read
+	// from HanzodKeyFile in Dir, or else learnt from hanzod's first
+	// refusal (the trailer server.KeyTrailer: trust on first use, sound
+	// over TLS) and written there; a hanzod that names another key is
+	// refused either way.
+	Hanzod ed25519.PublicKey
 }
 
 // Client implements worker.Orchestrator over gRPC.
@@ -82,8 +90,8 @@ type Client struct {
 	store    *store.Store
 	http     *http.Client
 
-	kmu    sync.Mutex        // guards hanzod
-	hanzod ed25519.PublicKey // hanzod's instance key, from Info (hanzodKey)
+	hanzod ed25519.PublicKey // the audience of requests (nil: not known yet); guarded by mu
+	pinned bool              // hanzod came from Config.Hanzod
 
 	amu   sync.Mutex // guards what the artifact server reads, apart from mu (held across RPCs)
 	arts  string     // artifact server of the last assignment: KEYHEX@host:port
@@ -117,7 +125,80 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.reserved = c.seq
+	c.hanzod, c.pinned = cfg.Hanzod, cfg.Hanzod != nil
+	if c.hanzod == nil {
+		if c.hanzod, err = readHanzodKey(filepath.Join(cfg.Dir, HanzodKeyFile)); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// HanzodKeyFile is the file in Config.Dir holding hanzod's instance key
+// (hex) as first learnt: the node signs its requests for that hanzod only.
+const HanzodKeyFile = "hanzod-key"
+
+func readHanzodKey(path string) (ed25519.PublicKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	k, err := parseKey(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: %s: %w (delete it to learn hanzod's key again)", path, err)
+	}
+	return k, nil
+}
+
+func parseKey(h string) (ed25519.PublicKey, error) {
+	raw, err := hex.DecodeString(h)
+	if err != nil {
+		return nil, fmt.Errorf("hanzod key %q is not hex", h)
+	}
+	if err := edkey.CheckPublicKey(raw); err != nil {
+		return nil, fmt.Errorf("hanzod key %s: %s", h, edkey.Reason(err))
+	}
+	return ed25519.PublicKey(raw), nil
+}
+
+// Hanzod is the key of the hanzod this node signs for (nil until known).
+func (c *Client) Hanzod() ed25519.PublicKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hanzod
+}
+
+// learnKey reads hanzod's key from a refusal's trailer: a node that knew
+// none pins it (HanzodKeyFile) and reports true; one that knows another
+// gets an error (it reached a different hanzod). Call with c.mu held.
+func (c *Client) learnKey(tr metadata.MD) (bool, error) {
+	v := tr.Get(KeyTrailer)
+	if len(v) != 1 {
+		return false, nil
+	}
+	k, err := parseKey(v[0])
+	if err != nil {
+		return false, fmt.Errorf("nodeclient: hanzod's trailer %s: %w", KeyTrailer, err)
+	}
+	if c.hanzod != nil {
+		if k.Equal(c.hanzod) {
+			return false, nil
+		}
+		where := filepath.Join(c.cfg.Dir, HanzodKeyFile) + ", delete it if hanzod's key changed for good"
+		if c.pinned {
+			where = "configured"
+		}
+		return false, fmt.Errorf("nodeclient: this hanzod's key is %s, but the node signs for %x (%s): it reached a different hanzod", v[0], []byte(c.hanzod), where)
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(c.cfg.Dir, HanzodKeyFile), 0o644, true, []byte(v[0]+"\n")); err != nil {
+		return false, fmt.Errorf("nodeclient: record hanzod's key: %w", err)
+	}
+	c.hanzod = k
+	return true, nil
 }
 
 // SeqFile is the file in Config.Dir holding the high-water mark of the
@@ -130,6 +211,10 @@ const SeqFile = "auth-seq"
 // sequence numbers, which follow the clock in nanoseconds: ~18 minutes),
 // so the file is rewritten every few minutes, not on every request.
 const seqReserve = 1 << 40
+
+// seqStep is the least the high-water mark is written ahead of the number
+// in use (a million requests).
+const seqStep = 1 << 20
 
 func (c *Client) seqPath() string { return filepath.Join(c.cfg.Dir, SeqFile) }
 
@@ -174,13 +259,32 @@ func (c *Client) auth() (nodeauth.Auth, error) {
 	now := c.now()
 	c.seq = max(c.seq+1, uint64(now.UnixNano()))
 	if c.seq >= c.reserved {
-		r := c.seq + seqReserve
+		// Ahead of the clock (restarted at the mark on disk), numbers
+		// grow one a request: a short step ahead suffices, so restarts do
+		// not push them further ahead of hanzod's clock than it allows.
+		r := max(c.seq+seqStep, uint64(now.UnixNano())+seqReserve)
 		if err := atomicfile.WriteBytes(c.seqPath(), 0o644, true, []byte(strconv.FormatUint(r, 10)+"\n")); err != nil {
 			return nodeauth.Auth{}, fmt.Errorf("nodeclient: record the sequence high-water mark: %w", err)
 		}
 		c.reserved = r
 	}
-	return nodeauth.Auth{Node: c.id, Seq: c.seq, Timestamp: now.UnixMilli()}, nil
+	return nodeauth.Auth{Node: c.id, Seq: c.seq, Timestamp: now.UnixMilli(), Audience: c.hanzod}, nil
+}
+
+// unuse takes back the sequence number of a request hanzod refused as
+// unauthenticated (refused before anything was recorded, so never
+// accepted): seq and reserved are the values before it was signed. A
+// number picked from a clock far off, before the offset was known, does
+// not stay ahead of hanzod's clock, here or on disk. Call with c.mu held.
+func (c *Client) unuse(seq, reserved uint64) error {
+	c.seq = seq
+	if c.reserved != reserved {
+		if err := atomicfile.WriteBytes(c.seqPath(), 0o644, true, []byte(strconv.FormatUint(reserved, 10)+"\n")); err != nil {
+			return fmt.Errorf("nodeclient: record the sequence high-water mark: %w", err)
+		}
+		c.reserved = reserved
+	}
+	return nil
 }
 
 // Offset is hanzod's clock minus the node's, as last measured.
@@ -209,12 +313,15 @@ func (c *Client) observe(serverMs int64, t0, t1 time.Time) bool {
 
 // signed runs one signed request: send signs a with the key and sends it,
 // returning hanzod's time from the reply. A request refused as
-// unauthenticated whose trailer shows our clock estimate was off by more
+// unauthenticated gives its sequence number back (unuse) and is signed
+// again when its trailers taught the node something: hanzod's key, not
+// known before (learnKey), or that our clock estimate was off by more
 // than a second (a stale timestamp, or a sequence number behind after a
-// clock step) is signed again, once, with the corrected clock. Call with
-// c.mu held.
+// clock step; once). Call with c.mu held.
 func (c *Client) signed(send func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error)) error {
+	timeFixed := false
 	for attempt := 0; ; attempt++ {
+		seq, reserved := c.seq, c.reserved
 		a, err := c.auth()
 		if err != nil {
 			return err
@@ -227,14 +334,29 @@ func (c *Client) signed(send func(a nodeauth.Auth, opts ...grpc.CallOption) (int
 			c.observe(ms, t0, t1)
 			return nil
 		}
-		if attempt == 0 && status.Code(err) == codes.Unauthenticated {
-			if v := tr.Get(TimeTrailer); len(v) == 1 {
-				if ms, perr := strconv.ParseInt(v[0], 10, 64); perr == nil && c.observe(ms, t0, t1) {
-					continue
-				}
+		if status.Code(err) != codes.Unauthenticated {
+			return err
+		}
+		if uerr := c.unuse(seq, reserved); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		learnt, kerr := c.learnKey(tr)
+		if kerr != nil {
+			return fmt.Errorf("%w (%v)", kerr, err)
+		}
+		moved := false
+		if v := tr.Get(TimeTrailer); len(v) == 1 {
+			if ms, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
+				moved = c.observe(ms, t0, t1)
 			}
 		}
-		return err
+		switch {
+		case attempt < 2 && learnt:
+		case attempt < 2 && moved && !timeFixed:
+			timeFixed = true
+		default:
+			return err
+		}
 	}
 }
 
@@ -257,8 +379,12 @@ func callContext(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 // TimeTrailer is the trailer in which hanzod sends its clock with every
-// NodeService reply (server.TimeTrailer).
-const TimeTrailer = "hanzod-time-ms"
+// NodeService reply (server.TimeTrailer), and KeyTrailer its instance key
+// with every signed one (server.KeyTrailer).
+const (
+	TimeTrailer = "hanzod-time-ms"
+	KeyTrailer  = "hanzod-key"
+)
 
 func pbAuth(a nodeauth.Auth) *pb.Auth {
 	return &pb.Auth{Node: a.Node, Seq: a.Seq, TimestampMs: a.Timestamp, Signature: a.Sig}
@@ -328,13 +454,14 @@ func (c *Client) ReportBandwidth(ctx context.Context, job string, kbps map[strin
 }
 
 // SubmitDelta implements worker.Orchestrator: the file and its traces go
-// up in one UploadDelta stream (Upload).
+// up in one UploadDelta stream (Upload), announced for the hanzod the
+// node registered with.
 func (c *Client) SubmitDelta(ctx context.Context, file, traces []byte) (worker.Verdict, error) {
 	ctx, cancel := callContext(ctx, SubmitTimeout)
 	defer cancel()
-	hanzod, err := c.hanzodKey(ctx)
-	if err != nil {
-		return worker.Verdict{}, err
+	hanzod := c.Hanzod()
+	if hanzod == nil {
+		return worker.Verdict{}, errors.New("nodeclient: hanzod's key is not known yet: register before submitting deltas")
 	}
 	r, err := Upload(ctx, c.node, c.cfg.Key, hanzod, c.now(), file, traces)
 	if err != nil {

@@ -34,7 +34,7 @@ func Upload(ctx context.Context, node pb.NodeServiceClient, key ed25519.PrivateK
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: upload: %w", err)
 	}
-	ann := nodeauth.UploadDelta{Auth: nodeauth.Auth{Timestamp: now.UnixMilli()}, Hanzod: nodeauth.HanzodID(hanzod), Job: meta.Job,
+	ann := nodeauth.UploadDelta{Auth: nodeauth.Auth{Timestamp: now.UnixMilli(), Audience: hanzod}, Job: meta.Job,
 		Digest: checkpkg.FileDigest(file), DeltaBytes: uint64(len(file)), TracesBytes: uint64(len(traces))}
 	nodeauth.SignUpload(key, &ann)
 	stream, err := node.UploadDelta(ctx)
@@ -57,25 +57,4 @@ func Upload(ctx context.Context, node pb.NodeServiceClient, key ed25519.PrivateK
 		}
 	}
 	return stream.CloseAndRecv()
-}
-
-// hanzodKey is the instance key uploads are signed for: the one hanzod's
-// Info gave first (trust on first use, for the client's life; replicas of
-// one deployment share the key).
-func (c *Client) hanzodKey(ctx context.Context) (ed25519.PublicKey, error) {
-	c.kmu.Lock()
-	defer c.kmu.Unlock()
-	if c.hanzod != nil {
-		return c.hanzod, nil
-	}
-	r, err := pb.NewOrchestratorServiceClient(c.cfg.Conn).Info(ctx, &pb.InfoRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("nodeclient: ask hanzod for its key: %w", err)
-	}
-	if len(r.InstanceKey) != ed25519.PublicKeySize {
-		// A hanzod without a judge or instance key (tests): uploads name none.
-		return ed25519.PublicKey{}, nil
-	}
-	c.hanzod = ed25519.PublicKey(r.InstanceKey)
-	return c.hanzod, nil
 }

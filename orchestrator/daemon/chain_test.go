@@ -44,7 +44,7 @@ func TestChainLedger(t *testing.T) {
 	waitServing(t, conn)
 
 	nc := pb.NewNodeServiceClient(conn)
-	if _, err := nc.Register(ctx, registerRequest(t)); status.Code(err) != codes.PermissionDenied {
+	if _, err := nc.Register(ctx, registerRequest(t, conn)); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("register without stake on chain: %v", err)
 	}
 	if err := l.Deposit(ctx, nodeAcct, 10_000*ledger.GYM); err != nil {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,9 +28,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/orchestrator/server"
 	"github.com/zooai/gym/orchestrator/state"
 )
 
@@ -38,6 +41,8 @@ func testConfig(dir string) Config {
 	cfg.DataDir, cfg.Listen, cfg.Metrics, cfg.Artifacts = dir, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.TickInterval = 50 * time.Millisecond
 	cfg.LeaseTTL = time.Second
+	// TestKill9UnderLoad registers hundreds of keys from loopback.
+	cfg.Server.RegisterAddrBurst, cfg.Server.RegisterNewBurst = 1<<20, 1<<20
 	return cfg
 }
 
@@ -72,19 +77,19 @@ func dial(t *testing.T, addr string, creds credentials.TransportCredentials) *gr
 }
 
 func register(t *testing.T, conn *grpc.ClientConn) string {
-	req := registerRequest(t)
+	req := registerRequest(t, conn)
 	if _, err := pb.NewNodeServiceClient(conn).Register(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	return req.Auth.Node
 }
 
-// registerRequest is a registration signed by the zero-seed key (a fresh
-// sequence number each call).
-func registerRequest(t *testing.T) *pb.RegisterRequest {
+// registerRequest is a registration signed by the zero-seed key for the
+// hanzod at conn (a fresh sequence number each call).
+func registerRequest(t *testing.T, conn *grpc.ClientConn) *pb.RegisterRequest {
 	key := ed25519.NewKeyFromSeed(make([]byte, 32))
 	regSeq++
-	r := state.Register{Auth: state.Auth{Seq: regSeq, Timestamp: time.Now().UnixMilli()}, Address: "10.0.0.1:9560", GPUModel: "L4", VRAMMiB: 24576}
+	r := state.Register{Auth: state.Auth{Seq: regSeq, Timestamp: time.Now().UnixMilli(), Audience: audience(t, conn)}, Address: "10.0.0.1:9560", GPUModel: "L4", VRAMMiB: 24576}
 	state.SignRegister(key, &r)
 	return &pb.RegisterRequest{
 		Auth:    &pb.Auth{Node: r.Node, Seq: r.Seq, TimestampMs: r.Timestamp, Signature: r.Sig},
@@ -93,6 +98,23 @@ func registerRequest(t *testing.T) *pb.RegisterRequest {
 }
 
 var regSeq uint64
+
+// audience is the key of the hanzod at conn, which node requests are
+// signed for: a node learns it from a refusal's trailer (nodeclient).
+func audience(t *testing.T, conn *grpc.ClientConn) ed25519.PublicKey {
+	t.Helper()
+	var tr metadata.MD
+	_, err := pb.NewNodeServiceClient(conn).Heartbeat(context.Background(), &pb.HeartbeatRequest{Auth: &pb.Auth{}}, grpc.Trailer(&tr))
+	v := tr.Get(server.KeyTrailer)
+	if err == nil || len(v) != 1 {
+		t.Fatalf("no hanzod key in the trailer of a refusal (%v): %v", err, tr)
+	}
+	k, err := hex.DecodeString(v[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 
 // TestRestart: a node registered through the API is there after a
 // restart on the same directory; metrics report it.
@@ -198,6 +220,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	conn := dial(t, addr, insecure.NewCredentials())
 	waitServing(t, conn)
 	nc := pb.NewNodeServiceClient(conn)
+	aud := audience(t, conn)
 
 	type ack struct {
 		key ed25519.PrivateKey
@@ -228,7 +251,7 @@ func TestKill9UnderLoad(t *testing.T) {
 				}
 				k := i % 50
 				seqs[k]++
-				r := state.Register{Auth: state.Auth{Seq: seqs[k], Timestamp: time.Now().UnixMilli()}, Address: "10.0.0.1:9560", GPUModel: "L4", VRAMMiB: 24576}
+				r := state.Register{Auth: state.Auth{Seq: seqs[k], Timestamp: time.Now().UnixMilli(), Audience: aud}, Address: "10.0.0.1:9560", GPUModel: "L4", VRAMMiB: 24576}
 				state.SignRegister(keys[k], &r)
 				_, err := nc.Register(context.Background(), &pb.RegisterRequest{
 					Auth:    &pb.Auth{Node: r.Node, Seq: r.Seq, TimestampMs: r.Timestamp, Signature: r.Sig},
@@ -285,7 +308,7 @@ func TestKill9UnderLoad(t *testing.T) {
 		if !present[id] {
 			t.Fatalf("acknowledged node %s missing after restart", id)
 		}
-		h := state.Heartbeat{Auth: state.Auth{Seq: a.seq, Timestamp: time.Now().UnixMilli()}}
+		h := state.Heartbeat{Auth: state.Auth{Seq: a.seq, Timestamp: time.Now().UnixMilli(), Audience: aud}}
 		state.SignHeartbeat(a.key, &h)
 		_, err := nc.Heartbeat(context.Background(), &pb.HeartbeatRequest{Auth: &pb.Auth{Node: h.Node, Seq: h.Seq, TimestampMs: h.Timestamp, Signature: h.Sig}})
 		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "replayed") {

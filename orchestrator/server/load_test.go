@@ -56,7 +56,9 @@ func load(b *testing.B) {
 	if ok, err := eng.Campaign(ctx); !ok || err != nil {
 		b.Fatal(ok, err)
 	}
-	srv, _ := New(DefaultConfig(), eng, time.Now)
+	cfg := DefaultConfig()
+	cfg.RegisterAddrBurst, cfg.RegisterNewBurst = 1000, 1000 // 1,000 nodes from one address
+	srv, _ := New(cfg, eng, time.Now)
 	g := grpc.NewServer(srv.Options()...)
 	srv.Attach(g)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")

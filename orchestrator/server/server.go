@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +85,16 @@ type Config struct {
 	DeltaNodeRate     float64
 	DeltaNodeBurst    int
 	DeltaInFlight     int
+	// Register is bounded per peer address (host; IPv6 per /64) before
+	// its signature is checked: RegisterAddrRate registrations/s, burst
+	// RegisterAddrBurst, re-registrations included. A key hanzod does not
+	// know that has not bonded its role's stake (a new free key) also
+	// takes a token of its address's RegisterNewRate/s, burst
+	// RegisterNewBurst: far fewer, so one address cannot mint identities.
+	RegisterAddrRate  float64
+	RegisterAddrBurst int
+	RegisterNewRate   float64
+	RegisterNewBurst  int
 }
 
 // DefaultConfig allows 1 MiB messages, uploads of a 64 MiB delta file (the
@@ -92,13 +103,16 @@ type Config struct {
 // 10 s plus bandwidth reports fit easily.
 // A worker submits one delta a sync (seconds apart at the least); an
 // address may hold a few workers. A submitter may submit a job every 10 s
-// (burst 5), an address 1 a second (burst 20).
+// (burst 5), an address 1 a second (burst 20). An address registers once
+// a second (burst 30: a host's workers restarting at once), and new
+// unstaked keys once a minute (burst 16).
 func DefaultConfig() Config {
 	return Config{MaxMessageBytes: 1 << 20, MaxDeltaBytes: 64 << 20, MaxTracesBytes: 64 << 20, UploadTimeout: 10 * time.Minute,
 		Transport: DefaultTransport(), NodeRate: 5, NodeBurst: 20,
 		DeltaAddrRate: 10, DeltaAddrBurst: 40, DeltaAddrInFlight: 8,
 		DeltaNodeRate: 2, DeltaNodeBurst: 10, DeltaInFlight: 16,
-		SubmitRate: 0.1, SubmitBurst: 5, AddrRate: 1, AddrBurst: 20}
+		SubmitRate: 0.1, SubmitBurst: 5, AddrRate: 1, AddrBurst: 20,
+		RegisterAddrRate: 1, RegisterAddrBurst: 30, RegisterNewRate: 1.0 / 60, RegisterNewBurst: 16}
 }
 
 // Validate checks the config.
@@ -117,6 +131,9 @@ func (c Config) Validate() error {
 	}
 	if c.SubmitRate <= 0 || c.SubmitBurst < 1 || c.AddrRate <= 0 || c.AddrBurst < 1 {
 		return fmt.Errorf("server: SubmitRate, AddrRate > 0 and SubmitBurst, AddrBurst ≥ 1 required")
+	}
+	if c.RegisterAddrRate <= 0 || c.RegisterAddrBurst < 1 || c.RegisterNewRate <= 0 || c.RegisterNewBurst < 1 {
+		return fmt.Errorf("server: RegisterAddrRate, RegisterNewRate > 0 and RegisterAddrBurst, RegisterNewBurst ≥ 1 required")
 	}
 	return nil
 }
@@ -318,6 +335,24 @@ func auth(a *pb.Auth) (state.Auth, error) {
 	return state.Auth{Node: a.Node, Seq: a.Seq, Timestamp: a.TimestampMs, Sig: a.Signature}, nil
 }
 
+// KeyTrailer is the trailer in which every signed NodeService reply, a
+// refusal included, carries hanzod's instance key (hex): the audience a
+// node signs its requests for. A node that does not know it yet learns it
+// from its first refusal (nodeclient pins it in its data directory).
+const KeyTrailer = "hanzod-key"
+
+// nodeAuth is a node request's signed envelope with its audience filled
+// in: this hanzod's instance key, so a request signed for another hanzod
+// does not verify here. It sends the key in the KeyTrailer.
+func (s *Server) nodeAuth(ctx context.Context, p *pb.Auth) (state.Auth, error) {
+	if s.Instance != nil {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(KeyTrailer, hex.EncodeToString(s.Instance))) // fails only outside a gRPC call
+	}
+	a, err := auth(p)
+	a.Audience = s.Instance
+	return a, err
+}
+
 // admit checks a node request's signature before it costs the engine
 // anything, then the node's rate.
 func (s *Server) admit(a state.Auth, msg []byte) error {
@@ -326,7 +361,7 @@ func (s *Server) admit(a state.Auth, msg []byte) error {
 		return Status(err)
 	}
 	if err := edkey.Verify(pub, msg, a.Sig); err != nil {
-		return status.Errorf(codes.Unauthenticated, "node %s: %v (sign the request bytes described in docs/orchestrator.md)", a.Node, err)
+		return status.Errorf(codes.Unauthenticated, "node %s: %v (sign the request bytes described in docs/orchestrator.md for this hanzod's key, sent in the trailer %s)", a.Node, err, KeyTrailer)
 	}
 	if !s.allow(a.Node) {
 		return status.Errorf(codes.ResourceExhausted, "node %s exceeds %.0f requests/s (burst %d); slow down", a.Node, s.cfg.NodeRate, s.cfg.NodeBurst)
@@ -354,13 +389,25 @@ func (s *Server) do(ctx context.Context, cmd state.Command) ([]state.Event, erro
 // Register implements NodeService.
 func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.RegisterResponse, error) {
 	s.stamp(ctx)
-	a, err := auth(r.Auth)
+	a, err := s.nodeAuth(ctx, r.Auth)
 	if err != nil {
 		return nil, err
 	}
 	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress, Role: r.Role}
+	host := peerHost(ctx)
+	if !s.allowAt("register:"+host, s.cfg.RegisterAddrRate, s.cfg.RegisterAddrBurst) {
+		return nil, status.Errorf(codes.ResourceExhausted, "%s exceeds %.2g registrations/s (burst %d); slow down", host, s.cfg.RegisterAddrRate, s.cfg.RegisterAddrBurst)
+	}
 	if err := s.admit(a, cmd.SignedBytes()); err != nil {
 		return nil, err
+	}
+	var known, staked bool
+	s.eng.View(func(m *state.Machine) {
+		_, known = m.Node(a.Node)
+		staked = m.Staked(a.Node, r.Role)
+	})
+	if !known && !staked && !s.allowAt("register-new:"+host, s.cfg.RegisterNewRate, s.cfg.RegisterNewBurst) {
+		return nil, status.Errorf(codes.ResourceExhausted, "%s registered %d new keys without stake lately (at most one per %.0f s); bond the role's stake for this key first, or retry later", host, s.cfg.RegisterNewBurst, 1/s.cfg.RegisterNewRate)
 	}
 	if s.StakeCheck != nil {
 		if err := s.StakeCheck(ctx, a.Node); err != nil {
@@ -377,7 +424,7 @@ func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.Regis
 // Heartbeat implements NodeService.
 func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	s.stamp(ctx)
-	a, err := auth(r.Auth)
+	a, err := s.nodeAuth(ctx, r.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +441,7 @@ func (s *Server) Heartbeat(ctx context.Context, r *pb.HeartbeatRequest) (*pb.Hea
 // ReportBandwidth implements NodeService.
 func (s *Server) ReportBandwidth(ctx context.Context, r *pb.ReportBandwidthRequest) (*pb.ReportBandwidthResponse, error) {
 	s.stamp(ctx)
-	a, err := auth(r.Auth)
+	a, err := s.nodeAuth(ctx, r.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -811,7 +858,7 @@ func (l *limiter) charge(key string, now time.Time) { l.get(key, now).tokens-- }
 // ReportSuspect implements NodeService.
 func (s *Server) ReportSuspect(ctx context.Context, r *pb.ReportSuspectRequest) (*pb.ReportSuspectResponse, error) {
 	s.stamp(ctx)
-	a, err := auth(r.Auth)
+	a, err := s.nodeAuth(ctx, r.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -837,7 +884,7 @@ func (s *Server) ReportSuspect(ctx context.Context, r *pb.ReportSuspectRequest) 
 // the node taken out of it (state.RefuseJob).
 func (s *Server) RefuseJob(ctx context.Context, r *pb.RefuseJobRequest) (*pb.RefuseJobResponse, error) {
 	s.stamp(ctx)
-	a, err := auth(r.Auth)
+	a, err := s.nodeAuth(ctx, r.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -854,7 +901,7 @@ func (s *Server) RefuseJob(ctx context.Context, r *pb.RefuseJobRequest) (*pb.Ref
 // ListChecks implements NodeService: the open checks of a validator.
 func (s *Server) ListChecks(ctx context.Context, r *pb.ListChecksRequest) (*pb.ListChecksResponse, error) {
 	now := s.stamp(ctx)
-	a, err := auth(r.Auth)
+	a, err := s.nodeAuth(ctx, r.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -882,7 +929,7 @@ func (s *Server) ListChecks(ctx context.Context, r *pb.ListChecksRequest) (*pb.L
 // SubmitVerdict implements NodeService: a validator's signed verdict.
 func (s *Server) SubmitVerdict(ctx context.Context, r *pb.SubmitVerdictRequest) (*pb.SubmitVerdictResponse, error) {
 	s.stamp(ctx)
-	a, err := auth(r.Auth)
+	a, err := s.nodeAuth(ctx, r.Auth)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ type node struct {
 
 func (n *node) auth() state.Auth {
 	n.seq++
-	return state.Auth{Seq: n.seq, Timestamp: n.e.clock.Now().UnixMilli()}
+	return state.Auth{Seq: n.seq, Timestamp: n.e.clock.Now().UnixMilli(), Audience: n.e.srv.Instance}
 }
 
 func pbAuth(a state.Auth) *pb.Auth {

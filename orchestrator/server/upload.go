@@ -191,14 +191,11 @@ func (s *Server) admitUpload(ctx context.Context, addr string, h *pb.DeltaUpload
 	if !s.addrBucket.take(addr, now) {
 		return refuse("address_rate", status.Errorf(codes.ResourceExhausted, "address %s exceeds %g uploads/s (burst %d); slow down", addr, s.cfg.DeltaAddrRate, s.cfg.DeltaAddrBurst))
 	}
-	a, err := auth(h.Auth)
+	a, err := s.nodeAuth(ctx, h.Auth)
 	if err != nil {
 		return refuse("announcement", err)
 	}
 	ann := nodeauth.UploadDelta{Auth: a, Job: h.Job, Digest: h.Digest, DeltaBytes: h.DeltaBytes, TracesBytes: h.TracesBytes}
-	if s.Instance != nil {
-		ann.Hanzod = nodeauth.HanzodID(s.Instance)
-	}
 	s.eng.View(func(m *state.Machine) { err = m.AuthorizeUploader(now.UnixMilli(), a, ann.SignedBytes()) })
 	if err != nil {
 		return refuse("announcement", Status(err))

@@ -42,7 +42,7 @@ func (n *node) announce(hanzod ed25519.PublicKey, file, traces []byte) *pb.Delta
 // announceAs is n's signed announcement of a file with the given digest
 // and sizes.
 func (n *node) announceAs(hanzod ed25519.PublicKey, digest string, deltaBytes, tracesBytes uint64) *pb.DeltaChunk {
-	u := nodeauth.UploadDelta{Auth: nodeauth.Auth{Timestamp: n.e.clock.Now().UnixMilli()}, Hanzod: nodeauth.HanzodID(hanzod),
+	u := nodeauth.UploadDelta{Auth: nodeauth.Auth{Timestamp: n.e.clock.Now().UnixMilli(), Audience: hanzod},
 		Job: "job-00000001", Digest: digest, DeltaBytes: deltaBytes, TracesBytes: tracesBytes}
 	nodeauth.SignUpload(n.key, &u)
 	return &pb.DeltaChunk{Part: &pb.DeltaChunk_Header{Header: &pb.DeltaUpload{Auth: pbAuth(u.Auth), Job: u.Job, Digest: u.Digest,

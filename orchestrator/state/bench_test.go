@@ -220,3 +220,32 @@ func BenchmarkReconfigure(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTickOld1000: a tick over 1,000 staked nodes registered longer
+// ago than UnstakedTTL (each one's stake is looked at for expiry).
+func BenchmarkTickOld1000(b *testing.B) {
+	c := newCluster(b, 1000)
+	c.m.observed += c.m.cfg.UnstakedTTL.Milliseconds()
+	for b.Loop() {
+		c.now += 1
+		c.must(b, Tick{})
+	}
+}
+
+// BenchmarkRegisterUnstaked10000: a new key without stake registers into a
+// 10,000-node registry (the unstaked nodes are counted for their quota);
+// the node expires again outside the timing.
+func BenchmarkRegisterUnstaked10000(b *testing.B) {
+	c := newCluster(b, 10_000)
+	seed := sha256.Sum256([]byte("bench-unstaked"))
+	k := ed25519.NewKeyFromSeed(seed[:])
+	for b.Loop() {
+		r := Register{Auth: Auth{Seq: 1, Timestamp: c.now}, Address: "10.0.0.2:9560", GPUModel: "L4", VRAMMiB: 24576}
+		SignRegister(k, &r)
+		c.must(b, r)
+		b.StopTimer()
+		c.must(b, Tick{}) // let observed time catch up
+		c.m.emit(c.now, NodeExpired{Node: r.Node, Reason: "bench"})
+		b.StartTimer()
+	}
+}

@@ -72,6 +72,14 @@ type (
 		Since  int64  `json:"since"`
 		Reason string `json:"reason"`
 	}
+	// NodeExpired removes a node from the registry: it registered without
+	// the stake its role needs and had none UnstakedTTL later (observed
+	// time), and was in no job. Its ledger account stays; it may register
+	// again.
+	NodeExpired struct {
+		Node   string `json:"node"`
+		Reason string `json:"reason"`
+	}
 	// BandwidthReported stores a member's measurements to its peers.
 	BandwidthReported struct {
 		Node  string `json:"node"`
@@ -173,6 +181,7 @@ func (Ticked) Kind() string            { return "ticked" }
 func (NodeRegistered) Kind() string    { return "node_registered" }
 func (HeartbeatReceived) Kind() string { return "heartbeat" }
 func (NodeFailed) Kind() string        { return "node_failed" }
+func (NodeExpired) Kind() string       { return "node_expired" }
 func (BandwidthReported) Kind() string { return "bandwidth_reported" }
 func (JobSubmitted) Kind() string      { return "job_submitted" }
 func (JobTransitioned) Kind() string   { return "job_transitioned" }
@@ -193,6 +202,7 @@ var bodyTypes = map[string]func() Body{
 	"node_registered":      func() Body { return &NodeRegistered{} },
 	"heartbeat":            func() Body { return &HeartbeatReceived{} },
 	"node_failed":          func() Body { return &NodeFailed{} },
+	"node_expired":         func() Body { return &NodeExpired{} },
 	"bandwidth_reported":   func() Body { return &BandwidthReported{} },
 	"job_submitted":        func() Body { return &JobSubmitted{} },
 	"job_transitioned":     func() Body { return &JobTransitioned{} },
@@ -275,6 +285,8 @@ func DecodeEvent(data []byte) (Event, error) {
 	case *HeartbeatReceived:
 		v = *p
 	case *NodeFailed:
+		v = *p
+	case *NodeExpired:
 		v = *p
 	case *BandwidthReported:
 		v = *p

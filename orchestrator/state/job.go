@@ -516,6 +516,7 @@ func (m *Machine) resume(now int64, j *Job) {
 func (m *Machine) tick(now int64) {
 	m.emit(now, Ticked{})
 	m.detectFailures(now)
+	m.expireUnstaked(now)
 	m.expireChecks(now)
 	for _, id := range m.jobIDs() {
 		j := m.jobs[id]

@@ -74,6 +74,25 @@ type Config struct {
 	Ring                ringplan.Config
 	// Verifier checks hardware reports; nil means NoVerifier.
 	Verifier Verifier
+	// MaxSeqLead bounds how far a signed request's sequence number may be
+	// ahead of the orchestrator's clock: at most (now + MaxSkew) in
+	// nanoseconds plus MaxSeqLead (1 h). Node clients take sequence
+	// numbers from hanzod's clock in nanoseconds (nodeclient), so an
+	// honest node stays far below; a number far ahead (2^64 - 1) would
+	// lock its key out for good, and is refused.
+	MaxSeqLead time.Duration
+	// Registration that costs something (a key is "staked" when its
+	// bonded stake reaches its role's minimum: MinStake, or
+	// MinValidatorStake for a validator). An unstaked key's hardware
+	// report is at most MaxUnstakedReport bytes (4 KiB; 64 KiB once
+	// staked); at most MaxUnstakedNodes (10,000) unstaked nodes are
+	// registered at once, so unstaked keys never fill the registry
+	// (MaxNodes) for staked ones; and an unstaked node in no job is
+	// expired from the registry UnstakedTTL (1 h, observed time) after it
+	// first registered (node_expired; it may register again).
+	MaxUnstakedReport int
+	MaxUnstakedNodes  int
+	UnstakedTTL       time.Duration
 }
 
 // DefaultConfig returns the rules of SPEC.md.
@@ -98,6 +117,10 @@ func DefaultConfig() Config {
 		MaxOpenPerSubmitter: 8,
 		UtilityUnit:         1_000 * ledger.GYM,
 		Ring:                ringplan.DefaultConfig(),
+		MaxSeqLead:          time.Hour,
+		MaxUnstakedReport:   4 << 10,
+		MaxUnstakedNodes:    10_000,
+		UnstakedTTL:         time.Hour,
 	}
 }
 
@@ -130,6 +153,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxNodes and MaxJobs must be positive", ErrInvalid)
 	case c.MaxOpenPerSubmitter < 1 || c.UtilityUnit < 1:
 		return fmt.Errorf("%w: MaxOpenPerSubmitter and UtilityUnit must be positive", ErrInvalid)
+	case c.MaxSeqLead < 0:
+		return fmt.Errorf("%w: MaxSeqLead must not be negative", ErrInvalid)
+	case c.MaxUnstakedReport < 0 || c.MaxUnstakedReport > maxReport:
+		return fmt.Errorf("%w: MaxUnstakedReport must be in 0..%d", ErrInvalid, maxReport)
+	case c.MaxUnstakedNodes < 0 || c.MaxUnstakedNodes > c.MaxNodes:
+		return fmt.Errorf("%w: MaxUnstakedNodes must be in 0..MaxNodes (%d)", ErrInvalid, c.MaxNodes)
+	case c.UnstakedTTL <= 0:
+		return fmt.Errorf("%w: UnstakedTTL must be positive", ErrInvalid)
 	}
 	return c.Ring.Validate()
 }
@@ -311,6 +342,8 @@ func (m *Machine) apply(at int64, b Body) error {
 		return m.applyHeartbeat(e)
 	case NodeFailed:
 		return m.applyFailed(e)
+	case NodeExpired:
+		return m.applyExpired(e)
 	case BandwidthReported:
 		return m.applyBandwidth(e)
 	case JobSubmitted:

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"sort"
+
+	"github.com/zooai/gym/nodeauth"
 )
 
 // NodeStatus is a node's liveness.
@@ -58,8 +60,29 @@ const (
 	maxLinks   = 4096
 )
 
+// checkSeqLead refuses a sequence number far ahead of now
+// (nodeauth.SeqLimit).
+func (m *Machine) checkSeqLead(now int64, seq uint64) error {
+	if limit := nodeauth.SeqLimit(now, m.cfg.MaxSkew, m.cfg.MaxSeqLead); seq > limit {
+		return fmt.Errorf("%w: sequence %d is ahead of the orchestrator's clock (at most %d: sequence numbers follow its time in nanoseconds; check the node's sequence file, nodeclient's auth-seq)", ErrUnauthenticated, seq, limit)
+	}
+	return nil
+}
+
+// Staked reports whether account id's bonded stake reaches what a node of
+// role needs to count: MinValidatorStake for a validator, MinStake for a
+// compute node.
+func (m *Machine) Staked(id, role string) bool {
+	need := m.cfg.MinStake
+	if role == RoleValidator {
+		need = m.cfg.MinValidatorStake
+	}
+	return m.ledger.Bonded(id) >= need
+}
+
 // authenticate checks a node request's key, signature, timestamp and
-// sequence number, in that order.
+// sequence number (not ahead of the clock, above the last), in that
+// order.
 func (m *Machine) authenticate(now int64, a Auth, msg []byte) (*Node, error) {
 	pub, err := ParsePublicKey(a.Node)
 	if err != nil {
@@ -70,6 +93,9 @@ func (m *Machine) authenticate(now int64, a Auth, msg []byte) (*Node, error) {
 	}
 	if d := now - a.Timestamp; d > m.cfg.MaxSkew.Milliseconds() || -d > m.cfg.MaxSkew.Milliseconds() {
 		return nil, fmt.Errorf("%w: request time %d is %d ms from the orchestrator's %d (allowed %v; check the node's clock)", ErrStale, a.Timestamp, d, now, m.cfg.MaxSkew)
+	}
+	if err := m.checkSeqLead(now, a.Seq); err != nil {
+		return nil, err
 	}
 	n := m.nodes[a.Node]
 	if n != nil && a.Seq <= n.LastSeq {
@@ -93,6 +119,8 @@ func (m *Machine) register(now int64, r Register) error {
 		return fmt.Errorf("%w: vram %d MiB outside 1..%d", ErrInvalid, r.VRAMMiB, maxVRAMMiB)
 	case len(r.Report) > maxReport:
 		return fmt.Errorf("%w: hardware report of %d bytes exceeds %d", ErrInvalid, len(r.Report), maxReport)
+	case len(r.Report) > m.cfg.MaxUnstakedReport && !m.Staked(r.Node, r.Role):
+		return fmt.Errorf("%w: hardware report of %d bytes: at most %d until the key's bonded stake reaches its role's minimum (bond first, or send a shorter report)", ErrPermission, len(r.Report), m.cfg.MaxUnstakedReport)
 	}
 	if _, port, err := net.SplitHostPort(r.Address); err != nil || port == "" {
 		return fmt.Errorf("%w: address %q is not host:port", ErrInvalid, r.Address)
@@ -111,6 +139,9 @@ func (m *Machine) register(now int64, r Register) error {
 	}
 	if n == nil && len(m.nodes) >= m.cfg.MaxNodes {
 		return fmt.Errorf("%w: the registry holds its limit of %d nodes", ErrExhausted, m.cfg.MaxNodes)
+	}
+	if n == nil && !m.Staked(r.Node, r.Role) && m.unstakedNodes() >= m.cfg.MaxUnstakedNodes {
+		return fmt.Errorf("%w: the registry holds its limit of %d nodes without stake (bond the role's minimum stake first: staked nodes are admitted up to %d)", ErrExhausted, m.cfg.MaxUnstakedNodes, m.cfg.MaxNodes)
 	}
 	m.emit(now, NodeRegistered{
 		Node: r.Node, Seq: r.Seq, Address: r.Address, Region: r.Region, GPUModel: r.GPUModel, VRAMMiB: r.VRAMMiB,
@@ -191,6 +222,76 @@ func (m *Machine) alive(n *Node) {
 	if len(n.Down) == 0 {
 		n.Down = nil
 	}
+}
+
+// unstakedNodes counts the registered nodes whose bonded stake is below
+// their role's minimum.
+func (m *Machine) unstakedNodes() int {
+	k := 0
+	for id, n := range m.nodes {
+		if !m.Staked(id, n.Role) {
+			k++
+		}
+	}
+	return k
+}
+
+// expireUnstaked removes (node_expired) every node that still lacks its
+// role's stake UnstakedTTL of observed time after it first registered,
+// unless it is in a job that is not over: such a node was never eligible
+// for one, and must not keep a place in the registry for free.
+func (m *Machine) expireUnstaked(now int64) {
+	ttl := m.cfg.UnstakedTTL.Milliseconds()
+	var expired []string
+	var busy map[string]bool
+	for _, id := range m.nodeIDs() {
+		n := m.nodes[id]
+		if n.Job != "" || m.observed-n.RegisteredAt < ttl || m.Staked(id, n.Role) {
+			continue
+		}
+		if busy == nil {
+			busy = m.inOpenJobs()
+		}
+		if !busy[id] {
+			expired = append(expired, id)
+		}
+	}
+	for _, id := range expired {
+		n := m.nodes[id]
+		m.emit(now, NodeExpired{Node: id, Reason: fmt.Sprintf("bonded stake %d below its role's minimum %d ms (observed) after it registered", m.ledger.Bonded(id), m.observed-n.RegisteredAt)})
+	}
+}
+
+// inOpenJobs is the set of nodes a job that is not over names as a member
+// or in its ring.
+func (m *Machine) inOpenJobs() map[string]bool {
+	out := map[string]bool{}
+	for _, j := range m.jobs {
+		if j.State.Terminal() {
+			continue
+		}
+		for _, id := range j.Members {
+			out[id] = true
+		}
+		for _, id := range j.Ring {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+func (m *Machine) applyExpired(e NodeExpired) error {
+	n := m.nodes[e.Node]
+	if n == nil || n.Job != "" {
+		return fmt.Errorf("node %s is not registered or is in job", e.Node)
+	}
+	i := sort.SearchStrings(m.ids, e.Node)
+	if i == len(m.ids) || m.ids[i] != e.Node {
+		return fmt.Errorf("node %s missing from the sorted ids", e.Node)
+	}
+	delete(m.nodes, e.Node)
+	m.ids = append(m.ids[:i], m.ids[i+1:]...)
+	return nil
 }
 
 func (m *Machine) applyFailed(e NodeFailed) error {

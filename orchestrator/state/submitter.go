@@ -27,6 +27,9 @@ func (m *Machine) checkSubmitter(now int64, c SubmitJob, spec *jobspec.Spec) err
 	if d := now - c.Timestamp; d > m.cfg.MaxSkew.Milliseconds() || -d > m.cfg.MaxSkew.Milliseconds() {
 		return fmt.Errorf("%w: submission time %d is %d ms from the orchestrator's %d (allowed %v; check the clock)", ErrStale, c.Timestamp, d, now, m.cfg.MaxSkew)
 	}
+	if err := m.checkSeqLead(now, c.Seq); err != nil {
+		return err
+	}
 	if c.Seq <= m.submitSeq[c.By] {
 		return fmt.Errorf("%w: submission sequence %d, the last accepted was %d (use a higher one)", ErrReplay, c.Seq, m.submitSeq[c.By])
 	}

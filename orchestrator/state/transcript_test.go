@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -173,6 +174,10 @@ func (h *harness) auth(name string, kv map[string]string) Auth {
 	return a
 }
 
+// longReport matches a long hardware report in an event's JSON: the
+// transcript shows its length instead.
+var longReport = regexp.MustCompile(`"report":"[^"]{65,}"`)
+
 // step runs one command and renders what happened.
 func (h *harness) step(cmd Command) string {
 	evs, err := h.m.Step(h.now, cmd)
@@ -189,6 +194,9 @@ func (h *harness) step(cmd Command) string {
 			continue
 		}
 		b, _ := json.Marshal(e.Body)
+		b = longReport.ReplaceAllFunc(b, func(m []byte) []byte {
+			return fmt.Appendf(nil, `"report":"(%d base64 bytes)"`, len(m)-len(`"report":""`))
+		})
 		out = append(out, e.Body.Kind()+" "+h.names2(string(b)))
 	}
 	return strings.Join(out, "\n")
@@ -270,7 +278,7 @@ func mustDur(s string) int64 {
 
 // run executes one directive:
 //
-//	register NAME vram=MiB [addr=H:P] [probe=H:P] [region=R] [gpu=G] [seq=N] [skew=DUR]
+//	register NAME vram=MiB [addr=H:P] [probe=H:P] [region=R] [gpu=G] [seq=N] [skew=DUR] [report=BYTES]
 //	heartbeat NAME [seq=N] [skew=DUR] [badsig=1]
 //	bandwidth NAME JOB PEER=KBPS...
 //	advance DUR [beat=A,B,...]   tick once a second; listed nodes heartbeat every 10 s
@@ -315,6 +323,9 @@ func (h *harness) run(line string) string {
 			r.GPUModel = v
 		}
 		r.ProbeAddress, r.Role = kv["probe"], kv["role"]
+		if v, ok := kv["report"]; ok {
+			r.Report = bytes.Repeat([]byte{'r'}, mustInt(v))
+		}
 		r.Auth = h.auth(pos[0], kv)
 		r.Sign(h.key(pos[0]), r.SignedBytes())
 		if v, ok := kv["node"]; ok { // claim a different key than the signer's
