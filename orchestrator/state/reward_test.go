@@ -282,3 +282,33 @@ func TestApplyRefusesForeignEscrow(t *testing.T) {
 		}
 	}
 }
+
+// TestIssueBusywork is the issue's case, with the minimum lowered so the
+// job is accepted: 8 one-step epochs of 4 workers × 32 samples paid 800
+// GYM before (one flat 100 GYM each); now they pay 25.6 GYM.
+func TestIssueBusywork(t *testing.T) {
+	cfg := testConfig()
+	cfg.MinEpochSamples = 0
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.m, h.log = m, m.Start(epoch0)
+	for _, n := range []string{"a", "b", "c", "d"} {
+		h.must("register " + n + " vram=24576")
+		h.must("deposit " + n + " 11000")
+		h.must("bond " + n + " 10000")
+	}
+	h.must("deposit @treasury 10000")
+	h.must("submit epochs=8 min=4 max=4 steps=1 prompts=4 gspo.aggregate_interval=1")
+	h.startJob("job-00000001")
+	var total ledger.Amount
+	for e := 1; e <= 8; e++ {
+		total += paidSum(h.payEpoch("job-00000001", e, 32))
+		h.must(fmt.Sprintf("publish job-00000001 %d bafy%d", e, e))
+	}
+	if total > 25_600_000 || total < 25_600_000-8*4 {
+		t.Fatalf("8 one-step epochs paid %d µGYM, want 25.6 GYM", total)
+	}
+}
