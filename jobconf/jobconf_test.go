@@ -11,6 +11,26 @@ import (
 	"github.com/zooai/gym/trainer"
 )
 
+// TestEpochSamples: jobspec.Spec.EpochSamples, which hanzod's minimum
+// epoch size reads, is what the judge counts a worker's epoch as: syncs ×
+// samples per sync.
+func TestEpochSamples(t *testing.T) {
+	for _, c := range []struct{ steps, prompts, interval int }{{0, 0, 5}, {30, 4, 5}, {30, 4, 1}, {12, 3, 4}} {
+		s := jobspec.Spec{Model: jobconf.BuiltinModel, Dataset: "addition", Epochs: 1, MinNodes: 3, GSPO: jobconf.BuiltinGSPO(c.interval),
+			StepsPerEpoch: c.steps, PromptsPerStep: c.prompts}
+		if err := s.Normalise(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := jobconf.FromSpec("j", s, mustBase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.EpochSamples(), uint64(p.Syncs())*p.Samples(); got != want {
+			t.Fatalf("%+v: EpochSamples %d, the plan trains %d", c, got, want)
+		}
+	}
+}
+
 // A job with the built-in profile trains with exactly trainer.DefaultConfig
 // (what gym train runs), its task, seed and step count aside; a job's
 // default prompts_per_step is the trainer's.

@@ -78,6 +78,22 @@ func (s Spec) TrainingBackend() string {
 	return s.Backend
 }
 
+// EpochSamples is the number of completions one worker trains on in an
+// epoch of a normalised spec: steps_per_epoch (gspo.aggregate_interval
+// when 0) × prompts_per_step (its default when 0) × gspo.group_size. hanzod
+// refuses a job whose epochs are smaller than its minimum (docs/job-file.md).
+func (s Spec) EpochSamples() uint64 {
+	steps := s.StepsPerEpoch
+	if steps == 0 {
+		steps = s.GSPO.AggregateInterval
+	}
+	prompts := s.PromptsPerStep
+	if prompts == 0 {
+		prompts = int(Fields.PromptsPerStep.Default)
+	}
+	return uint64(steps) * uint64(prompts) * uint64(s.GSPO.GroupSize)
+}
+
 // SpotCheckShare is the share of deltas a job spot-checks, in basis points.
 func (s Spec) SpotCheckShare() int {
 	switch {

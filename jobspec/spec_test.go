@@ -92,3 +92,24 @@ func TestFieldDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEpochSamples: a worker's epoch is steps_per_epoch × prompts_per_step
+// × group_size completions, with the defaults of a spec that leaves them
+// out.
+func TestEpochSamples(t *testing.T) {
+	s := jobspec.Spec{Model: "m", Dataset: "d", Epochs: 1, MinNodes: 3}
+	if err := s.Normalise(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.EpochSamples(); got != 50*16*8 { // one sync of 50 steps, 16 prompts, 8 completions each
+		t.Fatalf("default epoch: %d samples, want %d", got, 50*16*8)
+	}
+	s.StepsPerEpoch, s.PromptsPerStep, s.GSPO.AggregateInterval, s.GSPO.GroupSize = 30, 4, 5, 8
+	if got := s.EpochSamples(); got != 960 {
+		t.Fatalf("gym up's epoch: %d samples, want 960", got)
+	}
+	s.StepsPerEpoch, s.PromptsPerStep, s.GSPO.GroupSize = 1_000_000, 1<<16, 1024
+	if got := s.EpochSamples(); got != 1_000_000*(1<<16)*1024 {
+		t.Fatalf("the largest epoch: %d samples", got)
+	}
+}

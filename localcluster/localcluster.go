@@ -148,6 +148,9 @@ type Config struct {
 	// minimum by default); Treasury is deposited into the treasury, out of
 	// which rewards are paid.
 	Stake, Treasury ledger.Amount
+	// MinEpochSamples is the least a job's epoch may train per worker
+	// (state.Config.MinEpochSamples); 0: hanzod's default.
+	MinEpochSamples uint64
 
 	// IPFS, when set, is the RPC URL of a kubo node on which hanzod pins
 	// every published checkpoint (daemon.Config.IPFS); Run then waits up
@@ -246,6 +249,7 @@ func TestConfig(dir string, workers int) Config {
 	c.Heartbeat, c.MinGap, c.MinHeartbeatGap, c.FailAfter = 50*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, 5*time.Second
 	c.RingTimeout, c.EpochGrace, c.TickInterval, c.NodeRate = 15*time.Second, time.Minute, 100*time.Millisecond, 1000
 	c.EvalSize, c.ShardSize = 64, 32
+	c.MinEpochSamples = 1 // test jobs are tiny, to train in well under a second
 	c.KeepLog = true
 	return c
 }
@@ -479,6 +483,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
 	if cfg.CheckTimeout > 0 {
 		s.CheckTimeout = cfg.CheckTimeout
+	}
+	if cfg.MinEpochSamples > 0 {
+		s.MinEpochSamples = cfg.MinEpochSamples
 	}
 	dc.Server.NodeRate = cfg.NodeRate
 	localDeltaLimits(&dc.Server, cfg.Workers+len(cfg.Validators))

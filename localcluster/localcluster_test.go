@@ -170,6 +170,7 @@ func TestRunProcesses(t *testing.T) {
 	// Four: hanzod takes the equivocator out of the ring, and a ring
 	// continues only with three.
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = dir, 4, gym, 1
+	cfg.MinEpochSamples = 1 // a tiny job
 	cfg.Attacks = []string{"", "", "", worker.AttackEquivocate}
 	var mu sync.Mutex
 	var events []localcluster.Event

@@ -151,7 +151,8 @@ func TestNetnsFailoverCutLeader(t *testing.T) {
 	for n, i := range replica {
 		args := []string{"--data", filepath.Join(dir, fmt.Sprintf("r%d", n+1)), "--listen", "0.0.0.0:9550", "--metrics", "127.0.0.1:9551",
 			"--artifacts", "0.0.0.0:9552", "--artifacts-advertise", bed.Addr(i) + ":9552", "--epoch-grace", "30s",
-			"--store", "valkey", "--valkey", valkeyURL, "--lease", lease.String(), "--key", keyFile, "--blob-retention", "2s"}
+			"--store", "valkey", "--valkey", valkeyURL, "--lease", lease.String(), "--key", keyFile, "--blob-retention", "2s",
+			"--min-epoch-samples", "32"} // the job below: 4 steps × 2 prompts × 4 completions
 		if n > 0 {
 			args = append(args, "--tls-cert", cert, "--tls-key", tlsKey)
 		}

@@ -19,12 +19,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/zooai/gym/internal/version"
 	"github.com/zooai/gym/orchestrator/daemon"
+	"github.com/zooai/gym/orchestrator/ledger"
 )
 
 func main() {
@@ -67,6 +69,10 @@ type settings struct {
 	ChainKey       string `json:"chain-key"`
 	ChainAccounts  string `json:"chain-accounts"`
 	Confirmations  uint64 `json:"confirmations"`
+	// Rewards (docs/threat-model.md, "Economics"): GYM amounts as text.
+	EpochReward     string `json:"epoch-reward"`
+	RewardPerSample string `json:"reward-per-sample"`
+	MinEpochSamples uint64 `json:"min-epoch-samples"`
 }
 
 var envNames = map[string]string{
@@ -78,6 +84,7 @@ var envNames = map[string]string{
 	"epoch-grace": "HANZOD_EPOCH_GRACE", "check-timeout": "HANZOD_CHECK_TIMEOUT", "blob-retention": "HANZOD_BLOB_RETENTION", "ipfs": "HANZOD_IPFS_URL", "key": "HANZOD_KEY",
 	"ledger": "HANZOD_LEDGER", "rpc": "HANZOD_RPC", "chain-id": "HANZOD_CHAIN_ID", "contracts": "HANZOD_CONTRACTS",
 	"chain-key": "HANZOD_CHAIN_KEY", "chain-accounts": "HANZOD_CHAIN_ACCOUNTS", "confirmations": "HANZOD_CONFIRMATIONS",
+	"epoch-reward": "HANZOD_EPOCH_REWARD", "reward-per-sample": "HANZOD_REWARD_PER_SAMPLE", "min-epoch-samples": "HANZOD_MIN_EPOCH_SAMPLES",
 }
 
 // seedEnv are the deployment seed's names for some settings (its compose
@@ -113,7 +120,8 @@ func loadSettings(args []string) (daemon.Config, slog.Level, settings, error) {
 func parseSettings(args []string) (daemon.Config, slog.Level, settings, error) {
 	def := daemon.DefaultConfig()
 	s := settings{Listen: def.Listen, Metrics: def.Metrics, Store: def.Store, ValkeyPrefix: def.ValkeyPrefix, Lease: def.LeaseTTL.String(), LogLevel: "info",
-		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: "2m", CheckTimeout: "10m", BlobRetention: "1h", Ledger: "embedded", ChainID: chainIDDefault, Confirmations: 1}
+		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: "2m", CheckTimeout: "10m", BlobRetention: "1h", Ledger: "embedded", ChainID: chainIDDefault, Confirmations: 1,
+		EpochReward: gym(def.Engine.State.EpochReward), RewardPerSample: gym(def.Engine.State.RewardPerSample), MinEpochSamples: def.Engine.State.MinEpochSamples}
 
 	fs := flag.NewFlagSet("hanzod", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -157,6 +165,9 @@ as keys), then the environment variable in brackets, then flags.
 	fs.StringVar(&f.ChainKey, "chain-key", "", "the authorised orchestrator's secp256k1 key file (64 hex digits) [HANZOD_CHAIN_KEY]")
 	fs.StringVar(&f.ChainAccounts, "chain-accounts", "", "JSON file mapping node ids to their chain addresses, for nodes that have not bound one on chain (gym chain bind), whose binding takes precedence [HANZOD_CHAIN_ACCOUNTS]")
 	fs.Uint64Var(&f.Confirmations, "confirmations", s.Confirmations, "blocks a chain transaction waits for, its own included [HANZOD_CONFIRMATIONS]")
+	fs.StringVar(&f.EpochReward, "epoch-reward", s.EpochReward, "the most one epoch pays its workers, in GYM (docs/threat-model.md, \"Economics\") [HANZOD_EPOCH_REWARD]")
+	fs.StringVar(&f.RewardPerSample, "reward-per-sample", s.RewardPerSample, "what an epoch pays, in GYM, for each sample its accepted and checked deltas trained, up to --epoch-reward [HANZOD_REWARD_PER_SAMPLE]")
+	fs.Uint64Var(&f.MinEpochSamples, "min-epoch-samples", s.MinEpochSamples, "the least a job's epoch may train per worker (steps_per_epoch × prompts_per_step × group_size); smaller jobs are refused, 0: no minimum [HANZOD_MIN_EPOCH_SAMPLES]")
 	fs.StringVar(&f.Key, "key", "", "hanzod's signing key (gym keygen format; must exist); default DATA/hanzod.key, made when missing [HANZOD_KEY, ORCHESTRATOR_KEY]")
 	var level slog.Level
 	if err := fs.Parse(args); err != nil {
@@ -177,6 +188,7 @@ as keys), then the environment variable in brackets, then flags.
 		}
 	}
 	// The environment, then the flags given on the command line.
+	var badMin error
 	set := func(name, v string) {
 		switch name {
 		case "data":
@@ -233,6 +245,16 @@ as keys), then the environment variable in brackets, then flags.
 			s.ChainAccounts = v
 		case "confirmations":
 			fmt.Sscan(v, &s.Confirmations)
+		case "epoch-reward":
+			s.EpochReward = v
+		case "reward-per-sample":
+			s.RewardPerSample = v
+		case "min-epoch-samples":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				badMin = fmt.Errorf("hanzod: --min-epoch-samples %q: want a whole number of samples, e.g. 128", v)
+			}
+			s.MinEpochSamples = n
 		}
 	}
 	storeChosen := s.Store != def.Store // by the config file
@@ -288,6 +310,17 @@ as keys), then the environment variable in brackets, then flags.
 	if cfg.Threads < 1 {
 		return def, level, s, fmt.Errorf("hanzod: --threads %d: want at least 1", cfg.Threads)
 	}
+	st := &cfg.Engine.State
+	if st.EpochReward, err = ledger.ParseGYM(s.EpochReward); err != nil {
+		return def, level, s, fmt.Errorf("hanzod: --epoch-reward: %w", err)
+	}
+	if st.RewardPerSample, err = ledger.ParseGYM(s.RewardPerSample); err != nil {
+		return def, level, s, fmt.Errorf("hanzod: --reward-per-sample: %w", err)
+	}
+	if badMin != nil {
+		return def, level, s, badMin
+	}
+	st.MinEpochSamples = s.MinEpochSamples
 	if s.AdminTokenFile != "" {
 		b, err := os.ReadFile(s.AdminTokenFile)
 		if err != nil {
@@ -300,6 +333,12 @@ as keys), then the environment variable in brackets, then flags.
 		return def, level, s, fmt.Errorf("hanzod: --log-level: %w", err)
 	}
 	return cfg, level, s, cfg.Validate()
+}
+
+// gym writes an amount as GYM, as --epoch-reward and --reward-per-sample
+// take it.
+func gym(a ledger.Amount) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%d.%06d", a/ledger.GYM, a%ledger.GYM), "0"), ".")
 }
 
 func run(args []string) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/orchestrator/daemon"
+	"github.com/zooai/gym/orchestrator/ledger"
 )
 
 // TestSettingsPrecedence: defaults < config file < environment < flags.
@@ -105,5 +106,47 @@ func TestLedgerFlags(t *testing.T) {
 	_, _, cs, err = loadAll([]string{"--data", dir, "--ledger", "evm", "--contracts", "c.json", "--chain-key", "k"})
 	if err != nil || cs.ChainID != 1337 || cs.RPC != "http://127.0.0.1:8545" {
 		t.Fatalf("seed environment %+v, %v", cs, err)
+	}
+}
+
+// TestRewardFlags: the reward rules come from defaults, the config file,
+// the environment and flags into the state machine's config, and a bad
+// amount is refused naming the flag.
+func TestRewardFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _, err := load([]string{"--data", dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := cfg.Engine.State
+	if st.EpochReward != 100*ledger.GYM || st.RewardPerSample != 25_000 || st.MinEpochSamples != 128 {
+		t.Fatalf("defaults: epoch reward %d, per sample %d, minimum %d", st.EpochReward, st.RewardPerSample, st.MinEpochSamples)
+	}
+	file := filepath.Join(dir, "hanzod.json")
+	os.WriteFile(file, []byte(`{"epoch-reward": "50", "min-epoch-samples": 64}`), 0o600)
+	t.Setenv("HANZOD_REWARD_PER_SAMPLE", "0.01")
+	cfg, _, err = load([]string{"--data", dir, "--config", file, "--min-epoch-samples", "512"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := cfg.Engine.State; st.EpochReward != 50*ledger.GYM || st.RewardPerSample != 10_000 || st.MinEpochSamples != 512 {
+		t.Fatalf("set: epoch reward %d, per sample %d, minimum %d", st.EpochReward, st.RewardPerSample, st.MinEpochSamples)
+	}
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--epoch-reward", "1.0000001"}, "", "--epoch-reward"},
+		{[]string{"--reward-per-sample", "-1"}, "", "--reward-per-sample"},
+		{nil, "lots", "--min-epoch-samples"},
+	} {
+		t.Setenv("HANZOD_MIN_EPOCH_SAMPLES", c.env)
+		if c.env == "" {
+			os.Unsetenv("HANZOD_MIN_EPOCH_SAMPLES")
+		}
+		if _, _, err := load(append([]string{"--data", dir}, c.args...)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %q: %v, want an error naming %s", c.args, c.env, err, c.want)
+		}
 	}
 }

@@ -130,7 +130,9 @@ func newEnv(t testing.TB, n int, spec jobspec.Spec) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	eng, err := engine.Open(ctx, engine.DefaultConfig("judge-test"), st, clk.Now)
+	ecfg := engine.DefaultConfig("judge-test")
+	ecfg.State.MinEpochSamples = 0 // the tests' jobs are tiny, to train in well under a second
+	eng, err := engine.Open(ctx, ecfg, st, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -807,20 +808,23 @@ func scanEvents(ctx context.Context, eng logReader, from uint64, kinds []string,
 	}
 }
 
-// pay distributes the epoch's reward over the evaluation's contributions
-// when the treasury can fund it.
+// pay distributes the epoch's reward over the evaluation's contributions.
+// The state machine decides the amount (state.Config: a rate per verified
+// sample, capped) and who funds it (the submitter's escrow or the
+// treasury); a payer that cannot fund it is refused and logged.
 func (j *Judge) pay(ctx context.Context, job string, epoch int, cs []ledger.Contribution) {
 	if len(cs) == 0 {
 		return
 	}
-	var enough bool
-	j.eng.View(func(m *state.Machine) { enough = m.Treasury() >= j.cfg.Reward })
-	if !enough {
-		j.log.Warn("treasury cannot fund the epoch's reward; none paid", "job", job, "epoch", epoch, "reward", j.cfg.Reward)
+	evs, err := j.eng.Do(ctx, state.PayRewards{Job: job, Epoch: epoch, Contributions: cs})
+	if err != nil {
+		j.log.Warn("rewards not paid", "job", job, "epoch", epoch, "err", err)
 		return
 	}
-	if _, err := j.eng.Do(ctx, state.PayRewards{Job: job, Epoch: epoch, Total: j.cfg.Reward, Contributions: cs}); err != nil {
-		j.log.Warn("rewards not paid", "job", job, "epoch", epoch, "err", err)
+	for _, ev := range evs {
+		if rp, ok := ev.Body.(state.RewardsPaid); ok {
+			j.log.Info("epoch paid", "job", job, "epoch", epoch, "samples", rp.Samples, "total", uint64(rp.Total), "from", cmp.Or(rp.From, ledger.Treasury))
+		}
 	}
 }
 

@@ -235,12 +235,24 @@ func TestEpochs(t *testing.T) {
 		}
 	}
 	paid := map[int]map[string]ledger.Amount{}
+	totals := map[int]state.RewardsPaid{}
 	for _, ev := range e.events() {
 		if rp, ok := ev.Body.(state.RewardsPaid); ok && rp.Job == e.job {
 			paid[rp.Epoch] = map[string]ledger.Amount{}
 			for _, p := range rp.Payouts {
 				paid[rp.Epoch][p.ID] += p.Amount
 			}
+			totals[rp.Epoch] = rp
+		}
+	}
+	// An epoch pays for the samples it verified, not a flat sum: epoch 1
+	// the three nodes' K syncs, epoch 2 the two honest nodes' (the
+	// cheater's deltas were forfeited).
+	rate := state.DefaultConfig().RewardPerSample
+	for ep, n := range map[int]uint64{1: 3, 2: 2} {
+		samples := n * uint64(K) * e.plan.Samples()
+		if rp := totals[ep]; rp.Samples != samples || rp.Total != rate*ledger.Amount(samples) || rp.From != "" {
+			t.Fatalf("epoch %d paid %d for %d samples from %q; want %d for %d from the treasury", ep, rp.Total, rp.Samples, rp.From, rate*ledger.Amount(samples), samples)
 		}
 	}
 	if paid[2] == nil || paid[2][e.ids[cheat]] != 0 || paid[2][e.ids[h2.ring[1]]] == 0 {

@@ -123,10 +123,10 @@ type Config struct {
 	// an operator can read the files; then the leader deletes them
 	// (Step). The checkpoints of record are kept: they are the product.
 	BlobRetention time.Duration
-	// Reward is paid from the treasury per epoch when it holds enough
-	// (default 100 GYM).
-	Reward  ledger.Amount
-	Weights [3]float64 // α, β, γ of the quality score; zero: 0.5, 0.3, 0.2
+	// Weights are α, β, γ of the quality score (zero: 0.5, 0.3, 0.2). What
+	// an epoch pays is the state machine's rule (state.Config.EpochReward,
+	// RewardPerSample).
+	Weights [3]float64
 	// Outliers says which deltas are replayed besides the keyed
 	// spot-check share (epoch.Input.Outliers; zero: merge's defaults).
 	Outliers merge.OutlierConfig
@@ -274,9 +274,6 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	}
 	if cfg.EpochGrace == 0 {
 		cfg.EpochGrace = 2 * time.Minute
-	}
-	if cfg.Reward == 0 {
-		cfg.Reward = 100 * ledger.GYM
 	}
 	if cfg.BlobRetention == 0 {
 		cfg.BlobRetention = time.Hour

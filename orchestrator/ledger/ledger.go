@@ -1,6 +1,7 @@
 // Package ledger is the orchestrator's embedded stake ledger: balances,
 // bonded stake with an unbonding period, progressive slashing with the
-// evidence kept, and epoch rewards split 60 / 30 / 10.
+// evidence kept, epoch rewards split 60 / 30 / 10, and the escrow a job's
+// submitter funds its rewards from.
 //
 // The ledger is a pure value: no clock, no I/O. Time arrives as an argument
 // (unix milliseconds) and every amount is an integer number of micro-GYM, so
@@ -69,6 +70,11 @@ type Account struct {
 	Unbonding []Unbonding `json:"unbonding,omitempty"`
 	Slashes   []Slash     `json:"slashes,omitempty"`
 	Banned    bool        `json:"banned,omitempty"`
+	// Escrowed is what the account set aside to fund the rewards of the
+	// jobs it submitted (Escrow); it pays their epochs (PayEscrow) and
+	// the rest comes back when they end (Release). It is not stake: a
+	// slash does not take it.
+	Escrowed Amount `json:"escrowed,omitempty"`
 }
 
 // Unbonded is the sum of the account's unbonding entries.
@@ -81,7 +87,7 @@ func (a Account) Unbonded() Amount {
 }
 
 // Total is everything the account holds.
-func (a Account) Total() Amount { return a.Free + a.Bonded + a.Unbonded() }
+func (a Account) Total() Amount { return a.Free + a.Bonded + a.Unbonded() + a.Escrowed }
 
 // Ledger holds all accounts. The zero value is not usable; call New.
 type Ledger struct {

@@ -117,7 +117,7 @@ func TestConservation(t *testing.T) {
 		amt := Amount(r.Uint64N(5_000 * uint64(GYM)))
 		now := int64(i)
 		var err error
-		switch r.IntN(7) {
+		switch r.IntN(10) {
 		case 0:
 			if err = l.Mint(id, amt); err == nil {
 				minted += amt
@@ -145,6 +145,16 @@ func TestConservation(t *testing.T) {
 			if err = l.Mint(Treasury, amt); err == nil {
 				minted += amt
 			}
+		case 7:
+			err = l.Escrow(id, amt)
+		case 8:
+			var ps []Payout
+			cs := []Contribution{{ID: "c", Compute: r.Uint64N(10), Participation: 1}, {ID: "d", Compute: r.Uint64N(10)}}
+			if ps, err = PlanRewards(Amount(r.Uint64N(uint64(l.Account(id).Escrowed)+1)), cs); err == nil {
+				err = l.PayEscrow(id, ps)
+			}
+		case 9:
+			err = l.Release(id, Amount(r.Uint64N(uint64(l.Account(id).Escrowed)+1)))
 		}
 		_ = err // refused operations are part of the test: they must change nothing
 		if cerr := l.Check(); cerr != nil {

@@ -82,15 +82,9 @@ func PlanRewards(total Amount, contribs []Contribution) ([]Payout, error) {
 
 // CheckPay reports whether Pay would succeed.
 func (l *Ledger) CheckPay(payouts []Payout) error {
-	var sum Amount
-	for _, p := range payouts {
-		if err := validID(p.ID); err != nil {
-			return err
-		}
-		var err error
-		if sum, err = add(sum, p.Amount); err != nil {
-			return err
-		}
+	sum, err := sumPayouts(payouts)
+	if err != nil {
+		return err
 	}
 	if sum > l.treasury {
 		return fmt.Errorf("%w: rewards of %d exceed the treasury's %d", ErrInsufficient, sum, l.treasury)

@@ -140,7 +140,8 @@ func TestSubmitJobRates(t *testing.T) {
 
 	k := key("carol")
 	id := (&node{key: k}).id()
-	if _, err := e.eng.Do(context.Background(), state.Deposit{Account: id, Amount: ledger.GYM}); err != nil {
+	// Each job escrows the most it can pay (100 GYM): eight need 800.
+	if _, err := e.eng.Do(context.Background(), state.Deposit{Account: id, Amount: 800 * ledger.GYM}); err != nil {
 		t.Fatal(err)
 	}
 	seq := uint64(0)

@@ -788,7 +788,11 @@ func (s *Server) Slash(ctx context.Context, r *pb.SlashRequest) (*pb.Account, er
 	return s.account(r.Node), nil
 }
 
-// PayRewards implements OrchestratorService.
+// PayRewards implements OrchestratorService: the operator pays an epoch
+// by hand. The state machine decides the amount as for the judge's
+// payments (the contributions' compute at the per-sample rate, capped at
+// the epoch reward and at r.Total when set) and who pays it (the job's
+// submitter's escrow, or the treasury).
 func (s *Server) PayRewards(ctx context.Context, r *pb.PayRewardsRequest) (*pb.PayRewardsResponse, error) {
 	if err := s.operator(ctx); err != nil {
 		return nil, err

@@ -95,6 +95,10 @@ type (
 		// (empty for the operator's submissions).
 		By  string `json:"by,omitempty"`
 		Seq uint64 `json:"seq,omitempty"`
+		// Escrow is what By set aside from its free balance to fund the
+		// job's rewards (Machine.JobEscrow): its epochs are paid from it
+		// and the rest is released when the job ends.
+		Escrow ledger.Amount `json:"escrow,omitempty"`
 	}
 	// JobTransitioned moves a job between states; the only way a job's
 	// state changes.
@@ -168,11 +172,24 @@ type (
 		Reason   string        `json:"reason"`
 		Evidence []byte        `json:"evidence"`
 	}
+	// RewardsPaid pays an epoch: Total is what it earned (its Samples
+	// at the per-sample rate, capped), split into Payouts; From is the
+	// submitter whose escrow pays it, empty for the treasury. Rounding
+	// dust stays with the payer.
 	RewardsPaid struct {
 		Job     string          `json:"job"`
 		Epoch   int             `json:"epoch"`
 		Total   ledger.Amount   `json:"total"`
 		Payouts []ledger.Payout `json:"payouts"`
+		Samples uint64          `json:"samples,omitempty"`
+		From    string          `json:"from,omitempty"`
+	}
+	// EscrowReleased returns what is left of a job's escrow to its
+	// submitter's free balance when the job ends (published or failed).
+	EscrowReleased struct {
+		Job     string        `json:"job"`
+		Account string        `json:"account"`
+		Amount  ledger.Amount `json:"amount"`
 	}
 )
 
@@ -195,6 +212,7 @@ func (Unbonded) Kind() string          { return "unbonded" }
 func (Withdrawn) Kind() string         { return "withdrawn" }
 func (Slashed) Kind() string           { return "slashed" }
 func (RewardsPaid) Kind() string       { return "rewards_paid" }
+func (EscrowReleased) Kind() string    { return "escrow_released" }
 
 var bodyTypes = map[string]func() Body{
 	"genesis":              func() Body { return &Genesis{} },
@@ -216,6 +234,7 @@ var bodyTypes = map[string]func() Body{
 	"withdrawn":            func() Body { return &Withdrawn{} },
 	"slashed":              func() Body { return &Slashed{} },
 	"rewards_paid":         func() Body { return &RewardsPaid{} },
+	"escrow_released":      func() Body { return &EscrowReleased{} },
 	"suspect_reported":     func() Body { return &SuspectReported{} },
 	"delta_judged":         func() Body { return &DeltaJudged{} },
 	"job_refused":          func() Body { return &JobRefused{} },
@@ -313,6 +332,8 @@ func DecodeEvent(data []byte) (Event, error) {
 	case *Slashed:
 		v = *p
 	case *RewardsPaid:
+		v = *p
+	case *EscrowReleased:
 		v = *p
 	case *SuspectReported:
 		v = *p

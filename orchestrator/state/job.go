@@ -93,6 +93,11 @@ type Job struct {
 	// Watch: node → the last epoch its deltas are checked at the higher
 	// share, after a failed or missing check.
 	Watch map[string]int `json:"watch,omitempty"`
+	// Funder is the signed submitter whose escrow pays the job's epochs
+	// ("" for the operator's jobs: the treasury pays them); Escrow is
+	// what is left of it, released to the Funder when the job ends.
+	Funder string        `json:"funder,omitempty"`
+	Escrow ledger.Amount `json:"escrow,omitempty"`
 }
 
 // maxName bounds names the state keeps (content ids, nodes in verdicts).
@@ -106,8 +111,16 @@ func (m *Machine) submit(now int64, c SubmitJob) error {
 	if spec.Deadline != 0 && spec.Deadline <= now {
 		return fmt.Errorf("%w: deadline %d is already past", ErrInvalid, spec.Deadline)
 	}
+	if err := m.checkEpochSize(spec); err != nil {
+		return err
+	}
+	var escrow ledger.Amount
 	if c.By != "" {
 		if err := m.checkSubmitter(now, c, &spec); err != nil {
+			return err
+		}
+		var err error
+		if escrow, err = m.checkEscrow(c.By, spec); err != nil {
 			return err
 		}
 	}
@@ -122,7 +135,7 @@ func (m *Machine) submit(now int64, c SubmitJob) error {
 	}
 	ev := JobSubmitted{Job: fmt.Sprintf("job-%08d", m.nextJob+1), Spec: spec}
 	if c.By != "" {
-		ev.By, ev.Seq = c.By, c.Seq
+		ev.By, ev.Seq, ev.Escrow = c.By, c.Seq, escrow
 	}
 	m.emit(now, ev)
 	m.schedule(now)
@@ -139,8 +152,17 @@ func (m *Machine) applySubmitted(e JobSubmitted) error {
 		}
 		m.submitSeq[e.By] = e.Seq
 	}
+	if e.Escrow > 0 {
+		if e.By == "" {
+			return fmt.Errorf("job %s escrows %d without a submitter", e.Job, e.Escrow)
+		}
+		if err := m.ledger.Escrow(e.By, e.Escrow); err != nil {
+			return err
+		}
+	}
 	m.nextJob++
-	m.jobs[e.Job] = &Job{ID: e.Job, Spec: e.Spec, State: Pending, SubmittedAt: m.observed, LogIndex: m.applied + 1}
+	m.jobs[e.Job] = &Job{ID: e.Job, Spec: e.Spec, State: Pending, SubmittedAt: m.observed, LogIndex: m.applied + 1,
+		Funder: e.By, Escrow: e.Escrow}
 	return nil
 }
 
@@ -237,6 +259,11 @@ func (m *Machine) couldRun(j *Job, now int64) bool {
 
 func (m *Machine) transition(now int64, j *Job, to JobState, reason string, members []string, cid string) {
 	m.emit(now, JobTransitioned{Job: j.ID, From: j.State, To: to, Reason: reason, Members: members, CID: cid})
+	if to.Terminal() && j.Escrow > 0 {
+		// The job pays nothing more: what its submitter set aside and
+		// the epochs did not spend goes back.
+		m.emit(now, EscrowReleased{Job: j.ID, Account: j.Funder, Amount: j.Escrow})
+	}
 }
 
 func (m *Machine) applyTransition(e JobTransitioned) error {
@@ -686,14 +713,20 @@ func (m *Machine) ledgerCommand(now int64, cmd Command) error {
 				return fmt.Errorf("%w: epoch %d of %s was already paid", ErrPrecondition, c.Epoch, j.ID)
 			}
 		}
-		payouts, err := ledger.PlanRewards(c.Total, c.Contributions)
+		total, samples := m.epochPayout(j, c)
+		payouts, err := ledger.PlanRewards(total, c.Contributions)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		if err := l.CheckPay(payouts); err != nil {
+		if j.Funder != "" {
+			err = l.CheckPayEscrow(j.Funder, payouts)
+		} else {
+			err = l.CheckPay(payouts)
+		}
+		if err != nil {
 			return wrap(err)
 		}
-		m.emit(now, RewardsPaid{Job: c.Job, Epoch: c.Epoch, Total: c.Total, Payouts: payouts})
+		m.emit(now, RewardsPaid{Job: c.Job, Epoch: c.Epoch, Total: total, Payouts: payouts, Samples: samples, From: j.Funder})
 	}
 	return nil
 }
@@ -708,9 +741,35 @@ func (m *Machine) applyRewards(e RewardsPaid) error {
 			return fmt.Errorf("epoch %d paid twice", e.Epoch)
 		}
 	}
-	if err := m.ledger.Pay(e.Payouts); err != nil {
-		return err
+	if e.From == "" {
+		if err := m.ledger.Pay(e.Payouts); err != nil {
+			return err
+		}
+	} else {
+		var sum ledger.Amount
+		for _, p := range e.Payouts {
+			sum += p.Amount // PayEscrow refuses a sum that overflows
+		}
+		if e.From != j.Funder || sum > j.Escrow {
+			return fmt.Errorf("epoch %d of %s paid %d from %s's escrow; the job's funder is %q with %d left", e.Epoch, e.Job, sum, e.From, j.Funder, j.Escrow)
+		}
+		if err := m.ledger.PayEscrow(e.From, e.Payouts); err != nil {
+			return err
+		}
+		j.Escrow -= sum
 	}
 	j.PaidEpochs = append(j.PaidEpochs, e.Epoch)
+	return nil
+}
+
+func (m *Machine) applyReleased(e EscrowReleased) error {
+	j := m.jobs[e.Job]
+	if j == nil || !j.State.Terminal() || e.Account != j.Funder || e.Amount != j.Escrow {
+		return fmt.Errorf("escrow release of %d to %s for job %s out of place", e.Amount, e.Account, e.Job)
+	}
+	if err := m.ledger.Release(e.Account, e.Amount); err != nil {
+		return err
+	}
+	j.Escrow = 0
 	return nil
 }

@@ -71,7 +71,18 @@ type Config struct {
 	// 1 + bonded stake / UtilityUnit (1,000 GYM).
 	MaxOpenPerSubmitter int
 	UtilityUnit         ledger.Amount
-	Ring                ringplan.Config
+	// Rewards (docs/threat-model.md, "Economics"): an epoch pays
+	// RewardPerSample (0.025 GYM) for every sample its accepted deltas
+	// that survived the checks trained, at most EpochReward (100 GYM); 0
+	// for either pays nothing. A signed submitter escrows what its job
+	// can pay at submission (Machine.JobEscrow), the operator's jobs are
+	// paid by the treasury. MinEpochSamples (128) is the least a worker's
+	// epoch may train (jobspec.Spec.EpochSamples); 0: no minimum. Step
+	// alone reads them: what they decide is recorded in the events.
+	EpochReward     ledger.Amount
+	RewardPerSample ledger.Amount
+	MinEpochSamples uint64
+	Ring            ringplan.Config
 	// Verifier checks hardware reports; nil means NoVerifier.
 	Verifier Verifier
 	// MaxSeqLead bounds how far a signed request's sequence number may be
@@ -116,6 +127,9 @@ func DefaultConfig() Config {
 		MaxJobs:             10_000,
 		MaxOpenPerSubmitter: 8,
 		UtilityUnit:         1_000 * ledger.GYM,
+		EpochReward:         100 * ledger.GYM,
+		RewardPerSample:     ledger.GYM / 40,
+		MinEpochSamples:     128,
 		Ring:                ringplan.DefaultConfig(),
 		MaxSeqLead:          time.Hour,
 		MaxUnstakedReport:   4 << 10,
@@ -379,6 +393,8 @@ func (m *Machine) apply(at int64, b Body) error {
 		return m.ledger.ApplySlash(e.Account, ledger.SlashPlan{Offence: e.Offence, Amount: e.Amount, Ban: e.Ban}, at, e.Reason, e.Evidence)
 	case RewardsPaid:
 		return m.applyRewards(e)
+	case EscrowReleased:
+		return m.applyReleased(e)
 	case SuspectReported:
 		return m.applySuspect(e)
 	case DeltaJudged:

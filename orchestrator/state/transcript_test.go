@@ -633,7 +633,11 @@ func (h *harness) run(line string) string {
 			return fmt.Sprintf("treasury=%d", h.m.ledger.TreasuryBalance()/ledger.GYM)
 		}
 		a := h.m.Account(acct(pos[0]))
-		return fmt.Sprintf("free=%d bonded=%d unbonding=%d slashes=%d banned=%v", a.Free/ledger.GYM, a.Bonded/ledger.GYM, a.Unbonded()/ledger.GYM, len(a.Slashes), a.Banned)
+		out := fmt.Sprintf("free=%d bonded=%d unbonding=%d slashes=%d banned=%v", a.Free/ledger.GYM, a.Bonded/ledger.GYM, a.Unbonded()/ledger.GYM, len(a.Slashes), a.Banned)
+		if a.Escrowed > 0 {
+			out += fmt.Sprintf(" escrowed=%d", a.Escrowed/ledger.GYM)
+		}
+		return out
 	case "priority":
 		var out []string
 		for _, id := range h.m.Jobs() {

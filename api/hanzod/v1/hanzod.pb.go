@@ -3656,7 +3656,7 @@ type PayRewardsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	Epoch         int32                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Total         uint64                 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"` // micro-GYM, paid from the treasury
+	Total         uint64                 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"` // micro-GYM, the most the epoch pays (0: hanzod's --epoch-reward); it earns --reward-per-sample per unit of compute
 	Contributions []*Contribution        `protobuf:"bytes,4,rep,name=contributions,proto3" json:"contributions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
