@@ -31,6 +31,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
+	"github.com/zooai/gym/checkpkg"
+	"github.com/zooai/gym/delta"
+	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
 )
@@ -310,6 +313,107 @@ func TestHostileClients(t *testing.T) {
 	if limit := 10*base + 250*time.Millisecond; underForgery > limit {
 		t.Errorf("honest heartbeat p50 %v under the forged-announcement flood, unloaded %v (bound %v)", underForgery, base, limit)
 	}
+	// Flood 4: registrations of fresh keys from one host (each its own
+	// nodeclient, so each signs for hanzod's key as it learns it).
+	from := net.IPv4(127, 0, 3, 1)
+	rc := dialFrom(t, from, addr)
+	var regs []*nodeclient.Client
+	for range 64 {
+		k, err := nodekey.Generate(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := nodeclient.New(nodeclient.Config{Key: k, Conn: rc, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, c)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	var registered, refused int
+	var rwg sync.WaitGroup
+	rwg.Add(1)
+	go func() {
+		defer rwg.Done()
+		for i := 0; rctx.Err() == nil; i++ {
+			err := regs[i%len(regs)].Register(rctx, fmt.Sprintf("10.9.%d.%d:9560", i/250, i%250), "")
+			mu.Lock()
+			if err == nil {
+				registered++
+			} else if status.Code(err) == codes.ResourceExhausted {
+				refused++
+			}
+			mu.Unlock()
+		}
+	}()
+	underRegistration := honest(t, nc, 6)
+	rcancel()
+	rwg.Wait()
+	t.Logf("registration flood from one host: %d registered, %d refused; heartbeat p50 %v", registered, refused, underRegistration)
+	if registered > 64 || refused == 0 {
+		t.Errorf("registration flood: %d registered, %d refused; want at most the burst registered, the rest refused", registered, refused)
+	}
+	if limit := 10*base + 250*time.Millisecond; underRegistration > limit {
+		t.Errorf("honest heartbeat p50 %v under the registration flood, unloaded %v (bound %v)", underRegistration, base, limit)
+	}
+
+	// Flood 5: registered keys announcing uploads with 60 MiB of traces
+	// for a job that does not exist: refused from the head, the traces
+	// never read.
+	var attackers []*nodeclient.Client
+	var akeys []ed25519.PrivateKey
+	var aconns []pb.NodeServiceClient
+	for i := range 4 {
+		k, err := nodekey.Generate(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := dialFrom(t, net.IPv4(127, 0, 4, byte(i+1)), addr)
+		c, err := nodeclient.New(nodeclient.Config{Key: k, Conn: conn, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		aconns = append(aconns, pb.NewNodeServiceClient(conn))
+		if err := c.Register(context.Background(), fmt.Sprintf("10.8.0.%d:9560", i+1), ""); err != nil {
+			t.Fatal(err)
+		}
+		attackers, akeys = append(attackers, c), append(akeys, k)
+	}
+	tctx, tcancel := context.WithCancel(context.Background())
+	traceAnswers := map[string]int{}
+	var twg sync.WaitGroup
+	for i, c := range attackers {
+		twg.Add(1)
+		file := traceBait(t, akeys[i])
+		go func() {
+			defer twg.Done()
+			for tctx.Err() == nil {
+				r, err := announceTraces(tctx, aconns[i], akeys[i], c.Hanzod(), file, 60<<20)
+				mu.Lock()
+				if err != nil {
+					traceAnswers[status.Code(err).String()]++
+				} else {
+					traceAnswers[r.Reason]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	underTraces := honest(t, nc, 6)
+	tcancel()
+	twg.Wait()
+	rss3 := peakRSS(t, pid)
+	t.Logf("trace flood: %v; heartbeat p50 %v, hanzod peak RSS %d MiB", traceAnswers, underTraces, rss3>>20)
+	if traceAnswers["metadata"] == 0 {
+		t.Errorf("trace flood answers %v, want metadata refusals (no such job)", traceAnswers)
+	}
+	if limit := 10*base + 250*time.Millisecond; underTraces > limit {
+		t.Errorf("honest heartbeat p50 %v under the trace flood, unloaded %v (bound %v)", underTraces, base, limit)
+	}
+	if rss3 > 256<<20 {
+		t.Errorf("hanzod peaked at %d MiB (bound 256 MiB)", rss3>>20)
+	}
+
 	// Still serving, and the honest node's allowance untouched.
 	honest(t, nc, 1)
 	if statuses3[codes.Unauthenticated] == 0 {
@@ -323,3 +427,32 @@ type rawCodec struct{}
 func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
 func (rawCodec) Unmarshal(data []byte, v any) error { *(v.(*[]byte)) = data; return nil }
 func (rawCodec) Name() string                       { return "proto" }
+
+// traceBait is a small delta file of key's for a job that does not exist.
+func traceBait(t *testing.T, key ed25519.PrivateKey) []byte {
+	t.Helper()
+	meta := delta.NewMetadata(delta.MetadataFields{Job: "job-99999999", Epoch: 1, Step: 1, Node: nodekey.PublicHex(key), Sequence: 1})
+	var b bytes.Buffer
+	ts := []delta.Tensor{{Name: "lora.A", DType: delta.FP32, Shape: []uint64{2}, Data: make([]byte, 8)}}
+	if _, err := delta.Write(context.Background(), &b, key, ts, delta.WriteOptions{Compression: delta.Zstd, Metadata: meta}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// announceTraces announces file with traces of n bytes and sends the file
+// only: a client betting that hanzod reads (and decompresses) traces
+// before it refuses the upload on cheaper grounds.
+func announceTraces(ctx context.Context, node pb.NodeServiceClient, key ed25519.PrivateKey, hanzod ed25519.PublicKey, file []byte, n uint64) (*pb.SubmitDeltaResponse, error) {
+	u := nodeauth.UploadDelta{Auth: nodeauth.Auth{Timestamp: time.Now().UnixMilli(), Audience: hanzod}, Job: "job-99999999",
+		Digest: checkpkg.FileDigest(file), DeltaBytes: uint64(len(file)), TracesBytes: n}
+	nodeauth.SignUpload(key, &u)
+	st, err := node.UploadDelta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &pb.Auth{Node: u.Node, TimestampMs: u.Timestamp, Signature: u.Sig}
+	st.Send(&pb.DeltaChunk{Part: &pb.DeltaChunk_Header{Header: &pb.DeltaUpload{Auth: a, Job: u.Job, Digest: u.Digest, DeltaBytes: u.DeltaBytes, TracesBytes: n}}})
+	st.Send(&pb.DeltaChunk{Part: &pb.DeltaChunk_Delta{Delta: file}})
+	return st.CloseAndRecv()
+}

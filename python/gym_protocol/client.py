@@ -132,18 +132,21 @@ class Verdict:
     detail: str = ""
 
 
-def submit_deltas(sources: Sequence[str | os.PathLike[str]], orchestrator: str | None = None,
-                  store: str | os.PathLike[str] | None = None, pubkey: str | None = None,
-                  gym: str | os.PathLike[str] | None = None, timeout: float = 30) -> list[Verdict]:
-    """``gym delta submit --json``: delta files or CIDs (in ``store``) to hanzod; its verdicts, in order.
+def submit_deltas(sources: Sequence[str | os.PathLike[str]], key: str | os.PathLike[str],
+                  orchestrator: str | None = None, store: str | os.PathLike[str] | None = None,
+                  pubkey: str | None = None, gym: str | os.PathLike[str] | None = None,
+                  timeout: float = 30) -> list[Verdict]:
+    """``gym delta submit --key KEY --json``: delta files or CIDs (in ``store``) to hanzod; its verdicts, in order.
 
-    A file that does not verify (or, with ``pubkey``, is signed by another
-    key) raises GymError before anything is sent.
+    ``key`` is the node key that signed the files: hanzod takes an upload
+    only when its signer announces it (docs/orchestrator.md, "Delta
+    upload"). A file that does not verify (or is signed by another key)
+    raises GymError before anything is sent.
     """
     args: list[str | os.PathLike[str]] = [find_gym(gym)]
     if orchestrator:
         args += ["--orchestrator", orchestrator]
-    args += ["delta", "submit", "--json", "--timeout", f"{timeout}s"]
+    args += ["delta", "submit", "--key", key, "--json", "--timeout", f"{timeout}s"]
     if store is not None:
         args += ["--store", store]
     if pubkey:
@@ -489,8 +492,8 @@ class GSPOTrainer:
                     sources = self._sync_files(meta)
         if not sources:
             return []
-        return submit_deltas(sources, orchestrator=self.config.orchestrator_url, store=self.store_dir,
-                             pubkey=self.node, gym=self.gym)
+        return submit_deltas(sources, self.key_path, orchestrator=self.config.orchestrator_url,
+                             store=self.store_dir, pubkey=self.node, gym=self.gym)
 
     def _sync_files(self, meta: Mapping[str, Any]) -> list[str]:
         want = list(meta.get("syncs") or [])

@@ -70,8 +70,8 @@ def test_python_client_example(gym: pathlib.Path, cluster, tmp_path: pathlib.Pat
     tr.close()
     assert acct["account"] == node and acct["bonded"] >= 10000 * 10**6 and not acct["banned"], acct
     # the CID names the file in the worker's store: gym submits it by CID
-    out = subprocess.run([gym, "--orchestrator", cluster.addr, "delta", "submit", "--json", "--store", data / "artifacts",
-                          epochs[0]["cid"]], capture_output=True, text=True)
+    out = subprocess.run([gym, "--orchestrator", cluster.addr, "delta", "submit", "--key", data / "node.key", "--json",
+                          "--store", data / "artifacts", epochs[0]["cid"]], capture_output=True, text=True)
     v = json.loads(out.stdout)
     # an epoch record is not a sync contribution: hanzod refuses it (the client sends its syncs instead)
     assert out.returncode == 1 and not v["accepted"] and v["reason"], out
