@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -36,6 +37,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"gopkg.in/yaml.v3"
 
@@ -209,9 +211,10 @@ func dialPlain(t *testing.T, addr string) *grpc.ClientConn {
 
 // testNode is a worker as hanzod sees it: a key and its sequence numbers.
 type testNode struct {
-	key ed25519.PrivateKey
-	id  string
-	seq uint64
+	key    ed25519.PrivateKey
+	id     string
+	seq    uint64
+	hanzod ed25519.PublicKey // the audience, learnt from hanzod's first refusal (as nodeclient learns it)
 }
 
 func newTestNode(i int) *testNode {
@@ -226,18 +229,28 @@ func (n *testNode) auth(a state.Auth) *pb.Auth {
 
 func (n *testNode) register(t *testing.T, nc pb.NodeServiceClient, vram uint64) {
 	t.Helper()
-	n.seq++
-	r := state.Register{Auth: state.Auth{Seq: n.seq, Timestamp: time.Now().UnixMilli()}, Address: "10.0.0.1:9560", Region: "eu-west", GPUModel: "L4", VRAMMiB: vram}
-	state.SignRegister(n.key, &r)
-	if _, err := nc.Register(context.Background(), &pb.RegisterRequest{Auth: n.auth(r.Auth), Address: r.Address, Region: r.Region, GpuModel: r.GPUModel, VramMib: r.VRAMMiB}); err != nil {
-		t.Fatal(err)
+	for attempt := 0; ; attempt++ {
+		n.seq++
+		r := state.Register{Auth: state.Auth{Seq: n.seq, Timestamp: time.Now().UnixMilli(), Audience: n.hanzod}, Address: "10.0.0.1:9560", Region: "eu-west", GPUModel: "L4", VRAMMiB: vram}
+		state.SignRegister(n.key, &r)
+		var tr metadata.MD
+		_, err := nc.Register(context.Background(), &pb.RegisterRequest{Auth: n.auth(r.Auth), Address: r.Address, Region: r.Region, GpuModel: r.GPUModel, VramMib: r.VRAMMiB}, grpc.Trailer(&tr))
+		if k := tr.Get("hanzod-key"); err != nil && attempt == 0 && len(k) == 1 {
+			raw, _ := hex.DecodeString(k[0])
+			n.hanzod = ed25519.PublicKey(raw)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 }
 
 func (n *testNode) reportBandwidth(t *testing.T, nc pb.NodeServiceClient, job string, peers []string) {
 	t.Helper()
 	n.seq++
-	b := state.ReportBandwidth{Auth: state.Auth{Seq: n.seq, Timestamp: time.Now().UnixMilli()}, Job: job}
+	b := state.ReportBandwidth{Auth: state.Auth{Seq: n.seq, Timestamp: time.Now().UnixMilli(), Audience: n.hanzod}, Job: job}
 	req := &pb.ReportBandwidthRequest{Job: job}
 	for _, p := range peers {
 		if p != n.id {
