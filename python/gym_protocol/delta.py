@@ -43,7 +43,7 @@ import nacl.signing
 import numpy as np
 import zstandard
 
-from gym_protocol.keys import SigningKey, load_key
+from gym_protocol.keys import KeyLike, SigningKey, load_key
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -837,7 +837,7 @@ class DeltaWriter:
 
     MAGIC = MAGIC
 
-    def __init__(self, path: str | os.PathLike[str], signing_key: SigningKey | str | os.PathLike[str] | None = None,
+    def __init__(self, path: str | os.PathLike[str], signing_key: KeyLike = None,
                  compression: str | int = "lz4", flags: int = FLAG_LORA) -> None:
         self.path = Path(path)
         self.signing_key = signing_key

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Union
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-__all__ = ["SigningKey", "KeyFileError", "load_key", "generate_key"]
+if TYPE_CHECKING:
+    import nacl.signing
+
+__all__ = ["SigningKey", "KeyFileError", "KeyLike", "load_key", "generate_key"]
 
 _MAX_KEY_FILE = 64 << 10  # nodekey's bound: a PEM Ed25519 key is about 120 bytes
 
@@ -91,15 +95,31 @@ def generate_key() -> SigningKey:
     return SigningKey(ed25519.Ed25519PrivateKey.generate())
 
 
-def load_key(key: SigningKey | str | os.PathLike[str] | None) -> SigningKey:
-    """A key given as a SigningKey or a key file path; None reads ``$GYM_KEY``."""
+KeyLike = Union[SigningKey, "nacl.signing.SigningKey", ed25519.Ed25519PrivateKey, bytes, str, "os.PathLike[str]", None]
+
+
+def load_key(key: KeyLike) -> SigningKey:
+    """A signing key from what a caller has: this package's :class:`SigningKey`; a PyNaCl
+    ``nacl.signing.SigningKey`` (what the seeds' listings pass); a ``cryptography``
+    ``Ed25519PrivateKey``; a raw 32-byte seed; or a key file path (``gym keygen``'s PKCS#8 PEM).
+    None reads ``$GYM_KEY``."""
     if isinstance(key, SigningKey):
         return key
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return SigningKey(key)
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return SigningKey.from_seed(bytes(key))
+    if type(key).__module__ == "nacl.signing" and type(key).__name__ == "SigningKey":
+        # PyNaCl's key: its encode() is the 32-byte seed (duck-typed, so PyNaCl stays optional here).
+        return SigningKey.from_seed(bytes(key.encode()))  # type: ignore[union-attr]
     if key is None:
         env = os.environ.get("GYM_KEY")
         if not env:
             raise KeyFileError("no signing key: pass one (a `gym keygen` file) or set GYM_KEY")
         key = env
+    if not isinstance(key, (str, os.PathLike)):
+        raise KeyFileError(f"a {type(key).__name__} is not a signing key: pass a key file path, a gym_protocol, "
+                           "PyNaCl or cryptography Ed25519 signing key, or a 32-byte seed")
     p = Path(key)
     try:
         with open(p, "rb") as f:
