@@ -14,9 +14,10 @@ func newRoot() *cobra.Command {
 		Short: "Zoo Gym: decentralized GSPO post-training of language models",
 		Long: `gym is the Zoo Gym command line.
 
-Node operators use it to make a node key and (soon) run a worker; anyone can
-pack, inspect and verify the signed delta files that workers exchange with
-the orchestrator, hanzod; submitters send jobs to hanzod and follow them
+Node operators use it to make a node key and run a worker (gym worker);
+gym up runs hanzod and workers on this machine; anyone can pack, inspect
+and verify the signed delta files that workers exchange with the
+orchestrator, hanzod; submitters send jobs to hanzod and follow them
 (gym job, gym node, gym ledger; --orchestrator says where hanzod is).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
