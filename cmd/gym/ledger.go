@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/chain"
+	"github.com/zooai/gym/orchestrator/ledger"
 )
 
 func newLedger(o *orchestratorFlags) *cobra.Command {
@@ -295,44 +295,16 @@ func explainLedger(err error, op ledgerOp, req *pb.LedgerRequest, sentToken bool
 }
 
 // parseGYM reads an amount of GYM, a whole number or up to six decimals,
-// as micro-GYM.
+// as micro-GYM (ledger.ParseGYM), and refuses zero.
 func parseGYM(s string) (uint64, error) {
-	bad := func(why string) error {
-		return fmt.Errorf("AMOUNT %q: %s; give GYM as a whole number or with up to 6 decimals, e.g. 10000 or 0.5", s, why)
+	v, err := ledger.ParseGYM(s)
+	if err == nil && v == 0 {
+		err = fmt.Errorf("%w %q: zero", ledger.ErrAmount, s)
 	}
-	whole, frac, dot := strings.Cut(s, ".")
-	switch {
-	case s == "":
-		return 0, bad("empty")
-	case strings.HasPrefix(s, "-"):
-		return 0, bad("negative")
-	case whole == "" || (dot && frac == ""):
-		return 0, bad("a digit is missing around the decimal point")
-	case strings.Trim(whole, "0123456789") != "" || strings.Trim(frac, "0123456789") != "":
-		return 0, bad("only digits and one decimal point")
-	case len(frac) > 6:
-		return 0, bad(fmt.Sprintf("%d decimals, at most 6 (1 micro-GYM is 0.000001)", len(frac)))
+	if err != nil {
+		return 0, fmt.Errorf("AMOUNT: %w; give GYM as a whole number or with up to 6 decimals, e.g. 10000 or 0.5", err)
 	}
-	var w, f uint64
-	for _, c := range whole {
-		if w > (math.MaxUint64-9)/10 {
-			return 0, bad("too large")
-		}
-		w = w*10 + uint64(c-'0')
-	}
-	for i := range 6 {
-		f *= 10
-		if i < len(frac) {
-			f += uint64(frac[i] - '0')
-		}
-	}
-	if w > (math.MaxUint64-f)/1_000_000 {
-		return 0, bad("too large")
-	}
-	if v := w*1_000_000 + f; v > 0 {
-		return v, nil
-	}
-	return 0, bad("zero")
+	return uint64(v), nil
 }
 
 // gymAmount formats micro-GYM exactly, as GYM with six decimals.

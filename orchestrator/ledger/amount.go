@@ -8,24 +8,25 @@ import (
 
 // ParseGYM reads an amount of GYM written as a whole number or with up to
 // six decimals (100, 0.025, 2345.000001) as micro-GYM; zero is allowed.
+// A digit must stand on both sides of a decimal point. Errors wrap
+// ErrAmount and say what is wrong with the text.
 func ParseGYM(s string) (Amount, error) {
-	bad := func(why string) error {
-		return fmt.Errorf("%w: %q: %s; write GYM as a whole number or with up to 6 decimals, e.g. 100 or 0.025", ErrAmount, s, why)
-	}
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrAmount, s, why) }
 	whole, frac, dot := strings.Cut(s, ".")
 	switch {
-	case whole == "" && (!dot || frac == ""):
-		return 0, bad("no digits")
+	case s == "":
+		return 0, bad("empty")
+	case strings.HasPrefix(s, "-"):
+		return 0, bad("negative")
+	case whole == "" || (dot && frac == ""):
+		return 0, bad("a digit is missing around the decimal point")
+	case strings.Trim(whole, "0123456789") != "" || strings.Trim(frac, "0123456789") != "":
+		return 0, bad("only digits and one decimal point")
 	case len(frac) > 6:
 		return 0, bad(fmt.Sprintf("%d decimals, at most 6 (1 micro-GYM is 0.000001)", len(frac)))
-	case dot && frac == "":
-		return 0, bad("nothing after the decimal point")
 	}
 	var w, f uint64
 	for _, c := range whole {
-		if c < '0' || c > '9' {
-			return 0, bad("not a number")
-		}
 		if w > (math.MaxUint64-9)/10 {
 			return 0, bad("too large")
 		}
@@ -34,11 +35,7 @@ func ParseGYM(s string) (Amount, error) {
 	for i := range 6 {
 		f *= 10
 		if i < len(frac) {
-			c := frac[i]
-			if c < '0' || c > '9' {
-				return 0, bad("not a number")
-			}
-			f += uint64(c - '0')
+			f += uint64(frac[i] - '0')
 		}
 	}
 	if w > (math.MaxUint64-f)/uint64(GYM) {

@@ -96,13 +96,13 @@ func TestEscrow(t *testing.T) {
 }
 
 func TestParseGYM(t *testing.T) {
-	for in, want := range map[string]Amount{"0": 0, "100": 100 * GYM, "0.025": 25_000, ".5": GYM / 2, "2345.000001": 2345*GYM + 1,
+	for in, want := range map[string]Amount{"0": 0, "100": 100 * GYM, "0.025": 25_000, "0.5": GYM / 2, "2345.000001": 2345*GYM + 1,
 		"18446744073709.551615": math.MaxUint64} {
 		if got, err := ParseGYM(in); err != nil || got != want {
 			t.Errorf("ParseGYM(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", ".", "1.", "0.0000001", "-1", "1e3", "1,5", "18446744073709.551616", "99999999999999999999"} {
+	for _, in := range []string{"", ".", "1.", ".5", "0.0000001", "-1", "1e3", "1,5", "18446744073709.551616", "99999999999999999999"} {
 		if got, err := ParseGYM(in); !errors.Is(err, ErrAmount) {
 			t.Errorf("ParseGYM(%q) = %d, %v; want ErrAmount", in, got, err)
 		}
