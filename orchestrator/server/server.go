@@ -54,7 +54,8 @@ type Config struct {
 	MaxDeltaBytes  int64
 	MaxTracesBytes int64
 	// UploadTimeout bounds an upload from its announcement to its last
-	// chunk (the judge's work after it is not counted).
+	// chunk, waiting for a slot included (the judge's work after it is
+	// not counted).
 	UploadTimeout time.Duration
 	// Transport bounds connections, calls in flight and headers.
 	Transport Transport

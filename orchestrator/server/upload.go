@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"regexp"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -34,10 +35,14 @@ func (s *Server) UploadDelta(stream grpc.ClientStreamingServer[pb.DeltaChunk, pb
 	if s.Judge == nil {
 		return status.Error(codes.Unavailable, "this hanzod does not validate deltas (no judge configured)")
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.UploadTimeout)
+	// The upload, from its first message to its last, is bounded by
+	// UploadTimeout (waiting for a slot included); the judge's work after
+	// it is bounded by the caller's deadline only.
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.UploadTimeout)
 	defer cancel()
-	chunks := receive(ctx, stream)
-	first, err := next(ctx, chunks)
+	chunks := receive(rctx, stream)
+	next := func() (*pb.DeltaChunk, error) { return nextChunk(rctx, chunks, s.cfg.UploadTimeout) }
+	first, err := next()
 	if err != nil {
 		return err
 	}
@@ -46,12 +51,12 @@ func (s *Server) UploadDelta(stream grpc.ClientStreamingServer[pb.DeltaChunk, pb
 		return status.Error(codes.InvalidArgument, "an upload starts with its header (DeltaUpload), signed by the node")
 	}
 	addr := peerHost(ctx)
-	u, release, err := s.admitUpload(ctx, addr, h)
+	u, release, err := s.admitUpload(rctx, addr, h)
 	if err != nil {
 		return err
 	}
 	defer release()
-	head, err := next(ctx, chunks)
+	head, err := next()
 	if err != nil {
 		return err
 	}
@@ -76,7 +81,7 @@ func (s *Server) UploadDelta(stream grpc.ClientStreamingServer[pb.DeltaChunk, pb
 		traces = make([]byte, 0, u.TracesBytes)
 	}
 	for {
-		c, err := next(ctx, chunks)
+		c, err := next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -153,8 +158,9 @@ func receive(ctx context.Context, stream grpc.ClientStreamingServer[pb.DeltaChun
 	return ch
 }
 
-// next is the next message, io.EOF at the stream's end.
-func next(ctx context.Context, ch <-chan chunk) (*pb.DeltaChunk, error) {
+// nextChunk is the next message, io.EOF at the stream's end; ctx ends the
+// wait (the upload's timeout, limit).
+func nextChunk(ctx context.Context, ch <-chan chunk, limit time.Duration) (*pb.DeltaChunk, error) {
 	select {
 	case c := <-ch:
 		if c.err != nil && !errors.Is(c.err, io.EOF) {
@@ -170,7 +176,10 @@ func next(ctx context.Context, ch <-chan chunk) (*pb.DeltaChunk, error) {
 		}
 		return c.c, c.err
 	case <-ctx.Done():
-		return nil, status.Errorf(codes.DeadlineExceeded, "the upload did not finish within %v", context.Cause(ctx))
+		if err := ctx.Err(); errors.Is(err, context.Canceled) {
+			return nil, status.Error(codes.Canceled, "the upload was canceled")
+		}
+		return nil, status.Errorf(codes.DeadlineExceeded, "the upload did not finish within %v (hanzod's upload timeout)", limit)
 	}
 }
 
