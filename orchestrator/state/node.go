@@ -258,7 +258,11 @@ func (m *Machine) expireUnstaked(now int64) {
 	}
 	for _, id := range expired {
 		n := m.nodes[id]
-		m.emit(now, NodeExpired{Node: id, Reason: fmt.Sprintf("bonded stake %d below its role's minimum %d ms (observed) after it registered", m.ledger.Bonded(id), m.observed-n.RegisteredAt)})
+		need := m.cfg.MinStake
+		if n.Role == RoleValidator {
+			need = m.cfg.MinValidatorStake
+		}
+		m.emit(now, NodeExpired{Node: id, Reason: fmt.Sprintf("bonded stake %d µGYM, below its role's minimum %d, %d ms (observed) after it registered", m.ledger.Bonded(id), need, m.observed-n.RegisteredAt)})
 	}
 }
 
