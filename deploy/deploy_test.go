@@ -271,6 +271,9 @@ func TestCompose(t *testing.T) {
 	if g.Deploy == nil || len(g.Deploy.Resources.Reservations.Devices) != 1 || g.Deploy.Resources.Reservations.Devices[0].Driver != "nvidia" {
 		t.Errorf("worker-gpu reserves no GPU: %+v", g.Deploy)
 	}
+	if g.Build == nil || g.Build.Target != "gym-torch" || !strings.Contains(g.Image, "/gym-torch:") || !slices.Contains(g.Command, "torch") {
+		t.Errorf("worker-gpu does not run the torch image on the torch backend: image %q, build %+v, command %v", g.Image, g.Build, g.Command)
+	}
 	for _, w := range []string{"worker-1", "worker-2", "worker-3"} {
 		s := p.Services[w]
 		if v := s.Environment["ORCHESTRATOR_URL"]; v == nil || *v != "hanzod-1:9550" {
@@ -342,7 +345,7 @@ func TestDockerfile(t *testing.T) {
 	for _, s := range stages {
 		byName[s.Name] = s
 	}
-	for _, name := range []string{"source", "prebuilt", "bin", "base", "hanzod", "gym"} {
+	for _, name := range []string{"source", "prebuilt", "bin", "base", "hanzod", "gym", "gym-torch"} {
 		if _, ok := byName[name]; !ok {
 			t.Errorf("no stage %s", name)
 		}
@@ -368,6 +371,29 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !user || !health || !entry {
 		t.Errorf("non-root user %v, hanzod health check %v, entrypoint %v", user, health, entry)
+	}
+	// The torch worker: non-root, the torch backend by default, its
+	// requirements file present and pinned.
+	var tuser, backend bool
+	for _, c := range byName["gym-torch"].Commands {
+		switch c := c.(type) {
+		case *instructions.UserCommand:
+			tuser = c.User == "65532:65532"
+		case *instructions.CmdCommand:
+			backend = slices.Contains(c.CmdLine, "torch") && slices.Contains(c.CmdLine, "cuda")
+		}
+	}
+	if !tuser || !backend {
+		t.Errorf("gym-torch: non-root user %v, torch backend on cuda by default %v", tuser, backend)
+	}
+	req, err := os.ReadFile("../python/requirements-worker.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range []string{"torch==", "transformers==", "peft==", "bitsandbytes==", "safetensors=="} {
+		if !bytes.Contains(req, []byte("\n"+pkg)) {
+			t.Errorf("python/requirements-worker.txt pins no %s", strings.TrimSuffix(pkg, "=="))
+		}
 	}
 }
 
