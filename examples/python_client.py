@@ -37,10 +37,13 @@ from gym_protocol import DeltaWriter, GSPOTrainer
 
 
 def job_for(model_name: str, epochs: int) -> dict[str, object]:
-    """A small job on the model directory: the built-in addition task, the built-in training profile."""
+    """A small job on the model directory: the built-in addition task, the built-in training profile.
+
+    An epoch trains 4 steps × 4 prompts × 8 completions = 128 samples per worker: hanzod's default
+    minimum (docs/job-file.md, "The smallest epoch")."""
     return {
         "model": model_name, "dataset": "addition", "epochs": epochs, "min_nodes": 3, "max_nodes": 3,
-        "steps_per_epoch": 4, "prompts_per_step": 1, "seed": 1, "spot_check_bp": 0,
+        "steps_per_epoch": 4, "prompts_per_step": 4, "seed": 1, "spot_check_bp": 0,
         "gspo": {"importance_sampling_level": "sequence", "beta": 0.1, "group_size": 8, "aggregate_interval": 2,
                  "use_4bit": False, "lora_rank": 4, "lora_alpha": 8, "max_seq_len": 12,
                  "gradient_accumulation_steps": 1, "learning_rate": 2e-3, "warmup_steps": 0, "weight_decay": 0},

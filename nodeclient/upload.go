@@ -3,6 +3,7 @@ package nodeclient
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 
 	"time"
@@ -30,11 +31,15 @@ func Upload(ctx context.Context, node pb.NodeServiceClient, key ed25519.PrivateK
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: upload: %w", err)
 	}
-	meta, err := info.Metadata.Fields()
-	if err != nil {
-		return nil, fmt.Errorf("nodeclient: upload: %w", err)
+	// The announcement names the job the metadata names; whether the rest
+	// of the metadata is what hanzod wants is hanzod's to say (a verdict).
+	var job string
+	if raw, ok := info.Metadata.Get(delta.KeyJob); ok {
+		if err := json.Unmarshal(raw, &job); err != nil {
+			return nil, fmt.Errorf("nodeclient: upload: the metadata's %s is %s, not a string", delta.KeyJob, raw)
+		}
 	}
-	ann := nodeauth.UploadDelta{Auth: nodeauth.Auth{Timestamp: now.UnixMilli(), Audience: hanzod}, Job: meta.Job,
+	ann := nodeauth.UploadDelta{Auth: nodeauth.Auth{Timestamp: now.UnixMilli(), Audience: hanzod}, Job: job,
 		Digest: checkpkg.FileDigest(file), DeltaBytes: uint64(len(file)), TracesBytes: uint64(len(traces))}
 	nodeauth.SignUpload(key, &ann)
 	stream, err := node.UploadDelta(ctx)

@@ -13,6 +13,7 @@ import (
 // digest and sizes it announced, and the start of the file.
 type Upload struct {
 	Node        string
+	Job         string
 	Digest      string
 	DeltaBytes  int64
 	TracesBytes int64
@@ -56,6 +57,9 @@ func (j *Judge) preflight(ctx context.Context, u Upload) (Verdict, bool, error) 
 	}
 	if meta.Node != u.Node {
 		return reject(ReasonMetadata, "metadata names node %s but the upload is %s's", meta.Node, u.Node), false, nil
+	}
+	if meta.Job != u.Job {
+		return reject(ReasonMetadata, "metadata names job %q but the upload was announced for %q", meta.Job, u.Job), false, nil
 	}
 	if _, err := jobconf.DTypeOf(info.Metadata); err != nil {
 		return reject(ReasonMetadata, "%v", err), false, nil

@@ -14,7 +14,7 @@ func (e *env) upload(i int, file []byte, n int, traces int64) judge.Upload {
 	if n <= 0 || n > len(file) {
 		n = len(file)
 	}
-	return judge.Upload{Node: e.ids[i], Digest: digestOf(file), DeltaBytes: int64(len(file)), TracesBytes: traces, Head: file[:n]}
+	return judge.Upload{Node: e.ids[i], Job: e.job, Digest: digestOf(file), DeltaBytes: int64(len(file)), TracesBytes: traces, Head: file[:n]}
 }
 
 func (e *env) preflight(u judge.Upload) (judge.Verdict, bool) {
@@ -51,9 +51,12 @@ func TestPreflight(t *testing.T) {
 	if v, ok := e.preflight(e.upload(0, f, metaEnd, 0)); !ok {
 		t.Fatalf("a good head: %+v", v)
 	}
-	refused(e.upload(0, f, metaEnd-1, 0), judge.ReasonFormat)                                    // cut inside the metadata
-	refused(e.upload(1, f, metaEnd, 0), judge.ReasonMetadata)                                    // announced by another node
-	refused(e.upload(0, f, metaEnd, 1000), judge.ReasonTraces)                                   // traces for a delta naming none
+	refused(e.upload(0, f, metaEnd-1, 0), judge.ReasonFormat)  // cut inside the metadata
+	refused(e.upload(1, f, metaEnd, 0), judge.ReasonMetadata)  // announced by another node
+	refused(e.upload(0, f, metaEnd, 1000), judge.ReasonTraces) // traces for a delta naming none
+	otherJob := e.upload(0, f, metaEnd, 0)
+	otherJob.Job = "job-00000099" // announced for another job than the metadata names
+	refused(otherJob, judge.ReasonMetadata)
 	huge := e.upload(0, f, metaEnd, 0)                                                           //
 	huge.DeltaBytes = jobconf.MaxFileBytes(e.tmpl, int64(metaEnd)) + 1                           // more than the adapter takes
 	refused(huge, judge.ReasonShape)                                                             //

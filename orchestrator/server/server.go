@@ -197,6 +197,7 @@ type Judge interface {
 // node, the file's digest and sizes, and the file's first chunk.
 type Upload struct {
 	Node        string
+	Job         string
 	Digest      string
 	DeltaBytes  int64
 	TracesBytes int64

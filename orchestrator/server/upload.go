@@ -238,7 +238,7 @@ func (s *Server) admitUpload(ctx context.Context, addr string, h *pb.DeltaUpload
 		s.dmu.Unlock()
 		return Upload{}, nil, status.Errorf(codes.ResourceExhausted, "hanzod has %d uploads in flight and none finished before the deadline; retry later", s.cfg.DeltaInFlight)
 	}
-	u := Upload{Node: a.Node, Digest: h.Digest, DeltaBytes: int64(h.DeltaBytes), TracesBytes: int64(h.TracesBytes)}
+	u := Upload{Node: a.Node, Job: h.Job, Digest: h.Digest, DeltaBytes: int64(h.DeltaBytes), TracesBytes: int64(h.TracesBytes)}
 	return u, func() { <-s.inFlight; done() }, nil
 }
 

@@ -72,6 +72,7 @@ def test_python_client_example(gym: pathlib.Path, cluster, tmp_path: pathlib.Pat
     # the CID names the file in the worker's store: gym submits it by CID
     out = subprocess.run([gym, "--orchestrator", cluster.addr, "delta", "submit", "--key", data / "node.key", "--json",
                           "--store", data / "artifacts", epochs[0]["cid"]], capture_output=True, text=True)
+    assert out.stdout.startswith("{"), out.stderr
     v = json.loads(out.stdout)
     # an epoch record is not a sync contribution: hanzod refuses it (the client sends its syncs instead)
     assert out.returncode == 1 and not v["accepted"] and v["reason"], out
