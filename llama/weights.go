@@ -199,3 +199,17 @@ func NewWeights(c Config) (*Weights, error) {
 	}
 	return w, nil
 }
+
+// Bytes is the memory w's values take: Mat.Bytes of every matrix (the
+// tied head once) and 4 bytes per norm gain and bias.
+func (w *Weights) Bytes() int64 {
+	var n int64
+	for _, t := range w.Cfg.specs(w) {
+		if t.mat != nil {
+			n += t.mat.Bytes()
+		} else {
+			n += 4 * int64(len(*t.dst))
+		}
+	}
+	return n
+}
