@@ -65,11 +65,11 @@ func (md *Model) BackwardFull(a *Activations, dLogits []float32, g *Weights) err
 	}
 	want, got := c.specs(md.W), c.specs(g)
 	for i, s := range want {
-		if len(*got[i].dst) != len(*s.dst) {
-			return fmt.Errorf("llama: gradient tensor %s has %d values, want %d", s.name, len(*got[i].dst), len(*s.dst))
+		if gi := got[i]; len(gi.f32()) != s.len() {
+			return fmt.Errorf("llama: gradient tensor %s has %d float32 values, want %d", s.name, len(gi.f32()), s.len())
 		}
 	}
-	if len(g.Head) != len(md.W.Head) || (c.Tied && len(g.Head) > 0 && &g.Head[0] != &g.Embed[0]) {
+	if len(g.Head.F32) != md.W.Head.Len() || (c.Tied && len(g.Head.F32) > 0 && &g.Head.F32[0] != &g.Embed.F32[0]) {
 		return fmt.Errorf("llama: gradient head must be the gradient embedding when embeddings are tied")
 	}
 	return md.backward(a, dLogits, nil, g)
@@ -102,7 +102,7 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 	for n0 := 0; n0 < N; n0 += headRows {
 		n1 := min(n0+headRows, N)
 		fl := flushTiny(th, dLogits[n0*V:n1*V])
-		matMulNN(th, dh[n0*D:n1*D], fl, md.W.Head, n1-n0, V, D)
+		matMulNNW(th, dh[n0*D:n1*D], fl, md.W.Head, n1-n0, V, D)
 		if gw != nil {
 			for v := range V {
 				for n := n0; n < n1; n++ {
@@ -117,7 +117,7 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 		gh = make([]float32, V*D)
 		matMulNN(th, gh, dlT, a.hf, V, N, D)
 		if !c.Tied {
-			add(gw.Head, gh)
+			add(gw.Head.F32, gh)
 			gh = make([]float32, V*D)
 		}
 	}
@@ -187,7 +187,7 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 		for n, tok := range a.Tokens {
 			add(gh[tok*D:(tok+1)*D], dx[n*D:(n+1)*D])
 		}
-		add(gw.Embed, gh)
+		add(gw.Embed.F32, gh)
 	}
 	return nil
 }
@@ -274,13 +274,13 @@ func (md *Model) linearBack(l int, m Module, act *linAct, dy []float32, N int, g
 	var dx []float32
 	if needDx {
 		dx = make([]float32, N*in)
-		matMulNN(th, dx, dy, md.W.Layers[l].W[m], N, out, in)
+		matMulNNW(th, dx, dy, md.W.Layers[l].W[m], N, out, in)
 	}
 	if gL != nil {
 		// ∂W [out, in] = dyᵀ·x; ∂b [out] = Σ_n dy[n].
 		gw := make([]float32, out*in)
 		matMulNN(th, gw, transposed(th, dy, N, out), act.in, out, N, in)
-		add(gL.W[m], gw)
+		add(gL.W[m].F32, gw)
 		if gb := gL.Bias[m]; gb != nil {
 			s := make([]float64, out)
 			for n := range N {

@@ -293,7 +293,7 @@ func TestBackwardFullThreads(t *testing.T) {
 			ref := fullGrad(t, md, ids, targets, w, B, T)
 			for _, s := range c.specs(ref) {
 				nz := false
-				for _, v := range *s.dst {
+				for _, v := range s.f32() {
 					nz = nz || v != 0
 				}
 				if !nz {
@@ -305,8 +305,8 @@ func TestBackwardFullThreads(t *testing.T) {
 				got := fullGrad(t, md, ids, targets, w, B, T)
 				gs := c.specs(got)
 				for i, s := range c.specs(ref) {
-					if !sameBits(*gs[i].dst, *s.dst) {
-						t.Fatalf("%d threads: %s differs from 1 thread (max |Δ| %g)", th, s.name, maxAbsDiff(*gs[i].dst, *s.dst))
+					if !sameBits(gs[i].f32(), s.f32()) {
+						t.Fatalf("%d threads: %s differs from 1 thread (max |Δ| %g)", th, s.name, maxAbsDiff(gs[i].f32(), s.f32()))
 					}
 				}
 			}
@@ -320,14 +320,14 @@ func TestBackwardFullThreads(t *testing.T) {
 			}
 			gs := c.specs(g)
 			for i, s := range c.specs(ref) {
-				for j, v := range *gs[i].dst {
-					if v != 2*(*s.dst)[j] {
-						t.Fatalf("%s: accumulated %g, want %g", s.name, v, 2*(*s.dst)[j])
+				for j, v := range gs[i].f32() {
+					if v != 2*s.f32()[j] {
+						t.Fatalf("%s: accumulated %g, want %g", s.name, v, 2*s.f32()[j])
 					}
 				}
 			}
 			bad, _ := NewWeights(c)
-			bad.Layers[1].W[UpProj] = bad.Layers[1].W[UpProj][1:]
+			bad.Layers[1].W[UpProj].F32 = bad.Layers[1].W[UpProj].F32[1:]
 			if err := md.BackwardFull(a, dl, bad); err == nil {
 				t.Error("short gradient tensor accepted")
 			}
@@ -336,7 +336,7 @@ func TestBackwardFullThreads(t *testing.T) {
 			}
 			if c.Tied {
 				untied, _ := NewWeights(c)
-				untied.Head = make([]float32, len(untied.Embed))
+				untied.Head = Mat{F32: make([]float32, untied.Embed.Len())}
 				if err := md.BackwardFull(a, dl, untied); err == nil {
 					t.Error("untied gradient head accepted for tied embeddings")
 				}
@@ -363,7 +363,7 @@ func TestBackwardFullFiniteDifferences(t *testing.T) {
 			g := fullGrad(t, md, ids, targets, w, B, T)
 			gs := c.specs(g)
 			for ti, s := range c.specs(md.W) {
-				p, gd := *s.dst, *gs[ti].dst
+				p, gd := s.f32(), gs[ti].f32()
 				big := 0
 				for i, v := range gd {
 					if math.Abs(float64(v)) > math.Abs(float64(gd[big])) {

@@ -422,7 +422,7 @@ func TestShardedIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range w.Cfg.specs(got) {
-		if !sameBits(*s.dst, *w.Cfg.specs(w)[i].dst) {
+		if !sameBits(s.f32(), w.Cfg.specs(w)[i].f32()) {
 			t.Fatalf("tensor %s differs", s.name)
 		}
 	}

@@ -114,3 +114,37 @@ func BenchmarkSmolLMTrainStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMatMulHalf compares the products with a float32 weight and with
+// the same weight kept BF16 (widened panel by panel): x·Wᵀ (matMulTW) and
+// x·W (matMulNNW), on one thread, for 1, 8 and 128 rows.
+func BenchmarkMatMulHalf(b *testing.B) {
+	const in, out = 1024, 3072
+	wf := make([]float32, out*in)
+	wh := Mat{dtype: BF16, half: make([]uint16, out*in)}
+	for i := range wf {
+		wh.half[i] = uint16(0x3c00 + i%97) // bfloat16 values near 2⁻⁷…
+		wf[i] = bf16ToFloat(wh.half[i])
+	}
+	for _, N := range []int{1, 8, 128} {
+		x := make([]float32, N*max(in, out))
+		for i := range x {
+			x[i] = float32(i%7) * 0.1
+		}
+		y := make([]float32, N*max(in, out))
+		for _, w := range []Mat{{F32: wf}, wh} {
+			b.Run(fmt.Sprintf("xWT/%s/N=%d", w.DType(), N), func(b *testing.B) {
+				for b.Loop() {
+					matMulTW(1, y, x, w, nil, N, in, out)
+				}
+				b.ReportMetric(float64(2*N*in*out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+			b.Run(fmt.Sprintf("xW/%s/N=%d", w.DType(), N), func(b *testing.B) {
+				for b.Loop() {
+					matMulNNW(1, y, x, w, N, out, in)
+				}
+				b.ReportMetric(float64(2*N*in*out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -175,7 +175,7 @@ func (md *Model) linear(l int, m Module, x []float32, N int, act *linAct) []floa
 	in, out := c.Dims(m)
 	L := &md.W.Layers[l]
 	y := make([]float32, N*out)
-	matMulT(md.Threads, y, x, L.W[m], L.Bias[m], N, in, out)
+	matMulTW(md.Threads, y, x, L.W[m], L.Bias[m], N, in, out)
 	act.in = x
 	if md.A != nil && md.A.A[l][m] != nil {
 		r := md.A.Rank
@@ -227,7 +227,7 @@ func (md *Model) run(tokens []int, B, T int, ch *Cache, keep, lastOnly bool) *Ac
 	}
 	x := make([]float32, N*D)
 	for n, tok := range tokens {
-		copy(x[n*D:(n+1)*D], md.W.Embed[tok*D:(tok+1)*D])
+		md.W.Embed.widenAt(x[n*D:(n+1)*D], tok*D)
 	}
 	for l := range c.Layers {
 		var la layerAct
@@ -293,10 +293,10 @@ func (md *Model) run(tokens []int, B, T int, ch *Cache, keep, lastOnly bool) *Ac
 			copy(h[b*D:(b+1)*D], a.hf[(b*T+T-1)*D:(b*T+T)*D])
 		}
 		a.Logits = make([]float32, B*c.Vocab)
-		matMulT(md.Threads, a.Logits, h, md.W.Head, nil, B, D, c.Vocab)
+		matMulTW(md.Threads, a.Logits, h, md.W.Head, nil, B, D, c.Vocab)
 	} else {
 		a.Logits = make([]float32, N*c.Vocab)
-		matMulT(md.Threads, a.Logits, a.hf, md.W.Head, nil, N, D, c.Vocab)
+		matMulTW(md.Threads, a.Logits, a.hf, md.W.Head, nil, N, D, c.Vocab)
 	}
 	if !keep {
 		a.xf, a.rf, a.hf = nil, nil, nil

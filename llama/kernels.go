@@ -177,12 +177,18 @@ func matMulT(threads int, y, x, w, bias []float32, N, in, out int) {
 			matTile(y, x, w, in, out, n0, n1, o0, o1)
 		}
 	})
-	if bias != nil {
-		for n := range N {
-			yr := y[n*out : (n+1)*out]
-			for o, b := range bias[:out] {
-				yr[o] += b
-			}
+	addBias(y, bias, N, out)
+}
+
+// addBias adds bias[o] to y[n,o] for y [N,out]; bias may be nil.
+func addBias(y, bias []float32, N, out int) {
+	if bias == nil {
+		return
+	}
+	for n := range N {
+		yr := y[n*out : (n+1)*out]
+		for o, b := range bias[:out] {
+			yr[o] += b
 		}
 	}
 }
@@ -265,28 +271,29 @@ func matMulNN(threads int, y, x, w []float32, N, K, M int) {
 				clear(y[n*M+m0 : n*M+m1])
 			}
 			for k0 := 0; k0 < K; k0 += kBlock {
-				nnTile(y, x, w, K, M, n0, n1, m0, m1, k0, min(k0+kBlock, K))
+				nnTile(y, x, w[k0*M+m0:], M, K, M, n0, n1, m0, m1, k0, min(k0+kBlock, K))
 			}
 		}
 	})
 }
 
 // nnTile adds Σ_{k0≤k<k1} x[n,k]·w[k,m] to y[n,m] for n in [n0,n1), m in
-// [m0,m1), k in increasing order.
-func nnTile(y, x, w []float32, K, M, n0, n1, m0, m1, k0, k1 int) {
+// [m0,m1), k in increasing order, where element (k, m) of w is
+// wb[(k-k0)·ldw + m-m0]: wb starts at element (k0, m0).
+func nnTile(y, x, wb []float32, ldw, K, M, n0, n1, m0, m1, k0, k1 int) {
 	kn := k1 - k0
 	if useSIMD && m1-m0 == colPanel {
 		n := n0
 		for ; n+4 <= n1; n += 4 {
-			nn4x64(&x[n*K+k0], K, &w[k0*M+m0], M, kn, &y[n*M+m0], M)
+			nn4x64(&x[n*K+k0], K, &wb[0], ldw, kn, &y[n*M+m0], M)
 		}
 		for ; n < n1; n++ {
-			nn1x64(&x[n*K+k0], &w[k0*M+m0], M, kn, &y[n*M+m0])
+			nn1x64(&x[n*K+k0], &wb[0], ldw, kn, &y[n*M+m0])
 		}
 		return
 	}
 	for n := n0; n < n1; n++ {
-		nnRowGo(y[n*M+m0:n*M+m1], x[n*K+k0:n*K+k1], w[k0*M+m0:], M)
+		nnRowGo(y[n*M+m0:n*M+m1], x[n*K+k0:n*K+k1], wb, ldw)
 	}
 }
 

@@ -31,3 +31,9 @@ func axpyChunks(alpha float32, x *float32, y *float32, chunks int)
 
 //go:noescape
 func nn1x16(x *float32, w *float32, ldw int, kn int, y *float32)
+
+//go:noescape
+func widenBF16Chunks(dst *float32, src *uint16, chunks int)
+
+//go:noescape
+func widenF16Chunks(dst *float32, src *uint16, chunks int)

@@ -349,3 +349,47 @@ nn1x16store:
 	VMOVUPS Z16, (DX)
 	VZEROUPPER
 	RET
+
+// Widening kernels: dst[0:16·chunks] = src[0:16·chunks] converted to
+// float32, 16 elements per instruction; both conversions are exact.
+
+// func widenBF16Chunks(dst *float32, src *uint16, chunks int)
+TEXT ·widenBF16Chunks(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ chunks+16(FP), CX
+	TESTQ CX, CX
+	JEQ wbf16done
+
+wbf16loop:
+	VPMOVZXWD (SI), Z0
+	VPSLLD $16, Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNE wbf16loop
+
+wbf16done:
+	VZEROUPPER
+	RET
+
+// func widenF16Chunks(dst *float32, src *uint16, chunks int)
+TEXT ·widenF16Chunks(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ chunks+16(FP), CX
+	TESTQ CX, CX
+	JEQ wf16done
+
+wf16loop:
+	VCVTPH2PS (SI), Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNE wf16loop
+
+wf16done:
+	VZEROUPPER
+	RET

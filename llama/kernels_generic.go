@@ -25,3 +25,7 @@ func nn1x64(x *float32, w *float32, ldw int, kn int, y *float32) { panic("llama:
 func axpyChunks(alpha float32, x *float32, y *float32, chunks int) { panic("llama: no SIMD kernels") }
 
 func nn1x16(x *float32, w *float32, ldw int, kn int, y *float32) { panic("llama: no SIMD kernels") }
+
+func widenBF16Chunks(dst *float32, src *uint16, chunks int) { panic("llama: no SIMD kernels") }
+
+func widenF16Chunks(dst *float32, src *uint16, chunks int) { panic("llama: no SIMD kernels") }

@@ -36,7 +36,7 @@ func randomWeights(t testing.TB, c Config, seed uint64) *Weights {
 	}
 	r := prng.New(seed, 0x6c6c616d61)
 	for _, s := range c.specs(w) {
-		d := *s.dst
+		d := s.f32()
 		switch {
 		case len(s.shape) == 1 && !isBias(s.name):
 			for i := range d {
@@ -208,11 +208,11 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 			t.Fatalf("%s: config %+v, want %+v", arch, got.Cfg, c)
 		}
 		for i, s := range c.specs(got) {
-			if !sameBits(*s.dst, *c.specs(w)[i].dst) {
+			if !sameBits(s.f32(), c.specs(w)[i].f32()) {
 				t.Fatalf("%s: tensor %s differs", arch, s.name)
 			}
 		}
-		if c.Tied && &got.Head[0] != &got.Embed[0] {
+		if c.Tied && &got.Head.F32[0] != &got.Embed.F32[0] {
 			t.Fatalf("%s: tied head is not the embedding", arch)
 		}
 	}

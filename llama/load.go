@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"unsafe"
 
 	"github.com/zooai/gym/safetensors"
 )
@@ -47,6 +48,7 @@ type shard struct {
 	name string
 	f    fs.File
 	ra   io.ReaderAt // f
+	size int64
 	sf   *safetensors.File
 }
 
@@ -55,8 +57,21 @@ type stored struct {
 	info  safetensors.TensorInfo
 }
 
-// Bytes is the memory the float32 weights take once read.
-func (ck *Checkpoint) Bytes() int64 { return 4 * ck.Cfg.NumParams() }
+// Bytes is the memory the weights take once read by Read: 2 bytes per
+// element of a matrix stored in BF16 or F16, 4 for every other element
+// (F32 matrices, norm gains and biases, which are read as float32). Tied
+// embeddings count once.
+func (ck *Checkpoint) Bytes() int64 {
+	var n int64
+	for _, t := range ck.Cfg.tensors() {
+		size := int64(4)
+		if dt := ck.tensor[t.name].info.DType; len(t.shape) == 2 && (dt == "BF16" || dt == "F16") {
+			size = 2
+		}
+		n += size * int64(t.numel())
+	}
+	return n
+}
 
 // Close closes the checkpoint's files.
 func (ck *Checkpoint) Close() error {
@@ -224,7 +239,7 @@ func (ck *Checkpoint) openShard(name string) error {
 		f.Close()
 		return ckErr(name, "%v", err)
 	}
-	ck.files = append(ck.files, &shard{name: name, f: f, ra: ra, sf: sf})
+	ck.files = append(ck.files, &shard{name: name, f: f, ra: ra, size: st.Size(), sf: sf})
 	return nil
 }
 
@@ -271,20 +286,129 @@ func checkStored(info safetensors.TensorInfo, shape []int) error {
 	return nil
 }
 
-// Read reads every tensor into float32 weights.
-func (ck *Checkpoint) Read() (*Weights, error) {
-	w, err := NewWeights(ck.Cfg)
-	if err != nil {
+// Read reads the weights, keeping the checkpoint's dtype: a matrix stored
+// in BF16 or F16 (the embeddings, every projection, the output head) stays
+// 16-bit (Mat), memory-mapped from its file when the file is an operating
+// system file (Open, not an fs.FS such as an embed.FS), the tensor's data
+// starts at an even offset and the machine is little-endian, and read into
+// the Go heap otherwise; F32 matrices, norm gains and biases are read as
+// float32. The engine's results are bitwise those of ReadFloat32's
+// weights. A mapped file must not be modified in place while the weights
+// are in use (replacing it, as basecache and atomic writers do, is safe).
+func (ck *Checkpoint) Read() (*Weights, error) { return ck.read(true, true) }
+
+// ReadFloat32 reads every tensor into float32 weights (every Mat F32), as
+// Read did before weights kept their dtype: twice the memory of a 16-bit
+// checkpoint, for callers that modify the weights.
+func (ck *Checkpoint) ReadFloat32() (*Weights, error) { return ck.read(false, false) }
+
+// read reads the weights, keeping 16-bit matrices as they are when keep is
+// set, mapped from the files where possible when mapFiles is set.
+func (ck *Checkpoint) read(keep, mapFiles bool) (*Weights, error) {
+	if err := ck.Cfg.Validate(); err != nil {
 		return nil, err
 	}
+	w := &Weights{Cfg: ck.Cfg, Layers: make([]Layer, ck.Cfg.Layers)}
 	buf := make([]byte, readChunk)
+	maps := map[*shard]*mapping{}
 	for _, t := range ck.Cfg.specs(w) {
 		st := ck.tensor[t.name]
-		if err := readInto(*t.dst, st.shard.ra, st.shard.sf, st.info, buf); err != nil {
+		if t.mat != nil && keep && st.info.DType != "F32" {
+			m, err := ck.readHalf(st, t.numel(), buf, mapFiles, maps)
+			if err != nil {
+				return nil, ckErr(st.shard.name, "%v", err)
+			}
+			*t.mat = m
+			continue
+		}
+		d := make([]float32, t.numel())
+		if err := readInto(d, st.shard.ra, st.shard.sf, st.info, buf); err != nil {
 			return nil, ckErr(st.shard.name, "%v", err)
 		}
+		if t.mat != nil {
+			*t.mat = Mat{F32: d}
+		} else {
+			*t.dst = d
+		}
+	}
+	if ck.Cfg.Tied {
+		w.Head = w.Embed
 	}
 	return w, nil
+}
+
+// littleEndian reports whether this machine stores a uint16 as the file
+// does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// readHalf reads a BF16 or F16 tensor of n elements as a 16-bit Mat: a
+// view of the shard's memory map when possible (mapping the shard once, in
+// maps), else a copy in the Go heap. Non-finite values are refused.
+func (ck *Checkpoint) readHalf(st stored, n int, buf []byte, mapFiles bool, maps map[*shard]*mapping) (Mat, error) {
+	info := st.info
+	dt := BF16
+	if info.DType == "F16" {
+		dt = F16
+	}
+	if info.Size() != int64(2*n) || n == 0 {
+		return Mat{}, fmt.Errorf("tensor %q has %d bytes, want %d", info.Name, info.Size(), 2*n)
+	}
+	off := st.shard.sf.DataOffset + info.Begin
+	m := Mat{dtype: dt}
+	if mapFiles && littleEndian && off%2 == 0 {
+		mp, seen := maps[st.shard]
+		if !seen {
+			mp = mapShard(st.shard)
+			maps[st.shard] = mp
+		}
+		if mp != nil && off+int64(2*n) <= int64(len(mp.data)) {
+			m.half = unsafe.Slice((*uint16)(unsafe.Pointer(&mp.data[off])), n)
+			m.keep = mp
+		}
+	}
+	if m.half == nil {
+		m.half = make([]uint16, n)
+		per := len(buf) / 2
+		for i := 0; i < n; i += per {
+			k := min(per, n-i)
+			b := buf[:2*k]
+			if got, err := st.shard.ra.ReadAt(b, off+int64(2*i)); got != len(b) {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return Mat{}, fmt.Errorf("tensor %q: %w", info.Name, err)
+			}
+			for j := range k {
+				m.half[i+j] = binary.LittleEndian.Uint16(b[2*j:])
+			}
+		}
+	}
+	for i, h := range m.half {
+		if !halfFinite(dt, h) {
+			v := make([]float32, 1)
+			widenGo(dt, v, m.half[i:i+1])
+			return Mat{}, fmt.Errorf("tensor %q[%d] is %v", info.Name, i, v[0])
+		}
+	}
+	return m, nil
+}
+
+// mapShard maps a shard's file, or returns nil where it cannot (not an
+// operating system file, no memory maps on this platform, the file changed
+// size since its header was read): the caller then reads instead.
+func mapShard(s *shard) *mapping {
+	f, ok := s.f.(*os.File)
+	if !ok {
+		return nil
+	}
+	m, err := mapFile(f, s.size)
+	if err != nil {
+		return nil
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != s.size {
+		return nil // the cleanup unmaps it
+	}
+	return m
 }
 
 // readInto converts a stored BF16, F16 or F32 tensor into dst (of the

@@ -304,7 +304,7 @@ func TestFullGradientsMatchTorch(t *testing.T) {
 			n := 0
 			for _, s := range c.specs(g) {
 				want := readTensor(t, gc.Grads, s.name)
-				got := *s.dst
+				got := s.f32()
 				if len(want) != len(got) {
 					t.Fatalf("%s: %d values, torch has %d", s.name, len(got), len(want))
 				}

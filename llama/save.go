@@ -1,13 +1,16 @@
 package llama
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/safetensors"
@@ -15,7 +18,10 @@ import (
 
 // ConfigJSON returns c as a config.json transformers loads (the keys
 // save_pretrained writes that matter, sorted, 2-space indent).
-func (c Config) ConfigJSON() ([]byte, error) {
+func (c Config) ConfigJSON() ([]byte, error) { return c.configJSON("float32") }
+
+// configJSON is ConfigJSON with the given torch dtype name.
+func (c Config) configJSON(dtype string) ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -34,7 +40,7 @@ func (c Config) ConfigJSON() ([]byte, error) {
 		"hidden_act":              "silu",
 		"tie_word_embeddings":     c.Tied,
 		"attention_dropout":       0.0,
-		"dtype":                   "float32",
+		"dtype":                   dtype,
 	}
 	rope := map[string]any{"rope_type": "default", "rope_theta": c.RopeTheta}
 	if s := c.RopeScaling; s != nil {
@@ -119,7 +125,7 @@ func EncodeSafetensors(w *Weights, meta map[string]string) ([]byte, error) {
 		for i, d := range t.shape {
 			shape[i] = uint64(d)
 		}
-		data := *t.dst
+		data := t.values()
 		if len(data) != t.numel() {
 			return nil, fmt.Errorf("llama: tensor %q has %d values, want %d", t.name, len(data), t.numel())
 		}
@@ -140,7 +146,7 @@ func EncodeSafetensors(w *Weights, meta map[string]string) ([]byte, error) {
 type Tensor struct {
 	Name  string // transformers' name: model.layers.0.self_attn.q_proj.weight, …
 	Shape []int
-	Data  []float32
+	Data  []float32 // the weights' own values; nil for a BF16 or F16 matrix (Mat.Float32 copies it)
 }
 
 // Tensors returns w's parameters in the fixed order of its checkpoint
@@ -149,7 +155,7 @@ type Tensor struct {
 func (w *Weights) Tensors() []Tensor {
 	var ts []Tensor
 	for _, t := range w.Cfg.specs(w) {
-		ts = append(ts, Tensor{t.name, t.shape, *t.dst})
+		ts = append(ts, Tensor{t.name, t.shape, t.f32()})
 	}
 	return ts
 }
@@ -161,4 +167,146 @@ func (ck *Checkpoint) Metadata() map[string]string {
 		return nil
 	}
 	return ck.files[0].sf.Metadata
+}
+
+// torchDTypes are the config.json names of the dtypes.
+var torchDTypes = [...]string{F32: "float32", BF16: "bfloat16", F16: "float16"}
+
+// SaveAs is Save with every tensor stored in dtype dt, as transformers'
+// save_pretrained writes a model of that torch_dtype (config.json says
+// it): F32 gives Save's files, BF16 and F16 round each float32 value to the
+// nearest 16-bit value (ties to even), and a 16-bit matrix already of dtype
+// dt is written bit for bit. A value that does not fit dt (beyond 65504 in
+// F16) is refused, naming the tensor. The safetensors file is written as
+// it is encoded, a tensor at a time, without a copy of the whole file in
+// memory.
+func SaveAs(dir string, w *Weights, dt DType) error {
+	if dt > F16 {
+		return fmt.Errorf("llama: cannot save in %v", dt)
+	}
+	cj, err := w.Cfg.configJSON(torchDTypes[dt])
+	if err != nil {
+		return err
+	}
+	specs := w.Cfg.specs(w)
+	esize := 2
+	if dt == F32 {
+		esize = 4
+	}
+	var hdr []safetensors.Tensor
+	for _, t := range specs {
+		if t.len() != t.numel() {
+			return fmt.Errorf("llama: tensor %q has %d values, want %d", t.name, t.len(), t.numel())
+		}
+		shape := make([]uint64, len(t.shape))
+		for i, d := range t.shape {
+			shape[i] = uint64(d)
+		}
+		hdr = append(hdr, safetensors.Tensor{Name: t.name, DType: dt.String(), Shape: shape})
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	err = atomicfile.Write(filepath.Join(dir, WeightsFile), 0o644, true, func(out io.Writer) error {
+		bw := bufio.NewWriterSize(out, 1<<20)
+		if err := safetensors.WriteHeader(bw, hdr, map[string]string{"format": "pt"}); err != nil {
+			return err
+		}
+		buf := make([]byte, esize*saveChunk)
+		for _, t := range specs {
+			if err := encodeTensor(bw, t, dt, buf); err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(filepath.Join(dir, ConfigFile), 0o644, true, cj)
+}
+
+// saveChunk is the number of elements SaveAs encodes at a time.
+const saveChunk = 1 << 16
+
+// encodeTensor writes t's values in dtype dt (little-endian) through buf.
+func encodeTensor(w io.Writer, t tensorSpec, dt DType, buf []byte) error {
+	var bits []uint16 // t's own 16-bit values, when already of dtype dt
+	var vals []float32
+	if t.mat != nil && t.mat.dtype == dt && dt != F32 {
+		bits = t.mat.half
+		defer runtime.KeepAlive(t.mat.keep)
+	} else {
+		vals = t.values()
+	}
+	n := t.numel()
+	for i := 0; i < n; i += saveChunk {
+		k := min(saveChunk, n-i)
+		var b []byte
+		switch {
+		case bits != nil:
+			b = buf[:2*k]
+			for j, h := range bits[i : i+k] {
+				binary.LittleEndian.PutUint16(b[2*j:], h)
+			}
+		case dt == F32:
+			b = buf[:4*k]
+			for j, v := range vals[i : i+k] {
+				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
+			}
+		default:
+			b = buf[:2*k]
+			for j, v := range vals[i : i+k] {
+				h, ok := narrow(dt, v)
+				if !ok {
+					return fmt.Errorf("llama: tensor %q[%d] = %v does not fit %v", t.name, i+j, v, dt)
+				}
+				binary.LittleEndian.PutUint16(b[2*j:], h)
+			}
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// narrow rounds f to the nearest value of dtype dt (BF16 or F16), ties to
+// even; ok is false when f is not finite or rounds beyond dt's range.
+func narrow(dt DType, f float32) (h uint16, ok bool) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return 0, false
+	}
+	if dt == BF16 {
+		b := math.Float32bits(f)
+		b += 0x7fff + (b>>16)&1
+		h = uint16(b >> 16)
+		return h, halfFinite(BF16, h)
+	}
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127 + 15 // binary16's biased exponent
+	man := b & 0x7fffff
+	switch {
+	case exp >= 31:
+		return 0, false
+	case exp < -10: // below half the smallest subnormal: zero
+		return sign, true
+	case exp <= 0: // subnormal (or the smallest normal, by rounding up)
+		man |= 1 << 23
+		shift := uint(14 - exp)
+		v, rem, half := man>>shift, man&(1<<shift-1), uint32(1)<<(shift-1)
+		if rem > half || rem == half && v&1 == 1 {
+			v++
+		}
+		return sign | uint16(v), true
+	}
+	v := uint32(exp)<<10 | man>>13
+	if rem := man & 0x1fff; rem > 0x1000 || rem == 0x1000 && v&1 == 1 {
+		v++ // a carry into the exponent is the right result
+	}
+	if v >= 0x7c00 {
+		return 0, false
+	}
+	return sign | uint16(v), true
 }

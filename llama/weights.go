@@ -71,23 +71,53 @@ func (c Config) hasBias(m Module) bool {
 type Layer struct {
 	InputNorm, PostNorm []float32 // input_layernorm, post_attention_layernorm [Hidden]
 	QNorm, KNorm        []float32 // Qwen3 q_norm, k_norm [HeadDim]; nil otherwise
-	W, Bias             [NumModules][]float32
+	W                   [NumModules]Mat
+	Bias                [NumModules][]float32
 }
 
-// Weights are the base parameters of a model.
+// Weights are the base parameters of a model. The matrices keep the
+// checkpoint's dtype (Mat); norm gains and biases are float32.
 type Weights struct {
 	Cfg    Config
-	Embed  []float32 // model.embed_tokens.weight [Vocab, Hidden]
+	Embed  Mat // model.embed_tokens.weight [Vocab, Hidden]
 	Layers []Layer
 	Norm   []float32 // model.norm.weight [Hidden]
-	Head   []float32 // lm_head.weight [Vocab, Hidden]; the same slice as Embed when tied
+	Head   Mat       // lm_head.weight [Vocab, Hidden]; the same values as Embed when tied
 }
 
-// tensorSpec is one tensor a checkpoint of a config holds.
+// tensorSpec is one tensor a checkpoint of a config holds: a vector (dst)
+// or a matrix (mat), bound to a Weights' field, or neither when listing a
+// config's tensors without weights.
 type tensorSpec struct {
 	name  string
 	shape []int
-	dst   *[]float32 // nil when listing a config's tensors without weights
+	dst   *[]float32
+	mat   *Mat
+}
+
+// f32 is the bound tensor's float32 values: nil for a 16-bit matrix.
+func (t tensorSpec) f32() []float32 {
+	if t.mat != nil {
+		return t.mat.F32
+	}
+	return *t.dst
+}
+
+// values is the bound tensor's values as float32: a widened copy for a
+// 16-bit matrix.
+func (t tensorSpec) values() []float32 {
+	if t.mat != nil {
+		return t.mat.Float32()
+	}
+	return *t.dst
+}
+
+// len is the bound tensor's element count.
+func (t tensorSpec) len() int {
+	if t.mat != nil {
+		return t.mat.Len()
+	}
+	return len(*t.dst)
 }
 
 func (t tensorSpec) numel() int {
@@ -116,9 +146,15 @@ func (c Config) specs(w *Weights) []tensorSpec {
 		if !bind {
 			dst = nil
 		}
-		ts = append(ts, tensorSpec{name, shape, dst})
+		ts = append(ts, tensorSpec{name: name, shape: shape, dst: dst})
 	}
-	add("model.embed_tokens.weight", &w.Embed, c.Vocab, c.Hidden)
+	addMat := func(name string, mat *Mat, shape ...int) {
+		if !bind {
+			mat = nil
+		}
+		ts = append(ts, tensorSpec{name: name, shape: shape, mat: mat})
+	}
+	addMat("model.embed_tokens.weight", &w.Embed, c.Vocab, c.Hidden)
 	for l := range c.Layers {
 		L := &w.Layers[l]
 		p := fmt.Sprintf("model.layers.%d.", l)
@@ -128,7 +164,7 @@ func (c Config) specs(w *Weights) []tensorSpec {
 				add(p+"post_attention_layernorm.weight", &L.PostNorm, c.Hidden)
 			}
 			in, out := c.Dims(m)
-			add(m.Path(l)+".weight", &L.W[m], out, in)
+			addMat(m.Path(l)+".weight", &L.W[m], out, in)
 			if c.hasBias(m) {
 				add(m.Path(l)+".bias", &L.Bias[m], out)
 			}
@@ -140,22 +176,40 @@ func (c Config) specs(w *Weights) []tensorSpec {
 	}
 	add("model.norm.weight", &w.Norm, c.Hidden)
 	if !c.Tied {
-		add("lm_head.weight", &w.Head, c.Vocab, c.Hidden)
+		addMat("lm_head.weight", &w.Head, c.Vocab, c.Hidden)
 	}
 	return ts
 }
 
-// NewWeights returns zero weights of shape c.
+// NewWeights returns zero weights of shape c, every matrix F32.
 func NewWeights(c Config) (*Weights, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	w := &Weights{Cfg: c, Layers: make([]Layer, c.Layers)}
 	for _, t := range c.specs(w) {
-		*t.dst = make([]float32, t.numel())
+		if t.mat != nil {
+			*t.mat = Mat{F32: make([]float32, t.numel())}
+		} else {
+			*t.dst = make([]float32, t.numel())
+		}
 	}
 	if c.Tied {
 		w.Head = w.Embed
 	}
 	return w, nil
+}
+
+// Bytes is the memory w's values take: Mat.Bytes of every matrix (the
+// tied head once) and 4 bytes per norm gain and bias.
+func (w *Weights) Bytes() int64 {
+	var n int64
+	for _, t := range w.Cfg.specs(w) {
+		if t.mat != nil {
+			n += t.mat.Bytes()
+		} else {
+			n += 4 * int64(len(*t.dst))
+		}
+	}
+	return n
 }

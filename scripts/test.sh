@@ -108,10 +108,12 @@ fi
 go test -count=1 -timeout 40m -race -short ./delta ./nodekey ./ring/... ./orchestrator/engine ./orchestrator/judge ./artifact/transfer ./worker ./merge
 # The engine's portable kernels (what machines without AVX-512 run) against
 # the documented summation orders, and builds for arm64 and GOAMD64=v3
-# (where Go would fuse an unconverted x*y+z).
-go test -count=1 -tags purego -run 'TestKernelsBitExact|TestModelSIMDMatchesGo|TestFMA32|TestCacheAndThreadsEveryArch' ./llama
-GOAMD64=v3 go test -count=1 -run 'TestKernelsBitExact|TestModelSIMDMatchesGo|TestFMA32' ./llama
+# (where Go would fuse an unconverted x*y+z); TestHalfBase: a BF16/F16 base
+# kept 16-bit gives its float32 reading's bits there too.
+go test -count=1 -tags purego -run 'TestKernelsBitExact|TestModelSIMDMatchesGo|TestFMA32|TestCacheAndThreadsEveryArch|TestHalfBase' ./llama
+GOAMD64=v3 go test -count=1 -run 'TestKernelsBitExact|TestModelSIMDMatchesGo|TestFMA32|TestHalfBase' ./llama
 GOARCH=arm64 go vet ./llama
+GOOS=windows go vet ./llama
 
 # Fuzz every parser for a fixed number of executions (bounded time; a crash
 # fails the run and leaves its input under the package's testdata/fuzz/).

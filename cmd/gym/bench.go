@@ -17,9 +17,10 @@ import (
 func newBench() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure this machine: delta packing and verification, the model engine against PyTorch",
+		Short: "Measure this machine: delta packing and verification, the model engine against PyTorch, its memory on a BF16 base",
 	}
-	cmd.AddCommand(newBenchDelta(), newBenchVerifyRSS(), newBenchModel(), newBenchModelGo(), newBenchBackend(), newBenchQuality(), newBenchQualitySim())
+	cmd.AddCommand(newBenchDelta(), newBenchVerifyRSS(), newBenchModel(), newBenchModelGo(), newBenchBackend(), newBenchQuality(), newBenchQualitySim(),
+		newBenchLoad(), newBenchLoadGo())
 	return cmd
 }
 
@@ -200,6 +201,82 @@ Each figure is the best of --iters.`,
 	cmd.Flags().IntVar(&cfg.Seq, "seq", cfg.Seq, "tokens of the prefill and training sequences")
 	cmd.Flags().IntVar(&cfg.Iters, "iters", cfg.Iters, "repetitions of each figure (the best counts)")
 	cmd.Flags().StringVar(&cfg.Python, "python", "", "Python interpreter with torch, transformers and peft")
+	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "scratch directory (default: the system's temporary directory)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// newBenchLoadGo is the child bench load runs for each way of reading the
+// base, so that its peak RSS is its own.
+func newBenchLoadGo() *cobra.Command {
+	var dir, mode string
+	var threads, seq int
+	cmd := &cobra.Command{
+		Use:    "load-go --dir DIR --mode float32|kept --threads N --seq L",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if threads < 1 || seq < 2 {
+				return usageError{fmt.Errorf("--threads %d, --seq %d", threads, seq)}
+			}
+			runtime.GOMAXPROCS(threads)
+			f, err := modelbench.MeasureLoad(dir, mode, threads, seq)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(f)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "model directory")
+	cmd.Flags().StringVar(&mode, "mode", modelbench.ModeKept, "float32 or kept")
+	cmd.Flags().IntVar(&threads, "threads", 1, "threads")
+	cmd.Flags().IntVar(&seq, "seq", 64, "tokens of the training step")
+	return cmd
+}
+
+func newBenchLoad() *cobra.Command {
+	cfg := modelbench.DefaultLoadConfig()
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "load [--model DIR] [--layers 22] [--threads N] [--seq 64] [--json]",
+		Short: "Peak memory of the Go engine on a BF16 base: widened to float32 at load against kept 16-bit",
+		Long: `bench load measures what a BF16 base costs the Go engine, in one run: the
+same checkpoint read twice, each time in a child process of its own, once
+widened to float32 at load (as the engine did before) and once with its
+16-bit matrices kept and memory-mapped (what it does now), each followed by
+one LoRA training step on --seq tokens. It reports the weights' memory, the
+peak resident memory (VmHWM) after the load and after the step, each against
+the safetensors files' size, and the load and step times.
+
+Without --model it writes a random model shaped like Qwen3-0.6B, cut to
+--layers layers (22: 0.50 B parameters, 1.0 GB), in BF16 into a temporary
+directory (--dir).`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.GoCmd = []string{self, "bench", "load-go"}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			cfg.Progress = cmd.ErrOrStderr()
+			res, err := modelbench.RunLoad(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			modelbench.PrintLoad(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfg.ModelDir, "model", "", "a Hugging Face model directory (default: a generated BF16 Qwen3-shaped model)")
+	cmd.Flags().IntVar(&cfg.Layers, "layers", cfg.Layers, "layers of the generated model")
+	cmd.Flags().IntVar(&cfg.Threads, "threads", cfg.Threads, "threads of the engine")
+	cmd.Flags().IntVar(&cfg.Seq, "seq", cfg.Seq, "tokens of the training step")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "scratch directory (default: the system's temporary directory)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd

@@ -372,3 +372,31 @@ func TestBenchModelSmall(t *testing.T) {
 		}
 	}
 }
+
+// bench load runs end to end on a tiny BF16 model (a test of the command
+// and its child processes; internal/modelbench checks the figures); bad
+// flags are usage errors.
+func TestBenchLoadSmall(t *testing.T) {
+	w, err := modelbench.RandomWeights(modelbench.TinyShape(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := llama.SaveAs(dir, w, llama.BF16); err != nil {
+		t.Fatal(err)
+	}
+	var r modelbench.LoadResult
+	out := mustGym(t, "bench", "load", "--model", dir, "--threads", "2", "--seq", "8", "--json")
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if r.Float32.Mode != modelbench.ModeFloat32 || r.Kept.Mode != modelbench.ModeKept || r.FileBytes <= 0 ||
+		r.Kept.WeightsBytes >= r.Float32.WeightsBytes || r.Kept.PeakRSSBytes <= 0 || r.Float32.PeakRSSBytes <= 0 {
+		t.Fatalf("%s", out)
+	}
+	for _, args := range [][]string{{"--threads", "0"}, {"--seq", "1"}} {
+		if res := gym(t, append([]string{"bench", "load", "--model", dir}, args...)...); res.code == 0 {
+			t.Errorf("bench load %v succeeded", args)
+		}
+	}
+}

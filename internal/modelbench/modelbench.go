@@ -155,7 +155,7 @@ func RandomWeights(c llama.Config, seed uint64) (*llama.Weights, error) {
 			d[i] = float32(mean + std*r.Norm())
 		}
 	}
-	fill(w.Embed, 0, 1)
+	fill(w.Embed.F32, 0, 1)
 	for l := range w.Layers {
 		L := &w.Layers[l]
 		fill(L.InputNorm, 1, 0.1)
@@ -164,13 +164,13 @@ func RandomWeights(c llama.Config, seed uint64) (*llama.Weights, error) {
 		fill(L.KNorm, 1, 0.1)
 		for m := range llama.NumModules {
 			in, _ := c.Dims(m)
-			fill(L.W[m], 0, 1/math.Sqrt(float64(in)))
+			fill(L.W[m].F32, 0, 1/math.Sqrt(float64(in)))
 			fill(L.Bias[m], 0, 0.1)
 		}
 	}
 	fill(w.Norm, 1, 0.1)
 	if !c.Tied {
-		fill(w.Head, 0, 1/math.Sqrt(float64(c.Hidden)))
+		fill(w.Head.F32, 0, 1/math.Sqrt(float64(c.Hidden)))
 	}
 	return w, nil
 }

@@ -24,7 +24,13 @@ func TestMain(m *testing.M) {
 			args[strings.TrimPrefix(os.Args[i], "--")] = os.Args[i+1]
 		}
 		num := func(k string) int { n, _ := strconv.Atoi(args[k]); return n }
-		f, err := MeasureGo(args["dir"], num("threads"), num("seq"), num("iters"))
+		var f any
+		var err error
+		if mode, ok := args["mode"]; ok { // RunLoad's child
+			f, err = MeasureLoad(args["dir"], mode, num("threads"), num("seq"))
+		} else {
+			f, err = MeasureGo(args["dir"], num("threads"), num("seq"), num("iters"))
+		}
 		if err != nil {
 			os.Stderr.WriteString(err.Error())
 			os.Exit(1)

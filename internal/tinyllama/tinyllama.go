@@ -52,7 +52,7 @@ func Weights(c llama.Config, seed uint64, std float64) (*llama.Weights, error) {
 			x[i] = 1
 		}
 	}
-	fill(w.Embed, std)
+	fill(w.Embed.F32, std)
 	for l := range w.Layers {
 		L := &w.Layers[l]
 		ones(L.InputNorm)
@@ -65,13 +65,13 @@ func Weights(c llama.Config, seed uint64, std float64) (*llama.Weights, error) {
 			if m == llama.OProj || m == llama.DownProj {
 				s /= math.Sqrt(2 * float64(c.Layers))
 			}
-			fill(L.W[m], s)
+			fill(L.W[m].F32, s)
 			fill(L.Bias[m], 0.02)
 		}
 	}
 	ones(w.Norm)
 	if !c.Tied {
-		fill(w.Head, std)
+		fill(w.Head.F32, std)
 	}
 	return w, nil
 }
