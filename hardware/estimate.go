@@ -126,6 +126,11 @@ func MiB(b int64) string {
 // TotalMiB is Total rounded up to whole MiB.
 func (m Memory) TotalMiB() uint64 { return uint64((m.Total + 1<<20 - 1) >> 20) }
 
+// Terms lists the estimate's terms in MiB.
+func (m Memory) Terms() string {
+	return fmt.Sprintf("weights %s, LoRA and optimiser %s, activations and KV cache %s", MiB(m.Weights), MiB(m.Adapter), MiB(m.Activations))
+}
+
 func (m Memory) String() string {
 	w := fmt.Sprintf("%d parameters × 4 bytes", m.Params)
 	if m.Target.Backend != BackendGo {

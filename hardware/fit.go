@@ -122,7 +122,7 @@ func check(r Report, s jobspec.Spec, sh *Shape, backend string) Fit {
 		}
 		f.Need = &m
 		if need, have := m.TotalMiB(), dev.Available(); need > have {
-			f.Reason = fmt.Sprintf("memory: %s needs %d MiB (%s), %s has %d MiB free", f.Target, need, m, dev.Name, have)
+			f.Reason = fmt.Sprintf("memory: %s needs %d MiB (%s), %s has %d MiB free", f.Target, need, m.Terms(), dev.Name, have)
 		}
 	}
 	return f

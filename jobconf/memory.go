@@ -58,3 +58,16 @@ func CheckMemory(m Memory, limit int64, what string) error {
 	}
 	return nil
 }
+
+// ShapeFromConfig parses a base's config.json (llama.ParseConfig, which
+// also gates the architectures the engine knows) into its Shape.
+func ShapeFromConfig(configJSON []byte) (hardware.Shape, error) {
+	mc, err := llama.ParseConfig(configJSON)
+	if err != nil {
+		return hardware.Shape{}, err
+	}
+	if err := mc.Validate(); err != nil {
+		return hardware.Shape{}, err
+	}
+	return ShapeOf(mc), nil
+}
