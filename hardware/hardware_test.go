@@ -145,7 +145,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"4-bit fits", gpuNode("NVIDIA L4", 23034, 22000, "bfloat16", "nf4"), torch4, &qwen06, true, []string{"torch bfloat16 4-bit on NVIDIA L4", "of 22000 MiB"}},
 		{"no nf4", gpuNode("NVIDIA L4", 23034, 22000, "bfloat16"), torch4, &qwen06, false, []string{"use_4bit", "bfloat16"}},
-		{"too small", gpuNode("T4", 4096, uint64(n4) - 1, "bfloat16", "nf4"), torch4, &qwen06, false,
+		{"too small", gpuNode("T4", 4096, uint64(n4)-1, "bfloat16", "nf4"), torch4, &qwen06, false,
 			[]string{"memory", "torch bfloat16 4-bit", "T4", "MiB free", itoa(n4), itoa(n4 - 1)}},
 		{"go node, torch job", cpuNode, torch, &qwen06, false, []string{"backend torch", "runs go"}},
 		{"go on 24 GiB host", cpuNode, goJob, nil, true, []string{"go float32 on cpu", "no memory estimate"}},

@@ -66,7 +66,7 @@ func TestDTypeSetting(t *testing.T) {
 		}
 	}
 	for line, want := range map[string]string{
-		"dtype: bfloat16\n":               "the go engine trains in float32",
+		"dtype: bfloat16\n":                "the go engine trains in float32",
 		"backend: torch\ndtype: float64\n": "dtype",
 	} {
 		if _, err := file(line); err == nil || !strings.Contains(err.Error(), want) {
