@@ -32,8 +32,8 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/edkey"
-	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/hardware"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/engine"
