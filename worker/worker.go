@@ -350,6 +350,9 @@ func (w *Worker) loop(ctx context.Context) error {
 			if err == nil {
 				err = p.Serves(w.backend().Name())
 			}
+			if err == nil {
+				err = p.ServesDType(w.backend().DType())
+			}
 			if err != nil {
 				w.refuse(ctx, a.Job, err)
 				continue
