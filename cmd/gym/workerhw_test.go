@@ -19,7 +19,10 @@ func TestWorkerHardware(t *testing.T) {
 	asked := 0
 	p := hwProbe{
 		host: func() (hardware.Accelerator, error) { return host, nil },
-		gpus: func(context.Context) ([]hardware.Accelerator, error) { asked++; return []hardware.Accelerator{h100, l4}, nil },
+		gpus: func(context.Context) ([]hardware.Accelerator, error) {
+			asked++
+			return []hardware.Accelerator{h100, l4}, nil
+		},
 	}
 	ctx := context.Background()
 	r, err := workerHardware(ctx, p, nil, "go", "cpu", "float32")
