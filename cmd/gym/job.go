@@ -191,7 +191,7 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
   {config_id, generation, members in ring order, bottleneck_kbps}), cids
   (published checkpoints), spec {model, dataset, epochs, min_nodes,
   max_nodes, min_vram_mib, aggregation, utility, submitter, deadline
-  (RFC 3339 or null), steps_per_epoch, prompts_per_step, seed, byzantine,
+  (RFC 3339 or null), backend, dtype, steps_per_epoch, prompts_per_step, seed, byzantine,
   spot_check_bp (basis points replayed, 0: none), gspo (null for a job
   hanzod recorded none for, else {importance_sampling_level, beta,
   group_size, aggregate_interval, use_4bit, lora_rank, lora_alpha,
@@ -201,9 +201,14 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
   artifacts (hanzod's artifact server, KEYHEX@host:port, "" when it runs
   none: 'gym job checkpoint' fetches from it), refusals ([{node, reason}]:
   the nodes that refused the job, such as a worker whose memory the job
-  does not fit, or whose copy of the base model did not verify) and settled
+  does not fit, or whose copy of the base model did not verify), settled
   (the settlement record is written and the stakes the job locked are
-  released).
+  released), memory_estimated (hanzod read the base's config.json and
+  checks the job's memory estimate against each node's), and while the
+  job is pending pending_reason (why it waits, with the numbers) and
+  eligibility ([{node, eligible, reason, device, need_mib,
+  available_mib}]: each node's fit for the job, the first 256 by id;
+  docs/job-file.md, "Where a job runs").
 
 Lists are never null.`,
 		Args: exactArgs(1),
