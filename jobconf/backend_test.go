@@ -27,6 +27,20 @@ func TestPlanServes(t *testing.T) {
 	}
 }
 
+// A job naming a dtype is served only by a worker training in it; one
+// naming none by any.
+func TestPlanServesDType(t *testing.T) {
+	for _, c := range []struct {
+		job, worker string
+		ok          bool
+	}{{"", "float32", true}, {"", "bfloat16", true}, {"bfloat16", "bfloat16", true}, {"bfloat16", "float32", false}, {"float32", "bfloat16", false}} {
+		err := Plan{DType: c.job}.ServesDType(c.worker)
+		if (err == nil) != c.ok || (err != nil && (!errors.Is(err, ErrJob) || !strings.Contains(err.Error(), "--torch-dtype "+c.job))) {
+			t.Errorf("job %q, worker %q: %v", c.job, c.worker, err)
+		}
+	}
+}
+
 // The backend is recorded in a delta's signed metadata, and only when it
 // is not go.
 func TestDeltaRecordsBackend(t *testing.T) {

@@ -48,6 +48,8 @@ type Plan struct {
 	Base *basemodel.Base
 	// Backend is the training backend the job asks for: go, torch or any.
 	Backend string
+	// DType is the type the job asks workers to train in ("": any).
+	DType string
 	// OuterLR, OuterMomentum and OuterAdam are the job's outer optimiser
 	// (NewOuter; OuterLR 0: the plain average).
 	OuterLR, OuterMomentum float64
@@ -79,6 +81,15 @@ func (p Plan) Serves(backend string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: the job trains with the %s backend, this worker with %s", ErrJob, p.Backend, backend)
+}
+
+// ServesDType reports whether a worker whose backend trains in dtype may
+// take the plan's job: the job names no dtype, or that one.
+func (p Plan) ServesDType(dtype string) error {
+	if p.DType != "" && p.DType != dtype {
+		return fmt.Errorf("%w: the job trains in %s, this worker in %s (start it with --torch-dtype %s)", ErrJob, p.DType, dtype, p.DType)
+	}
+	return nil
 }
 
 // BuiltinGSPO is the built-in model's training profile written as a job's
@@ -274,7 +285,7 @@ func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Da
 	if spe == 0 {
 		spe = s.GSPO.AggregateInterval
 	}
-	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend(),
+	p := Plan{Job: id, Trainer: c, Epochs: s.Epochs, StepsPerEpoch: spe, Interval: s.GSPO.AggregateInterval, Base: base, Backend: s.TrainingBackend(), DType: s.DType,
 		OuterLR: s.GSPO.OuterLR, OuterMomentum: s.GSPO.OuterMomentum, OuterAdam: s.GSPO.OuterAdam(), MaxGradNorm: s.GSPO.MaxGradNorm, Envs: envs, Validators: s.Validators}
 	if p.Interval < 1 || spe%p.Interval != 0 {
 		return Plan{}, fmt.Errorf("%w: steps_per_epoch %d must be a positive multiple of aggregate_interval %d", ErrJob, spe, p.Interval)

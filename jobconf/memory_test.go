@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
@@ -73,5 +74,17 @@ func TestEstimateMemory(t *testing.T) {
 	t.Logf("512 tokens, all-linear: %s", m2)
 	if m2.Activations >= m.Activations || m2.LoRAParams <= m.LoRAParams || m2.Weights != m.Weights {
 		t.Fatalf("512 tokens all-linear %+v against %+v", m2, m)
+	}
+	// The torch backend in bfloat16 holds the base at its file's size,
+	// half the go engine's float32 copy, and names the target.
+	bf, err := jobconf.EstimateMemoryFor(s, mc, hardware.Target{Backend: "torch", DType: "bfloat16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bf.Weights != 2*bf.Params || bf.Total >= m2.Total || !strings.Contains(bf.String(), "in bfloat16") {
+		t.Fatalf("torch bfloat16: %s against %s", bf, m2)
+	}
+	if _, err := jobconf.EstimateMemoryFor(s, mc, hardware.Target{Backend: "go", DType: "bfloat16"}); !errors.Is(err, jobconf.ErrJob) {
+		t.Fatalf("go in bfloat16: %v", err)
 	}
 }

@@ -163,6 +163,7 @@ var Fields = struct {
 	Use4Bit                                                                      Flag
 	LoRATargetModules                                                            Modules
 	Backend                                                                      Choice
+	DType                                                                        Choice
 }{
 	Model:          Text{"model", 256, "the base model to post-train, e.g. Qwen/Qwen3-0.6B"},
 	Dataset:        Text{"dataset", 256, "the training data, e.g. openai/gsm8k"},
@@ -208,4 +209,6 @@ var Fields = struct {
 		"q_proj,v_proj", "transformers' projection names, e.g. [q_proj, v_proj], or all-linear"},
 	Backend: Choice{"backend", []string{"go", "torch", "any"}, "go",
 		"the workers' training backend: go (replayable bit for bit), torch or any"},
+	DType: Choice{"dtype", []string{"any", "float32", "bfloat16", "float16"}, "any",
+		"the type workers train in: any (each node's), float32 (the go engine's only), bfloat16 or float16 (torch)"},
 }

@@ -88,7 +88,7 @@ func TestFieldsMatchDocs(t *testing.T) {
 			t.Errorf("%s: the docs' default %q, the table's %v", r.Key, def, r.Default)
 		}
 	}
-	for _, c := range []jobspec.Choice{f.Aggregation, f.ImportanceSamplingLevel, f.InnerOptimizer, f.OuterOptimizer} {
+	for _, c := range []jobspec.Choice{f.Aggregation, f.ImportanceSamplingLevel, f.InnerOptimizer, f.OuterOptimizer, f.Backend, f.DType} {
 		def, allowed := row(c.Key)
 		if want := "`" + strings.Join(c.Values, "`, `") + "`"; allowed != want || def != "`"+c.Default+"`" {
 			t.Errorf("%s: the docs say %q default %q, the table %q default %q", c.Key, allowed, def, want, c.Default)

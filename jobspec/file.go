@@ -49,6 +49,9 @@ type File struct {
 	GSPO       GSPO `json:"gspo"`
 	// Backend is the training backend workers must use: go, torch or any.
 	Backend string `json:"backend"`
+	// DType is the type workers must train in: any, float32, bfloat16 or
+	// float16.
+	DType string `json:"dtype"`
 	// Data maps a dataset's rows onto problems (docs/datasets.md).
 	Data Data `json:"data"`
 	// Reward is the reward list in canonical form ("" for the default).
@@ -68,6 +71,9 @@ func (j *File) Spec() Spec {
 	}
 	if j.Backend != Fields.Backend.Default {
 		s.Backend = j.Backend
+	}
+	if j.DType != Fields.DType.Default {
+		s.DType = j.DType
 	}
 	if j.Deadline != nil {
 		s.Deadline = j.Deadline.UnixMilli()
@@ -152,6 +158,7 @@ func ParseFile(name string, data []byte, now time.Time, check func(Spec) error) 
 		{"min_vram_mib", false, func(n *yaml.Node) { j.MinVRAMMiB = uint64(p.whole(n, f.MinVRAMMiB)) }},
 		{"aggregation", false, func(n *yaml.Node) { j.Aggregation = p.oneOf(n, f.Aggregation) }},
 		{"backend", false, func(n *yaml.Node) { j.Backend = p.oneOf(n, f.Backend) }},
+		{"dtype", false, func(n *yaml.Node) { j.DType = p.oneOf(n, f.DType) }},
 		{"utility", false, func(n *yaml.Node) { j.Utility = uint64(p.whole(n, f.Utility)) }},
 		{"submitter", false, func(n *yaml.Node) {
 			j.Submitter = p.str(n, "submitter")
@@ -185,6 +192,9 @@ func ParseFile(name string, data []byte, now time.Time, check func(Spec) error) 
 	}
 	if j.Backend == "" {
 		j.Backend = f.Backend.Default
+	}
+	if j.DType == "" {
+		j.DType = f.DType.Default
 	}
 	if j.Utility == 0 {
 		j.Utility = uint64(f.Utility.Default)

@@ -22,7 +22,7 @@ func FromProto(p *pb.JobSpec) Spec {
 		MinVRAMMiB: p.MinVramMib, Aggregation: p.Aggregation, Utility: p.Utility, Submitter: p.Submitter, Deadline: p.DeadlineUnixMs,
 		GSPO: GSPOFromProto(p.Gspo), StepsPerEpoch: int(p.StepsPerEpoch), PromptsPerStep: int(p.PromptsPerStep), Seed: p.Seed,
 		Byzantine: int(p.Byzantine), SpotCheckBP: int(p.SpotCheckBp), Backend: p.Backend, Validators: int(p.Validators),
-		Data: DataFromProto(p.Data), Reward: RewardsFromProto(p.Reward),
+		Data: DataFromProto(p.Data), Reward: RewardsFromProto(p.Reward), DType: p.Dtype,
 	}
 }
 
@@ -147,7 +147,7 @@ func ToProto(s Spec) *pb.JobSpec {
 		MinVramMib: s.MinVRAMMiB, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter, DeadlineUnixMs: s.Deadline,
 		Gspo: GSPOToProto(s.GSPO), StepsPerEpoch: int32(s.StepsPerEpoch), PromptsPerStep: int32(s.PromptsPerStep), Seed: s.Seed,
 		Byzantine: int32(s.Byzantine), SpotCheckBp: int32(s.SpotCheckBP), Backend: s.Backend, Validators: int32(s.Validators),
-		Data: dataToProto(s.Data), Reward: rewardsToProto(s.Reward),
+		Data: dataToProto(s.Data), Reward: rewardsToProto(s.Reward), Dtype: s.DType,
 	}
 }
 

@@ -61,6 +61,12 @@ type Spec struct {
 	// jobs logged before the setting existed carry), "torch" or "any"
 	// (docs/backends.md).
 	Backend string `json:"backend,omitempty"`
+	// DType is the floating-point type workers must train in: "" for any
+	// (each node's own; its one encoding, which is also what jobs logged
+	// before the setting existed carry), "float32", "bfloat16" or
+	// "float16" (torch). hanzod assigns the job only to nodes that report
+	// it (package hardware).
+	DType string `json:"dtype,omitempty"`
 	// Data maps the rows of a dataset named by CID onto problems
 	// (docs/datasets.md); zero for a built-in task.
 	Data Data `json:"data,omitzero"`
@@ -256,6 +262,15 @@ func (s *Spec) Normalise() error {
 	}
 	if s.Backend != "" && !f.Backend.Contains(s.Backend) {
 		return invalidf("backend %q (want go, torch or any)", s.Backend)
+	}
+	if s.DType == f.DType.Default {
+		s.DType = ""
+	}
+	switch {
+	case s.DType != "" && !f.DType.Contains(s.DType):
+		return invalidf("dtype %q (want any, float32, bfloat16 or float16)", s.DType)
+	case s.Backend == "" && s.DType != "" && s.DType != "float32":
+		return invalidf("dtype %s with backend go: the go engine trains in float32 (use backend torch or any)", s.DType)
 	}
 	if !f.Aggregation.Contains(s.Aggregation) {
 		return invalidf("aggregation %q (want mean, median or trimmed-mean)", s.Aggregation)

@@ -13,6 +13,8 @@ import (
 	"encoding/hex"
 	"math"
 	"time"
+
+	"github.com/zooai/gym/hardware"
 )
 
 // Domain is the signature domain tag of node requests; the request kind and
@@ -77,6 +79,10 @@ type (
 		// Role (optional) is "validator" for a validator (docs/validators.md),
 		// empty for a compute node; signed only when set.
 		Role string
+		// Hardware (optional) is what the node has: its accelerators, the
+		// backends it runs and the types it trains in (package hardware);
+		// signed only when not empty, so older signatures still verify.
+		Hardware hardware.Report
 	}
 	// Heartbeat says the node is alive (every 10 s).
 	Heartbeat struct {
@@ -144,6 +150,12 @@ func (e *enc) str(s string) {
 	e.WriteString(s)
 }
 func (e *enc) u64(v uint64) { _ = binary.Write(&e.Buffer, binary.BigEndian, v) }
+func (e *enc) strs(s []string) {
+	e.u64(uint64(len(s)))
+	for _, v := range s {
+		e.str(v)
+	}
+}
 
 func header(kind string, a Auth) *enc {
 	e := &enc{}
@@ -161,7 +173,10 @@ func header(kind string, a Auth) *enc {
 // the audience (hanzod's raw 32-byte key), the node, sequence and
 // timestamp, then every field (strings and byte strings as a 4-byte
 // big-endian length and the bytes, integers as 8 bytes big-endian) in
-// declaration order.
+// declaration order. The optional fields at the end are written only when
+// they or a later one are set; a list is its length as 8 bytes and then its
+// elements, an accelerator its name, total and free MiB and compute
+// capability.
 func (r Register) SignedBytes() []byte {
 	e := header("register", r.Auth)
 	e.str(r.Address)
@@ -169,11 +184,23 @@ func (r Register) SignedBytes() []byte {
 	e.str(r.GPUModel)
 	e.u64(r.VRAMMiB)
 	e.str(string(r.Report))
-	if r.ProbeAddress != "" || r.Role != "" {
+	hw := !r.Hardware.Empty()
+	if r.ProbeAddress != "" || r.Role != "" || hw {
 		e.str(r.ProbeAddress)
 	}
-	if r.Role != "" {
+	if r.Role != "" || hw {
 		e.str(r.Role)
+	}
+	if hw {
+		e.u64(uint64(len(r.Hardware.Accelerators)))
+		for _, a := range r.Hardware.Accelerators {
+			e.str(a.Name)
+			e.u64(a.TotalMiB)
+			e.u64(a.FreeMiB)
+			e.str(a.Compute)
+		}
+		e.strs(r.Hardware.Backends)
+		e.strs(r.Hardware.DTypes)
 	}
 	return e.Bytes()
 }

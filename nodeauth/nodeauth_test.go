@@ -4,9 +4,11 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/nodeauth"
 )
 
@@ -128,5 +130,52 @@ func TestSeqLimit(t *testing.T) {
 	}
 	if got := nodeauth.SeqLimit(-time.Hour.Milliseconds(), time.Minute, time.Hour); got != uint64(time.Hour) {
 		t.Fatalf("before 1970: %d", got)
+	}
+}
+
+// TestRegisterHardwareSigned: the hardware report is signed after the
+// other fields (the golden bytes above are the form without one, which
+// still verifies), every part of it is covered, and the encoding is the one
+// docs/orchestrator.md spells out.
+func TestRegisterHardwareSigned(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(make([]byte, 32))
+	a := nodeauth.Auth{Seq: 7, Timestamp: 1767225600123, Audience: hanzod(1)}
+	base := nodeauth.Register{Auth: a, Address: "10.0.0.1:9000", GPUModel: "L4", VRAMMiB: 23034}
+	r := base
+	r.Hardware = hardware.Report{
+		Accelerators: []hardware.Accelerator{{Name: "L4", TotalMiB: 23034, FreeMiB: 22000, Compute: "8.9"}, {Name: "cpu", TotalMiB: 64000, FreeMiB: 60000}},
+		Backends:     []string{"torch"}, DTypes: []string{"bfloat16", "nf4"},
+	}
+	nodeauth.SignRegister(key, &r)
+	pub := key.Public().(ed25519.PublicKey)
+	if !ed25519.Verify(pub, r.SignedBytes(), r.Sig) {
+		t.Fatal("does not verify")
+	}
+	// The tail after the legacy form: probe address and role (empty), then
+	// the lists.
+	base.Auth = r.Auth
+	tail := hex.EncodeToString(r.SignedBytes()[len(base.SignedBytes()):])
+	want := "00000000" + "00000000" + "0000000000000002" +
+		"000000024c34" + "00000000000059fa" + "00000000000055f0" + "00000003382e39" +
+		"00000003637075" + "000000000000fa00" + "000000000000ea60" + "00000000" +
+		"0000000000000001" + "00000005746f726368" +
+		"0000000000000002" + "0000000862666c6f61743136" + "000000036e6634"
+	if tail != want {
+		t.Fatalf("hardware tail %s\nwant %s", tail, want)
+	}
+	for name, change := range map[string]func(*nodeauth.Register){
+		"free memory": func(r *nodeauth.Register) { r.Hardware.Accelerators[0].FreeMiB++ },
+		"compute":     func(r *nodeauth.Register) { r.Hardware.Accelerators[0].Compute = "9.0" },
+		"host memory": func(r *nodeauth.Register) { r.Hardware.Accelerators[1].TotalMiB *= 2 },
+		"backend":     func(r *nodeauth.Register) { r.Hardware.Backends = []string{"go"} },
+		"dtype":       func(r *nodeauth.Register) { r.Hardware.DTypes = r.Hardware.DTypes[:1] },
+		"dropped":     func(r *nodeauth.Register) { r.Hardware = hardware.Report{} },
+	} {
+		c := r
+		c.Hardware = hardware.Report{Accelerators: slices.Clone(r.Hardware.Accelerators), Backends: slices.Clone(r.Hardware.Backends), DTypes: slices.Clone(r.Hardware.DTypes)}
+		change(&c)
+		if ed25519.Verify(pub, c.SignedBytes(), r.Sig) {
+			t.Errorf("%s changed, the signature still verifies", name)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/edkey/edkeytest"
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/nodeauth"
 )
 
@@ -35,6 +36,8 @@ type strictHanzod struct {
 	last     uint64
 	accepted []uint64
 	refused  []string
+	// registered is the last Register request, as sent.
+	registered *pb.RegisterRequest
 }
 
 func (f *strictHanzod) Invoke(_ context.Context, method string, req, _ any, opts ...grpc.CallOption) error {
@@ -51,7 +54,13 @@ func (f *strictHanzod) Invoke(_ context.Context, method string, req, _ any, opts
 	switch r := req.(type) {
 	case *pb.RegisterRequest:
 		a = nodeauth.Auth{Node: r.Auth.Node, Seq: r.Auth.Seq, Timestamp: r.Auth.TimestampMs, Audience: f.key}
-		msg = nodeauth.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress, Role: r.Role}.SignedBytes()
+		hw := hardware.Report{Backends: r.Backends, DTypes: r.Dtypes}
+		for _, x := range r.Accelerators {
+			hw.Accelerators = append(hw.Accelerators, hardware.Accelerator{Name: x.Name, TotalMiB: x.TotalMib, FreeMiB: x.FreeMib, Compute: x.Compute})
+		}
+		msg = nodeauth.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress, Role: r.Role,
+			Hardware: hw}.SignedBytes()
+		f.registered = r
 	case *pb.HeartbeatRequest:
 		a = nodeauth.Auth{Node: r.Auth.Node, Seq: r.Auth.Seq, Timestamp: r.Auth.TimestampMs, Audience: f.key}
 		msg = nodeauth.Heartbeat{Auth: a}.SignedBytes()

@@ -39,6 +39,7 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/edkey"
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
@@ -55,7 +56,12 @@ type Config struct {
 	// Dir holds the node's artifact store (checkpoints fetched from
 	// hanzod), created if missing.
 	Dir string
-	// Hardware the node reports when it registers.
+	// Hardware the node reports when it registers: its accelerators,
+	// backends and dtypes (hardware.Report; without accelerators, the cpu
+	// entry of this host, hardware.Host), and the gpu model and VRAM of
+	// older hanzods (empty: the report's largest accelerator,
+	// hardware.Report.Summary).
+	Hardware         hardware.Report
 	Region, GPUModel string
 	VRAMMiB          uint64
 	Now              func() time.Time
@@ -106,6 +112,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	cfg.Hardware = defaultHardware(cfg.Hardware, hardware.Host)
+	if gpu, vram := cfg.Hardware.Summary(); cfg.GPUModel == "" && cfg.VRAMMiB == 0 && vram > 0 {
+		cfg.GPUModel, cfg.VRAMMiB = gpu, vram
 	}
 	if cfg.GPUModel == "" {
 		cfg.GPUModel = "cpu"
@@ -397,10 +407,15 @@ func (c *Client) Register(ctx context.Context, ringAddr, probeAddr string) error
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.signed(func(a nodeauth.Auth, opts ...grpc.CallOption) (int64, error) {
-		r := nodeauth.Register{Auth: a, Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr, Role: c.cfg.Role}
+		r := nodeauth.Register{Auth: a, Address: ringAddr, Region: c.cfg.Region, GPUModel: c.cfg.GPUModel, VRAMMiB: c.cfg.VRAMMiB, ProbeAddress: probeAddr, Role: c.cfg.Role,
+			Hardware: c.cfg.Hardware}
 		r.Sign(c.cfg.Key, r.SignedBytes())
-		resp, err := c.node.Register(ctx, &pb.RegisterRequest{Auth: pbAuth(r.Auth), Address: r.Address, Region: r.Region,
-			GpuModel: r.GPUModel, VramMib: r.VRAMMiB, ProbeAddress: probeAddr, Role: r.Role}, opts...)
+		req := &pb.RegisterRequest{Auth: pbAuth(r.Auth), Address: r.Address, Region: r.Region,
+			GpuModel: r.GPUModel, VramMib: r.VRAMMiB, ProbeAddress: probeAddr, Role: r.Role, Backends: r.Hardware.Backends, Dtypes: r.Hardware.DTypes}
+		for _, x := range r.Hardware.Accelerators {
+			req.Accelerators = append(req.Accelerators, &pb.Accelerator{Name: x.Name, TotalMib: x.TotalMiB, FreeMib: x.FreeMiB, Compute: x.Compute})
+		}
+		resp, err := c.node.Register(ctx, req, opts...)
 		return resp.GetServerTimeMs(), err
 	})
 }
@@ -640,3 +655,15 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 func sortedKeys(m map[string]uint64) []string { return slices.Sorted(maps.Keys(m)) }
 
 var _ worker.Orchestrator = (*Client)(nil)
+
+// defaultHardware is r with, when it lists no accelerator, the cpu entry
+// host reads (none when host fails: the node then reports what r says).
+func defaultHardware(r hardware.Report, host func() (hardware.Accelerator, error)) hardware.Report {
+	if len(r.Accelerators) > 0 {
+		return r
+	}
+	if h, err := host(); err == nil {
+		r.Accelerators = []hardware.Accelerator{h}
+	}
+	return r
+}

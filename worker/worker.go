@@ -21,6 +21,7 @@ import (
 	"github.com/zooai/gym/backend"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
@@ -350,6 +351,9 @@ func (w *Worker) loop(ctx context.Context) error {
 			if err == nil {
 				err = p.Serves(w.backend().Name())
 			}
+			if err == nil {
+				err = p.ServesDType(w.backend().DType())
+			}
 			if err != nil {
 				w.refuse(ctx, a.Job, err)
 				continue
@@ -548,7 +552,14 @@ func (w *Worker) fits(s jobspec.Spec, mc llama.Config, loaded bool) error {
 		}
 		limit, what = avail, "this host's available memory"
 	}
-	m, err := jobconf.EstimateMemory(s, mc)
+	// The estimate of this worker's backend: the go engine's float32, or
+	// torch in its dtype with the job's 4-bit (hanzod checks the same
+	// against the GPU a torch node reported).
+	t := hardware.GoTarget
+	if b := w.backend(); b.Name() == backend.Torch {
+		t = hardware.Target{Backend: backend.Torch, DType: b.DType(), Use4Bit: s.GSPO.Use4Bit}
+	}
+	m, err := jobconf.EstimateMemoryFor(s, mc, t)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func dialHanzod(ctx context.Context, o DialOptions) (worker.Orchestrator, io.Clo
 		}
 		dir = tmp
 	}
-	c, err := nodeclient.New(nodeclient.Config{Key: o.Key, Conn: conn, Dir: filepath.Clean(dir), Role: o.Role})
+	c, err := nodeclient.New(nodeclient.Config{Key: o.Key, Conn: conn, Dir: filepath.Clean(dir), Role: o.Role, Hardware: o.Hardware})
 	if err != nil {
 		conn.Close()
 		return nil, nil, err

@@ -191,7 +191,7 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
   {config_id, generation, members in ring order, bottleneck_kbps}), cids
   (published checkpoints), spec {model, dataset, epochs, min_nodes,
   max_nodes, min_vram_mib, aggregation, utility, submitter, deadline
-  (RFC 3339 or null), steps_per_epoch, prompts_per_step, seed, byzantine,
+  (RFC 3339 or null), backend, dtype, steps_per_epoch, prompts_per_step, seed, byzantine,
   spot_check_bp (basis points replayed, 0: none), gspo (null for a job
   hanzod recorded none for, else {importance_sampling_level, beta,
   group_size, aggregate_interval, use_4bit, lora_rank, lora_alpha,
@@ -201,9 +201,14 @@ func newJobStatus(o *orchestratorFlags, timeout *time.Duration) *cobra.Command {
   artifacts (hanzod's artifact server, KEYHEX@host:port, "" when it runs
   none: 'gym job checkpoint' fetches from it), refusals ([{node, reason}]:
   the nodes that refused the job, such as a worker whose memory the job
-  does not fit, or whose copy of the base model did not verify) and settled
+  does not fit, or whose copy of the base model did not verify), settled
   (the settlement record is written and the stakes the job locked are
-  released).
+  released), memory_estimated (hanzod read the base's config.json and
+  checks the job's memory estimate against each node's), and while the
+  job is pending pending_reason (why it waits, with the numbers) and
+  eligibility ([{node, eligible, reason, device, need_mib,
+  available_mib}]: each node's fit for the job, the first 256 by id;
+  docs/job-file.md, "Where a job runs").
 
 Lists are never null.`,
 		Args: exactArgs(1),
@@ -257,6 +262,28 @@ type jobJSON struct {
 	// Settled: hanzod wrote the job's settlement record and released the
 	// stakes it locked.
 	Settled bool `json:"settled"`
+	// While pending: why the job waits, with the numbers, and every
+	// node's eligibility for it (job status only; ListJobs leaves them
+	// out). MemoryEstimated: hanzod read the base's config.json and checks
+	// each node's memory against the job's estimate.
+	PendingReason   string            `json:"pending_reason,omitempty"`
+	Eligibility     []eligibilityJSON `json:"eligibility,omitempty"`
+	MemoryEstimated bool              `json:"memory_estimated"`
+}
+
+// eligibilityJSON is whether a node can take a job: how it would run it
+// (eligible) or why it cannot, with the estimate and the memory it has.
+type eligibilityJSON struct {
+	Node         string `json:"node"`
+	Eligible     bool   `json:"eligible"`
+	Reason       string `json:"reason"`
+	Device       string `json:"device,omitempty"`
+	NeedMiB      uint64 `json:"need_mib,omitempty"`
+	AvailableMiB uint64 `json:"available_mib,omitempty"`
+}
+
+func eligibilityOut(e *pb.Eligibility) eligibilityJSON {
+	return eligibilityJSON{Node: e.Node, Eligible: e.Eligible, Reason: e.Reason, Device: e.Device, NeedMiB: e.NeedMib, AvailableMiB: e.AvailableMib}
 }
 
 type checkpointJSON struct {
@@ -294,6 +321,10 @@ type specJSON struct {
 	SpotCheckBP    int    `json:"spot_check_bp"`
 	// GSPO uses the job file's keys; nil for a job without settings.
 	GSPO *jobspec.GSPO `json:"gspo"`
+	// Backend and DType are what workers must train with (go, torch or
+	// any; any, float32, bfloat16 or float16).
+	Backend string `json:"backend"`
+	DType   string `json:"dtype"`
 	// Data and Reward are the dataset mapping and the reward list
 	// (docs/datasets.md), left out for a built-in task with the default.
 	Data   *jobspec.Data   `json:"data,omitempty"`
@@ -319,7 +350,11 @@ type refusalJSON struct {
 
 func jobOut(j *pb.Job) jobJSON {
 	out := jobJSON{ID: j.Id, State: j.State, Epoch: j.Epoch, Paused: j.Paused, Reason: j.Reason, Members: nonNil(j.Members), CIDs: nonNil(j.Cids),
-		Checkpoints: []checkpointJSON{}, Artifacts: j.Artifacts, Settled: j.Settled, Refusals: []refusalJSON{}}
+		Checkpoints: []checkpointJSON{}, Artifacts: j.Artifacts, Settled: j.Settled, Refusals: []refusalJSON{},
+		PendingReason: j.PendingReason, MemoryEstimated: j.MemoryEstimated}
+	for _, e := range j.Eligibility {
+		out.Eligibility = append(out.Eligibility, eligibilityOut(e))
+	}
 	for _, r := range j.Refusals {
 		out.Refusals = append(out.Refusals, refusalJSON{Node: r.Node, Reason: r.Reason})
 	}
@@ -340,7 +375,7 @@ func jobOut(j *pb.Job) jobJSON {
 		out.Ring = &ringJSON{ConfigID: r.ConfigId, Generation: r.Generation, Members: nonNil(r.Members), BottleneckKbps: r.BottleneckKbps}
 	}
 	if s := j.Spec; s != nil {
-		out.Spec = specJSON{Model: s.Model, Dataset: s.Dataset, Epochs: s.Epochs, MinNodes: s.MinNodes, MaxNodes: s.MaxNodes,
+		out.Spec = specJSON{Backend: orDefault(s.Backend, jobspec.Fields.Backend.Default), DType: orDefault(s.Dtype, jobspec.Fields.DType.Default), Model: s.Model, Dataset: s.Dataset, Epochs: s.Epochs, MinNodes: s.MinNodes, MaxNodes: s.MaxNodes,
 			MinVRAMMiB: s.MinVramMib, Aggregation: s.Aggregation, Utility: s.Utility, Submitter: s.Submitter,
 			StepsPerEpoch: s.StepsPerEpoch, PromptsPerStep: s.PromptsPerStep, Seed: s.Seed, Byzantine: s.Byzantine, SpotCheckBP: jobspec.Spec{SpotCheckBP: int(s.SpotCheckBp)}.SpotCheckShare()}
 		if s.Gspo != nil {
@@ -387,6 +422,13 @@ func (j jobJSON) nodesText() string {
 // fnum writes a real number in its shortest exact form (2e-05, 0.1, 32).
 func fnum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -405,9 +447,14 @@ func printJob(w io.Writer, j jobJSON) {
 	fmt.Fprintf(w, "dataset      %s\n", j.Spec.Dataset)
 	fmt.Fprintf(w, "nodes        %s", j.nodesText())
 	if j.Spec.MinVRAMMiB > 0 {
-		fmt.Fprintf(w, ", each with at least %d MiB of GPU memory", j.Spec.MinVRAMMiB)
+		fmt.Fprintf(w, ", each with at least %d MiB of device memory", j.Spec.MinVRAMMiB)
 	}
 	fmt.Fprintln(w)
+	memory := "estimated from the base's config.json, checked against each node's memory"
+	if !j.MemoryEstimated {
+		memory = "not estimated (hanzod has not read the base's config.json); nodes matched by min_vram_mib"
+	}
+	fmt.Fprintf(w, "backend      %s, dtype %s; memory %s\n", j.Spec.Backend, j.Spec.DType, memory)
 	fmt.Fprintf(w, "aggregation  %s\n", j.Spec.Aggregation)
 	fmt.Fprintf(w, "utility      %d\n", j.Spec.Utility)
 	fmt.Fprintf(w, "submitter    %s\n", orDash(j.Spec.Submitter))
@@ -443,6 +490,19 @@ func printJob(w io.Writer, j jobJSON) {
 			if c.IPFS != "" {
 				fmt.Fprintf(w, "           IPFS: %s\n", c.IPFS)
 			}
+		}
+	}
+	if j.PendingReason != "" {
+		fmt.Fprintf(w, "waiting      %s\n", j.PendingReason)
+	}
+	if len(j.Eligibility) > 0 {
+		fmt.Fprintf(w, "nodes for it %d listed\n", len(j.Eligibility))
+		for _, e := range j.Eligibility {
+			mark := "no "
+			if e.Eligible {
+				mark = "yes"
+			}
+			fmt.Fprintf(w, "  %s %s  %s\n", mark, e.Node, e.Reason)
 		}
 	}
 	if len(j.Refusals) > 0 {

@@ -25,6 +25,7 @@ import (
 	"github.com/zooai/gym/backend/torch"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/nodeclient"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/worker"
@@ -40,6 +41,8 @@ type DialOptions struct {
 	TLSCA, TLSServerName string
 	// Role is what the node registers as: "" a compute node, "validator".
 	Role string
+	// Hardware is what the node registers it has (workerHardware).
+	Hardware hardware.Report
 }
 
 // DialFunc connects gym worker to hanzod. The closer is closed when the
@@ -65,6 +68,7 @@ type workerOptions struct {
 	attackZ                float64 // --attack-z, when given
 	backend, python        string
 	torchDevice, torchType string
+	accelerators           []string // --accelerator
 }
 
 // artifactNode is what --artifacts-* need of the orchestrator client
@@ -148,6 +152,15 @@ place the model; USE_4BIT=true loads the base in 4 bits (CUDA only). A
 worker takes only the jobs its backend can serve (a job's backend: go,
 torch or any); see docs/backends.md.
 
+Hardware: the worker registers what it has, signed: its accelerators (with
+--backend torch on CUDA the GPUs nvidia-smi lists, name, total and free
+memory and compute capability; or those of --accelerator), always the
+host's memory as the accelerator "cpu" (MemTotal and MemAvailable), its
+backend and the types it trains in (float32 for go; --torch-dtype, and nf4
+on CUDA, for torch). hanzod gives it only jobs that fit them, and 'gym job
+status' and 'gym node list --job ID' say why a node cannot take a job
+(docs/job-file.md, "Where a job runs").
+
 --role validator makes the node a validator (docs/validators.md): it
 registers as one (its account needs 25,000 GYM bonded), is never put into
 a ring, and runs the trace checks hanzod assigns it for jobs that ask for
@@ -193,6 +206,7 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringVar(&o.python, "python", "", "--backend torch: the Python interpreter (default $GYM_PYTHON, else python3)")
 	f.StringVar(&o.torchDevice, "torch-device", "cpu", "--backend torch: cpu, cuda or cuda:N")
 	f.StringVar(&o.torchType, "torch-dtype", "float32", "--backend torch: float32 or bfloat16")
+	f.StringArrayVar(&o.accelerators, "accelerator", nil, "a device this node reports to hanzod, NAME:TOTAL_MIB[:FREE_MIB[:COMPUTE]] (repeatable; cpu:MIB for host memory); default: the host's memory, and with --backend torch on CUDA the GPUs nvidia-smi lists")
 	f.StringVar(&cfg.Role, "role", "", "validator: check other nodes' deltas for hanzod instead of training (25,000 GYM bonded; docs/validators.md)")
 	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, alie-adaptive, ipm, mimic, mimic-noise, scale or rewards; a validator verdict-pass, verdict-fail or verdict-flip (demos and tests only)")
 	f.MarkHidden("attack")
@@ -317,6 +331,9 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 		}
 		defer tb.Close()
 		cfg.Backend = tb
+	}
+	if dialOpts.Hardware, err = workerHardware(ctx, machineProbe, o.accelerators, be, o.torchDevice, o.torchType); err != nil {
+		return err
 	}
 	dialOpts.Key = key
 	orch, closer, err := dial(ctx, dialOpts)

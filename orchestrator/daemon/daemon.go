@@ -42,6 +42,7 @@ import (
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/nodekey"
 	"github.com/zooai/gym/orchestrator/blob"
@@ -646,6 +647,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 		return err
 	}
 	srv.Judge = serverJudge{d.judge}
+	srv.ModelShape = func(ctx context.Context, model string) (*hardware.Shape, error) { return modelShape(ctx, arts, model) }
 	if err := d.judge.CheckStake(); err != nil {
 		d.log.Warn("hanzod will not merge, publish or settle until its key is staked", "err", err)
 	} else {

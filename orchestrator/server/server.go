@@ -32,6 +32,7 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/edkey"
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeauth"
@@ -179,6 +180,14 @@ type Server struct {
 	// with IPFS_URL); GetJob and ListJobs report it for every checkpoint.
 	// Set before serving.
 	Pins func(cid string) (*pb.Pin, bool)
+	// ModelShape, when set, reads the shape of a submitted job's base
+	// (hanzod: the built-in base, or the config.json of a base in its
+	// artifact store; never the weights) for the scheduler's memory
+	// estimate: nil and no error when it has none (the job is then
+	// matched by min_vram_mib alone), an error when the base's config.json
+	// is there and names what no node can run (the submission is
+	// refused with it). Set before serving.
+	ModelShape func(ctx context.Context, model string) (*hardware.Shape, error)
 }
 
 // Judge validates uploaded delta files and records its verdicts. An error
@@ -395,7 +404,8 @@ func (s *Server) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.Regis
 	if err != nil {
 		return nil, err
 	}
-	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress, Role: r.Role}
+	cmd := state.Register{Auth: a, Address: r.Address, Region: r.Region, GPUModel: r.GpuModel, VRAMMiB: r.VramMib, Report: r.AttestationReport, ProbeAddress: r.ProbeAddress, Role: r.Role,
+		Hardware: hardwareFrom(r.Accelerators, r.Backends, r.Dtypes)}
 	host := peerHost(ctx)
 	if !s.allowAt("register:"+host, s.cfg.RegisterAddrRate, s.cfg.RegisterAddrBurst) {
 		return nil, status.Errorf(codes.ResourceExhausted, "%s exceeds %.2g registrations/s (burst %d); slow down", host, s.cfg.RegisterAddrRate, s.cfg.RegisterAddrBurst)
@@ -531,7 +541,7 @@ func jobTo(m *state.Machine, j state.Job) *pb.Job {
 	return &pb.Job{
 		Id: j.ID, Spec: jobspec.ToProto(j.Spec), State: string(j.State), Epoch: int32(j.Epoch), Ring: ring(m, j), Paused: j.Paused,
 		Cids: append([]string(nil), j.CIDs...), Reason: j.Reason, Members: append([]string(nil), j.Members...),
-		Settled: j.Settled, Refusals: refusals(j.Refusals),
+		Settled: j.Settled, Refusals: refusals(j.Refusals), MemoryEstimated: j.Shape != nil,
 	}
 }
 
@@ -603,6 +613,13 @@ func (s *Server) SubmitJob(ctx context.Context, r *pb.SubmitJobRequest) (*pb.Sub
 		}
 		cmd = state.SubmitJob{Spec: jobspec.FromProto(&p), By: a.Node, Seq: a.Seq, Timestamp: a.Timestamp}
 	}
+	if s.ModelShape != nil {
+		sh, err := s.ModelShape(ctx, cmd.Spec.Model)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "model %s: %v", cmd.Spec.Model, err)
+		}
+		cmd.Shape = sh
+	}
 	evs, err := s.do(ctx, cmd)
 	if err != nil {
 		return nil, err
@@ -642,6 +659,7 @@ func (s *Server) GetJob(ctx context.Context, r *pb.GetJobRequest) (*pb.Job, erro
 			out = jobTo(m, j)
 			out.Artifacts = s.Artifacts
 			s.addPins(out)
+			explain(m, &j, out, s.now().UnixMilli())
 		}
 	})
 	if out == nil {
@@ -669,16 +687,35 @@ func (s *Server) ListJobs(ctx context.Context, r *pb.ListJobsRequest) (*pb.ListJ
 func (s *Server) ListNodes(ctx context.Context, r *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
 	out := &pb.ListNodesResponse{}
 	now := s.now().UnixMilli()
+	var missing bool
 	s.eng.View(func(m *state.Machine) {
+		var job *state.Job
+		if r.Job != "" {
+			j, ok := m.Job(r.Job)
+			if !ok {
+				missing = true
+				return
+			}
+			job = &j
+		}
 		for _, id := range m.Nodes() {
 			n, _ := m.Node(id)
-			out.Nodes = append(out.Nodes, &pb.Node{
+			pn := &pb.Node{
 				Id: n.ID, Address: n.Address, Region: n.Region, GpuModel: n.GPUModel, VramMib: n.VRAMMiB,
 				Attestation: n.Attestation, Status: string(n.Status), Job: n.Job, UptimeBp: int32(m.UptimeBP(&n)),
 				Ineligible: m.Ineligible(&n, 0, now), ProbeAddress: n.ProbeAddress,
-			})
+				Accelerators: acceleratorsTo(n.Hardware.Accelerators), Backends: n.Hardware.Backends, Dtypes: n.Hardware.DTypes,
+			}
+			if job != nil {
+				f, why := m.JobFit(&n, job, now)
+				pn.Fit = eligibilityTo(state.NodeFit{Node: n.ID, Fit: f, Why: why})
+			}
+			out.Nodes = append(out.Nodes, pn)
 		}
 	})
+	if missing {
+		return nil, status.Errorf(codes.NotFound, "job %q not found (list jobs with ListJobs)", r.Job)
+	}
 	return out, nil
 }
 

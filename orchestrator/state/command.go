@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/zooai/gym/edkey"
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -42,11 +43,17 @@ type (
 	// By, By's ledger account exists, Seq exceeds By's last, the
 	// timestamp is within MaxSkew, the utility is at most
 	// MaxUtility(By), and By has fewer than MaxOpenPerSubmitter open jobs.
+	//
+	// Shape is the base's dimensions, when the API could read its
+	// config.json (hanzod's artifact store, or the built-in base): the
+	// scheduler then checks every node's reported memory against the
+	// job's estimate (package hardware). nil: min_vram_mib alone.
 	SubmitJob struct {
 		Spec      jobspec.Spec
 		By        string
 		Seq       uint64
 		Timestamp int64
+		Shape     *hardware.Shape
 	}
 	// EndEpoch moves a Running job to Aggregating.
 	EndEpoch struct {

@@ -384,7 +384,7 @@ func (m *Machine) stakeLocked(account string) string {
 func (m *Machine) fillRing(now int64, j *Job) {
 	removed := m.removedSet(j)
 	for len(j.Ring) < j.Spec.MaxNodes {
-		s := m.idleEligible(j.Spec.MinVRAMMiB, now, removed)
+		s := m.idleEligible(j, now, removed)
 		if len(s) == 0 {
 			return
 		}

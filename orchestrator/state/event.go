@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
@@ -59,6 +60,10 @@ type (
 		ProbeAddress string `json:"probe_address,omitempty"`
 		// Role is RoleValidator for a validator, "" for a compute node.
 		Role string `json:"role,omitempty"`
+		// Hardware is the node's signed report of its accelerators,
+		// backends and dtypes; absent from nodes (and logs) from before
+		// reports, judged by gpu model and VRAM alone.
+		Hardware hardware.Report `json:"hardware,omitzero"`
 	}
 	// HeartbeatReceived marks a node alive (and recovered if it had failed).
 	HeartbeatReceived struct {
@@ -99,6 +104,11 @@ type (
 		// job's rewards (Machine.JobEscrow): its epochs are paid from it
 		// and the rest is released when the job ends.
 		Escrow ledger.Amount `json:"escrow,omitempty"`
+		// Shape is the base's dimensions as hanzod read them from its
+		// config.json when the job was submitted (nil: hanzod could not
+		// read it, and schedules by min_vram_mib alone; also every job
+		// logged before the field existed).
+		Shape *hardware.Shape `json:"shape,omitempty"`
 	}
 	// JobTransitioned moves a job between states; the only way a job's
 	// state changes.

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"sort"
 
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/ringplan"
@@ -87,6 +88,9 @@ type Job struct {
 	// Refusals: node → why it refused the job (its signed word). A node
 	// that refused is never put back into the job.
 	Refusals map[string]string `json:"refusals,omitempty"`
+	// Shape is the base's dimensions hanzod read at submission (nil:
+	// unknown; nodes are then matched by min_vram_mib alone).
+	Shape *hardware.Shape `json:"shape,omitempty"`
 	// Checks are the trace checks of the epoch delegated to validators,
 	// by slot (docs/validators.md); dropped when the epoch is published.
 	Checks map[string]*Check `json:"checks,omitempty"`
@@ -114,6 +118,11 @@ func (m *Machine) submit(now int64, c SubmitJob) error {
 	if err := m.checkEpochSize(spec); err != nil {
 		return err
 	}
+	if c.Shape != nil {
+		if err := c.Shape.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
 	var escrow ledger.Amount
 	if c.By != "" {
 		if err := m.checkSubmitter(now, c, &spec); err != nil {
@@ -133,7 +142,7 @@ func (m *Machine) submit(now int64, c SubmitJob) error {
 	if active >= m.cfg.MaxJobs {
 		return fmt.Errorf("%w: %d jobs are open, the limit is %d", ErrExhausted, active, m.cfg.MaxJobs)
 	}
-	ev := JobSubmitted{Job: fmt.Sprintf("job-%08d", m.nextJob+1), Spec: spec}
+	ev := JobSubmitted{Job: fmt.Sprintf("job-%08d", m.nextJob+1), Spec: spec, Shape: c.Shape}
 	if c.By != "" {
 		ev.By, ev.Seq, ev.Escrow = c.By, c.Seq, escrow
 	}
@@ -162,7 +171,7 @@ func (m *Machine) applySubmitted(e JobSubmitted) error {
 	}
 	m.nextJob++
 	m.jobs[e.Job] = &Job{ID: e.Job, Spec: e.Spec, State: Pending, SubmittedAt: m.observed, LogIndex: m.applied + 1,
-		Funder: e.By, Escrow: e.Escrow}
+		Funder: e.By, Escrow: e.Escrow, Shape: e.Shape}
 	return nil
 }
 
@@ -228,7 +237,7 @@ func (m *Machine) schedule(now int64) {
 	sort.SliceStable(pending, func(a, b int) bool { return prio[pending[a].ID].Cmp(prio[pending[b].ID]) > 0 })
 	taken := map[string]bool{}
 	for _, j := range pending {
-		cands := m.idleEligible(j.Spec.MinVRAMMiB, now, taken)
+		cands := m.idleEligible(j, now, taken)
 		if len(cands) < j.Spec.MinNodes {
 			if m.couldRun(j, now) {
 				return
@@ -250,7 +259,7 @@ func (m *Machine) schedule(now int64) {
 func (m *Machine) couldRun(j *Job, now int64) bool {
 	k := 0
 	for _, id := range m.nodeIDs() {
-		if m.Ineligible(m.nodes[id], j.Spec.MinVRAMMiB, now) == "" {
+		if _, why := m.JobFit(m.nodes[id], j, now); why == "" {
 			k++
 		}
 	}
@@ -468,14 +477,14 @@ func (m *Machine) lose(now int64, n *Node, why string) {
 	case Provisioning:
 		m.emit(now, MemberChanged{Job: j.ID, Node: n.ID, Reason: why})
 		if len(j.Members) < j.Spec.MinNodes {
-			if s := m.idleEligible(j.Spec.MinVRAMMiB, now, m.removedSet(j)); len(s) > 0 {
+			if s := m.idleEligible(j, now, m.removedSet(j)); len(s) > 0 {
 				m.emit(now, MemberChanged{Job: j.ID, Node: s[0].ID, Added: true, Reason: "replaces " + n.ID})
 			}
 		}
 		m.maybeBuild(now, j)
 	case Running, Aggregating:
 		standby := ""
-		if s := m.idleEligible(j.Spec.MinVRAMMiB, now, m.removedSet(j)); len(s) > 0 {
+		if s := m.idleEligible(j, now, m.removedSet(j)); len(s) > 0 {
 			standby = s[0].ID
 		}
 		ring, err := ringplan.Repair(j.Ring, n.ID, standby, m.linkBW(j))
@@ -525,7 +534,7 @@ func (m *Machine) applyPause(id string, paused bool) error {
 // resume fills a paused job's ring with standbys until it may continue.
 func (m *Machine) resume(now int64, j *Job) {
 	for !continues(j) {
-		s := m.idleEligible(j.Spec.MinVRAMMiB, now, m.removedSet(j))
+		s := m.idleEligible(j, now, m.removedSet(j))
 		if len(s) == 0 {
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sort"
 
+	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/nodeauth"
 )
 
@@ -48,6 +49,18 @@ type Node struct {
 	Role string `json:"role,omitempty"`
 	// MissedChecks counts the checks this validator let expire.
 	MissedChecks int `json:"missed_checks,omitempty"`
+	// Hardware is what the node reported it has (package hardware); zero
+	// for a node that registered before reports existed.
+	Hardware hardware.Report `json:"hardware,omitzero"`
+}
+
+// Reported is n's hardware report, or for a node that sent none the one
+// accelerator its gpu model and VRAM describe (hardware.Legacy).
+func (n *Node) Reported() hardware.Report {
+	if n.Hardware.Empty() {
+		return hardware.Legacy(n.GPUModel, n.VRAMMiB)
+	}
+	return n.Hardware
 }
 
 // Bounds on what a node may send.
@@ -125,6 +138,9 @@ func (m *Machine) register(now int64, r Register) error {
 	if _, port, err := net.SplitHostPort(r.Address); err != nil || port == "" {
 		return fmt.Errorf("%w: address %q is not host:port", ErrInvalid, r.Address)
 	}
+	if err := r.Hardware.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	if r.Role != "" && r.Role != RoleValidator {
 		return fmt.Errorf("%w: role %q (empty for a compute node, or validator)", ErrInvalid, r.Role)
 	}
@@ -146,7 +162,7 @@ func (m *Machine) register(now int64, r Register) error {
 	m.emit(now, NodeRegistered{
 		Node: r.Node, Seq: r.Seq, Address: r.Address, Region: r.Region, GPUModel: r.GPUModel, VRAMMiB: r.VRAMMiB,
 		Attestation: m.cfg.Verifier.Verify(r.Node, r.GPUModel, r.VRAMMiB, r.Report),
-		Report:      r.Report, ProbeAddress: r.ProbeAddress, Role: r.Role,
+		Report:      r.Report, ProbeAddress: r.ProbeAddress, Role: r.Role, Hardware: r.Hardware,
 	})
 	// A ring member that registers again has restarted: it lost its
 	// place in the epoch (and its ring address may have changed). Take it
@@ -171,6 +187,7 @@ func (m *Machine) applyRegistered(e NodeRegistered) error {
 	}
 	n.Address, n.Region, n.GPUModel, n.VRAMMiB = e.Address, e.Region, e.GPUModel, e.VRAMMiB
 	n.Attestation, n.Report, n.LastSeq, n.ProbeAddress, n.Role = e.Attestation, e.Report, e.Seq, e.ProbeAddress, e.Role
+	n.Hardware = e.Hardware
 	m.alive(n)
 	return nil
 }
@@ -331,6 +348,34 @@ func (m *Machine) UptimeBP(n *Node) int {
 // when it can: active, not banned, bonded stake ≥ MinStake, VRAM ≥
 // minVRAM, uptime ≥ MinUptimeBP, no slash within PenaltyPeriod.
 func (m *Machine) Ineligible(n *Node, minVRAM uint64, now int64) string {
+	if why := m.standing(n); why != "" {
+		return why
+	}
+	if n.VRAMMiB < minVRAM {
+		return fmt.Sprintf("vram %d MiB below %d", n.VRAMMiB, minVRAM)
+	}
+	return m.record(n, now)
+}
+
+// JobFit is how node n would run job j (hardware.Check of its report
+// against the job's backend, dtype, use_4bit, min_vram_mib and, when the
+// base's shape is known, its memory estimate) and why it cannot take it,
+// with the numbers ("" when it can): its standing (Ineligible's checks)
+// first, then the hardware, then its record.
+func (m *Machine) JobFit(n *Node, j *Job, now int64) (hardware.Fit, string) {
+	f := hardware.Check(n.Reported(), j.Spec, j.Shape)
+	if why := m.standing(n); why != "" {
+		return f, why
+	}
+	if !f.OK() {
+		return f, f.Reason
+	}
+	return f, m.record(n, now)
+}
+
+// standing says why n may take no job at all whatever its record: a
+// validator, not active, banned or below MinStake.
+func (m *Machine) standing(n *Node) string {
 	switch {
 	case n.Role == RoleValidator:
 		return "a validator (it checks, it does not train)"
@@ -340,9 +385,13 @@ func (m *Machine) Ineligible(n *Node, minVRAM uint64, now int64) string {
 		return "banned"
 	case m.ledger.Bonded(n.ID) < m.cfg.MinStake:
 		return fmt.Sprintf("bonded stake %d below %d", m.ledger.Bonded(n.ID), m.cfg.MinStake)
-	case n.VRAMMiB < minVRAM:
-		return fmt.Sprintf("vram %d MiB below %d", n.VRAMMiB, minVRAM)
 	}
+	return ""
+}
+
+// record says why n's recent past bars it: uptime below MinUptimeBP, or a
+// slash within PenaltyPeriod.
+func (m *Machine) record(n *Node, now int64) string {
 	if u := m.UptimeBP(n); u < m.cfg.MinUptimeBP {
 		return fmt.Sprintf("uptime %d bp below %d", u, m.cfg.MinUptimeBP)
 	}
@@ -352,13 +401,16 @@ func (m *Machine) Ineligible(n *Node, minVRAM uint64, now int64) string {
 	return ""
 }
 
-// idleEligible lists nodes free for a job needing minVRAM, best first:
-// highest uptime, then most VRAM, then node id.
-func (m *Machine) idleEligible(minVRAM uint64, now int64, taken map[string]bool) []*Node {
+// idleEligible lists nodes free for job j (JobFit), best first: highest
+// uptime, then most VRAM, then node id.
+func (m *Machine) idleEligible(j *Job, now int64, taken map[string]bool) []*Node {
 	var out []*Node
 	for _, id := range m.nodeIDs() {
 		n := m.nodes[id]
-		if n.Job == "" && !taken[id] && m.Ineligible(n, minVRAM, now) == "" {
+		if n.Job != "" || taken[id] {
+			continue
+		}
+		if _, why := m.JobFit(n, j, now); why == "" {
 			out = append(out, n)
 		}
 	}

@@ -110,8 +110,17 @@ type RegisterRequest struct {
 	AttestationReport []byte                 `protobuf:"bytes,6,opt,name=attestation_report,json=attestationReport,proto3" json:"attestation_report,omitempty"` // optional; judged by the verifier
 	ProbeAddress      string                 `protobuf:"bytes,7,opt,name=probe_address,json=probeAddress,proto3" json:"probe_address,omitempty"`                // host:port serving bandwidth probes (signed when set)
 	Role              string                 `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`                                                    // "validator" for a validator (signed when set); empty: a compute node
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the node has (signed when any is set; docs/orchestrator.md): its
+	// accelerators, GPUs first and a "cpu" entry with host memory last; the
+	// training backends it runs (go, torch) and the types it trains in
+	// (float32, bfloat16, float16; nf4 when it loads 4-bit bases). hanzod
+	// schedules by them; gpu_model and vram_mib then repeat the largest
+	// accelerator (the cpu entry where there is no GPU).
+	Accelerators  []*Accelerator `protobuf:"bytes,9,rep,name=accelerators,proto3" json:"accelerators,omitempty"`
+	Backends      []string       `protobuf:"bytes,10,rep,name=backends,proto3" json:"backends,omitempty"`
+	Dtypes        []string       `protobuf:"bytes,11,rep,name=dtypes,proto3" json:"dtypes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
@@ -200,6 +209,184 @@ func (x *RegisterRequest) GetRole() string {
 	return ""
 }
 
+func (x *RegisterRequest) GetAccelerators() []*Accelerator {
+	if x != nil {
+		return x.Accelerators
+	}
+	return nil
+}
+
+func (x *RegisterRequest) GetBackends() []string {
+	if x != nil {
+		return x.Backends
+	}
+	return nil
+}
+
+func (x *RegisterRequest) GetDtypes() []string {
+	if x != nil {
+		return x.Dtypes
+	}
+	return nil
+}
+
+// Accelerator is one device of a node: a GPU, or "cpu" for host memory.
+type Accelerator struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`                          // e.g. "NVIDIA H100 80GB HBM3", or "cpu"
+	TotalMib      uint64                 `protobuf:"varint,2,opt,name=total_mib,json=totalMib,proto3" json:"total_mib,omitempty"` // its memory (host RAM for cpu)
+	FreeMib       uint64                 `protobuf:"varint,3,opt,name=free_mib,json=freeMib,proto3" json:"free_mib,omitempty"`    // free when the node registered (MemAvailable for cpu)
+	Compute       string                 `protobuf:"bytes,4,opt,name=compute,proto3" json:"compute,omitempty"`                    // CUDA compute capability "major.minor"; empty for cpu
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Accelerator) Reset() {
+	*x = Accelerator{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Accelerator) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Accelerator) ProtoMessage() {}
+
+func (x *Accelerator) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Accelerator.ProtoReflect.Descriptor instead.
+func (*Accelerator) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Accelerator) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Accelerator) GetTotalMib() uint64 {
+	if x != nil {
+		return x.TotalMib
+	}
+	return 0
+}
+
+func (x *Accelerator) GetFreeMib() uint64 {
+	if x != nil {
+		return x.FreeMib
+	}
+	return 0
+}
+
+func (x *Accelerator) GetCompute() string {
+	if x != nil {
+		return x.Compute
+	}
+	return ""
+}
+
+// Eligibility is whether a node can take a job, and why not, with the
+// numbers (needed, available, on which device).
+type Eligibility struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Node     string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Eligible bool                   `protobuf:"varint,2,opt,name=eligible,proto3" json:"eligible,omitempty"`
+	// Eligible: the target and device the job would use ("torch bfloat16 on
+	// NVIDIA L4: needs 9120 of 22000 MiB"); otherwise why the node cannot.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	NeedMib       uint64 `protobuf:"varint,4,opt,name=need_mib,json=needMib,proto3" json:"need_mib,omitempty"`                // the job's estimated memory on this node; 0: unknown
+	AvailableMib  uint64 `protobuf:"varint,5,opt,name=available_mib,json=availableMib,proto3" json:"available_mib,omitempty"` // what the node's device has free for it
+	Device        string `protobuf:"bytes,6,opt,name=device,proto3" json:"device,omitempty"`                                  // the accelerator it would train on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Eligibility) Reset() {
+	*x = Eligibility{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Eligibility) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Eligibility) ProtoMessage() {}
+
+func (x *Eligibility) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Eligibility.ProtoReflect.Descriptor instead.
+func (*Eligibility) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Eligibility) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Eligibility) GetEligible() bool {
+	if x != nil {
+		return x.Eligible
+	}
+	return false
+}
+
+func (x *Eligibility) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Eligibility) GetNeedMib() uint64 {
+	if x != nil {
+		return x.NeedMib
+	}
+	return 0
+}
+
+func (x *Eligibility) GetAvailableMib() uint64 {
+	if x != nil {
+		return x.AvailableMib
+	}
+	return 0
+}
+
+func (x *Eligibility) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
 type RegisterResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Attestation string                 `protobuf:"bytes,1,opt,name=attestation,proto3" json:"attestation,omitempty"` // "unverified" unless a verifier vouched
@@ -213,7 +400,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[2]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +412,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[2]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +425,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{2}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RegisterResponse) GetAttestation() string {
@@ -264,7 +451,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[3]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +463,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[3]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +476,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{3}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HeartbeatRequest) GetAuth() *Auth {
@@ -322,7 +509,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[4]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +521,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[4]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +534,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{4}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Assignment) GetJob() string {
@@ -437,7 +624,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[5]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +636,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[5]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +649,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{5}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeartbeatResponse) GetAssignment() *Assignment {
@@ -492,7 +679,7 @@ type RingConfig struct {
 
 func (x *RingConfig) Reset() {
 	*x = RingConfig{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[6]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +691,7 @@ func (x *RingConfig) String() string {
 func (*RingConfig) ProtoMessage() {}
 
 func (x *RingConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[6]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +704,7 @@ func (x *RingConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingConfig.ProtoReflect.Descriptor instead.
 func (*RingConfig) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{6}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RingConfig) GetConfigId() string {
@@ -565,7 +752,7 @@ type Link struct {
 
 func (x *Link) Reset() {
 	*x = Link{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[7]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +764,7 @@ func (x *Link) String() string {
 func (*Link) ProtoMessage() {}
 
 func (x *Link) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[7]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +777,7 @@ func (x *Link) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Link.ProtoReflect.Descriptor instead.
 func (*Link) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{7}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Link) GetPeer() string {
@@ -618,7 +805,7 @@ type ReportBandwidthRequest struct {
 
 func (x *ReportBandwidthRequest) Reset() {
 	*x = ReportBandwidthRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[8]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +817,7 @@ func (x *ReportBandwidthRequest) String() string {
 func (*ReportBandwidthRequest) ProtoMessage() {}
 
 func (x *ReportBandwidthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[8]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +830,7 @@ func (x *ReportBandwidthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBandwidthRequest.ProtoReflect.Descriptor instead.
 func (*ReportBandwidthRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{8}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReportBandwidthRequest) GetAuth() *Auth {
@@ -676,7 +863,7 @@ type ReportBandwidthResponse struct {
 
 func (x *ReportBandwidthResponse) Reset() {
 	*x = ReportBandwidthResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[9]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +875,7 @@ func (x *ReportBandwidthResponse) String() string {
 func (*ReportBandwidthResponse) ProtoMessage() {}
 
 func (x *ReportBandwidthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[9]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +888,7 @@ func (x *ReportBandwidthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBandwidthResponse.ProtoReflect.Descriptor instead.
 func (*ReportBandwidthResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{9}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReportBandwidthResponse) GetAssignment() *Assignment {
@@ -726,7 +913,7 @@ type DeltaChunk struct {
 
 func (x *DeltaChunk) Reset() {
 	*x = DeltaChunk{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +925,7 @@ func (x *DeltaChunk) String() string {
 func (*DeltaChunk) ProtoMessage() {}
 
 func (x *DeltaChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +938,7 @@ func (x *DeltaChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaChunk.ProtoReflect.Descriptor instead.
 func (*DeltaChunk) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{10}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeltaChunk) GetPart() isDeltaChunk_Part {
@@ -828,7 +1015,7 @@ type DeltaUpload struct {
 
 func (x *DeltaUpload) Reset() {
 	*x = DeltaUpload{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +1027,7 @@ func (x *DeltaUpload) String() string {
 func (*DeltaUpload) ProtoMessage() {}
 
 func (x *DeltaUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +1040,7 @@ func (x *DeltaUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaUpload.ProtoReflect.Descriptor instead.
 func (*DeltaUpload) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeltaUpload) GetAuth() *Auth {
@@ -907,7 +1094,7 @@ type SubmitDeltaResponse struct {
 
 func (x *SubmitDeltaResponse) Reset() {
 	*x = SubmitDeltaResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1106,7 @@ func (x *SubmitDeltaResponse) String() string {
 func (*SubmitDeltaResponse) ProtoMessage() {}
 
 func (x *SubmitDeltaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1119,7 @@ func (x *SubmitDeltaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDeltaResponse.ProtoReflect.Descriptor instead.
 func (*SubmitDeltaResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubmitDeltaResponse) GetAccepted() bool {
@@ -984,7 +1171,7 @@ type ReportSuspectRequest struct {
 
 func (x *ReportSuspectRequest) Reset() {
 	*x = ReportSuspectRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1183,7 @@ func (x *ReportSuspectRequest) String() string {
 func (*ReportSuspectRequest) ProtoMessage() {}
 
 func (x *ReportSuspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1196,7 @@ func (x *ReportSuspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSuspectRequest.ProtoReflect.Descriptor instead.
 func (*ReportSuspectRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReportSuspectRequest) GetAuth() *Auth {
@@ -1063,7 +1250,7 @@ type ReportSuspectResponse struct {
 
 func (x *ReportSuspectResponse) Reset() {
 	*x = ReportSuspectResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1262,7 @@ func (x *ReportSuspectResponse) String() string {
 func (*ReportSuspectResponse) ProtoMessage() {}
 
 func (x *ReportSuspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1275,7 @@ func (x *ReportSuspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSuspectResponse.ProtoReflect.Descriptor instead.
 func (*ReportSuspectResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportSuspectResponse) GetAssignment() *Assignment {
@@ -1109,7 +1296,7 @@ type RefuseJobRequest struct {
 
 func (x *RefuseJobRequest) Reset() {
 	*x = RefuseJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1308,7 @@ func (x *RefuseJobRequest) String() string {
 func (*RefuseJobRequest) ProtoMessage() {}
 
 func (x *RefuseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1321,7 @@ func (x *RefuseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefuseJobRequest.ProtoReflect.Descriptor instead.
 func (*RefuseJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RefuseJobRequest) GetAuth() *Auth {
@@ -1167,7 +1354,7 @@ type RefuseJobResponse struct {
 
 func (x *RefuseJobResponse) Reset() {
 	*x = RefuseJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1366,7 @@ func (x *RefuseJobResponse) String() string {
 func (*RefuseJobResponse) ProtoMessage() {}
 
 func (x *RefuseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1379,7 @@ func (x *RefuseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefuseJobResponse.ProtoReflect.Descriptor instead.
 func (*RefuseJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RefuseJobResponse) GetAssignment() *Assignment {
@@ -1211,7 +1398,7 @@ type ListChecksRequest struct {
 
 func (x *ListChecksRequest) Reset() {
 	*x = ListChecksRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1410,7 @@ func (x *ListChecksRequest) String() string {
 func (*ListChecksRequest) ProtoMessage() {}
 
 func (x *ListChecksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1423,7 @@ func (x *ListChecksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChecksRequest.ProtoReflect.Descriptor instead.
 func (*ListChecksRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListChecksRequest) GetAuth() *Auth {
@@ -1263,7 +1450,7 @@ type CheckAssignment struct {
 
 func (x *CheckAssignment) Reset() {
 	*x = CheckAssignment{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1462,7 @@ func (x *CheckAssignment) String() string {
 func (*CheckAssignment) ProtoMessage() {}
 
 func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1475,7 @@ func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAssignment.ProtoReflect.Descriptor instead.
 func (*CheckAssignment) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckAssignment) GetJob() string {
@@ -1358,7 +1545,7 @@ type ListChecksResponse struct {
 
 func (x *ListChecksResponse) Reset() {
 	*x = ListChecksResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1557,7 @@ func (x *ListChecksResponse) String() string {
 func (*ListChecksResponse) ProtoMessage() {}
 
 func (x *ListChecksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1570,7 @@ func (x *ListChecksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChecksResponse.ProtoReflect.Descriptor instead.
 func (*ListChecksResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListChecksResponse) GetChecks() []*CheckAssignment {
@@ -1426,7 +1613,7 @@ type SubmitVerdictRequest struct {
 
 func (x *SubmitVerdictRequest) Reset() {
 	*x = SubmitVerdictRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1625,7 @@ func (x *SubmitVerdictRequest) String() string {
 func (*SubmitVerdictRequest) ProtoMessage() {}
 
 func (x *SubmitVerdictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1638,7 @@ func (x *SubmitVerdictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitVerdictRequest.ProtoReflect.Descriptor instead.
 func (*SubmitVerdictRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SubmitVerdictRequest) GetAuth() *Auth {
@@ -1539,7 +1726,7 @@ type SubmitVerdictResponse struct {
 
 func (x *SubmitVerdictResponse) Reset() {
 	*x = SubmitVerdictResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1738,7 @@ func (x *SubmitVerdictResponse) String() string {
 func (*SubmitVerdictResponse) ProtoMessage() {}
 
 func (x *SubmitVerdictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1751,7 @@ func (x *SubmitVerdictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitVerdictResponse.ProtoReflect.Descriptor instead.
 func (*SubmitVerdictResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
 }
 
 type InfoRequest struct {
@@ -1575,7 +1762,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1774,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1787,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
 }
 
 type InfoResponse struct {
@@ -1616,7 +1803,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1815,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1828,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InfoResponse) GetInstanceKey() []byte {
@@ -1689,7 +1876,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1888,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1901,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EventsRequest) GetAfter() uint64 {
@@ -1741,7 +1928,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1940,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1953,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EventsResponse) GetEvents() []string {
@@ -1816,14 +2003,18 @@ type JobSpec struct {
 	Reward []*RewardTerm `protobuf:"bytes,19,rep,name=reward,proto3" json:"reward,omitempty"`
 	// Verdicts per trace check from staked validators (docs/validators.md):
 	// 0, hanzod checks itself; 2..5, validators do.
-	Validators    int32 `protobuf:"varint,20,opt,name=validators,proto3" json:"validators,omitempty"`
+	Validators int32 `protobuf:"varint,20,opt,name=validators,proto3" json:"validators,omitempty"`
+	// The floating-point type workers must train in: empty or "any" (each
+	// node's own), "float32" (the go engine's only), "bfloat16" or
+	// "float16" (torch). hanzod assigns the job only to nodes reporting it.
+	Dtype         string `protobuf:"bytes,21,opt,name=dtype,proto3" json:"dtype,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +2026,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +2039,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JobSpec) GetModel() string {
@@ -1991,6 +2182,13 @@ func (x *JobSpec) GetValidators() int32 {
 	return 0
 }
 
+func (x *JobSpec) GetDtype() string {
+	if x != nil {
+		return x.Dtype
+	}
+	return ""
+}
+
 // DataMapping says how a dataset's rows become prompts and answers.
 type DataMapping struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2007,7 +2205,7 @@ type DataMapping struct {
 
 func (x *DataMapping) Reset() {
 	*x = DataMapping{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2217,7 @@ func (x *DataMapping) String() string {
 func (*DataMapping) ProtoMessage() {}
 
 func (x *DataMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2230,7 @@ func (x *DataMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataMapping.ProtoReflect.Descriptor instead.
 func (*DataMapping) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DataMapping) GetPrompt() string {
@@ -2099,7 +2297,7 @@ type RewardTerm struct {
 
 func (x *RewardTerm) Reset() {
 	*x = RewardTerm{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2309,7 @@ func (x *RewardTerm) String() string {
 func (*RewardTerm) ProtoMessage() {}
 
 func (x *RewardTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2322,7 @@ func (x *RewardTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewardTerm.ProtoReflect.Descriptor instead.
 func (*RewardTerm) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RewardTerm) GetVerifier() string {
@@ -2216,7 +2414,7 @@ type GSPOConfig struct {
 
 func (x *GSPOConfig) Reset() {
 	*x = GSPOConfig{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2426,7 @@ func (x *GSPOConfig) String() string {
 func (*GSPOConfig) ProtoMessage() {}
 
 func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2439,7 @@ func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GSPOConfig.ProtoReflect.Descriptor instead.
 func (*GSPOConfig) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GSPOConfig) GetImportanceSamplingLevel() string {
@@ -2398,7 +2596,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2608,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2621,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -2456,7 +2654,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2666,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2679,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubmitJobResponse) GetJob() string {
@@ -2500,7 +2698,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2710,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2723,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetJobRequest) GetJob() string {
@@ -2536,27 +2734,34 @@ func (x *GetJobRequest) GetJob() string {
 }
 
 type Job struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Spec          *JobSpec               `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
-	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	Epoch         int32                  `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Ring          *RingConfig            `protobuf:"bytes,5,opt,name=ring,proto3" json:"ring,omitempty"`
-	Paused        bool                   `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
-	Cids          []string               `protobuf:"bytes,7,rep,name=cids,proto3" json:"cids,omitempty"`
-	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
-	Members       []string               `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`      // while provisioning
-	Artifacts     string                 `protobuf:"bytes,10,opt,name=artifacts,proto3" json:"artifacts,omitempty"` // KEYHEX@host:port of the artifact server holding the checkpoints (cids)
-	Settled       bool                   `protobuf:"varint,11,opt,name=settled,proto3" json:"settled,omitempty"`    // the settlement record is in the log; stakes released
-	Pins          []*Pin                 `protobuf:"bytes,12,rep,name=pins,proto3" json:"pins,omitempty"`           // IPFS pinning of cids, when hanzod runs with IPFS_URL (this replica's queue)
-	Refusals      []*Refusal             `protobuf:"bytes,13,rep,name=refusals,proto3" json:"refusals,omitempty"`   // nodes that refused the job, and why
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Spec      *JobSpec               `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	State     string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Epoch     int32                  `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ring      *RingConfig            `protobuf:"bytes,5,opt,name=ring,proto3" json:"ring,omitempty"`
+	Paused    bool                   `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	Cids      []string               `protobuf:"bytes,7,rep,name=cids,proto3" json:"cids,omitempty"`
+	Reason    string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	Members   []string               `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`      // while provisioning
+	Artifacts string                 `protobuf:"bytes,10,opt,name=artifacts,proto3" json:"artifacts,omitempty"` // KEYHEX@host:port of the artifact server holding the checkpoints (cids)
+	Settled   bool                   `protobuf:"varint,11,opt,name=settled,proto3" json:"settled,omitempty"`    // the settlement record is in the log; stakes released
+	Pins      []*Pin                 `protobuf:"bytes,12,rep,name=pins,proto3" json:"pins,omitempty"`           // IPFS pinning of cids, when hanzod runs with IPFS_URL (this replica's queue)
+	Refusals  []*Refusal             `protobuf:"bytes,13,rep,name=refusals,proto3" json:"refusals,omitempty"`   // nodes that refused the job, and why
+	// While pending: every registered node's eligibility for the job, and
+	// why the job waits (pending_reason, with the numbers).
+	Eligibility   []*Eligibility `protobuf:"bytes,14,rep,name=eligibility,proto3" json:"eligibility,omitempty"`
+	PendingReason string         `protobuf:"bytes,15,opt,name=pending_reason,json=pendingReason,proto3" json:"pending_reason,omitempty"`
+	// The estimate's input: hanzod read the base's config.json (builtin, or
+	// a base in its artifact store); false, it schedules by min_vram_mib alone.
+	MemoryEstimated bool `protobuf:"varint,16,opt,name=memory_estimated,json=memoryEstimated,proto3" json:"memory_estimated,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2773,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2786,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Job) GetId() string {
@@ -2675,6 +2880,27 @@ func (x *Job) GetRefusals() []*Refusal {
 	return nil
 }
 
+func (x *Job) GetEligibility() []*Eligibility {
+	if x != nil {
+		return x.Eligibility
+	}
+	return nil
+}
+
+func (x *Job) GetPendingReason() string {
+	if x != nil {
+		return x.PendingReason
+	}
+	return ""
+}
+
+func (x *Job) GetMemoryEstimated() bool {
+	if x != nil {
+		return x.MemoryEstimated
+	}
+	return false
+}
+
 // Refusal is a node's signed word that it will not run a job.
 type Refusal struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2686,7 +2912,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2924,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2937,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Refusal) GetNode() string {
@@ -2743,7 +2969,7 @@ type Pin struct {
 
 func (x *Pin) Reset() {
 	*x = Pin{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2981,7 @@ func (x *Pin) String() string {
 func (*Pin) ProtoMessage() {}
 
 func (x *Pin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2994,7 @@ func (x *Pin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pin.ProtoReflect.Descriptor instead.
 func (*Pin) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Pin) GetCid() string {
@@ -2814,7 +3040,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3052,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3065,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
 }
 
 type ListJobsResponse struct {
@@ -2851,7 +3077,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +3089,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +3102,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -2898,14 +3124,18 @@ type Node struct {
 	ProbeAddress  string                 `protobuf:"bytes,11,opt,name=probe_address,json=probeAddress,proto3" json:"probe_address,omitempty"`
 	Job           string                 `protobuf:"bytes,8,opt,name=job,proto3" json:"job,omitempty"`
 	UptimeBp      int32                  `protobuf:"varint,9,opt,name=uptime_bp,json=uptimeBp,proto3" json:"uptime_bp,omitempty"`
-	Ineligible    string                 `protobuf:"bytes,10,opt,name=ineligible,proto3" json:"ineligible,omitempty"` // empty when eligible for a job with no VRAM minimum
+	Ineligible    string                 `protobuf:"bytes,10,opt,name=ineligible,proto3" json:"ineligible,omitempty"`     // empty when eligible for a job with no VRAM minimum
+	Accelerators  []*Accelerator         `protobuf:"bytes,12,rep,name=accelerators,proto3" json:"accelerators,omitempty"` // as the node registered them
+	Backends      []string               `protobuf:"bytes,13,rep,name=backends,proto3" json:"backends,omitempty"`
+	Dtypes        []string               `protobuf:"bytes,14,rep,name=dtypes,proto3" json:"dtypes,omitempty"`
+	Fit           *Eligibility           `protobuf:"bytes,15,opt,name=fit,proto3" json:"fit,omitempty"` // for ListNodesRequest.job, when given
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3147,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3160,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Node) GetId() string {
@@ -3010,15 +3240,46 @@ func (x *Node) GetIneligible() string {
 	return ""
 }
 
+func (x *Node) GetAccelerators() []*Accelerator {
+	if x != nil {
+		return x.Accelerators
+	}
+	return nil
+}
+
+func (x *Node) GetBackends() []string {
+	if x != nil {
+		return x.Backends
+	}
+	return nil
+}
+
+func (x *Node) GetDtypes() []string {
+	if x != nil {
+		return x.Dtypes
+	}
+	return nil
+}
+
+func (x *Node) GetFit() *Eligibility {
+	if x != nil {
+		return x.Fit
+	}
+	return nil
+}
+
 type ListNodesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When set, each node's eligibility is for this job (Node.fit says how
+	// it would run it, or why it cannot).
+	Job           string `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +3291,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +3304,14 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListNodesRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
 }
 
 type ListNodesResponse struct {
@@ -3055,7 +3323,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3335,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3348,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -3099,7 +3367,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3379,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3392,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetBalanceRequest) GetAccount() string {
@@ -3147,7 +3415,7 @@ type Slash struct {
 
 func (x *Slash) Reset() {
 	*x = Slash{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3427,7 @@ func (x *Slash) String() string {
 func (*Slash) ProtoMessage() {}
 
 func (x *Slash) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3440,7 @@ func (x *Slash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slash.ProtoReflect.Descriptor instead.
 func (*Slash) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Slash) GetOffence() int32 {
@@ -3225,7 +3493,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3505,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3518,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Account) GetId() string {
@@ -3309,7 +3577,7 @@ type LedgerRequest struct {
 
 func (x *LedgerRequest) Reset() {
 	*x = LedgerRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3589,7 @@ func (x *LedgerRequest) String() string {
 func (*LedgerRequest) ProtoMessage() {}
 
 func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3602,7 @@ func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LedgerRequest) GetAccount() string {
@@ -3368,7 +3636,7 @@ type EndEpochRequest struct {
 
 func (x *EndEpochRequest) Reset() {
 	*x = EndEpochRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3648,7 @@ func (x *EndEpochRequest) String() string {
 func (*EndEpochRequest) ProtoMessage() {}
 
 func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3661,7 @@ func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEpochRequest.ProtoReflect.Descriptor instead.
 func (*EndEpochRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{45}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EndEpochRequest) GetJob() string {
@@ -3421,7 +3689,7 @@ type PublishCheckpointRequest struct {
 
 func (x *PublishCheckpointRequest) Reset() {
 	*x = PublishCheckpointRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3701,7 @@ func (x *PublishCheckpointRequest) String() string {
 func (*PublishCheckpointRequest) ProtoMessage() {}
 
 func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3714,7 @@ func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*PublishCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{46}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PublishCheckpointRequest) GetJob() string {
@@ -3480,7 +3748,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3760,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3773,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{47}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FailJobRequest) GetJob() string {
@@ -3533,7 +3801,7 @@ type SlashRequest struct {
 
 func (x *SlashRequest) Reset() {
 	*x = SlashRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3813,7 @@ func (x *SlashRequest) String() string {
 func (*SlashRequest) ProtoMessage() {}
 
 func (x *SlashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3826,7 @@ func (x *SlashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlashRequest.ProtoReflect.Descriptor instead.
 func (*SlashRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{48}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SlashRequest) GetNode() string {
@@ -3596,7 +3864,7 @@ type Contribution struct {
 
 func (x *Contribution) Reset() {
 	*x = Contribution{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3876,7 @@ func (x *Contribution) String() string {
 func (*Contribution) ProtoMessage() {}
 
 func (x *Contribution) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3889,7 @@ func (x *Contribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
 func (*Contribution) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{49}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Contribution) GetAccount() string {
@@ -3664,7 +3932,7 @@ type PayRewardsRequest struct {
 
 func (x *PayRewardsRequest) Reset() {
 	*x = PayRewardsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3944,7 @@ func (x *PayRewardsRequest) String() string {
 func (*PayRewardsRequest) ProtoMessage() {}
 
 func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3957,7 @@ func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsRequest.ProtoReflect.Descriptor instead.
 func (*PayRewardsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{50}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PayRewardsRequest) GetJob() string {
@@ -3730,7 +3998,7 @@ type Payout struct {
 
 func (x *Payout) Reset() {
 	*x = Payout{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +4010,7 @@ func (x *Payout) String() string {
 func (*Payout) ProtoMessage() {}
 
 func (x *Payout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +4023,7 @@ func (x *Payout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payout.ProtoReflect.Descriptor instead.
 func (*Payout) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{51}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Payout) GetAccount() string {
@@ -3781,7 +4049,7 @@ type PayRewardsResponse struct {
 
 func (x *PayRewardsResponse) Reset() {
 	*x = PayRewardsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +4061,7 @@ func (x *PayRewardsResponse) String() string {
 func (*PayRewardsResponse) ProtoMessage() {}
 
 func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +4074,7 @@ func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsResponse.ProtoReflect.Descriptor instead.
 func (*PayRewardsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{52}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PayRewardsResponse) GetPayouts() []*Payout {
@@ -3825,7 +4093,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x12\x1c\n" +
-	"\tsignature\x18\x04 \x01(\fR\tsignature\"\x90\x02\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\"\x88\x03\n" +
 	"\x0fRegisterRequest\x12+\n" +
 	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -3834,7 +4102,23 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\bvram_mib\x18\x05 \x01(\x04R\avramMib\x12-\n" +
 	"\x12attestation_report\x18\x06 \x01(\fR\x11attestationReport\x12#\n" +
 	"\rprobe_address\x18\a \x01(\tR\fprobeAddress\x12\x12\n" +
-	"\x04role\x18\b \x01(\tR\x04role\"Z\n" +
+	"\x04role\x18\b \x01(\tR\x04role\x12B\n" +
+	"\faccelerators\x18\t \x03(\v2\x1e.zoo.gym.hanzod.v1.AcceleratorR\faccelerators\x12\x1a\n" +
+	"\bbackends\x18\n" +
+	" \x03(\tR\bbackends\x12\x16\n" +
+	"\x06dtypes\x18\v \x03(\tR\x06dtypes\"s\n" +
+	"\vAccelerator\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\ttotal_mib\x18\x02 \x01(\x04R\btotalMib\x12\x19\n" +
+	"\bfree_mib\x18\x03 \x01(\x04R\afreeMib\x12\x18\n" +
+	"\acompute\x18\x04 \x01(\tR\acompute\"\xad\x01\n" +
+	"\vEligibility\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
+	"\beligible\x18\x02 \x01(\bR\beligible\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x19\n" +
+	"\bneed_mib\x18\x04 \x01(\x04R\aneedMib\x12#\n" +
+	"\ravailable_mib\x18\x05 \x01(\x04R\favailableMib\x12\x16\n" +
+	"\x06device\x18\x06 \x01(\tR\x06device\"Z\n" +
 	"\x10RegisterResponse\x12 \n" +
 	"\vattestation\x18\x01 \x01(\tR\vattestation\x12$\n" +
 	"\x0eserver_time_ms\x18\x02 \x01(\x03R\fserverTimeMs\"?\n" +
@@ -3962,7 +4246,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"<\n" +
 	"\x0eEventsResponse\x12\x16\n" +
 	"\x06events\x18\x01 \x03(\tR\x06events\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\x04R\x04last\"\xb1\x05\n" +
+	"\x04last\x18\x02 \x01(\x04R\x04last\"\xc7\x05\n" +
 	"\aJobSpec\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x16\n" +
@@ -3987,7 +4271,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x06reward\x18\x13 \x03(\v2\x1d.zoo.gym.hanzod.v1.RewardTermR\x06reward\x12\x1e\n" +
 	"\n" +
 	"validators\x18\x14 \x01(\x05R\n" +
-	"validators\"\xc4\x01\n" +
+	"validators\x12\x14\n" +
+	"\x05dtype\x18\x15 \x01(\tR\x05dtype\"\xc4\x01\n" +
 	"\vDataMapping\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x16\n" +
@@ -4056,7 +4341,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x11SubmitJobResponse\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\"!\n" +
 	"\rGetJobRequest\x12\x10\n" +
-	"\x03job\x18\x01 \x01(\tR\x03job\"\x9e\x03\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\"\xb2\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1a.zoo.gym.hanzod.v1.JobSpecR\x04spec\x12\x14\n" +
@@ -4071,7 +4356,10 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	" \x01(\tR\tartifacts\x12\x18\n" +
 	"\asettled\x18\v \x01(\bR\asettled\x12*\n" +
 	"\x04pins\x18\f \x03(\v2\x16.zoo.gym.hanzod.v1.PinR\x04pins\x126\n" +
-	"\brefusals\x18\r \x03(\v2\x1a.zoo.gym.hanzod.v1.RefusalR\brefusals\"5\n" +
+	"\brefusals\x18\r \x03(\v2\x1a.zoo.gym.hanzod.v1.RefusalR\brefusals\x12@\n" +
+	"\veligibility\x18\x0e \x03(\v2\x1e.zoo.gym.hanzod.v1.EligibilityR\veligibility\x12%\n" +
+	"\x0epending_reason\x18\x0f \x01(\tR\rpendingReason\x12)\n" +
+	"\x10memory_estimated\x18\x10 \x01(\bR\x0fmemoryEstimated\"5\n" +
 	"\aRefusal\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"x\n" +
@@ -4083,7 +4371,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\anext_ms\x18\x05 \x01(\x03R\x06nextMs\"\x11\n" +
 	"\x0fListJobsRequest\">\n" +
 	"\x10ListJobsResponse\x12*\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x16.zoo.gym.hanzod.v1.JobR\x04jobs\"\xae\x02\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x16.zoo.gym.hanzod.v1.JobR\x04jobs\"\xd8\x03\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -4098,8 +4386,13 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\n" +
 	"ineligible\x18\n" +
 	" \x01(\tR\n" +
-	"ineligible\"\x12\n" +
-	"\x10ListNodesRequest\"B\n" +
+	"ineligible\x12B\n" +
+	"\faccelerators\x18\f \x03(\v2\x1e.zoo.gym.hanzod.v1.AcceleratorR\faccelerators\x12\x1a\n" +
+	"\bbackends\x18\r \x03(\tR\bbackends\x12\x16\n" +
+	"\x06dtypes\x18\x0e \x03(\tR\x06dtypes\x120\n" +
+	"\x03fit\x18\x0f \x01(\v2\x1e.zoo.gym.hanzod.v1.EligibilityR\x03fit\"$\n" +
+	"\x10ListNodesRequest\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\"B\n" +
 	"\x11ListNodesResponse\x12-\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x17.zoo.gym.hanzod.v1.NodeR\x05nodes\"-\n" +
 	"\x11GetBalanceRequest\x12\x18\n" +
@@ -4194,148 +4487,154 @@ func file_api_hanzod_v1_hanzod_proto_rawDescGZIP() []byte {
 	return file_api_hanzod_v1_hanzod_proto_rawDescData
 }
 
-var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Auth)(nil),                     // 0: zoo.gym.hanzod.v1.Auth
 	(*RegisterRequest)(nil),          // 1: zoo.gym.hanzod.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 2: zoo.gym.hanzod.v1.RegisterResponse
-	(*HeartbeatRequest)(nil),         // 3: zoo.gym.hanzod.v1.HeartbeatRequest
-	(*Assignment)(nil),               // 4: zoo.gym.hanzod.v1.Assignment
-	(*HeartbeatResponse)(nil),        // 5: zoo.gym.hanzod.v1.HeartbeatResponse
-	(*RingConfig)(nil),               // 6: zoo.gym.hanzod.v1.RingConfig
-	(*Link)(nil),                     // 7: zoo.gym.hanzod.v1.Link
-	(*ReportBandwidthRequest)(nil),   // 8: zoo.gym.hanzod.v1.ReportBandwidthRequest
-	(*ReportBandwidthResponse)(nil),  // 9: zoo.gym.hanzod.v1.ReportBandwidthResponse
-	(*DeltaChunk)(nil),               // 10: zoo.gym.hanzod.v1.DeltaChunk
-	(*DeltaUpload)(nil),              // 11: zoo.gym.hanzod.v1.DeltaUpload
-	(*SubmitDeltaResponse)(nil),      // 12: zoo.gym.hanzod.v1.SubmitDeltaResponse
-	(*ReportSuspectRequest)(nil),     // 13: zoo.gym.hanzod.v1.ReportSuspectRequest
-	(*ReportSuspectResponse)(nil),    // 14: zoo.gym.hanzod.v1.ReportSuspectResponse
-	(*RefuseJobRequest)(nil),         // 15: zoo.gym.hanzod.v1.RefuseJobRequest
-	(*RefuseJobResponse)(nil),        // 16: zoo.gym.hanzod.v1.RefuseJobResponse
-	(*ListChecksRequest)(nil),        // 17: zoo.gym.hanzod.v1.ListChecksRequest
-	(*CheckAssignment)(nil),          // 18: zoo.gym.hanzod.v1.CheckAssignment
-	(*ListChecksResponse)(nil),       // 19: zoo.gym.hanzod.v1.ListChecksResponse
-	(*SubmitVerdictRequest)(nil),     // 20: zoo.gym.hanzod.v1.SubmitVerdictRequest
-	(*SubmitVerdictResponse)(nil),    // 21: zoo.gym.hanzod.v1.SubmitVerdictResponse
-	(*InfoRequest)(nil),              // 22: zoo.gym.hanzod.v1.InfoRequest
-	(*InfoResponse)(nil),             // 23: zoo.gym.hanzod.v1.InfoResponse
-	(*EventsRequest)(nil),            // 24: zoo.gym.hanzod.v1.EventsRequest
-	(*EventsResponse)(nil),           // 25: zoo.gym.hanzod.v1.EventsResponse
-	(*JobSpec)(nil),                  // 26: zoo.gym.hanzod.v1.JobSpec
-	(*DataMapping)(nil),              // 27: zoo.gym.hanzod.v1.DataMapping
-	(*RewardTerm)(nil),               // 28: zoo.gym.hanzod.v1.RewardTerm
-	(*GSPOConfig)(nil),               // 29: zoo.gym.hanzod.v1.GSPOConfig
-	(*SubmitJobRequest)(nil),         // 30: zoo.gym.hanzod.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 31: zoo.gym.hanzod.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),            // 32: zoo.gym.hanzod.v1.GetJobRequest
-	(*Job)(nil),                      // 33: zoo.gym.hanzod.v1.Job
-	(*Refusal)(nil),                  // 34: zoo.gym.hanzod.v1.Refusal
-	(*Pin)(nil),                      // 35: zoo.gym.hanzod.v1.Pin
-	(*ListJobsRequest)(nil),          // 36: zoo.gym.hanzod.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 37: zoo.gym.hanzod.v1.ListJobsResponse
-	(*Node)(nil),                     // 38: zoo.gym.hanzod.v1.Node
-	(*ListNodesRequest)(nil),         // 39: zoo.gym.hanzod.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 40: zoo.gym.hanzod.v1.ListNodesResponse
-	(*GetBalanceRequest)(nil),        // 41: zoo.gym.hanzod.v1.GetBalanceRequest
-	(*Slash)(nil),                    // 42: zoo.gym.hanzod.v1.Slash
-	(*Account)(nil),                  // 43: zoo.gym.hanzod.v1.Account
-	(*LedgerRequest)(nil),            // 44: zoo.gym.hanzod.v1.LedgerRequest
-	(*EndEpochRequest)(nil),          // 45: zoo.gym.hanzod.v1.EndEpochRequest
-	(*PublishCheckpointRequest)(nil), // 46: zoo.gym.hanzod.v1.PublishCheckpointRequest
-	(*FailJobRequest)(nil),           // 47: zoo.gym.hanzod.v1.FailJobRequest
-	(*SlashRequest)(nil),             // 48: zoo.gym.hanzod.v1.SlashRequest
-	(*Contribution)(nil),             // 49: zoo.gym.hanzod.v1.Contribution
-	(*PayRewardsRequest)(nil),        // 50: zoo.gym.hanzod.v1.PayRewardsRequest
-	(*Payout)(nil),                   // 51: zoo.gym.hanzod.v1.Payout
-	(*PayRewardsResponse)(nil),       // 52: zoo.gym.hanzod.v1.PayRewardsResponse
+	(*Accelerator)(nil),              // 2: zoo.gym.hanzod.v1.Accelerator
+	(*Eligibility)(nil),              // 3: zoo.gym.hanzod.v1.Eligibility
+	(*RegisterResponse)(nil),         // 4: zoo.gym.hanzod.v1.RegisterResponse
+	(*HeartbeatRequest)(nil),         // 5: zoo.gym.hanzod.v1.HeartbeatRequest
+	(*Assignment)(nil),               // 6: zoo.gym.hanzod.v1.Assignment
+	(*HeartbeatResponse)(nil),        // 7: zoo.gym.hanzod.v1.HeartbeatResponse
+	(*RingConfig)(nil),               // 8: zoo.gym.hanzod.v1.RingConfig
+	(*Link)(nil),                     // 9: zoo.gym.hanzod.v1.Link
+	(*ReportBandwidthRequest)(nil),   // 10: zoo.gym.hanzod.v1.ReportBandwidthRequest
+	(*ReportBandwidthResponse)(nil),  // 11: zoo.gym.hanzod.v1.ReportBandwidthResponse
+	(*DeltaChunk)(nil),               // 12: zoo.gym.hanzod.v1.DeltaChunk
+	(*DeltaUpload)(nil),              // 13: zoo.gym.hanzod.v1.DeltaUpload
+	(*SubmitDeltaResponse)(nil),      // 14: zoo.gym.hanzod.v1.SubmitDeltaResponse
+	(*ReportSuspectRequest)(nil),     // 15: zoo.gym.hanzod.v1.ReportSuspectRequest
+	(*ReportSuspectResponse)(nil),    // 16: zoo.gym.hanzod.v1.ReportSuspectResponse
+	(*RefuseJobRequest)(nil),         // 17: zoo.gym.hanzod.v1.RefuseJobRequest
+	(*RefuseJobResponse)(nil),        // 18: zoo.gym.hanzod.v1.RefuseJobResponse
+	(*ListChecksRequest)(nil),        // 19: zoo.gym.hanzod.v1.ListChecksRequest
+	(*CheckAssignment)(nil),          // 20: zoo.gym.hanzod.v1.CheckAssignment
+	(*ListChecksResponse)(nil),       // 21: zoo.gym.hanzod.v1.ListChecksResponse
+	(*SubmitVerdictRequest)(nil),     // 22: zoo.gym.hanzod.v1.SubmitVerdictRequest
+	(*SubmitVerdictResponse)(nil),    // 23: zoo.gym.hanzod.v1.SubmitVerdictResponse
+	(*InfoRequest)(nil),              // 24: zoo.gym.hanzod.v1.InfoRequest
+	(*InfoResponse)(nil),             // 25: zoo.gym.hanzod.v1.InfoResponse
+	(*EventsRequest)(nil),            // 26: zoo.gym.hanzod.v1.EventsRequest
+	(*EventsResponse)(nil),           // 27: zoo.gym.hanzod.v1.EventsResponse
+	(*JobSpec)(nil),                  // 28: zoo.gym.hanzod.v1.JobSpec
+	(*DataMapping)(nil),              // 29: zoo.gym.hanzod.v1.DataMapping
+	(*RewardTerm)(nil),               // 30: zoo.gym.hanzod.v1.RewardTerm
+	(*GSPOConfig)(nil),               // 31: zoo.gym.hanzod.v1.GSPOConfig
+	(*SubmitJobRequest)(nil),         // 32: zoo.gym.hanzod.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 33: zoo.gym.hanzod.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),            // 34: zoo.gym.hanzod.v1.GetJobRequest
+	(*Job)(nil),                      // 35: zoo.gym.hanzod.v1.Job
+	(*Refusal)(nil),                  // 36: zoo.gym.hanzod.v1.Refusal
+	(*Pin)(nil),                      // 37: zoo.gym.hanzod.v1.Pin
+	(*ListJobsRequest)(nil),          // 38: zoo.gym.hanzod.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 39: zoo.gym.hanzod.v1.ListJobsResponse
+	(*Node)(nil),                     // 40: zoo.gym.hanzod.v1.Node
+	(*ListNodesRequest)(nil),         // 41: zoo.gym.hanzod.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 42: zoo.gym.hanzod.v1.ListNodesResponse
+	(*GetBalanceRequest)(nil),        // 43: zoo.gym.hanzod.v1.GetBalanceRequest
+	(*Slash)(nil),                    // 44: zoo.gym.hanzod.v1.Slash
+	(*Account)(nil),                  // 45: zoo.gym.hanzod.v1.Account
+	(*LedgerRequest)(nil),            // 46: zoo.gym.hanzod.v1.LedgerRequest
+	(*EndEpochRequest)(nil),          // 47: zoo.gym.hanzod.v1.EndEpochRequest
+	(*PublishCheckpointRequest)(nil), // 48: zoo.gym.hanzod.v1.PublishCheckpointRequest
+	(*FailJobRequest)(nil),           // 49: zoo.gym.hanzod.v1.FailJobRequest
+	(*SlashRequest)(nil),             // 50: zoo.gym.hanzod.v1.SlashRequest
+	(*Contribution)(nil),             // 51: zoo.gym.hanzod.v1.Contribution
+	(*PayRewardsRequest)(nil),        // 52: zoo.gym.hanzod.v1.PayRewardsRequest
+	(*Payout)(nil),                   // 53: zoo.gym.hanzod.v1.Payout
+	(*PayRewardsResponse)(nil),       // 54: zoo.gym.hanzod.v1.PayRewardsResponse
 }
 var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 0: zoo.gym.hanzod.v1.RegisterRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	0,  // 1: zoo.gym.hanzod.v1.HeartbeatRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	6,  // 2: zoo.gym.hanzod.v1.Assignment.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	26, // 3: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	4,  // 4: zoo.gym.hanzod.v1.HeartbeatResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 5: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	7,  // 6: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
-	4,  // 7: zoo.gym.hanzod.v1.ReportBandwidthResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	11, // 8: zoo.gym.hanzod.v1.DeltaChunk.header:type_name -> zoo.gym.hanzod.v1.DeltaUpload
-	0,  // 9: zoo.gym.hanzod.v1.DeltaUpload.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	0,  // 10: zoo.gym.hanzod.v1.ReportSuspectRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	4,  // 11: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 12: zoo.gym.hanzod.v1.RefuseJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	4,  // 13: zoo.gym.hanzod.v1.RefuseJobResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 14: zoo.gym.hanzod.v1.ListChecksRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	26, // 15: zoo.gym.hanzod.v1.CheckAssignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	18, // 16: zoo.gym.hanzod.v1.ListChecksResponse.checks:type_name -> zoo.gym.hanzod.v1.CheckAssignment
-	0,  // 17: zoo.gym.hanzod.v1.SubmitVerdictRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	29, // 18: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
-	27, // 19: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
-	28, // 20: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
-	26, // 21: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	0,  // 22: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	26, // 23: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	6,  // 24: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	35, // 25: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
-	34, // 26: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
-	33, // 27: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	38, // 28: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	42, // 29: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	49, // 30: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	51, // 31: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 32: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	3,  // 33: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	8,  // 34: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	10, // 35: zoo.gym.hanzod.v1.NodeService.UploadDelta:input_type -> zoo.gym.hanzod.v1.DeltaChunk
-	13, // 36: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
-	15, // 37: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
-	17, // 38: zoo.gym.hanzod.v1.NodeService.ListChecks:input_type -> zoo.gym.hanzod.v1.ListChecksRequest
-	20, // 39: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:input_type -> zoo.gym.hanzod.v1.SubmitVerdictRequest
-	22, // 40: zoo.gym.hanzod.v1.OrchestratorService.Info:input_type -> zoo.gym.hanzod.v1.InfoRequest
-	30, // 41: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	32, // 42: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	36, // 43: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	39, // 44: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	41, // 45: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	44, // 46: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	44, // 47: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	44, // 48: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	44, // 49: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	45, // 50: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	46, // 51: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	47, // 52: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	48, // 53: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	50, // 54: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	24, // 55: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
-	2,  // 56: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	5,  // 57: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	9,  // 58: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	12, // 59: zoo.gym.hanzod.v1.NodeService.UploadDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
-	14, // 60: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
-	16, // 61: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
-	19, // 62: zoo.gym.hanzod.v1.NodeService.ListChecks:output_type -> zoo.gym.hanzod.v1.ListChecksResponse
-	21, // 63: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:output_type -> zoo.gym.hanzod.v1.SubmitVerdictResponse
-	23, // 64: zoo.gym.hanzod.v1.OrchestratorService.Info:output_type -> zoo.gym.hanzod.v1.InfoResponse
-	31, // 65: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	33, // 66: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	37, // 67: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	40, // 68: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	43, // 69: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	43, // 70: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	43, // 71: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	43, // 72: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	43, // 73: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	33, // 74: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	33, // 75: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	33, // 76: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	43, // 77: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	52, // 78: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	25, // 79: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
-	56, // [56:80] is the sub-list for method output_type
-	32, // [32:56] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	2,  // 1: zoo.gym.hanzod.v1.RegisterRequest.accelerators:type_name -> zoo.gym.hanzod.v1.Accelerator
+	0,  // 2: zoo.gym.hanzod.v1.HeartbeatRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	8,  // 3: zoo.gym.hanzod.v1.Assignment.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	28, // 4: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	6,  // 5: zoo.gym.hanzod.v1.HeartbeatResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 6: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	9,  // 7: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
+	6,  // 8: zoo.gym.hanzod.v1.ReportBandwidthResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	13, // 9: zoo.gym.hanzod.v1.DeltaChunk.header:type_name -> zoo.gym.hanzod.v1.DeltaUpload
+	0,  // 10: zoo.gym.hanzod.v1.DeltaUpload.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	0,  // 11: zoo.gym.hanzod.v1.ReportSuspectRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	6,  // 12: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 13: zoo.gym.hanzod.v1.RefuseJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	6,  // 14: zoo.gym.hanzod.v1.RefuseJobResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 15: zoo.gym.hanzod.v1.ListChecksRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	28, // 16: zoo.gym.hanzod.v1.CheckAssignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	20, // 17: zoo.gym.hanzod.v1.ListChecksResponse.checks:type_name -> zoo.gym.hanzod.v1.CheckAssignment
+	0,  // 18: zoo.gym.hanzod.v1.SubmitVerdictRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	31, // 19: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
+	29, // 20: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
+	30, // 21: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
+	28, // 22: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	0,  // 23: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	28, // 24: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	8,  // 25: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	37, // 26: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
+	36, // 27: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
+	3,  // 28: zoo.gym.hanzod.v1.Job.eligibility:type_name -> zoo.gym.hanzod.v1.Eligibility
+	35, // 29: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	2,  // 30: zoo.gym.hanzod.v1.Node.accelerators:type_name -> zoo.gym.hanzod.v1.Accelerator
+	3,  // 31: zoo.gym.hanzod.v1.Node.fit:type_name -> zoo.gym.hanzod.v1.Eligibility
+	40, // 32: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	44, // 33: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	51, // 34: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	53, // 35: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 36: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	5,  // 37: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	10, // 38: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	12, // 39: zoo.gym.hanzod.v1.NodeService.UploadDelta:input_type -> zoo.gym.hanzod.v1.DeltaChunk
+	15, // 40: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
+	17, // 41: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
+	19, // 42: zoo.gym.hanzod.v1.NodeService.ListChecks:input_type -> zoo.gym.hanzod.v1.ListChecksRequest
+	22, // 43: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:input_type -> zoo.gym.hanzod.v1.SubmitVerdictRequest
+	24, // 44: zoo.gym.hanzod.v1.OrchestratorService.Info:input_type -> zoo.gym.hanzod.v1.InfoRequest
+	32, // 45: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	34, // 46: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	38, // 47: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	41, // 48: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	43, // 49: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	46, // 50: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	46, // 51: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	46, // 52: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	46, // 53: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	47, // 54: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	48, // 55: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	49, // 56: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	50, // 57: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	52, // 58: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	26, // 59: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
+	4,  // 60: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	7,  // 61: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	11, // 62: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	14, // 63: zoo.gym.hanzod.v1.NodeService.UploadDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
+	16, // 64: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
+	18, // 65: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
+	21, // 66: zoo.gym.hanzod.v1.NodeService.ListChecks:output_type -> zoo.gym.hanzod.v1.ListChecksResponse
+	23, // 67: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:output_type -> zoo.gym.hanzod.v1.SubmitVerdictResponse
+	25, // 68: zoo.gym.hanzod.v1.OrchestratorService.Info:output_type -> zoo.gym.hanzod.v1.InfoResponse
+	33, // 69: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	35, // 70: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	39, // 71: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	42, // 72: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	45, // 73: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	45, // 74: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	45, // 75: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	45, // 76: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	45, // 77: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	35, // 78: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	35, // 79: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	35, // 80: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	45, // 81: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	54, // 82: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	27, // 83: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
+	60, // [60:84] is the sub-list for method output_type
+	36, // [36:60] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }
@@ -4343,19 +4642,19 @@ func file_api_hanzod_v1_hanzod_proto_init() {
 	if File_api_hanzod_v1_hanzod_proto != nil {
 		return
 	}
-	file_api_hanzod_v1_hanzod_proto_msgTypes[10].OneofWrappers = []any{
+	file_api_hanzod_v1_hanzod_proto_msgTypes[12].OneofWrappers = []any{
 		(*DeltaChunk_Header)(nil),
 		(*DeltaChunk_Delta)(nil),
 		(*DeltaChunk_Traces)(nil),
 	}
-	file_api_hanzod_v1_hanzod_proto_msgTypes[29].OneofWrappers = []any{}
+	file_api_hanzod_v1_hanzod_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_hanzod_v1_hanzod_proto_rawDesc), len(file_api_hanzod_v1_hanzod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
