@@ -765,7 +765,7 @@ func TestJobBuiltin(t *testing.T) {
 	var ids []string
 	for i := range 3 {
 		n := newTestNode(10 + i)
-		n.register(t, nc, 1)
+		n.register(t, nc, 24576) // the built-in job's estimate is a few MiB: a node reports what it has
 		mustGym(t, "ledger", "deposit", n.id, "10000")
 		mustGym(t, "ledger", "bond", n.id, "10000")
 		nodes, ids = append(nodes, n), append(ids, n.id)
