@@ -107,6 +107,22 @@ type Backend interface {
 	Close() error
 }
 
+// DirLoader is implemented by a Backend that loads the base model from
+// its directory itself (Job.BaseDir, or its own) and reads only the
+// config and tokenizer of Job.Base: the worker gives it a base opened with
+// basemodel.OpenConfig and never decodes the weights in its own process.
+type DirLoader interface {
+	LoadsBaseDir() bool
+}
+
+// DecodesWeights reports whether b trains on the base's weights decoded in
+// the worker's process (the go backend), rather than loading the base's
+// directory itself (a DirLoader: torch).
+func DecodesWeights(b Backend) bool {
+	d, ok := b.(DirLoader)
+	return !ok || !d.LoadsBaseDir()
+}
+
 // GoBackend is the built-in engine.
 type GoBackend struct{}
 
@@ -121,6 +137,9 @@ func (GoBackend) Close() error { return nil }
 
 // Start resumes package trainer from j.
 func (GoBackend) Start(_ context.Context, j Job) (Trainer, error) {
+	if j.Base.ConfigOnly {
+		return nil, fmt.Errorf("backend: the go engine trains on the base's weights: %w (base %s); open it with basemodel.Open", basemodel.ErrConfigOnly, j.Base.Name)
+	}
 	g := &goTrainer{j: j}
 	tr, err := trainer.Resume(j.Base.Weights, j.Base.Tokenizer, j.Config, j.Worker, j.Threads, trainer.State{Step: j.FirstStep, Adapter: j.Adapter})
 	if err != nil {

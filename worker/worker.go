@@ -52,7 +52,10 @@ type Worker struct {
 	// baseDirs are the verified directories of the bases fetched by CID
 	// (the torch backend loads the directory, not the parsed base).
 	baseDirs map[*basemodel.Base]string
-	seq      *sequencer
+	// configBases are the bases named by CID read without their weights,
+	// by CID (baseFor with decode false).
+	configBases map[string]*basemodel.Base
+	seq         *sequencer
 
 	tr    *tcp.Transport
 	heart *heart
@@ -330,7 +333,7 @@ func (w *Worker) loop(ctx context.Context) error {
 			continue
 		}
 		if w.planJob != a.Job {
-			base, err := w.baseFor(ctx, a.Spec)
+			base, err := w.baseFor(ctx, a.Spec, backend.DecodesWeights(w.backend()))
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -427,7 +430,11 @@ func (w *Worker) refuse(ctx context.Context, job string, err error) {
 // the job fits this worker's memory (from the base's config.json, before
 // its weights are read): the worker's own base, the built-in one, or a
 // base named by CID, fetched, verified and cached through Config.Bases.
-func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, error) {
+// With decode false (a backend that loads the base directory itself:
+// backend.DecodesWeights) a base named by CID is read as its config and
+// tokenizer only (basemodel.OpenConfig), never through Bases.Open: the
+// weights stay bytes on disk for the backend's process.
+func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec, decode bool) (*basemodel.Base, error) {
 	root, byCID, err := jobspec.ModelCID(s.Model)
 	if err != nil && s.Model != w.base.Name {
 		return nil, err
@@ -445,11 +452,20 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 		return nil, fmt.Errorf("worker: the job's base model %s is not this worker's (%s), and this worker fetches no base models", s.Model, w.base.Name)
 	}
 	var dir string
-	if local != nil {
+	var headers *basemodel.Base // the base's config and tokenizer, when not decoded
+	switch {
+	case local != nil:
 		mc = local.Weights.Cfg
-	} else {
+	default:
 		if dir, err = w.fetchDir(ctx, "base model", root, w.c.Bases.Dir); err != nil {
 			return nil, err
+		}
+		if !decode {
+			if headers, err = w.configBase(root, dir); err != nil {
+				return nil, err
+			}
+			mc = headers.Weights.Cfg
+			break
 		}
 		// config.json and the weights' headers, checked against each
 		// other, no tensor data read (llama.Open bounds what it reads).
@@ -466,15 +482,38 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 	if local != nil {
 		return local, nil
 	}
-	b, err := w.c.Bases.Open(ctx, root)
-	if err != nil {
-		return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+	b, detail := headers, root.String()+" in "+dir
+	if b == nil {
+		if b, err = w.c.Bases.Open(ctx, root); err != nil {
+			return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+		}
+	} else {
+		detail += " (config and tokenizer read; the " + w.backend().Name() + " backend loads the weights)"
 	}
-	w.emit(Event{Kind: EventBaseReady, Detail: root.String() + " in " + dir})
+	w.emit(Event{Kind: EventBaseReady, Detail: detail})
 	if w.baseDirs == nil {
 		w.baseDirs = map[*basemodel.Base]string{}
 	}
 	w.baseDirs[b] = dir // for backends that load the directory themselves
+	return b, nil
+}
+
+// configBase returns base root's config and tokenizer from its verified
+// directory dir (basemodel.OpenConfig, named by its CID), read once per
+// process.
+func (w *Worker) configBase(root cid.Cid, dir string) (*basemodel.Base, error) {
+	if b, ok := w.configBases[root.String()]; ok {
+		return b, nil
+	}
+	b, err := basemodel.OpenConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+	}
+	b.Name = root.String()
+	if w.configBases == nil {
+		w.configBases = map[string]*basemodel.Base{}
+	}
+	w.configBases[root.String()] = b
 	return b, nil
 }
 

@@ -84,6 +84,11 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 // Name is backend.Torch.
 func (b *Backend) Name() string { return backend.Torch }
 
+// LoadsBaseDir is true (backend.DirLoader): the process loads the base's
+// directory; the worker reads only its config and tokenizer
+// (basemodel.OpenConfig) and never decodes its weights.
+func (b *Backend) LoadsBaseDir() bool { return true }
+
 // DType is the type the model is loaded and trained in: Options.DType,
 // backend.Float32 when it is empty (the process's default).
 func (b *Backend) DType() string {

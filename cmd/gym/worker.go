@@ -232,7 +232,13 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, cfg.PlainRing = o.heartbeat, worker.DefaultMinGap, o.ringTimeout, !o.tls
 	if o.modelDir != "" {
-		b, err := basemodel.Open(o.modelDir)
+		open := basemodel.Open
+		if o.backend == backend.Torch && cfg.Role != worker.RoleValidator {
+			// The torch process loads the directory (its BaseDir): this
+			// process reads only the config and tokenizer.
+			open = basemodel.OpenConfig
+		}
+		b, err := open(o.modelDir)
 		if err != nil {
 			return fmt.Errorf("--model-dir %s: %w", o.modelDir, err)
 		}
