@@ -808,7 +808,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		}
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
 			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding,
-			Backend: w.backend().Name(), DType: w.backend().DType()}
+			Backend: w.backend().Name(), DType: trainerDType(w.backend(), tr)}
 		var traces jobconf.Traces
 		if w.c.Attack == AttackRewards {
 			for _, set := range sets {
@@ -1112,6 +1112,16 @@ func safeName(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// trainerDType is the type tr trains in, which its deltas claim: its own
+// where it says (a torch trainer follows its base unless the backend's
+// dtype is set), else its backend's.
+func trainerDType(b backend.Backend, tr backend.Trainer) string {
+	if d, ok := tr.(interface{ DType() string }); ok {
+		return d.DType()
+	}
+	return b.DType()
 }
 
 // backend is the configured training backend (the go backend by default).

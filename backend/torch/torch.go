@@ -45,6 +45,9 @@ type Backend struct {
 // process starts on first use. ctx bounds the backend's life: when it is
 // done, the process is killed.
 func New(ctx context.Context, o Options) (*Backend, error) {
+	if err := CheckDType(o.DType); err != nil {
+		return nil, err
+	}
 	if err := CheckPython(ctx, o.python(), o.Env); err != nil {
 		return nil, err
 	}
@@ -89,13 +92,44 @@ func (b *Backend) Name() string { return backend.Torch }
 // (basemodel.OpenConfig) and never decodes its weights.
 func (b *Backend) LoadsBaseDir() bool { return true }
 
-// DType is the type the model is loaded and trained in: Options.DType,
-// backend.Float32 when it is empty (the process's default).
+// DType is the type the model is loaded and trained in when
+// Options.DType sets it; empty, each job trains in its base's
+// (Trainer.DType, JobDType) and DType is backend.Float32, the type of the
+// built-in base.
 func (b *Backend) DType() string {
 	if b.o.DType == "" {
 		return backend.Float32
 	}
 	return b.o.DType
+}
+
+// CheckDType reports whether dtype is one Options.DType accepts: "" (each
+// job's base's), backend.Float32 or backend.BFloat16. float16 is refused
+// with the reason: the process can load it, but the judge has no measured
+// trace-check tolerances for float16 deltas (tracecheck.Tolerances).
+func CheckDType(dtype string) error {
+	switch dtype {
+	case "", backend.Float32, backend.BFloat16:
+		return nil
+	case "float16":
+		return fmt.Errorf("torch: dtype float16: trace checks have no measured tolerances for float16 deltas, so hanzod would refuse them; train in bfloat16 (half the memory of float32, like float16) or float32")
+	}
+	return fmt.Errorf("torch: dtype %q: want float32 or bfloat16 (or none: the base's)", dtype)
+}
+
+// JobDType is the type a job on a base of config mc trains in: set
+// (Options.DType) when not empty, else the base's stored type where deltas
+// may claim it — bfloat16 for a bfloat16 checkpoint, so the process holds
+// the weights at their file size — and float32 otherwise (a float16
+// checkpoint widened exactly, a float32 one as it is).
+func JobDType(set string, mc llama.Config) string {
+	switch {
+	case set != "":
+		return set
+	case mc.DType == backend.BFloat16:
+		return backend.BFloat16
+	}
+	return backend.Float32
 }
 
 // Close kills the process and removes the private directory.
@@ -147,6 +181,7 @@ func (b *Backend) timeout() time.Duration {
 type Trainer struct {
 	b       *Backend
 	j       backend.Job
+	dtype   string // JobDType
 	split   *task.Split
 	step    int
 	adapter *llama.Adapter // last verified adapter
@@ -190,7 +225,7 @@ func (b *Backend) StartTrainer(ctx context.Context, j backend.Job) (*Trainer, er
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{b: b, j: j, split: split, step: j.FirstStep, adapter: j.Adapter.Clone()}
+	t := &Trainer{b: b, j: j, dtype: JobDType(b.o.DType, j.Base.Weights.Cfg), split: split, step: j.FirstStep, adapter: j.Adapter.Clone()}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cur, b.loaded = t, 0
@@ -222,7 +257,7 @@ func (b *Backend) load(ctx context.Context, t *Trainer, p *proc) error {
 	}
 	req := &trainerv1.LoadRequest{
 		BaseDir: dir, LoraRank: uint32(c.LoRARank), LoraAlpha: c.LoRAAlpha, LoraTargetModules: c.LoRATargets,
-		Dtype: b.o.DType, Device: b.o.Device, Use_4Bit: b.o.Use4Bit || c.Use4Bit, Seed: c.Seed, Adapter: name,
+		Dtype: t.dtype, Device: b.o.Device, Use_4Bit: b.o.Use4Bit || c.Use4Bit, Seed: c.Seed, Adapter: name,
 		Threads: uint32(max(t.j.Threads, 0)),
 		Gspo: &trainerv1.GSPO{ImportanceSamplingLevel: c.ImportanceSamplingLevel, Beta: c.Beta, EpsilonLow: c.EpsilonLow,
 			EpsilonHigh: c.EpsilonHigh, AdvantageEpsilon: 1e-4, Temperature: c.Temperature,
@@ -236,6 +271,9 @@ func (b *Backend) load(ctx context.Context, t *Trainer, p *proc) error {
 	}
 	if err != nil {
 		return outOfMemory(err)
+	}
+	if resp.Dtype != t.dtype {
+		return fmt.Errorf("%w: the process loaded the base in %q, asked for %q", ErrGarbage, resp.Dtype, t.dtype)
 	}
 	got, err := ReadAdapter(t.path(resp.Adapter), t.adapter)
 	os.Remove(t.path(resp.Adapter))
@@ -489,6 +527,10 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 	t.adapter, t.step, t.timing, t.traces = next, k, tm, set
 	return st, nil
 }
+
+// DType is the type the trainer's model is loaded and trained in
+// (JobDType): what its deltas claim.
+func (t *Trainer) DType() string { return t.dtype }
 
 // Traces are the last step's traces, as sampled and scored.
 func (t *Trainer) Traces() *trace.Set { return t.traces }

@@ -143,8 +143,12 @@ built-in engine: the worker starts python -m gym_protocol.backend (the
 python/ package: pip install ./python) with --python, $GYM_PYTHON or
 python3, supervises it (restarted when it dies or hangs, killed with the
 worker) and checks every adapter it returns before using it.
---torch-device (cpu, cuda, cuda:N) and --torch-dtype (float32, bfloat16)
-place the model; USE_4BIT=true loads the base in 4 bits (CUDA only). A
+--torch-device (cpu, cuda, cuda:N) and --torch-dtype (float32, bfloat16;
+default the base's: bfloat16 for a bfloat16 checkpoint, else float32) place
+the model: the process loads it straight onto the device in that type, and
+this process reads only the base's config and tokenizer, never its
+weights. USE_4BIT=true loads the base in 4 bits (CUDA and bitsandbytes
+only). A
 worker takes only the jobs its backend can serve (a job's backend: go,
 torch or any); see docs/backends.md.
 
@@ -192,7 +196,7 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringVar(&o.backend, "backend", envOr("GYM_BACKEND", "go"), "training backend: go (built-in, replayable bit for bit) or torch (PyTorch; docs/backends.md) [GYM_BACKEND]")
 	f.StringVar(&o.python, "python", "", "--backend torch: the Python interpreter (default $GYM_PYTHON, else python3)")
 	f.StringVar(&o.torchDevice, "torch-device", "cpu", "--backend torch: cpu, cuda or cuda:N")
-	f.StringVar(&o.torchType, "torch-dtype", "float32", "--backend torch: float32 or bfloat16")
+	f.StringVar(&o.torchType, "torch-dtype", "", "--backend torch: float32 or bfloat16 (default: the base's, bfloat16 for a bfloat16 checkpoint, else float32)")
 	f.StringVar(&cfg.Role, "role", "", "validator: check other nodes' deltas for hanzod instead of training (25,000 GYM bonded; docs/validators.md)")
 	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, alie-adaptive, ipm, mimic, mimic-noise, scale or rewards; a validator verdict-pass, verdict-fail or verdict-flip (demos and tests only)")
 	f.MarkHidden("attack")
@@ -316,6 +320,9 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	cfg.Key = key
 	ctx := c.Context()
 	if be == backend.Torch {
+		if err := torch.CheckDType(o.torchType); err != nil {
+			return usageError{fmt.Errorf("--torch-dtype: %w", err)}
+		}
 		tb, err := torch.New(ctx, torch.Options{Python: o.python, Device: o.torchDevice, DType: o.torchType, Use4Bit: use4bit,
 			BaseDir: o.modelDir, Log: stderr})
 		if err != nil {
