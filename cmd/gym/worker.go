@@ -281,6 +281,11 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	if err != nil {
 		return usageError{fmt.Errorf("--backend: %w", err)}
 	}
+	if be == backend.Torch {
+		if err := torch.CheckDType(o.torchType); err != nil {
+			return usageError{fmt.Errorf("--torch-dtype: %w", err)}
+		}
+	}
 	// USE_4BIT (the seed's): 4-bit quantization is a torch-backend
 	// feature; the go backend trains at full precision, so asking for it
 	// there is refused rather than silently ignored.
@@ -320,9 +325,6 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	cfg.Key = key
 	ctx := c.Context()
 	if be == backend.Torch {
-		if err := torch.CheckDType(o.torchType); err != nil {
-			return usageError{fmt.Errorf("--torch-dtype: %w", err)}
-		}
 		tb, err := torch.New(ctx, torch.Options{Python: o.python, Device: o.torchDevice, DType: o.torchType, Use4Bit: use4bit,
 			BaseDir: o.modelDir, Log: stderr})
 		if err != nil {

@@ -189,7 +189,7 @@ print(json.dumps({"growth": s["VmHWM"] - before, "held": s["VmRSS"] - before}))
 
 def test_bf16_base_costs_its_file_size(tiny_bf16, tmp_path):
     """A bfloat16 base loaded in bfloat16 on the CPU and run raises the process's peak RSS by at most 1.2 × its
-    file (memory-mapped, no float32 or second copy: a float32 load measures 3.1 ×), and by at least half of it
+    file (memory-mapped, no float32 or second copy: a float32 load measures 3.0 ×), and by at least half of it
     (the probe sees the weights)."""
     import json
     import subprocess
