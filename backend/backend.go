@@ -92,6 +92,28 @@ type Job struct {
 	Threads   int
 	FirstStep int            // steps already taken (the state's step count)
 	Adapter   *llama.Adapter // the adapter to start from
+	// DType is the type the job asks for (jobspec's dtype; "" any).
+	DType string
+}
+
+// TrainDType is the type a job trains in on a backend whose own type is
+// set ("" when it follows each job: the torch backend without
+// --torch-dtype): set when not empty (a worker whose type differs from the
+// job's refuses it: jobconf.Plan.ServesDType); else the job's type when it
+// names one; else the base's stored type where deltas may claim it —
+// bfloat16 for a bfloat16 checkpoint, so the process holds the weights at
+// their file size — and float32 otherwise (a float16 checkpoint widened
+// exactly, a float32 one as it is).
+func TrainDType(set, job string, mc llama.Config) string {
+	switch {
+	case set != "":
+		return set
+	case job != "":
+		return job
+	case mc.DType == BFloat16:
+		return BFloat16
+	}
+	return Float32
 }
 
 // Backend starts trainers.
@@ -99,12 +121,29 @@ type Backend interface {
 	// Name is Go or Torch.
 	Name() string
 	// DType is the floating-point type the backend trains in, Float32 or
-	// BFloat16: the worker signs it into every delta, and the judge checks
+	// BFloat16, or "" when it follows each job (TrainDType): the worker
+	// signs the trainer's type into every delta, and the judge checks
 	// the delta within that type's tolerances.
 	DType() string
 	Start(ctx context.Context, j Job) (Trainer, error)
 	// Close stops what the backend runs (a supervised process).
 	Close() error
+}
+
+// DirLoader is implemented by a Backend that loads the base model from
+// its directory itself (Job.BaseDir, or its own) and reads only the
+// config and tokenizer of Job.Base: the worker gives it a base opened with
+// basemodel.OpenConfig and never decodes the weights in its own process.
+type DirLoader interface {
+	LoadsBaseDir() bool
+}
+
+// DecodesWeights reports whether b trains on the base's weights decoded in
+// the worker's process (the go backend), rather than loading the base's
+// directory itself (a DirLoader: torch).
+func DecodesWeights(b Backend) bool {
+	d, ok := b.(DirLoader)
+	return !ok || !d.LoadsBaseDir()
 }
 
 // GoBackend is the built-in engine.
@@ -121,6 +160,9 @@ func (GoBackend) Close() error { return nil }
 
 // Start resumes package trainer from j.
 func (GoBackend) Start(_ context.Context, j Job) (Trainer, error) {
+	if j.Base.ConfigOnly {
+		return nil, fmt.Errorf("backend: the go engine trains on the base's weights: %w (base %s); open it with basemodel.Open", basemodel.ErrConfigOnly, j.Base.Name)
+	}
 	g := &goTrainer{j: j}
 	tr, err := trainer.Resume(j.Base.Weights, j.Base.Tokenizer, j.Config, j.Worker, j.Threads, trainer.State{Step: j.FirstStep, Adapter: j.Adapter})
 	if err != nil {

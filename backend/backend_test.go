@@ -2,6 +2,8 @@ package backend
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/zooai/gym/basemodel"
@@ -75,5 +77,29 @@ func TestGoBackendIsTheTrainer(t *testing.T) {
 	}
 	if Underlying(bt) == nil {
 		t.Error("Underlying of a go trainer is nil")
+	}
+}
+
+// The go engine refuses a base opened without its weights, saying so.
+func TestGoBackendRefusesConfigOnlyBase(t *testing.T) {
+	dir := t.TempDir()
+	if err := basemodel.Export(dir); err != nil {
+		t.Fatal(err)
+	}
+	base, err := basemodel.OpenConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := trainer.DefaultConfig()
+	a, err := trainer.InitialAdapter(base.Weights.Cfg, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = GoBackend{}.Start(context.Background(), Job{Base: base, Config: c, Threads: 1, Adapter: a})
+	if !errors.Is(err, basemodel.ErrConfigOnly) || !strings.Contains(err.Error(), "basemodel.Open") {
+		t.Fatalf("Start on a config-only base: %v, want ErrConfigOnly", err)
+	}
+	if DecodesWeights(GoBackend{}) != true {
+		t.Error("the go backend does not decode the weights")
 	}
 }

@@ -118,12 +118,23 @@ func GenerationConfigJSON() []byte {
 // Base is a base model: weights, tokenizer and the identity of the
 // directory they came from.
 type Base struct {
-	Name      string // "builtin", or the directory's base name
+	Name string // "builtin", or the directory's base name
+	// Weights are the parameters, decoded. For a base opened with
+	// OpenConfig (ConfigOnly) only Weights.Cfg is set: no tensor was read.
 	Weights   *llama.Weights
 	Tokenizer *tokenizer.Tokenizer
-	// SHA3 identifies the directory: DirSHA3 of its files.
+	// SHA3 identifies the directory: DirSHA3 of its files (empty for a
+	// ConfigOnly base, whose files are not read).
 	SHA3 string
+	// ConfigOnly marks a base opened with OpenConfig, for a backend that
+	// loads the directory itself (torch): its config and tokenizer, no
+	// weights. The Go engine refuses it (backend.GoBackend.Start).
+	ConfigOnly bool
 }
+
+// ErrConfigOnly reports a ConfigOnly base given to code that needs its
+// weights.
+var ErrConfigOnly = errors.New("basemodel: the base was opened without its weights (OpenConfig)")
 
 // BuiltinFS returns the built-in directory as a file system (its files at
 // the root).
@@ -197,6 +208,38 @@ func Open(dir string) (*Base, error) {
 	}
 	abs, _ := filepath.Abs(dir)
 	return &Base{Name: filepath.Base(abs), Weights: w, Tokenizer: tok, SHA3: sum}, nil
+}
+
+// OpenConfig reads what a Go process needs of a Hugging Face model
+// directory whose weights another process loads (the torch backend's
+// Python process): config.json, checked against the safetensors headers
+// (llama.Open: the architecture, every tensor's name, shape and dtype; no
+// tensor data read), and tokenizer.json. The base's Weights hold only the
+// config (ConfigOnly), so the Go process's memory does not grow with the
+// model. Errors are Open's.
+func OpenConfig(dir string) (*Base, error) {
+	for _, f := range []string{ConfigFile, TokenizerFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return nil, fmt.Errorf("basemodel: %s: no %s: %w", dir, f, err)
+		}
+	}
+	ck, err := llama.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("basemodel: %s: %w", dir, err)
+	}
+	cfg := ck.Cfg
+	if err := ck.Close(); err != nil {
+		return nil, fmt.Errorf("basemodel: %s: %w", dir, err)
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("basemodel: %s: %w", dir, err)
+	}
+	if n := tok.VocabSize(); n > cfg.Vocab {
+		return nil, fmt.Errorf("basemodel: %s: %s has ids up to %d, %s has vocab_size %d", dir, TokenizerFile, n-1, ConfigFile, cfg.Vocab)
+	}
+	abs, _ := filepath.Abs(dir)
+	return &Base{Name: filepath.Base(abs), Weights: &llama.Weights{Cfg: cfg}, Tokenizer: tok, ConfigOnly: true}, nil
 }
 
 // DirSHA3 is the identity of a model directory: the hex SHA3-256 of, for

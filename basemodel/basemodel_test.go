@@ -2,6 +2,7 @@ package basemodel
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -174,5 +175,61 @@ func TestExportOpen(t *testing.T) {
 		if _, err := Open(d); err == nil || !strings.Contains(err.Error(), f) {
 			t.Errorf("without %s: %v", f, err)
 		}
+	}
+}
+
+// TestOpenConfig: OpenConfig reads a directory's config and tokenizer
+// and checks the weights' headers, and reads no tensor data: with every
+// data byte overwritten by NaNs, Open refuses the directory (it decodes
+// the weights) and OpenConfig gives the config of the intact one.
+func TestOpenConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := Export(dir); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, WeightsFile)
+	st, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := 8 + int(binary.LittleEndian.Uint64(st))
+	for i := data; i < len(st); i++ {
+		st[i] = 0xff // float32 NaN
+	}
+	if err := os.WriteFile(p, st, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "is NaN") {
+		t.Fatalf("Open of NaN weights: %v, want a refusal of the values", err)
+	}
+	b, err := OpenConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.ConfigOnly || b.SHA3 != "" || b.Name != filepath.Base(dir) {
+		t.Errorf("config only %v, SHA3 %q, name %q", b.ConfigOnly, b.SHA3, b.Name)
+	}
+	if !reflect.DeepEqual(b.Weights.Cfg, want.Weights.Cfg) || b.Weights.Embed != nil || b.Weights.Layers != nil || b.Weights.Head != nil {
+		t.Errorf("weights %+v, want the config %+v and no tensors", b.Weights, want.Weights.Cfg)
+	}
+	if b.Tokenizer.VocabSize() != want.Tokenizer.VocabSize() {
+		t.Errorf("tokenizer of %d ids, want %d", b.Tokenizer.VocabSize(), want.Tokenizer.VocabSize())
+	}
+	// The headers are still checked against the config.
+	if err := os.WriteFile(p, st[:data-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenConfig(dir); err == nil || !strings.Contains(err.Error(), WeightsFile) {
+		t.Errorf("OpenConfig of a truncated header: %v, want an error naming %s", err, WeightsFile)
+	}
+	if err := os.Remove(filepath.Join(dir, TokenizerFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenConfig(dir); err == nil || !strings.Contains(err.Error(), "no "+TokenizerFile) {
+		t.Errorf("OpenConfig without a tokenizer: %v", err)
 	}
 }

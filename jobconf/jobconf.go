@@ -84,8 +84,16 @@ func (p Plan) Serves(backend string) error {
 }
 
 // ServesDType reports whether a worker whose backend trains in dtype may
-// take the plan's job: the job names no dtype, or that one.
+// take the plan's job: the job names no dtype, or that one; a backend
+// whose dtype is "" follows the job (backend.TrainDType) in float32 or
+// bfloat16.
 func (p Plan) ServesDType(dtype string) error {
+	if dtype == "" {
+		if p.DType == "" || p.DType == Float32 || p.DType == BFloat16 {
+			return nil
+		}
+		return fmt.Errorf("%w: the job trains in %s, which this worker's backend does not (float32 or bfloat16)", ErrJob, p.DType)
+	}
 	if p.DType != "" && p.DType != dtype {
 		return fmt.Errorf("%w: the job trains in %s, this worker in %s (start it with --torch-dtype %s)", ErrJob, p.DType, dtype, p.DType)
 	}

@@ -2,18 +2,25 @@ package localcluster_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
 	"github.com/zooai/gym/backend/torch"
+	"github.com/zooai/gym/basecache"
 	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/internal/pyenv"
+	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/peft"
 	"github.com/zooai/gym/worker"
@@ -285,5 +292,81 @@ func TestTorchTraceAttacks(t *testing.T) {
 	}
 	if got := failed[sum.Nodes[3].ID]; got != "rewards" {
 		t.Errorf("the inflated rewards were caught by %q, want rewards", got)
+	}
+}
+
+// countOpens counts the calls of the weight loader Bases.Open, and fails
+// them: a torch worker must not decode the base in its own process.
+type countOpens struct {
+	worker.Bases
+	n *atomic.Int32
+}
+
+func (c countOpens) Open(ctx context.Context, root cid.Cid) (*basemodel.Base, error) {
+	c.n.Add(1)
+	return nil, fmt.Errorf("test: a torch worker decoded base %s in its Go process", root)
+}
+
+// TestTorchBaseByCID: a job on a base model named by CID, saved in
+// bfloat16 by transformers, trained by two torch workers and a go one.
+// Each torch worker fetches the base from hanzod and verifies it, reads
+// only its config and tokenizer (its weight loader, Bases.Open, fails here
+// and is never called), and hands the directory to its torch process,
+// which loads it in bfloat16, the base's type: every torch delta claims
+// bfloat16 and passes its trace check, and the job publishes.
+func TestTorchBaseByCID(t *testing.T) {
+	cfg := torchConfig(t, []string{"torch", "torch", "go"})
+	model := tinyQwen2Dir(t)
+	script := `import sys, torch
+from transformers import AutoModelForCausalLM
+m = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)
+import os; os.remove(sys.argv[1] + "/model.safetensors")
+m.to(torch.bfloat16).save_pretrained(sys.argv[1])`
+	if out, err := exec.Command(cfg.Python, "-c", script, model).CombinedOutput(); err != nil {
+		t.Fatalf("saving the base in bfloat16: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := basecache.DirCID(ctx, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ModelDir = model
+	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
+	var opens atomic.Int32
+	cfg.Worker = func(w *localcluster.Worker, c *worker.Config) {
+		if w.Index < 2 { // the torch workers; the go one decodes the base
+			c.Bases = countOpens{c.Bases, &opens}
+		}
+	}
+	spec := tinySpec(1, 4, 3)
+	spec.Model, spec.Backend, spec.PromptsPerStep, spec.SpotCheckBP = root.String(), "any", 4, 10_000
+	spec.GSPO = jobconf.BuiltinGSPO(2)
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	if n := opens.Load(); n != 0 {
+		t.Errorf("the torch workers called the weight loader %d times", n)
+	}
+	for _, n := range sum.Nodes {
+		if n.Refused != "" || n.Accepted == 0 {
+			t.Errorf("%s: refused %q, %d deltas accepted", n.Name, n.Refused, n.Accepted)
+		}
+	}
+	checks := 0
+	for _, e := range sum.Epochs {
+		for _, c := range e.TraceChecks {
+			checks++
+			if c.DType != "bfloat16" || c.Failed != "" {
+				t.Errorf("trace check %s: dtype %q, failed %q %s", c.Slot, c.DType, c.Failed, c.Detail)
+			}
+		}
+	}
+	if checks == 0 {
+		t.Error("no delta was checked from its traces")
 	}
 }

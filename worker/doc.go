@@ -29,7 +29,11 @@
 // artifact (jobspec.ModelCID). The worker's own base (Config.Base) and the
 // built-in one are at hand; another is fetched from hanzod and peers,
 // verified against its CID and cached under the data directory
-// (Config.Bases, package basecache), then parsed once. Before the weights
+// (Config.Bases, package basecache), then parsed once: decoded for the go
+// backend; for a backend that loads the directory itself (torch:
+// backend.DirLoader) only its config.json and tokenizer are read
+// (basemodel.OpenConfig) and the backend is given the verified directory,
+// so the weights never enter this process. Before the weights
 // are read, the job's memory is estimated from the base's config.json
 // (jobconf.EstimateMemory) and compared with Config.MemoryLimit (or the
 // host's available memory). The plan is jobconf.FromSpec on that base. A

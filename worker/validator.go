@@ -101,7 +101,7 @@ func (w *Worker) validate(ctx context.Context) error {
 // checks the delta from its traces (checkpkg.Run).
 func (w *Worker) runCheck(ctx context.Context, checks Checks, a CheckAssignment) (VerdictReport, error) {
 	v := VerdictReport{CheckAssignment: a}
-	base, err := w.baseFor(ctx, a.Spec)
+	base, err := w.baseFor(ctx, a.Spec, true) // checkpkg.Run computes with the Go engine
 	if err != nil {
 		return v, err
 	}

@@ -53,7 +53,10 @@ type Worker struct {
 	// baseDirs are the verified directories of the bases fetched by CID
 	// (the torch backend loads the directory, not the parsed base).
 	baseDirs map[*basemodel.Base]string
-	seq      *sequencer
+	// configBases are the bases named by CID read without their weights,
+	// by CID (baseFor with decode false).
+	configBases map[string]*basemodel.Base
+	seq         *sequencer
 
 	tr    *tcp.Transport
 	heart *heart
@@ -331,7 +334,7 @@ func (w *Worker) loop(ctx context.Context) error {
 			continue
 		}
 		if w.planJob != a.Job {
-			base, err := w.baseFor(ctx, a.Spec)
+			base, err := w.baseFor(ctx, a.Spec, backend.DecodesWeights(w.backend()))
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -431,7 +434,11 @@ func (w *Worker) refuse(ctx context.Context, job string, err error) {
 // the job fits this worker's memory (from the base's config.json, before
 // its weights are read): the worker's own base, the built-in one, or a
 // base named by CID, fetched, verified and cached through Config.Bases.
-func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, error) {
+// With decode false (a backend that loads the base directory itself:
+// backend.DecodesWeights) a base named by CID is read as its config and
+// tokenizer only (basemodel.OpenConfig), never through Bases.Open: the
+// weights stay bytes on disk for the backend's process.
+func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec, decode bool) (*basemodel.Base, error) {
 	root, byCID, err := jobspec.ModelCID(s.Model)
 	if err != nil && s.Model != w.base.Name {
 		return nil, err
@@ -449,11 +456,20 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 		return nil, fmt.Errorf("worker: the job's base model %s is not this worker's (%s), and this worker fetches no base models", s.Model, w.base.Name)
 	}
 	var dir string
-	if local != nil {
+	var headers *basemodel.Base // the base's config and tokenizer, when not decoded
+	switch {
+	case local != nil:
 		mc = local.Weights.Cfg
-	} else {
+	default:
 		if dir, err = w.fetchDir(ctx, "base model", root, w.c.Bases.Dir); err != nil {
 			return nil, err
+		}
+		if !decode {
+			if headers, err = w.configBase(root, dir); err != nil {
+				return nil, err
+			}
+			mc = headers.Weights.Cfg
+			break
 		}
 		// config.json and the weights' headers, checked against each
 		// other, no tensor data read (llama.Open bounds what it reads).
@@ -470,15 +486,38 @@ func (w *Worker) baseFor(ctx context.Context, s jobspec.Spec) (*basemodel.Base, 
 	if local != nil {
 		return local, nil
 	}
-	b, err := w.c.Bases.Open(ctx, root)
-	if err != nil {
-		return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+	b, detail := headers, root.String()+" in "+dir
+	if b == nil {
+		if b, err = w.c.Bases.Open(ctx, root); err != nil {
+			return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+		}
+	} else {
+		detail += " (config and tokenizer read; the " + w.backend().Name() + " backend loads the weights)"
 	}
-	w.emit(Event{Kind: EventBaseReady, Detail: root.String() + " in " + dir})
+	w.emit(Event{Kind: EventBaseReady, Detail: detail})
 	if w.baseDirs == nil {
 		w.baseDirs = map[*basemodel.Base]string{}
 	}
 	w.baseDirs[b] = dir // for backends that load the directory themselves
+	return b, nil
+}
+
+// configBase returns base root's config and tokenizer from its verified
+// directory dir (basemodel.OpenConfig, named by its CID), read once per
+// process.
+func (w *Worker) configBase(root cid.Cid, dir string) (*basemodel.Base, error) {
+	if b, ok := w.configBases[root.String()]; ok {
+		return b, nil
+	}
+	b, err := basemodel.OpenConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("worker: base model %s: %w", root, err)
+	}
+	b.Name = root.String()
+	if w.configBases == nil {
+		w.configBases = map[string]*basemodel.Base{}
+	}
+	w.configBases[root.String()] = b
 	return b, nil
 }
 
@@ -557,7 +596,7 @@ func (w *Worker) fits(s jobspec.Spec, mc llama.Config, loaded bool) error {
 	// against the GPU a torch node reported).
 	t := hardware.GoTarget
 	if b := w.backend(); b.Name() == backend.Torch {
-		t = hardware.Target{Backend: backend.Torch, DType: b.DType(), Use4Bit: s.GSPO.Use4Bit}
+		t = hardware.Target{Backend: backend.Torch, DType: backend.TrainDType(b.DType(), s.DType, mc), Use4Bit: s.GSPO.Use4Bit}
 	}
 	m, err := jobconf.EstimateMemoryFor(s, mc, t)
 	if err != nil {
@@ -717,7 +756,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			return false, fmt.Errorf("worker: checkpoint %s: %w", a.Checkpoint, err)
 		}
 	}
-	tr, err := w.backend().Start(ctx, backend.Job{Base: plan.Base, BaseDir: w.baseDirs[plan.Base], Config: plan.Trainer, Worker: w.widx,
+	tr, err := w.backend().Start(ctx, backend.Job{Base: plan.Base, BaseDir: w.baseDirs[plan.Base], Config: plan.Trainer, Worker: w.widx, DType: plan.DType,
 		Threads: w.c.Threads, FirstStep: plan.FirstStep(e), Adapter: start})
 	if err != nil {
 		return false, err
@@ -780,7 +819,7 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 		}
 		d := jobconf.SyncDelta{Job: job, Node: w.id, Epoch: e, Sync: k, Step: uint64(plan.SyncStep(e, k)), Base: baseDigest,
 			ClaimedLoss: lossSum / float64(plan.Interval), Samples: plan.Samples(), Delta: contrib, Binding: a.JobBinding,
-			Backend: w.backend().Name(), DType: w.backend().DType()}
+			Backend: w.backend().Name(), DType: trainerDType(w.backend(), tr)}
 		var traces jobconf.Traces
 		if w.c.Attack == AttackRewards {
 			for _, set := range sets {
@@ -1084,6 +1123,16 @@ func safeName(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// trainerDType is the type tr trains in, which its deltas claim: its own
+// where it says (a torch trainer follows its base unless the backend's
+// dtype is set), else its backend's.
+func trainerDType(b backend.Backend, tr backend.Trainer) string {
+	if d, ok := tr.(interface{ DType() string }); ok {
+		return d.DType()
+	}
+	return b.DType()
 }
 
 // backend is the configured training backend (the go backend by default).

@@ -36,8 +36,10 @@ type Options struct {
 	// Env is added to the process's environment (e.g. PYTHONPATH).
 	Env []string
 	// Device ("cpu", "cuda", "cuda:N"; default cpu) and DType ("float32",
-	// "bfloat16"; default float32) of the model; Use4Bit loads the base in
-	// NF4 (CUDA only).
+	// "bfloat16"; default each job's base's: JobDType) of the model; the
+	// process loads the base straight onto the device in that type, from
+	// the memory-mapped safetensors. Use4Bit loads the base in NF4 (CUDA
+	// and bitsandbytes only; refused with the reason elsewhere).
 	Device, DType string
 	Use4Bit       bool
 	// BaseDir is the Hugging Face directory of the base model; empty: the

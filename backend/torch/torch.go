@@ -45,6 +45,9 @@ type Backend struct {
 // process starts on first use. ctx bounds the backend's life: when it is
 // done, the process is killed.
 func New(ctx context.Context, o Options) (*Backend, error) {
+	if err := CheckDType(o.DType); err != nil {
+		return nil, err
+	}
 	if err := CheckPython(ctx, o.python(), o.Env); err != nil {
 		return nil, err
 	}
@@ -84,13 +87,28 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 // Name is backend.Torch.
 func (b *Backend) Name() string { return backend.Torch }
 
-// DType is the type the model is loaded and trained in: Options.DType,
-// backend.Float32 when it is empty (the process's default).
-func (b *Backend) DType() string {
-	if b.o.DType == "" {
-		return backend.Float32
+// LoadsBaseDir is true (backend.DirLoader): the process loads the base's
+// directory; the worker reads only its config and tokenizer
+// (basemodel.OpenConfig) and never decodes its weights.
+func (b *Backend) LoadsBaseDir() bool { return true }
+
+// DType is the type the model is loaded and trained in when
+// Options.DType sets it; empty, each job trains in its own type or its
+// base's (backend.TrainDType, Trainer.DType).
+func (b *Backend) DType() string { return b.o.DType }
+
+// CheckDType reports whether dtype is one Options.DType accepts: "" (each
+// job's base's), backend.Float32 or backend.BFloat16. float16 is refused
+// with the reason: the process can load it, but the judge has no measured
+// trace-check tolerances for float16 deltas (tracecheck.Tolerances).
+func CheckDType(dtype string) error {
+	switch dtype {
+	case "", backend.Float32, backend.BFloat16:
+		return nil
+	case "float16":
+		return fmt.Errorf("torch: dtype float16: trace checks have no measured tolerances for float16 deltas, so hanzod would refuse them; train in bfloat16 (half the memory of float32, like float16) or float32")
 	}
-	return b.o.DType
+	return fmt.Errorf("torch: dtype %q: want float32 or bfloat16 (or none: the base's)", dtype)
 }
 
 // Close kills the process and removes the private directory.
@@ -142,6 +160,7 @@ func (b *Backend) timeout() time.Duration {
 type Trainer struct {
 	b       *Backend
 	j       backend.Job
+	dtype   string // JobDType
 	split   *task.Split
 	step    int
 	adapter *llama.Adapter // last verified adapter
@@ -185,7 +204,7 @@ func (b *Backend) StartTrainer(ctx context.Context, j backend.Job) (*Trainer, er
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{b: b, j: j, split: split, step: j.FirstStep, adapter: j.Adapter.Clone()}
+	t := &Trainer{b: b, j: j, dtype: backend.TrainDType(b.o.DType, j.DType, j.Base.Weights.Cfg), split: split, step: j.FirstStep, adapter: j.Adapter.Clone()}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cur, b.loaded = t, 0
@@ -217,7 +236,7 @@ func (b *Backend) load(ctx context.Context, t *Trainer, p *proc) error {
 	}
 	req := &trainerv1.LoadRequest{
 		BaseDir: dir, LoraRank: uint32(c.LoRARank), LoraAlpha: c.LoRAAlpha, LoraTargetModules: c.LoRATargets,
-		Dtype: b.o.DType, Device: b.o.Device, Use_4Bit: b.o.Use4Bit || c.Use4Bit, Seed: c.Seed, Adapter: name,
+		Dtype: t.dtype, Device: b.o.Device, Use_4Bit: b.o.Use4Bit || c.Use4Bit, Seed: c.Seed, Adapter: name,
 		Threads: uint32(max(t.j.Threads, 0)),
 		Gspo: &trainerv1.GSPO{ImportanceSamplingLevel: c.ImportanceSamplingLevel, Beta: c.Beta, EpsilonLow: c.EpsilonLow,
 			EpsilonHigh: c.EpsilonHigh, AdvantageEpsilon: 1e-4, Temperature: c.Temperature,
@@ -231,6 +250,9 @@ func (b *Backend) load(ctx context.Context, t *Trainer, p *proc) error {
 	}
 	if err != nil {
 		return outOfMemory(err)
+	}
+	if resp.Dtype != t.dtype {
+		return fmt.Errorf("%w: the process loaded the base in %q, asked for %q", ErrGarbage, resp.Dtype, t.dtype)
 	}
 	got, err := ReadAdapter(t.path(resp.Adapter), t.adapter)
 	os.Remove(t.path(resp.Adapter))
@@ -484,6 +506,10 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 	t.adapter, t.step, t.timing, t.traces = next, k, tm, set
 	return st, nil
 }
+
+// DType is the type the trainer's model is loaded and trained in
+// (JobDType): what its deltas claim.
+func (t *Trainer) DType() string { return t.dtype }
 
 // Traces are the last step's traces, as sampled and scored.
 func (t *Trainer) Traces() *trace.Set { return t.traces }

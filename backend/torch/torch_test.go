@@ -4,7 +4,9 @@ import (
 	"context"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,3 +224,84 @@ func matchGoEngine(t *testing.T, c trainer.Config) {
 
 // TestSuite is the backends' common suite (package backendtest).
 func TestSuite(t *testing.T) { backendtest.Run(t, sharedBackend(t)) }
+
+// TestBFloat16BaseFromBytes: a base saved in bfloat16 by transformers,
+// given to the backend as the worker gives it — its config and tokenizer
+// (basemodel.OpenConfig, no weights in this process) and its directory —
+// is loaded in bfloat16 (the base's type, the backend's dtype unset), the
+// trainer says so (what its deltas claim), and it trains.
+func TestBFloat16BaseFromBytes(t *testing.T) {
+	b := sharedBackend(t)
+	py := pyenv.Require(t, "torch", "transformers")
+	src, dir := t.TempDir(), filepath.Join(t.TempDir(), "bf16")
+	if err := basemodel.Export(src); err != nil {
+		t.Fatal(err)
+	}
+	script := `import shutil, sys, torch
+from transformers import AutoModelForCausalLM
+AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).to(torch.bfloat16).save_pretrained(sys.argv[2])
+shutil.copy(sys.argv[1] + "/tokenizer.json", sys.argv[2])`
+	if out, err := exec.Command(py, "-c", script, src, dir).CombinedOutput(); err != nil {
+		t.Fatalf("saving the base in bfloat16: %v\n%s", err, out)
+	}
+	base, err := basemodel.OpenConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base.Weights.Cfg.DType != backend.BFloat16 {
+		t.Fatalf("the saved base is %q", base.Weights.Cfg.DType)
+	}
+	c := smallConfig()
+	a, err := trainer.InitialAdapter(base.Weights.Cfg, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tt, err := b.StartTrainer(ctx, backend.Job{Base: base, BaseDir: dir, Config: c, Threads: 1, Adapter: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tt.DType() != backend.BFloat16 {
+		t.Errorf("trainer dtype %q, want bfloat16", tt.DType())
+	}
+	h, err := b.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Loaded || h.Dtype != backend.BFloat16 {
+		t.Errorf("the process has loaded %v, dtype %q; want bfloat16", h.Loaded, h.Dtype)
+	}
+	st, err := tt.Step(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.IsNaN(st.Loss) || relDiff(tt.Adapter(), a) == 0 {
+		t.Errorf("step: loss %v, adapter changed %v", st.Loss, relDiff(tt.Adapter(), a) != 0)
+	}
+}
+
+// TestDType: the type a job trains in, and the types Options.DType takes.
+func TestDType(t *testing.T) {
+	for _, tc := range []struct{ set, job, base, want string }{
+		{"", "", "bfloat16", "bfloat16"}, {"", "", "float32", "float32"}, {"", "", "float16", "float32"}, {"", "", "", "float32"},
+		{"float32", "", "bfloat16", "float32"}, {"bfloat16", "", "float32", "bfloat16"},
+		{"", "float32", "bfloat16", "float32"}, {"", "bfloat16", "float32", "bfloat16"}, {"float32", "bfloat16", "bfloat16", "float32"},
+	} {
+		if got := backend.TrainDType(tc.set, tc.job, llama.Config{DType: tc.base}); got != tc.want {
+			t.Errorf("TrainDType(%q, job %q, base %q) = %q, want %q", tc.set, tc.job, tc.base, got, tc.want)
+		}
+	}
+	for _, ok := range []string{"", "float32", "bfloat16"} {
+		if err := CheckDType(ok); err != nil {
+			t.Errorf("CheckDType(%q): %v", ok, err)
+		}
+	}
+	// Refused before the Python environment is looked at.
+	if _, err := New(context.Background(), Options{Python: "/nonexistent/python", DType: "float16"}); err == nil || !strings.Contains(err.Error(), "no measured tolerances") {
+		t.Errorf("float16: %v, want a refusal saying why", err)
+	}
+	if err := CheckDType("int8"); err == nil || !strings.Contains(err.Error(), "want float32 or bfloat16") {
+		t.Errorf("int8: %v", err)
+	}
+}

@@ -147,8 +147,12 @@ built-in engine: the worker starts python -m gym_protocol.backend (the
 python/ package: pip install ./python) with --python, $GYM_PYTHON or
 python3, supervises it (restarted when it dies or hangs, killed with the
 worker) and checks every adapter it returns before using it.
---torch-device (cpu, cuda, cuda:N) and --torch-dtype (float32, bfloat16)
-place the model; USE_4BIT=true loads the base in 4 bits (CUDA only). A
+--torch-device (cpu, cuda, cuda:N) and --torch-dtype (float32, bfloat16;
+default the base's: bfloat16 for a bfloat16 checkpoint, else float32) place
+the model: the process loads it straight onto the device in that type, and
+this process reads only the base's config and tokenizer, never its
+weights. USE_4BIT=true loads the base in 4 bits (CUDA and bitsandbytes
+only). A
 worker takes only the jobs its backend can serve (a job's backend: go,
 torch or any); see docs/backends.md.
 
@@ -205,7 +209,7 @@ the Prometheus text format at /metrics; see docs/metrics.md.`,
 	f.StringVar(&o.backend, "backend", envOr("GYM_BACKEND", "go"), "training backend: go (built-in, replayable bit for bit) or torch (PyTorch; docs/backends.md) [GYM_BACKEND]")
 	f.StringVar(&o.python, "python", "", "--backend torch: the Python interpreter (default $GYM_PYTHON, else python3)")
 	f.StringVar(&o.torchDevice, "torch-device", "cpu", "--backend torch: cpu, cuda or cuda:N")
-	f.StringVar(&o.torchType, "torch-dtype", "float32", "--backend torch: float32 or bfloat16")
+	f.StringVar(&o.torchType, "torch-dtype", "", "--backend torch: float32 or bfloat16 (default: the base's, bfloat16 for a bfloat16 checkpoint, else float32)")
 	f.StringArrayVar(&o.accelerators, "accelerator", nil, "a device this node reports to hanzod, NAME:TOTAL_MIB[:FREE_MIB[:COMPUTE]] (repeatable; cpu:MIB for host memory); default: the host's memory, and with --backend torch on CUDA the GPUs nvidia-smi lists")
 	f.StringVar(&cfg.Role, "role", "", "validator: check other nodes' deltas for hanzod instead of training (25,000 GYM bonded; docs/validators.md)")
 	f.StringVar(&cfg.Attack, "attack", "", "misbehave on purpose, to demonstrate that the ring and hanzod detect it: signflip, noise, replay, equivocate, ring, alie, alie-adaptive, ipm, mimic, mimic-noise, scale or rewards; a validator verdict-pass, verdict-fail or verdict-flip (demos and tests only)")
@@ -246,7 +250,13 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	cfg.Heartbeat, cfg.MinGap, cfg.RingTimeout, cfg.PlainRing = o.heartbeat, worker.DefaultMinGap, o.ringTimeout, !o.tls
 	if o.modelDir != "" {
-		b, err := basemodel.Open(o.modelDir)
+		open := basemodel.Open
+		if o.backend == backend.Torch && cfg.Role != worker.RoleValidator {
+			// The torch process loads the directory (its BaseDir): this
+			// process reads only the config and tokenizer.
+			open = basemodel.OpenConfig
+		}
+		b, err := open(o.modelDir)
 		if err != nil {
 			return fmt.Errorf("--model-dir %s: %w", o.modelDir, err)
 		}
@@ -284,6 +294,11 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	be, err := backend.Parse(o.backend)
 	if err != nil {
 		return usageError{fmt.Errorf("--backend: %w", err)}
+	}
+	if be == backend.Torch {
+		if err := torch.CheckDType(o.torchType); err != nil {
+			return usageError{fmt.Errorf("--torch-dtype: %w", err)}
+		}
 	}
 	// USE_4BIT (the seed's): 4-bit quantization is a torch-backend
 	// feature; the go backend trains at full precision, so asking for it

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +20,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zooai/gym/artifact/transfer"
+	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/internal/pyenv"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/localcluster"
 	"github.com/zooai/gym/nodeclient"
@@ -189,6 +193,7 @@ func TestWorkerCommandUsage(t *testing.T) {
 		{"bad rank", nil, []string{"--lora-rank", "-2"}, "--lora-rank"},
 		{"bad level env", map[string]string{"IMPORTANCE_SAMPLING_LEVEL": "batch"}, nil, "IMPORTANCE_SAMPLING_LEVEL"},
 		{"bad attack", nil, []string{"--attack", "bitflip"}, "attack"},
+		{"float16", nil, []string{"--backend", "torch", "--torch-dtype", "float16"}, "no measured tolerances"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -288,5 +293,45 @@ func TestWorkerCommandRefusal(t *testing.T) {
 	j := decodeJSON[jobJSON](t, mustGym(t, "--orchestrator", "grpc://"+c.Addr(), "job", "status", "--json", c.job))
 	if len(j.Refusals) != 1 || j.Refusals[0].Node != id || !strings.Contains(j.Refusals[0].Reason, "does not fit") {
 		t.Errorf("refusals %+v", j.Refusals)
+	}
+}
+
+// --model-dir with --backend torch reads the directory's config and
+// tokenizer only: a base whose every weight is NaN, which the go backend's
+// worker refuses as it decodes it, is taken by the torch worker (whose
+// process would load it), which goes on to dial hanzod.
+func TestWorkerCommandTorchModelDirNotDecoded(t *testing.T) {
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors", "grpc")
+	pkg, _ := filepath.Abs(filepath.Join("..", "..", "python"))
+	t.Setenv("PYTHONPATH", pkg)
+	dir := t.TempDir()
+	if err := basemodel.Export(dir); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, basemodel.WeightsFile)
+	st, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 8 + int(binary.LittleEndian.Uint64(st)); i < len(st); i++ {
+		st[i] = 0xff // float32 NaN
+	}
+	if err := os.WriteFile(p, st, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errDial := errors.New("test: dialled")
+	for _, be := range []string{"go", "torch"} {
+		cmd := workerRoot(func(context.Context, DialOptions) (worker.Orchestrator, io.Closer, error) { return nil, nil, errDial })
+		var errb bytes.Buffer
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(&errb)
+		cmd.SetArgs([]string{"worker", "--data", t.TempDir(), "--backend", be, "--python", py, "--model-dir", dir})
+		err := cmd.Execute()
+		switch {
+		case be == "go" && (err == nil || !strings.Contains(err.Error(), "is NaN")):
+			t.Errorf("go worker: %v, want the NaN weights refused", err)
+		case be == "torch" && (!errors.Is(err, errDial) || !strings.Contains(errb.String(), "is base model")):
+			t.Errorf("torch worker: %v, want it to read the base and dial\n%s", err, errb.String())
+		}
 	}
 }

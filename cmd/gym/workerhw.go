@@ -63,6 +63,9 @@ func workerHardware(ctx context.Context, p hwProbe, flags []string, backendName,
 		r.DTypes = []string{hardware.Float32}
 	default:
 		r.DTypes = []string{dtype}
+		if dtype == "" { // the torch backend follows each job: either type
+			r.DTypes = []string{hardware.Float32, hardware.BFloat16}
+		}
 		if cuda {
 			r.DTypes = append(r.DTypes, hardware.NF4)
 		}

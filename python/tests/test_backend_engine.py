@@ -124,6 +124,91 @@ def test_use_4bit_refuses_without_cuda(tiny):
         Engine(load_config(tiny, device="cuda"))
 
 
+def test_use_4bit_names_bitsandbytes_when_absent(tiny, monkeypatch):
+    """With CUDA but without bitsandbytes, use_4bit is refused naming what to install."""
+    try:
+        import bitsandbytes  # noqa: F401
+        pytest.skip("bitsandbytes is installed")
+    except ImportError:
+        pass
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # refused before any CUDA call
+    with pytest.raises(PreconditionError, match="pip install bitsandbytes"):
+        Engine(load_config(tiny, use_4bit=True, device="cuda"))
+
+
+@pytest.fixture(scope="module")
+def tiny_bf16(tmp_path_factory) -> str:
+    """The tiny random Llama saved in bfloat16, as checkpoints of real models are."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=32, eos_token_id=15, bos_token_id=None,
+                      pad_token_id=None, tie_word_embeddings=False)
+    d = tmp_path_factory.mktemp("tiny_bf16")
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(d)
+    return str(d)
+
+
+@pytest.mark.parametrize("fixture,dtype", [("tiny_bf16", "bfloat16"), ("tiny", "bfloat16"), ("tiny", "float16"),
+                                           ("tiny_bf16", "float32")])
+def test_loads_the_base_in_the_jobs_dtype(fixture, dtype, request):
+    """Every base weight is in the job's dtype on the job's device; the adapter trains in float32."""
+    e = Engine(load_config(request.getfixturevalue(fixture), dtype=dtype))
+    want = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[dtype]
+    base = {n: p for n, p in e.model.named_parameters() if not p.requires_grad}
+    assert base and all(p.dtype == want and p.device.type == "cpu" for p in base.values()), \
+        {n: p.dtype for n, p in base.items() if p.dtype != want}
+    assert all(p.dtype == torch.float32 for p in e.params)
+    t = e.generate([[1, 2, 3], [4, 5]], G=2, max_new=3, temperature=1.0, top_k=0, seed=1)
+    t.rewards = [float(i % 2) for i in range(t.n)]
+    stats, _, _ = e.step(t, 2)
+    assert math.isfinite(stats["loss"])
+
+
+_RSS_PROBE = """
+import json, os, sys
+sys.path.insert(0, sys.argv[2])
+def status():
+    return {k: int(v.split()[0]) << 10 for k, v in (l.split(":", 1) for l in open("/proc/self/status")) if v.strip().endswith("kB")}
+import torch, transformers, peft  # noqa: E401
+from gym_protocol.backend import objective
+from gym_protocol.backend.engine import AdamWConfig, Engine, LoadConfig
+def run(base):
+    e = Engine(LoadConfig(base_dir=base, rank=4, alpha=8, targets=["q_proj"], dtype=sys.argv[3],
+                          gspo=objective.Config(), adamw=AdamWConfig(), threads=1))
+    e.evaluate([[1, 2, 3]], max_new=2)  # every weight read once
+    return e
+run(sys.argv[4])  # the fixed costs (kernels, threads, PEFT) paid on the tiny base first
+before = status()["VmRSS"]
+e = run(sys.argv[1])
+s = status()
+print(json.dumps({"growth": s["VmHWM"] - before, "held": s["VmRSS"] - before}))
+"""
+
+
+def test_bf16_base_costs_its_file_size(tiny_bf16, tmp_path):
+    """A bfloat16 base loaded in bfloat16 on the CPU and run raises the process's peak RSS by at most 1.2 × its
+    file (memory-mapped, no float32 or second copy: a float32 load measures 3.0 ×), and by at least half of it
+    (the probe sees the weights)."""
+    import json
+    import subprocess
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=4096, hidden_size=512, intermediate_size=1536, num_hidden_layers=8,
+                      num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=64, eos_token_id=4095,
+                      bos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
+    d = tmp_path / "m"
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(d)
+    size = (d / "model.safetensors").stat().st_size
+    pkg = str(pathlib.Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", _RSS_PROBE, str(d), pkg, "bfloat16", tiny_bf16], check=True,
+                         capture_output=True, text=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    assert 0.5 * size <= r["growth"] <= 1.2 * size, (r, size)
+
+
 def test_engine_generates_and_steps(tiny, tmp_path):
     e = Engine(load_config(tiny))
     names = e.names

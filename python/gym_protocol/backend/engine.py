@@ -80,7 +80,7 @@ class LoadConfig:
     threads: int = 0
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def _device(name: str) -> torch.device:
@@ -111,13 +111,19 @@ class Engine:
         if not c.targets or any(t not in TARGETS for t in c.targets) or len(set(c.targets)) != len(c.targets):
             raise BackendError(f"lora_target_modules {c.targets} (each once, from {', '.join(TARGETS)})")
         if c.dtype not in DTYPES:
-            raise BackendError(f"dtype {c.dtype!r} (want float32 or bfloat16)")
+            raise BackendError(f"dtype {c.dtype!r} (want float32, bfloat16 or float16)")
         if not (c.temperature > 0) or math.isinf(c.temperature):
             raise BackendError(f"temperature {c.temperature}")
         if c.num_iterations < 1 or c.grad_accum < 1:
             raise BackendError("num_iterations and gradient_accumulation_steps must be >= 1")
         dev = _device(c.device)
-        kwargs: dict = {"dtype": DTYPES[c.dtype], "local_files_only": True}
+        # Straight onto the device in the job's dtype: the model is built on
+        # the meta device and each tensor is read from the memory-mapped
+        # safetensors file, converted and placed (low_cpu_mem_usage, which
+        # transformers 5 always does), so host memory never holds a float32
+        # copy of a bf16 base, nor a second copy of anything.
+        kwargs: dict = {"dtype": DTYPES[c.dtype], "local_files_only": True, "low_cpu_mem_usage": True,
+                        "device_map": {"": str(dev)}}
         if c.use_4bit:
             if not torch.cuda.is_available() or dev.type != "cuda":
                 raise PreconditionError(
@@ -136,7 +142,10 @@ class Engine:
         torch.manual_seed(c.seed)
         base = AutoModelForCausalLM.from_pretrained(c.base_dir, **kwargs)
         if not c.use_4bit:
-            base = base.to(dev)
+            wrong = {f"{n}: {p.dtype} on {p.device}" for n, p in base.named_parameters()
+                     if p.dtype != DTYPES[c.dtype] or p.device.type != dev.type}
+            if wrong:
+                raise BackendError(f"the base loaded other than {c.dtype} on {dev}: {sorted(wrong)[:3]}")
         base.eval()  # no dropout anywhere
         lc = LoraConfig(r=c.rank, lora_alpha=c.alpha, target_modules=list(c.targets), lora_dropout=0.0,
                         bias="none", task_type="CAUSAL_LM")
