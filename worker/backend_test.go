@@ -81,8 +81,8 @@ func (d *dirBackend) Start(ctx context.Context, j backend.Job) (backend.Trainer,
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.starts++
-	if !j.Base.ConfigOnly || j.Base.Weights.Embed != nil || j.BaseDir == "" {
-		err := fmt.Errorf("job base %s: config only %v, weights decoded %v, directory %q", j.Base.Name, j.Base.ConfigOnly, j.Base.Weights.Embed != nil, j.BaseDir)
+	if !j.Base.ConfigOnly || j.Base.Weights.Embed.Len() > 0 || j.BaseDir == "" {
+		err := fmt.Errorf("job base %s: config only %v, weights decoded %v, directory %q", j.Base.Name, j.Base.ConfigOnly, j.Base.Weights.Embed.Len() > 0, j.BaseDir)
 		d.err = cmp.Or(d.err, err)
 		return nil, err
 	}
