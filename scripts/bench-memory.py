@@ -107,8 +107,10 @@ def vmhwm(pid: int) -> int:
 def run(gym: str, model: pathlib.Path, out: pathlib.Path, args: list[str], timeout: float) -> tuple[int, dict]:
     """Runs gym up, sampling every process below it; returns its exit status and the peaks by pid."""
     log = open(out / "up.log", "w")
+    # The torch workers run this interpreter (it has torch, transformers and gym_protocol).
+    env = {**os.environ, "GYM_PYTHON": os.environ.get("GYM_PYTHON", sys.executable)}
     proc = subprocess.Popen([gym, "up", "--model", str(model), "--backend", "torch", "--out", str(out / "up"), *args],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     peaks: dict[int, tuple[str, int]] = {}
     deadline = time.monotonic() + timeout
     while proc.poll() is None:
