@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/attack"
+	"github.com/zooai/gym/attack/attacktest"
 	"github.com/zooai/gym/merge"
 )
 
@@ -168,22 +169,6 @@ func TestTypicalDistance(t *testing.T) {
 	}
 }
 
-// honestBatch makes m honest-looking updates of dim values: a shared
-// direction of norm 1 plus each node's own Gaussian part of norm spread
-// (as merge's tests do).
-func honestBatch(r *rand.Rand, m, dim int, spread float64) [][]float32 {
-	g := attack.Noise(r, dim, 1)
-	out := make([][]float32, m)
-	for i := range out {
-		v := attack.Noise(r, dim, spread)
-		for j := range v {
-			v[j] += g[j]
-		}
-		out[i] = v
-	}
-	return out
-}
-
 // flagged runs the judge's outlier tests (merge.Outliers, default bounds)
 // over the honest vectors and f copies of v and returns why a copy of v
 // is an outlier ("" when none is).
@@ -214,7 +199,7 @@ func flagged(t *testing.T, honest [][]float32, v []float32, f int) string {
 func TestNoisyMimic(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for trial := range 10 {
-		hs := honestBatch(r, 3, 1024, 0.5+r.Float64())
+		hs := attacktest.Batch(r, 3, 1024, 0.5+r.Float64())
 		typ, _ := attack.TypicalDistance(hs)
 		for _, scale := range []float64{0.3, attack.DefaultMimicNoise, 2} {
 			v, err := attack.NoisyMimic(r, hs, scale)
@@ -259,7 +244,7 @@ func TestAdaptiveALIEAgainstOutliers(t *testing.T) {
 	for _, nf := range [][2]int{{4, 1}, {7, 1}, {10, 1}} {
 		n, f := nf[0], nf[1]
 		for trial := range 5 {
-			hs := honestBatch(r, n-f, 1024, 0.5+r.Float64())
+			hs := attacktest.Batch(r, n-f, 1024, 0.5+r.Float64())
 			clip := 2 * norm(hs[0])
 			hidden := func(v []float32) (bool, error) { return flagged(t, hs, v, f) == "", nil }
 			v, z, err := attack.AdaptiveALIE(hs, clip, hidden)

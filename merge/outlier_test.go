@@ -8,23 +8,8 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/attack"
+	"github.com/zooai/gym/attack/attacktest"
 )
-
-// honestBatch makes m honest updates of dim values: a shared direction of
-// norm 1 plus each node's own Gaussian part of norm about spread (LoRA
-// deltas of different prompts agree on a direction and differ a lot).
-func honestBatch(r *rand.Rand, m, dim int, spread float64) [][]float32 {
-	g := attack.Noise(r, dim, 1)
-	out := make([][]float32, m)
-	for i := range out {
-		v := attack.Noise(r, dim, spread)
-		for j := range v {
-			v[j] += g[j]
-		}
-		out[i] = v
-	}
-	return out
-}
 
 // inBound builds the f attackers' vectors of one kind from the honest ones.
 func inBound(t *testing.T, r *rand.Rand, kind string, honest [][]float32, n, f int) [][]float32 {
@@ -44,7 +29,7 @@ func inBound(t *testing.T, r *rand.Rand, kind string, honest [][]float32, n, f i
 	case "noise": // each attacker its own honest-looking update plus noise, clipped to 2 × its norm
 		out := make([][]float32, f)
 		for i := range out {
-			h := honestBatch(r, 1, len(honest[0]), 1)[0]
+			h := attacktest.Batch(r, 1, len(honest[0]), 1)[0]
 			nz := attack.Noise(r, len(h), 3*Norm(h))
 			for j := range h {
 				h[j] += nz[j]
@@ -81,7 +66,7 @@ func TestRobustRulesUnderInBoundAttacks(t *testing.T) {
 		for _, kind := range inBoundKinds {
 			for _, rule := range []Rule{Median, TrimmedMean} {
 				for range 10 {
-					honest := honestBatch(r, n-f, dim, 1.5)
+					honest := attacktest.Batch(r, n-f, dim, 1.5)
 					var in []Input
 					for i, h := range honest {
 						in = append(in, Input{Node: fmt.Sprintf("h%d", i), Vec: h, Quality: 1})
@@ -131,7 +116,7 @@ func TestOutliers(t *testing.T) {
 	for _, nf := range [][2]int{{4, 1}, {7, 2}, {10, 3}} {
 		n, f := nf[0], nf[1]
 		for trial := range 20 {
-			honest := honestBatch(r, n, dim, 0.5+r.Float64())
+			honest := attacktest.Batch(r, n, dim, 0.5+r.Float64())
 			var in []Input
 			for i, h := range honest {
 				in = append(in, Input{Node: fmt.Sprintf("h%d", i), Vec: h})
@@ -172,7 +157,7 @@ func TestOutliers(t *testing.T) {
 // names nothing.
 func TestOutliersOrderAndEdges(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	honest := honestBatch(r, 4, 64, 1)
+	honest := attacktest.Batch(r, 4, 64, 1)
 	in := []Input{{Node: "a", Vec: honest[0]}, {Node: "b", Vec: honest[1]}, {Node: "c", Vec: honest[2]}, {Node: "d", Vec: slices.Clone(honest[0])}}
 	want, err := Outliers(OutlierConfig{}, in)
 	if err != nil || len(want) != 2 || want[0].Node != "a" || want[1].Node != "d" {

@@ -13,23 +13,9 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/attack"
+	"github.com/zooai/gym/attack/attacktest"
 	"github.com/zooai/gym/merge"
 )
-
-// attackBatch makes m honest-looking updates of dim values: a shared
-// direction of norm 1 plus each node's own Gaussian part of norm spread.
-func attackBatch(r *rand.Rand, m, dim int, spread float64) [][]float32 {
-	g := attack.Noise(r, dim, 1)
-	out := make([][]float32, m)
-	for i := range out {
-		v := attack.Noise(r, dim, spread)
-		for j := range v {
-			v[j] += g[j]
-		}
-		out[i] = v
-	}
-	return out
-}
 
 // attacker is a worker mounting name with the honest updates hs shown
 // through Peek.
@@ -57,7 +43,7 @@ func l2(a, b []float32) float64 {
 // clipped to the bound.
 func TestInBoundStrengths(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	hs := attackBatch(r, 3, 512, 1)
+	hs := attacktest.Batch(r, 3, 512, 1)
 	own := hs[0]
 	ctx := context.Background()
 	clipped := func(v []float32, err error) []float32 {
@@ -102,7 +88,7 @@ func TestInBoundStrengths(t *testing.T) {
 // slot, and drawn apart for two colluders or two syncs.
 func TestInBoundNoisyMimic(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	hs := attackBatch(r, 3, 512, 1)
+	hs := attacktest.Batch(r, 3, 512, 1)
 	typ, _ := attack.TypicalDistance(hs)
 	ctx := context.Background()
 	for _, scale := range []float64{0, 0.3, 1.2} {
@@ -146,7 +132,7 @@ func TestInBoundAdaptiveALIE(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	ctx := context.Background()
 	for trial := range 5 {
-		all := attackBatch(r, 4, 1024, 0.5+r.Float64())
+		all := attacktest.Batch(r, 4, 1024, 0.5+r.Float64())
 		hs, fourth := all[:3], all[3]
 		c := 3 * l2(hs[0], nil)
 		v, err := attacker(AttackALIEAdaptive, hs, "a", AttackParams{}, 1).inBound(ctx, hs[0], "job", 1, 1, c, 4)
@@ -186,7 +172,7 @@ func TestInBoundAdaptiveALIE(t *testing.T) {
 			}
 		}
 	}
-	hs := attackBatch(r, 5, 1024, 1)
+	hs := attacktest.Batch(r, 5, 1024, 1)
 	v, err := attacker(AttackALIEAdaptive, hs, "a", AttackParams{}, 2).inBound(ctx, hs[0], "job", 1, 1, 1e9, 7)
 	want, _ := attack.ALIE(hs, attack.DefaultALIEZ(7, 2))
 	if err != nil || !slices.Equal(v, want) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/zooai/gym/internal/deltabench"
 	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/prng"
 )
 
 // The two ways MeasureLoad reads a base: ModeFloat32 widens every tensor
@@ -132,17 +131,9 @@ func MeasureLoad(dir, mode string, threads, seq int) (LoadFigures, error) {
 	if seq > c.MaxPositions {
 		return f, fmt.Errorf("modelbench: seq %d beyond the model's context of %d", seq, c.MaxPositions)
 	}
-	a, err := llama.NewAdapter(c, Rank, Alpha, Targets)
+	a, err := benchAdapter(c)
 	if err != nil {
 		return f, err
-	}
-	r := prng.New(7, 0x6c6f7261)
-	for _, t := range a.Tensors(c) {
-		if strings.HasSuffix(t.Name, "lora_A.weight") {
-			for i := range t.Data {
-				t.Data[i] = float32(0.01 * r.Norm())
-			}
-		}
 	}
 	md, err := llama.New(w, a, threads)
 	if err != nil {

@@ -288,18 +288,9 @@ func MeasureGo(dir string, threads, seq, iters int) (Figures, error) {
 	}
 	f.DecodeTPS, f.DecodeCPU = perSecond(Group*Steps, d)
 
-	a, err := llama.NewAdapter(c, Rank, Alpha, Targets)
+	a, err := benchAdapter(c)
 	if err != nil {
 		return f, err
-	}
-	// PEFT's initialisation shape: A random, B zero.
-	r := prng.New(7, 0x6c6f7261)
-	for _, t := range a.Tensors(c) {
-		if strings.HasSuffix(t.Name, "lora_A.weight") {
-			for i := range t.Data {
-				t.Data[i] = float32(0.01 * r.Norm())
-			}
-		}
 	}
 	mdA, err := llama.New(w, a, threads)
 	if err != nil {
@@ -501,4 +492,22 @@ func Print(w io.Writer, r *Result) {
 			fmt.Fprintf(w, "torch: skipped (%s)\n", m.TorchSkipped)
 		}
 	}
+}
+
+// benchAdapter is the benchmarks' LoRA adapter of c: PEFT's
+// initialisation shape, A random (seeded), B zero.
+func benchAdapter(c llama.Config) (*llama.Adapter, error) {
+	a, err := llama.NewAdapter(c, Rank, Alpha, Targets)
+	if err != nil {
+		return nil, err
+	}
+	r := prng.New(7, 0x6c6f7261)
+	for _, t := range a.Tensors(c) {
+		if strings.HasSuffix(t.Name, "lora_A.weight") {
+			for i := range t.Data {
+				t.Data[i] = float32(0.01 * r.Norm())
+			}
+		}
+	}
+	return a, nil
 }
