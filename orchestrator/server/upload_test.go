@@ -261,11 +261,12 @@ func TestUploadLimits(t *testing.T) {
 }
 
 // TestUploadStalled: an upload that stops sending is ended at
-// UploadTimeout and its slots freed.
+// UploadTimeout and its slots freed. (Nothing else depends on the
+// timeout's length: a slow machine only makes the stall start later.)
 func TestUploadStalled(t *testing.T) {
 	ctx := context.Background()
 	cfg := DefaultConfig()
-	cfg.UploadTimeout, cfg.DeltaInFlight, cfg.DeltaAddrInFlight = 200*time.Millisecond, 1, 1
+	cfg.UploadTimeout, cfg.DeltaInFlight, cfg.DeltaAddrInFlight = time.Second, 1, 1
 	j := &fakeJudge{resp: DeltaVerdict{Accepted: true}}
 	e := startWith(t, cfg, true, func(s *Server) { s.Judge = j })
 	n := registered(t, e, "n")
@@ -276,20 +277,15 @@ func TestUploadStalled(t *testing.T) {
 	}
 	st.Send(n.announce(nil, file, nil))
 	st.Send(deltaPart(file[:100])) // and nothing more, the stream left open
-	_, err = st.CloseAndRecv()
-	// CloseAndRecv half-closes: the server sees the end and refuses the
-	// short file; to stall, a second stream keeps sending nothing.
-	wantCode(t, err, codes.InvalidArgument)
-	st2, err := e.node.UploadDelta(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st2.Send(n.announce(nil, file, nil))
-	st2.Send(deltaPart(file[:100]))
 	var out pb.SubmitDeltaResponse
-	wantMessage(t, st2.RecvMsg(&out), codes.DeadlineExceeded, "did not finish within 200ms")
-	if _, err := n.upload(ctx, file, nil); err != nil {
-		t.Fatalf("the stalled upload's slots were not freed: %v", err)
+	wantMessage(t, st.RecvMsg(&out), codes.DeadlineExceeded, "did not finish within 1s")
+	waitFor(t, func() bool {
+		var b strings.Builder
+		e.srv.WriteMetrics(&b)
+		return strings.Contains(b.String(), "gym_hanzod_deltas_in_flight 0\n")
+	})
+	if len(j.got) != 0 {
+		t.Fatal("a stalled upload reached the judge")
 	}
 }
 
