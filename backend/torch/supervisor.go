@@ -36,7 +36,7 @@ type Options struct {
 	// Env is added to the process's environment (e.g. PYTHONPATH).
 	Env []string
 	// Device ("cpu", "cuda", "cuda:N"; default cpu) and DType ("float32",
-	// "bfloat16"; default each job's base's: JobDType) of the model; the
+	// "bfloat16"; default each job's own or its base's: backend.TrainDType) of the model; the
 	// process loads the base straight onto the device in that type, from
 	// the memory-mapped safetensors. Use4Bit loads the base in NF4 (CUDA
 	// and bitsandbytes only; refused with the reason elsewhere).

@@ -160,7 +160,7 @@ func (b *Backend) timeout() time.Duration {
 type Trainer struct {
 	b       *Backend
 	j       backend.Job
-	dtype   string // JobDType
+	dtype   string // backend.TrainDType
 	split   *task.Split
 	step    int
 	adapter *llama.Adapter // last verified adapter
@@ -508,7 +508,7 @@ func (t *Trainer) Step(ctx context.Context) (trainer.StepStats, error) {
 }
 
 // DType is the type the trainer's model is loaded and trained in
-// (JobDType): what its deltas claim.
+// (backend.TrainDType): what its deltas claim.
 func (t *Trainer) DType() string { return t.dtype }
 
 // Traces are the last step's traces, as sampled and scored.
