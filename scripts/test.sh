@@ -123,6 +123,8 @@ fuzz=(
   "./dataset FuzzReadParquet 5000"
   "./delta FuzzReadResigned 20000"
   "./delta FuzzReadHead 20000"
+  "./evalpkg FuzzParseInfo 20000"
+  "./evalpkg FuzzParseResults 20000"
   "./safetensors FuzzParse 50000"
   "./jobconf FuzzResumeOuter 20000"
   "./ring FuzzDecodeFrame 50000"

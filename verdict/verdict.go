@@ -3,7 +3,9 @@
 // Both are pure functions of their inputs, so every hanzod replica and a
 // replay of the log decide alike.
 //
-// A check asks K validators (K ≥ 2). It is decided when K/2 + 1 verdicts
+// A check asks K validators (K ≥ 2). Its answers are outcomes (pass, fail,
+// unverifiable) or, for an evaluation, the digest of the figures measured
+// (Measured). It is decided when K/2 + 1 verdicts
 // agree on the outcome; while it is not, one more validator is asked (two
 // verdicts that disagree go to a third), up to 2K + 1 in all, after which
 // it is unverifiable. A verdict the decision contradicts is a false
@@ -78,7 +80,16 @@ func Decide(k int, answers []Outcome, open, asked int) Decision {
 	for _, o := range answers {
 		count[o]++
 	}
-	for _, o := range []Outcome{Pass, Fail, Unverifiable} {
+	// The answers in the order first given: a check's answers are pass,
+	// fail or unverifiable; an evaluation's carry the digest of what the
+	// validator measured (Measured), so two agree only on equal figures.
+	var distinct []Outcome
+	for _, o := range answers {
+		if !slices.Contains(distinct, o) {
+			distinct = append(distinct, o)
+		}
+	}
+	for _, o := range distinct {
 		if count[o] >= q {
 			d := Decision{Decided: true, Outcome: o}
 			for i, a := range answers {
@@ -109,6 +120,18 @@ func Decide(k int, answers []Outcome, open, asked int) Decision {
 		return Decision{Decided: true, Exhausted: true, Outcome: Unverifiable}
 	}
 	return Decision{Need: need}
+}
+
+// Measured is the answer of a validator that measured figures whose
+// digest is digest (an epoch's held-out evaluation, package evalpkg): two
+// such answers agree when the digests are equal, and one the decision
+// contradicts is a false report like a pass against a fail.
+func Measured(digest string) Outcome { return Outcome(string(Pass) + ":" + digest) }
+
+// MeasuredDigest returns the digest of a Measured answer, and whether o is
+// one.
+func MeasuredDigest(o Outcome) (string, bool) {
+	return strings.CutPrefix(string(o), string(Pass)+":")
 }
 
 // Draw ranks candidates for round of the check of the delta with file

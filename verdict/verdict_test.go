@@ -105,3 +105,31 @@ func reversed(s []string) []string {
 	slices.Reverse(r)
 	return r
 }
+
+// TestDecideMeasured: an evaluation's answers agree only on equal digests;
+// the one the decision contradicts is false, an unverifiable one is not.
+func TestDecideMeasured(t *testing.T) {
+	A, B, U := Measured("aa"), Measured("bb"), Unverifiable
+	for _, c := range []struct {
+		answers     []Outcome
+		open, asked int
+		want        Decision
+	}{
+		{[]Outcome{A, A}, 0, 2, Decision{Decided: true, Outcome: A, Agree: []int{0, 1}}},
+		{[]Outcome{A, B}, 0, 2, Decision{Need: 1}},
+		{[]Outcome{A, B, B}, 0, 3, Decision{Decided: true, Outcome: B, Agree: []int{1, 2}, False: []int{0}}},
+		{[]Outcome{U, A, A}, 0, 3, Decision{Decided: true, Outcome: A, Agree: []int{1, 2}}},
+		{[]Outcome{A, B, U}, 0, 5, Decision{Decided: true, Exhausted: true, Outcome: Unverifiable}},
+	} {
+		got := Decide(2, c.answers, c.open, c.asked)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("Decide(2, %v, open %d, asked %d) = %+v, want %+v", c.answers, c.open, c.asked, got, c.want)
+		}
+	}
+	if d, ok := MeasuredDigest(A); !ok || d != "aa" {
+		t.Errorf("MeasuredDigest(%q) = %q, %v", A, d, ok)
+	}
+	if _, ok := MeasuredDigest(Pass); ok {
+		t.Errorf("MeasuredDigest(pass) claims a digest")
+	}
+}

@@ -41,7 +41,7 @@ import (
 	"sort"
 
 	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/heldout"
+	"github.com/zooai/gym/evalpkg"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
@@ -171,6 +171,22 @@ type Input struct {
 	// bit (a torch delta on a job that allows torch) from its traces; nil:
 	// such deltas are not checked (Report.NotReplayed).
 	CheckTraces TraceChecker
+
+	// OnNodes says that the caller has no model to compute with (a hanzod
+	// that never loads a base, docs/validators.md "Evaluations"): every
+	// sampled delta is checked from its traces (CheckTraces), the syncs
+	// are merged with equal weights (the quality score pays rewards, it
+	// does not weigh the merge), and the held-out figures come from
+	// Measured. Base may then be a ConfigOnly base.
+	OnNodes bool
+	// Measured are the figures validators measured for this evaluation's
+	// Result.Evaluation; nil: not measured yet (Evaluate returns the
+	// request and stops before scoring). Only with OnNodes.
+	Measured *evalpkg.Results
+	// Unmeasured, with OnNodes, says why no figures can be had (the
+	// validators did not agree): the epoch is merged and published
+	// unscored, its rewards paid by compute and participation only.
+	Unmeasured string
 }
 
 // Score is how one accepted delta fared in the merge.
@@ -223,7 +239,14 @@ type Report struct {
 	TraceChecks []TraceCheck `json:"trace_checks,omitempty"`
 	// Targeted lists the slots replayed because they stood apart from
 	// their sync's others, and why (merge.Outliers).
-	Targeted      []string `json:"targeted,omitempty"`
+	Targeted []string `json:"targeted,omitempty"`
+	// Unmeasured says why the epoch's held-out figures could not be had
+	// (on nodes, when its validators did not agree): it was merged and
+	// published unscored.
+	Unmeasured string `json:"unmeasured,omitempty"`
+	// Evaluators are the validators whose agreeing figures scored the
+	// epoch (on nodes; empty where hanzod measured them itself).
+	Evaluators    []string `json:"evaluators,omitempty"`
 	LossBefore    float64  `json:"loss_before"`
 	LossAfter     float64  `json:"loss_after"`
 	Accuracy      float64  `json:"accuracy"`
@@ -265,6 +288,11 @@ type Result struct {
 	Slashes    []Slash               // in the order found
 	Rewards    []ledger.Contribution // the epoch's contributions by node, sorted; empty: none
 	Shortfalls []Shortfall
+	// Evaluation, with Input.OnNodes and no Measured figures, is what
+	// validators must measure before the epoch can be scored: the
+	// evaluation stopped after merging, and the caller evaluates again
+	// with Input.Measured once the figures are decided.
+	Evaluation *evalpkg.Request
 	// Pending counts the trace checks the checker could not decide yet
 	// (TraceCheck.Pending): the evaluation stopped before scoring and
 	// merging, and only Slashes, Watch and the report's checks so far are
@@ -307,8 +335,11 @@ type entry struct {
 // Evaluate reconstructs the ring, spot-checks, scores and merges every
 // sync of the epoch.
 func Evaluate(ctx context.Context, in Input) (*Result, error) {
-	if in.Start == nil || in.Base == nil || in.Replay == nil {
+	if in.Start == nil || in.Base == nil || (in.Replay == nil && !in.OnNodes) {
 		return nil, errors.New("epoch: Evaluate needs the start checkpoint, the base model and a replayer")
+	}
+	if in.OnNodes && in.CheckTraces == nil {
+		return nil, errors.New("epoch: Evaluate on nodes needs a trace checker: there is no model to replay with")
 	}
 	plan, e := in.Plan, in.Epoch
 	res := &Result{Report: Report{Job: in.Job, Epoch: e, Rule: string(in.Rule)}}
@@ -459,7 +490,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			if en.a == nil || !(en.outlier != "" || Sampled(in.SpotKey, en.Digest, bp)) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
 				continue
 			}
-			if fromTraces(plan, en.Delta) {
+			if in.OnNodes || fromTraces(plan, en.Delta) {
 				if in.CheckTraces == nil {
 					rep.NotReplayed = append(rep.NotReplayed, en.Slot.String()+" ("+en.Backend+" backend; no trace checker)")
 					continue
@@ -547,55 +578,112 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	}
 
 	// Score and merge sync by sync along the orchestrator's own
-	// trajectory T.
-	split, err := plan.Trainer.Split(in.ShardSize)
-	if err != nil {
-		return nil, err
-	}
-	shard := split.Eval
-	loss := func(a *llama.Adapter) (float64, error) {
-		md, err := llama.New(in.Base.Weights, a, in.Threads)
-		if err != nil {
-			return 0, err
+	// trajectory T. The held-out figures come from the meter (a base at
+	// hand) or, on nodes, from what validators measured.
+	var meter *evalpkg.Meter
+	var err error
+	if !in.OnNodes {
+		if meter, err = evalpkg.NewMeter(plan, in.Base, in.ShardSize, in.EvalSize, in.Threads); err != nil {
+			return nil, err
 		}
-		return heldout.Loss(md, in.Base.Tokenizer, shard)
 	}
+	lives := make([][]*entry, K+1)
+	for k := 1; k <= K; k++ {
+		for _, en := range syncs[k] {
+			if en.a != nil {
+				lives[k] = append(lives[k], en)
+			}
+		}
+	}
+	// scoreEvery: which syncs' deltas get a held-out loss (every one, but
+	// under plain SGD, whose syncs come every step: there one step's loss
+	// change is mostly the shard's noise, and scoring all of them cost
+	// more than the training, so about six syncs an epoch are scored, as
+	// a job syncing every five of thirty steps has). On nodes the figures
+	// of one evaluation are bounded (evalpkg.MaxValues): fewer syncs are
+	// scored when a wide ring's would exceed it.
+	scoreEvery := 1
+	if plan.Trainer.SGD {
+		scoreEvery = max(1, K/6)
+	}
+	scoreNone := false
+	scored := func(k int) bool { return !scoreNone && len(lives[k]) > 0 && (k%scoreEvery == 0 || k == K) }
+	scoredSyncs := func() []evalpkg.Sync {
+		var out []evalpkg.Sync
+		for k := 1; k <= K; k++ {
+			if scored(k) {
+				sy := evalpkg.Sync{Sync: k}
+				for _, en := range lives[k] {
+					sy.Nodes = append(sy.Nodes, en.Node)
+				}
+				out = append(out, sy)
+			}
+		}
+		return out
+	}
+	for in.OnNodes && evalpkg.Values(scoredSyncs()) > evalpkg.MaxValues {
+		if scoreEvery > K {
+			scoreNone = true
+			break
+		}
+		scoreEvery *= 2
+	}
+	m := in.Measured
+	if !in.OnNodes || in.Unmeasured != "" {
+		m = nil
+	}
+	if m != nil {
+		if err := m.Fits(evalpkg.Info{Syncs: scoredSyncs()}); err != nil {
+			return nil, fmt.Errorf("epoch: the measured figures do not answer this evaluation: %w", err)
+		}
+	}
+	measuring := meter != nil || m != nil
+	if in.OnNodes && !measuring {
+		rep.Unmeasured = in.Unmeasured
+	}
+	req := &evalpkg.Request{Info: evalpkg.Info{Job: in.Job, Epoch: e, ShardSize: in.ShardSize, EvalSize: in.EvalSize, Syncs: scoredSyncs()}, Start: in.Start}
 	T := in.Start.Clone()
 	outerT := startOuter() // the same outer optimiser along T, on the merged updates
-	if rep.LossBefore, err = loss(T); err != nil {
-		return nil, err
+	switch {
+	case meter != nil:
+		if rep.LossBefore, err = meter.Loss(T); err != nil {
+			return nil, err
+		}
+	case m != nil:
+		rep.LossBefore = m.LossStart
 	}
 	var prevU []float32
 	var normSum float64
 	var normN int
 	var qSum float64
 	var qN int
-	// scoreEvery: which syncs' deltas get a held-out loss (every one, but
-	// under plain SGD, whose syncs come every step: there one step's loss
-	// change is mostly the shard's noise, and scoring all of them cost
-	// more than the training, so about six syncs an epoch are scored, as
-	// a job syncing every five of thirty steps has).
-	scoreEvery := 1
-	if plan.Trainer.SGD {
-		scoreEvery = max(1, K/6)
-	}
+	si := -1 // index of the scored sync among the measured
 	mcfg := merge.Config{Rule: in.Rule, Byzantine: in.Byzantine}
 	w := merge.Weights{Alpha: in.Weights[0], Beta: in.Weights[1], Gamma: in.Weights[2]}
 	for k := 1; k <= K; k++ {
-		var live []*entry
-		for _, en := range syncs[k] {
-			if en.a != nil {
-				live = append(live, en)
-			}
-		}
+		live := lives[k]
 		if len(live) == 0 {
 			continue
 		}
-		scored := k%scoreEvery == 0 || k == K
+		isScored := scored(k)
 		var before float64
-		if scored {
-			if before, err = loss(T); err != nil {
-				return nil, err
+		if isScored {
+			si++
+			if in.OnNodes {
+				req.Befores = append(req.Befores, T.Clone())
+				ds := make([]*llama.Adapter, len(live))
+				for i, en := range live {
+					ds[i] = en.a
+				}
+				req.Deltas = append(req.Deltas, ds)
+			}
+			switch {
+			case meter != nil:
+				if before, err = meter.Loss(T); err != nil {
+					return nil, err
+				}
+			case m != nil:
+				before = m.Syncs[si].Before
 			}
 		}
 		for _, en := range live {
@@ -605,22 +693,25 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		nbar := normSum / float64(normN)
 		var mi []merge.Input
 		var scores []Score
-		for _, en := range live {
+		for i, en := range live {
 			v := jobconf.Flatten(en.a)
 			n := merge.Norm(v)
-			score := Score{Node: en.Node, Sync: k, Unscored: !scored, Norm: n, Checked: en.checked, Outlier: en.outlier}
+			score := Score{Node: en.Node, Sync: k, Unscored: !isScored || !measuring, Norm: n, Checked: en.checked, Outlier: en.outlier}
 			// Under plain SGD every share of the batch weighs alike, as
 			// the ring merges them: one SGD step's loss change on a shard
 			// is mostly the shard's noise, and weighting by it would make
 			// the merge a randomly weighted mean. The scores still pay the
-			// rewards. (Only SGD jobs leave syncs unscored.)
+			// rewards. (Only SGD jobs leave syncs unscored.) On nodes the
+			// merge does not wait on the figures: equal weights too.
 			weight := 1.0
-			if scored {
-				after := T.Clone()
-				_ = jobconf.AddFlat(after, v)
-				la, err := loss(after)
-				if err != nil {
-					return nil, err
+			if isScored && measuring {
+				var la float64
+				if meter != nil {
+					if la, err = meter.Loss(evalpkg.AfterUpdate(T, en.a)); err != nil {
+						return nil, err
+					}
+				} else {
+					la = m.Syncs[si].After[i]
 				}
 				cos := 0.0
 				if prevU != nil {
@@ -630,7 +721,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				score.Quality, score.DeltaL, score.S, score.C = sc.Q, sc.DeltaL, sc.S, sc.C
 				qSum += sc.Q
 				qN++
-				if !plan.Trainer.SGD {
+				if !plan.Trainer.SGD && !in.OnNodes {
 					weight = sc.Q
 				}
 			}
@@ -664,21 +755,27 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		}
 		prevU = u
 	}
+	if in.OnNodes && m == nil && in.Unmeasured == "" {
+		// The merge is done; its figures are the validators' to measure.
+		req.Final = T
+		req.Seal()
+		res.Evaluation = req
+		return res, nil
+	}
 	if qN > 0 {
 		rep.Quality = qSum / float64(qN)
 	}
-	if rep.LossAfter, err = loss(T); err != nil {
-		return nil, err
+	switch {
+	case meter != nil:
+		if rep.LossAfter, err = meter.Loss(T); err != nil {
+			return nil, err
+		}
+		if rep.Accuracy, err = meter.Accuracy(T); err != nil {
+			return nil, err
+		}
+	case m != nil:
+		rep.LossAfter, rep.Accuracy = m.LossFinal, m.Accuracy
 	}
-	evalSplit, err := plan.Trainer.Split(in.EvalSize)
-	if err != nil {
-		return nil, err
-	}
-	ev, err := heldout.EvaluateOn(in.Base.Weights, in.Base.Tokenizer, T, plan.Trainer.Task, evalSplit.Eval, plan.Trainer.Reward, in.Threads)
-	if err != nil {
-		return nil, err
-	}
-	rep.Accuracy = ev.Accuracy
 	res.Merged, res.Outer = T, outerT
 	res.Rewards = Rewards(plan, rep.Scores)
 	return res, nil
