@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/nodeauth"
@@ -48,6 +49,20 @@ type Verdict struct {
 	Sig       []byte `json:"sig"`
 }
 
+// EvalSubject begins the subject of an epoch's held-out evaluation (a
+// check that measures figures instead of checking a delta, package
+// evalpkg): its slot is EvalSlot's, its digest the request's.
+const EvalSubject = "@eval/"
+
+// EvalSlot is the slot of the evaluation of epoch whose request has
+// digest digest. Node ids are hex keys, so it names no node.
+func EvalSlot(epoch int, digest string) jobspec.Slot {
+	return jobspec.Slot{Epoch: epoch, Node: EvalSubject + digest}
+}
+
+// IsEval reports whether the check is an epoch's evaluation.
+func (c *Check) IsEval() bool { return strings.HasPrefix(c.Node, EvalSubject) }
+
 // Slot is the checked delta's slot.
 func (c *Check) Slot() jobspec.Slot { return jobspec.Slot{Epoch: c.Epoch, Step: c.Step, Node: c.Node} }
 
@@ -57,7 +72,12 @@ func (c *Check) Tally() (answers []verdict.Outcome, who []string, open, asked in
 	for _, a := range c.Asks {
 		switch {
 		case a.Verdict != nil:
-			answers = append(answers, verdict.Outcome(a.Verdict.Outcome))
+			o := verdict.Outcome(a.Verdict.Outcome)
+			if c.IsEval() && o == verdict.Pass {
+				// An evaluation's validators agree on the figures.
+				o = verdict.Measured(a.Verdict.Check)
+			}
+			answers = append(answers, o)
 			who = append(who, a.Validator)
 		case !a.Expired:
 			open++
@@ -105,6 +125,10 @@ type (
 		Digest    string
 		Package   string
 		Validator string
+		// K is how many agreeing verdicts the check asks for: 0, the
+		// job's validators; a job without validators on a hanzod that
+		// has no model to check with asks verdict.MinK.
+		K int
 	}
 	// SubmitVerdict is a validator's signed verdict (nodeauth's).
 	SubmitVerdict nodeauth.SubmitVerdict
@@ -166,10 +190,12 @@ func (VerdictRecorded) Kind() string { return "verdict_recorded" }
 func (CheckExpired) Kind() string    { return "check_expired" }
 func (NodesWatched) Kind() string    { return "nodes_watched" }
 
-// Bounds on what a validator may send.
+// Bounds on what a validator may send. MaxVerdictFigures holds an
+// evaluation's figures (evalpkg.MaxFiguresBytes, which the judge checks is
+// the same).
 const (
 	maxVerdictDetail  = 1024
-	maxVerdictFigures = 4096
+	MaxVerdictFigures = 32 << 10
 )
 
 // ValidatorIneligible says why node n cannot be asked for a check, or ""
@@ -241,10 +267,21 @@ func (m *Machine) assignCheck(now int64, c AssignCheck) error {
 	if j.State != Aggregating || j.Epoch != c.Slot.Epoch {
 		return fmt.Errorf("%w: job %s is %s in epoch %d, not aggregating epoch %d", ErrPrecondition, j.ID, j.State, j.Epoch, c.Slot.Epoch)
 	}
-	if j.Spec.Validators < verdict.MinK {
-		return fmt.Errorf("%w: job %s asks for no validators", ErrPrecondition, j.ID)
+	k := c.K
+	if k == 0 {
+		k = j.Spec.Validators
 	}
-	if d, ok := j.Slots[c.Slot]; !ok || d != c.Digest {
+	switch {
+	case k < verdict.MinK && j.Spec.Validators == 0:
+		return fmt.Errorf("%w: job %s asks for no validators", ErrPrecondition, j.ID)
+	case k < verdict.MinK || k > verdict.MaxK || (j.Spec.Validators != 0 && k != j.Spec.Validators):
+		return fmt.Errorf("%w: a check of job %s asks %d verdicts (the job asks %d; %d..%d)", ErrInvalid, j.ID, k, j.Spec.Validators, verdict.MinK, verdict.MaxK)
+	}
+	if strings.HasPrefix(c.Slot.Node, EvalSubject) {
+		if len(c.Digest) != 64 || c.Slot != EvalSlot(c.Slot.Epoch, c.Digest) {
+			return fmt.Errorf("%w: evaluation slot %s with digest %q", ErrInvalid, c.Slot, c.Digest)
+		}
+	} else if d, ok := j.Slots[c.Slot]; !ok || d != c.Digest {
 		return fmt.Errorf("%w: slot %s of %s has no accepted delta with digest %s", ErrPrecondition, c.Slot, j.ID, c.Digest)
 	}
 	if c.Package == "" || len(c.Package) > maxName {
@@ -262,6 +299,9 @@ func (m *Machine) assignCheck(now int64, c AssignCheck) error {
 	}
 	key := c.Slot.String()
 	if ch := j.Checks[key]; ch != nil {
+		if ch.K != k {
+			return fmt.Errorf("%w: check %s was assigned asking %d verdicts, not %d", ErrPrecondition, key, ch.K, k)
+		}
 		if ch.Digest != c.Digest || ch.Package != c.Package {
 			return fmt.Errorf("%w: check %s was assigned for digest %s with package %s", ErrPrecondition, key, ch.Digest, ch.Package)
 		}
@@ -272,7 +312,7 @@ func (m *Machine) assignCheck(now int64, c AssignCheck) error {
 			return fmt.Errorf("%w: check %s needs no more validators", ErrPrecondition, key)
 		}
 	}
-	m.emit(now, CheckAssigned{Job: j.ID, Slot: key, Digest: c.Digest, Package: c.Package, K: j.Spec.Validators,
+	m.emit(now, CheckAssigned{Job: j.ID, Slot: key, Digest: c.Digest, Package: c.Package, K: k,
 		Validator: c.Validator, Deadline: m.observedAt(now) + m.cfg.CheckTimeout.Milliseconds()})
 	return nil
 }
@@ -302,8 +342,8 @@ func (m *Machine) submitVerdict(now int64, v SubmitVerdict) error {
 	if _, err := verdict.Parse(v.Outcome); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if len(v.Check) > 64 || len(v.Detail) > maxVerdictDetail || len(v.Figures) > maxVerdictFigures {
-		return fmt.Errorf("%w: a verdict's check ≤ 64 bytes, detail ≤ %d, figures ≤ %d", ErrInvalid, maxVerdictDetail, maxVerdictFigures)
+	if len(v.Check) > 64 || len(v.Detail) > maxVerdictDetail || len(v.Figures) > MaxVerdictFigures {
+		return fmt.Errorf("%w: a verdict's check ≤ 64 bytes, detail ≤ %d, figures ≤ %d", ErrInvalid, maxVerdictDetail, MaxVerdictFigures)
 	}
 	n, err := m.authenticate(now, v.Auth, v.SignedBytes())
 	if err != nil {

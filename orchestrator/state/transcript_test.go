@@ -157,6 +157,15 @@ func (h *harness) key(name string) ed25519.PrivateKey {
 	return k
 }
 
+// subject is a check's subject: a node by name, or an evaluation's
+// @eval/DIGEST as written.
+func (h *harness) subject(name string) string {
+	if strings.HasPrefix(name, EvalSubject) {
+		return name
+	}
+	return h.id(name)
+}
+
 func (h *harness) id(name string) string {
 	return hex.EncodeToString(h.key(name).Public().(ed25519.PublicKey))
 }
@@ -484,10 +493,18 @@ func (h *harness) run(line string) string {
 	case "assign":
 		// assign JOB NODE EPOCH STEP VALIDATOR [pkg=CID] [digest=D]: the
 		// slot's accepted digest unless given.
-		sl := jobspec.Slot{Epoch: mustInt(pos[2]), Step: mustU(pos[3]), Node: h.id(pos[1])}
+		// An evaluation's subject is @eval/DIGEST (its digest too); k=N
+		// asks N verdicts.
+		sl := jobspec.Slot{Epoch: mustInt(pos[2]), Step: mustU(pos[3]), Node: h.subject(pos[1])}
 		c := AssignCheck{Job: pos[0], Slot: sl, Package: "pkg-1", Validator: h.id(pos[4])}
 		if j, ok := h.m.Job(pos[0]); ok {
 			c.Digest = j.Slots[sl]
+		}
+		if d, ok := strings.CutPrefix(pos[1], EvalSubject); ok {
+			c.Digest = d
+		}
+		if v, ok := kv["k"]; ok {
+			c.K = mustInt(v)
 		}
 		if v, ok := kv["pkg"]; ok {
 			c.Package = v
@@ -498,10 +515,13 @@ func (h *harness) run(line string) string {
 		return h.step(c)
 	case "verdict":
 		// verdict VALIDATOR JOB NODE EPOCH STEP OUTCOME [check=C] [pkg=CID] [badsig=1]
-		v := SubmitVerdict{Auth: h.auth(pos[0], kv), Job: pos[1], Subject: h.id(pos[2]), Epoch: mustU(pos[3]), Step: mustU(pos[4]),
+		v := SubmitVerdict{Auth: h.auth(pos[0], kv), Job: pos[1], Subject: h.subject(pos[2]), Epoch: mustU(pos[3]), Step: mustU(pos[4]),
 			Package: "pkg-1", Outcome: pos[5], Check: kv["check"], Figures: `{"update_rel_l2":0}`}
 		if j, ok := h.m.Job(pos[1]); ok {
 			v.Digest = j.Slots[jobspec.Slot{Epoch: int(v.Epoch), Step: v.Step, Node: v.Subject}]
+		}
+		if d, ok := strings.CutPrefix(pos[2], EvalSubject); ok {
+			v.Digest = d
 		}
 		if p, ok := kv["pkg"]; ok {
 			v.Package = p
