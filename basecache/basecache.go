@@ -199,6 +199,37 @@ func (c *Cache) Open(ctx context.Context, root cid.Cid) (*basemodel.Base, error)
 	return b, nil
 }
 
+// OpenConfig returns what a process that never computes with the base
+// needs of it (hanzod on nodes, docs/validators.md "Evaluations"): its
+// config and tokenizer (basemodel.OpenConfig: no tensor read) and the
+// directory's SHA3 (streamed, not held), named by its CID. Parsed once
+// per Cache.
+func (c *Cache) OpenConfig(ctx context.Context, root cid.Cid) (*basemodel.Base, error) {
+	if c.kind != artifact.KindBaseModel {
+		return nil, fmt.Errorf("basecache: OpenConfig on a cache of %s artifacts", c.kind)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := "config:" + root.String()
+	if b, ok := c.bases[key]; ok {
+		return b, nil
+	}
+	dir, err := c.dirLocked(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	b, err := basemodel.OpenConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if b.SHA3, err = basemodel.DirSHA3(os.DirFS(dir)); err != nil {
+		return nil, fmt.Errorf("basecache: %s: %w", dir, err)
+	}
+	b.Name = root.String()
+	c.bases[key] = b
+	return b, nil
+}
+
 // DirCID returns the root CID `gym artifact publish` gives the file or
 // directory at path, hashing it without keeping its blocks.
 func DirCID(ctx context.Context, path string) (cid.Cid, error) {

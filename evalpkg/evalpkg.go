@@ -71,9 +71,12 @@ type Info struct {
 	Epoch     int    `json:"epoch"`
 	ShardSize int    `json:"shard_size"` // held-out problems each loss is measured on
 	EvalSize  int    `json:"eval_size"`  // held-out problems the accuracy is measured on
-	Start     string `json:"start"`      // digests of the adapters (jobconf.Digest)
-	Final     string `json:"final"`
-	Syncs     []Sync `json:"syncs"`
+	// StartAccuracy asks for the start's held-out accuracy too (the
+	// first epoch's: the base's own, which a summary reports as before).
+	StartAccuracy bool   `json:"start_accuracy,omitempty"`
+	Start         string `json:"start"` // digests of the adapters (jobconf.Digest)
+	Final         string `json:"final"`
+	Syncs         []Sync `json:"syncs"`
 }
 
 // Sync is one scored sync: the start it is scored from and the nodes'
@@ -95,7 +98,12 @@ type Request struct {
 }
 
 // Values is how many figures the request's Results hold.
-func (r *Request) Values() int { return Values(r.Info.Syncs) }
+func (r *Request) Values() int {
+	if r.Info.StartAccuracy {
+		return Values(r.Info.Syncs) + 1
+	}
+	return Values(r.Info.Syncs)
+}
 
 // Values is how many figures an evaluation of syncs holds.
 func Values(syncs []Sync) int {
@@ -276,6 +284,9 @@ type Results struct {
 	Syncs     []SyncResult `json:"syncs"`
 	LossFinal float64      `json:"loss_final"` // of the merged checkpoint
 	Accuracy  float64      `json:"accuracy"`   // of the merged checkpoint
+	// AccuracyStart is the start's accuracy, when the request asks for it
+	// (Info.StartAccuracy; 0 otherwise).
+	AccuracyStart float64 `json:"accuracy_start,omitempty"`
 }
 
 // SyncResult is one scored sync's losses: of its start, and of its start
@@ -317,7 +328,10 @@ func (r Results) Fits(i Info) error {
 		return fmt.Errorf("evalpkg: results of %d syncs for a request of %d", len(r.Syncs), len(i.Syncs))
 	}
 	fin := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-	if !fin(r.LossStart) || !fin(r.LossFinal) || !(r.Accuracy >= 0 && r.Accuracy <= 1) {
+	if !i.StartAccuracy && r.AccuracyStart != 0 {
+		return fmt.Errorf("evalpkg: results: a start accuracy the request did not ask for")
+	}
+	if !fin(r.LossStart) || !fin(r.LossFinal) || !(r.Accuracy >= 0 && r.Accuracy <= 1) || !(r.AccuracyStart >= 0 && r.AccuracyStart <= 1) {
 		return fmt.Errorf("evalpkg: results: loss %v → %v, accuracy %v", r.LossStart, r.LossFinal, r.Accuracy)
 	}
 	for k, s := range r.Syncs {
@@ -412,6 +426,11 @@ func Measure(plan jobconf.Plan, base *basemodel.Base, r *Request, threads int) (
 	}
 	if out.Accuracy, err = m.Accuracy(r.Final); err != nil {
 		return out, err
+	}
+	if r.Info.StartAccuracy {
+		if out.AccuracyStart, err = m.Accuracy(r.Start); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }

@@ -91,3 +91,16 @@ func (s *Slot) UnmarshalText(b []byte) error {
 	*s = v
 	return nil
 }
+
+// EvalSubject begins the node of an epoch's held-out evaluation's slot:
+// the check validators answer with the figures they measured (package
+// evalpkg, docs/validators.md "Evaluations"). Node ids are hex keys, so it
+// names no node.
+const EvalSubject = "@eval/"
+
+// EvalSlot is the slot of the evaluation of epoch whose request has digest
+// digest.
+func EvalSlot(epoch int, digest string) Slot { return Slot{Epoch: epoch, Node: EvalSubject + digest} }
+
+// IsEval reports whether s is an evaluation's slot (EvalSlot).
+func (s Slot) IsEval() bool { return strings.HasPrefix(s.Node, EvalSubject) }

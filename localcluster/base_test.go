@@ -54,6 +54,9 @@ func TestBaseByCID(t *testing.T) {
 	cfg := localcluster.TestConfig(dir, 4)
 	cfg.ModelDir = model
 	cfg.MemoryLimit = []int64{64 << 10} // w0: 64 KiB
+	// hanzod never decodes the base: two validators check the sampled
+	// deltas and measure each epoch's held-out figures.
+	cfg.Validators = []string{"", ""}
 	spec := tinySpec(2, 6, 3)
 	spec.MaxNodes, spec.Model, spec.PromptsPerStep, spec.GSPO = 4, root.String(), 4, jobconf.BuiltinGSPO(3)
 	sum, err := localcluster.Run(ctx, cfg, spec)
@@ -64,6 +67,20 @@ func TestBaseByCID(t *testing.T) {
 		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
 	}
 	t.Logf("held-out loss %.4f → %.4f, accuracy %.3f → %.3f", sum.LossBefore, sum.LossAfter, sum.EvalBefore, sum.EvalAfter)
+	if sum.HanzodBaseLoads != 0 {
+		t.Errorf("hanzod decoded %d bases; its model work runs on the validators", sum.HanzodBaseLoads)
+	}
+	for _, e := range sum.Epochs {
+		t.Logf("epoch %d: accuracy %.3f measured by %d validators, %d trace checks", e.Epoch, e.Accuracy, len(e.Evaluators), len(e.TraceChecks))
+		if len(e.Evaluators) < 2 || e.Unmeasured != "" {
+			t.Errorf("epoch %d measured by %v (%s), want two agreeing validators", e.Epoch, e.Evaluators, e.Unmeasured)
+		}
+		for _, c := range e.TraceChecks {
+			if len(c.Validators) < 2 || c.Validators[0] == "hanzod" || c.Failed != "" {
+				t.Errorf("check %s by %v: failed %q", c.Slot, c.Validators, c.Failed)
+			}
+		}
+	}
 	if !(sum.LossAfter < sum.LossBefore) {
 		t.Errorf("held-out loss %.4f → %.4f: training did not lower it", sum.LossBefore, sum.LossAfter)
 	}
@@ -78,6 +95,9 @@ func TestBaseByCID(t *testing.T) {
 		t.Errorf("w0 refused the job and had %d deltas accepted", w0.Accepted)
 	}
 	for _, n := range sum.Nodes[1:] {
+		if n.Role == "validator" {
+			continue
+		}
 		if n.Refused != "" || n.Accepted != 4 {
 			t.Errorf("%s: refused %q, %d deltas accepted, want 4", n.Name, n.Refused, n.Accepted)
 		}

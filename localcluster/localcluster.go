@@ -72,8 +72,9 @@ type Config struct {
 	Base *basemodel.Base
 	// ModelDir is a Hugging Face model directory the job trains: Start
 	// publishes it as a base-model artifact into hanzod's store and sets
-	// Base to it (basemodel.Open, named by its CID) for the cluster's own
-	// planning and evaluation. Neither hanzod nor any worker is given it:
+	// Base to its config and tokenizer (basemodel.OpenConfig, named by its
+	// CID) for the cluster's own planning; the summary's accuracy comes
+	// from hanzod's merge reports. Neither hanzod nor any worker is given it:
 	// jobs name it by CID, and every worker fetches it from hanzod (and
 	// peers), verifies it and caches it under its data directory; hanzod's
 	// validator exports it from its store and verifies it the same way.
@@ -104,6 +105,10 @@ type Config struct {
 	// the workers, named v0, v1, …, each with 25,000 GYM bonded; an entry
 	// that is not "" is the attack it mounts (worker.AttackVerdict*).
 	Validators []string
+	// ModelWork is hanzod's --model-work (judge.Config.ModelWork: "" is
+	// auto — a base named by CID, as ModelDir's is, is checked and
+	// evaluated by validators only, so such a job needs two of them).
+	ModelWork string
 	// CheckTimeout is how long a validator has for a check (0: the
 	// state's default, 10 min).
 	CheckTimeout time.Duration
@@ -405,8 +410,15 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	var shared *basemodel.Base // hanzod's and the in-process workers' own base
 	switch {
 	case cfg.ModelDir != "":
-		base, err := basemodel.Open(cfg.ModelDir)
+		// Its config and tokenizer only: this process is hanzod's, which
+		// never decodes a base named by CID unless told to check with it
+		// itself (ModelWork self); the summary takes its figures from the
+		// merge reports then.
+		base, err := basemodel.OpenConfig(cfg.ModelDir)
 		if err != nil {
+			return nil, err
+		}
+		if base.SHA3, err = basemodel.DirSHA3(os.DirFS(cfg.ModelDir)); err != nil {
 			return nil, err
 		}
 		root, err := basecache.DirCID(ctx, cfg.ModelDir)
@@ -477,7 +489,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		dc.LeaseTTL = cmp.Or(cfg.LeaseTTL, time.Second)
 		dc.TickInterval = min(dc.TickInterval, dc.LeaseTTL/2)
 	}
-	dc.EvalSize, dc.ShardSize, dc.Base, dc.Outliers = cfg.EvalSize, cfg.ShardSize, shared, cfg.Outliers
+	dc.EvalSize, dc.ShardSize, dc.Base, dc.Outliers, dc.ModelWork = cfg.EvalSize, cfg.ShardSize, shared, cfg.Outliers, cfg.ModelWork
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)

@@ -34,6 +34,9 @@ type Summary struct {
 	Task            string         `json:"task"`
 	Aggregation     string         `json:"aggregation"`
 	Workers         int            `json:"workers"`
+	// HanzodBaseLoads is how many bases named by CID the leading hanzod
+	// decoded the weights of (0 when its model work ran on nodes).
+	HanzodBaseLoads int            `json:"hanzod_base_loads"`
 	EvalBefore      float64        `json:"eval_before"`
 	EvalAfter       float64        `json:"eval_after"`
 	LossBefore      float64        `json:"loss_before"`
@@ -161,7 +164,11 @@ type EpochSummary struct {
 	Forfeited         []string           `json:"forfeited,omitempty"`
 	Excluded          []string           `json:"excluded,omitempty"`
 	RingDisagreements []string           `json:"ring_disagreements,omitempty"`
-	MergeSeconds      float64            `json:"merge_seconds"`
+	// Evaluators are the validators whose agreeing figures scored the
+	// epoch (hanzod's model work on nodes); Unmeasured why none could.
+	Evaluators   []string `json:"evaluators,omitempty"`
+	Unmeasured   string   `json:"unmeasured,omitempty"`
+	MergeSeconds float64  `json:"merge_seconds"`
 }
 
 // marker names a directory that holds a run (PrepareDir replaces it).
@@ -363,6 +370,7 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		Workers: c.cfg.Workers, Seconds: time.Since(start).Seconds(), Settled: jb.Settled, Out: dir}
 	t.mu.Lock()
 	sum.RecoverySeconds = t.recovered
+	sum.HanzodBaseLoads = c.leader().Judge().BaseLoads()
 	if took, ok := c.Takeover(); ok {
 		sum.Replicas, sum.TakeoverSeconds = len(c.ds), took.Seconds()
 	} else if len(c.ds) > 1 {
@@ -392,11 +400,17 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 	if err != nil {
 		return nil, err
 	}
-	before, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, init, spec.Dataset, evalSplit.Eval, plan.Trainer.Reward, threads)
-	if err != nil {
-		return nil, err
+	// A base this process holds only the config of (ModelDir): the
+	// figures are the merge reports' (measured by hanzod or validators on
+	// the same problems; the losses on the judge's shard).
+	byReports := base.ConfigOnly
+	if !byReports {
+		before, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, init, spec.Dataset, evalSplit.Eval, plan.Trainer.Reward, threads)
+		if err != nil {
+			return nil, err
+		}
+		sum.EvalBefore, sum.LossBefore = before.Accuracy, before.Loss
 	}
-	sum.EvalBefore, sum.LossBefore = before.Accuracy, before.Loss
 	// The judge's merge report of every epoch: the epochs of the summary
 	// and every delta's quality score.
 	quality := map[string][]float64{}
@@ -418,9 +432,15 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		}
 		sum.Epochs = append(sum.Epochs, EpochSummary{Epoch: e, CID: rep.CID, Accuracy: rep.Accuracy, Quality: rep.Quality,
 			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Targeted: rep.Targeted, NotReplayed: rep.NotReplayed, TraceChecks: rep.TraceChecks, Forfeited: rep.Forfeited, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
-			MergeSeconds: rep.MergeSeconds})
+			Evaluators: rep.Evaluators, Unmeasured: rep.Unmeasured, MergeSeconds: rep.MergeSeconds})
 		for _, s := range rep.Scores {
 			quality[s.Node] = append(quality[s.Node], s.Quality)
+		}
+		if byReports {
+			if e == 1 {
+				sum.EvalBefore, sum.LossBefore = rep.AccuracyBefore, rep.LossBefore
+			}
+			sum.EvalAfter, sum.LossAfter = rep.Accuracy, rep.LossAfter
 		}
 	}
 	if jb.State == state.Published && len(jb.CIDs) > 0 {
@@ -436,11 +456,13 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		if err != nil {
 			return nil, err
 		}
-		after, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, a, spec.Dataset, evalSplit.Eval, plan.Trainer.Reward, threads)
-		if err != nil {
-			return nil, err
+		if !byReports {
+			after, err := heldout.EvaluateOn(base.Weights, base.Tokenizer, a, spec.Dataset, evalSplit.Eval, plan.Trainer.Reward, threads)
+			if err != nil {
+				return nil, err
+			}
+			sum.EvalAfter, sum.LossAfter = after.Accuracy, after.Loss
 		}
-		sum.EvalAfter, sum.LossAfter = after.Accuracy, after.Loss
 		sum.CheckpointCID, sum.CheckpointDir = jb.CIDs[len(jb.CIDs)-1], dst
 	}
 	// Every accepted delta, from hanzod's blob store (a directory, or

@@ -141,7 +141,7 @@ func TestDirLoaderGetsBytes(t *testing.T) {
 	var opens atomic.Int32
 	var refused atomic.Value
 	backends := make([]*dirBackend, 3)
-	cl, nodes := startNodesWith(t, ctx, spec, 3, func(c *localcluster.Config) { c.ModelDir = model },
+	cl, nodes := startNodesWith(t, ctx, spec, 3, func(c *localcluster.Config) { c.ModelDir, c.ModelWork = model, "self" },
 		func(i int, c *worker.Config, nd *node) {
 			backends[i] = &dirBackend{loaded: map[string]*basemodel.Base{}}
 			c.Backend, c.Bases, c.ExitWhenDone = backends[i], noDecode{c.Bases, &opens}, true

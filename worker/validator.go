@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/zooai/gym/checkpkg"
+	"github.com/zooai/gym/evalpkg"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/tracecheck"
@@ -100,6 +102,9 @@ func (w *Worker) validate(ctx context.Context) error {
 // runCheck fetches a check's package, the job's base and dataset, and
 // checks the delta from its traces (checkpkg.Run).
 func (w *Worker) runCheck(ctx context.Context, checks Checks, a CheckAssignment) (VerdictReport, error) {
+	if strings.HasPrefix(a.Node, jobspec.EvalSubject) {
+		return w.runEval(ctx, checks, a)
+	}
 	v := VerdictReport{CheckAssignment: a}
 	base, err := w.baseFor(ctx, a.Spec, true) // checkpkg.Run computes with the Go engine
 	if err != nil {
@@ -154,5 +159,55 @@ func (w *Worker) runCheck(ctx context.Context, checks Checks, a CheckAssignment)
 	if len(v.Detail) > 1024 {
 		v.Detail = v.Detail[:1024]
 	}
+	return v, nil
+}
+
+// runEval measures an epoch's held-out figures (an evaluation, package
+// evalpkg): it fetches the package, verifies that it is the request the
+// assignment names, measures it with the Go engine and answers pass with
+// the figures and their digest (the verdict's check), on which the
+// validators asked must agree.
+func (w *Worker) runEval(ctx context.Context, checks Checks, a CheckAssignment) (VerdictReport, error) {
+	v := VerdictReport{CheckAssignment: a}
+	base, err := w.baseFor(ctx, a.Spec, true) // evalpkg.Measure computes with the Go engine
+	if err != nil {
+		return v, err
+	}
+	data, err := w.dataFor(ctx, a.Spec)
+	if err != nil {
+		return v, err
+	}
+	plan, err := jobconf.FromSpecData(a.Job, a.Spec, base, data)
+	if err != nil {
+		return v, err
+	}
+	dir, err := checks.FetchCheck(ctx, a.Package)
+	if err != nil {
+		return v, err
+	}
+	req, err := evalpkg.Read(dir, base.Weights.Cfg)
+	if err != nil {
+		return v, fmt.Errorf("%w: %w", checkpkg.ErrPackage, err)
+	}
+	if got := req.Digest(); req.Info.Job != a.Job || req.Info.Epoch != a.Epoch || a.Node != jobspec.EvalSubject+got || a.Digest != got {
+		return v, fmt.Errorf("%w: package %s holds the evaluation %s of %s epoch %d, not the one asked for", checkpkg.ErrPackage, a.Package, got, req.Info.Job, req.Info.Epoch)
+	}
+	r, err := evalpkg.Measure(plan, base, req, w.c.Threads)
+	if err != nil {
+		return v, err
+	}
+	if w.c.Attack == AttackVerdictPass || w.c.Attack == AttackVerdictFail || w.c.Attack == AttackVerdictFlip {
+		// A lying validator reports the checkpoint better than it is.
+		r.Accuracy = min(1, r.Accuracy+0.25)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return v, err
+	}
+	if v.Check, err = r.Digest(); err != nil {
+		return v, err
+	}
+	v.Outcome, v.Figures = "pass", string(b)
+	v.Detail = fmt.Sprintf("held-out loss %.4f → %.4f, accuracy %.3f, %d syncs scored", r.LossStart, r.LossFinal, r.Accuracy, len(r.Syncs))
 	return v, nil
 }

@@ -37,7 +37,8 @@ type upOptions struct {
 	task, killAt, attack, aggregation, out, modelDir  string
 	byzantine, spotCheckBP, threads                   int
 	evalSize, shardSize                               int    // --eval-size, --shard-size
-	validators                                        int    // --validators N
+	validators                                        int    // --validators N (-1: 2 where hanzod checks on nodes, else 0)
+	modelWork                                         string // --model-work auto|nodes|self
 	validatorAttack                                   string // --validator-attack KIND (the last validator)
 	attackZ, attackEps, attackNoise                   float64
 	attackZSet                                        bool // --attack-z given
@@ -134,7 +135,10 @@ Fault and attack demonstrations:
                          N staked validators check the sampled deltas for
                          hanzod, two verdicts a check, a third when they
                          disagree; the last one lies with the attack, is
-                         outvoted and slashed (docs/validators.md)
+                         outvoted and slashed (docs/validators.md). With
+                         --model DIR hanzod never loads the base: two
+                         validators (the default then) check the deltas
+                         and measure each epoch's held-out figures
   --attack alie|alie-adaptive|ipm|mimic|mimic-noise
                          in-bound attacks of the literature built from the
                          sync's honest updates, which the attackers read
@@ -201,7 +205,8 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.killAt, "kill-worker-at", "", "EPOCH:STEP: kill -9 worker w0 when it reaches that step of that epoch")
 	f.BoolVar(&o.restartKilled, "restart-killed", false, "start the killed worker again 3 s later (same key and data): it re-registers and rejoins at the next epoch boundary")
 	f.IntVar(&o.byzantine, "byzantine", 0, "number of cheating workers (the last K)")
-	f.IntVar(&o.validators, "validators", 0, "run N staked validators (at least 2) and have them, not hanzod, check the job's sampled deltas, two verdicts a check (docs/validators.md)")
+	f.IntVar(&o.validators, "validators", -1, "run N staked validators (at least 2) and have them, not hanzod, check the job's sampled deltas, two verdicts a check (docs/validators.md); default 2 when hanzod's model work runs on nodes (--model DIR), else 0")
+	f.StringVar(&o.modelWork, "model-work", "auto", "hanzod's --model-work: nodes (validators replay, check and evaluate; hanzod never loads the base's weights), self, or auto (nodes for --model DIR, self for the built-in base)")
 	f.StringVar(&o.validatorAttack, "validator-attack", "", "the last validator lies: verdict-pass, verdict-fail or verdict-flip (needs --validators 3 or more)")
 	f.StringVar(&o.attack, "attack", "", "what the cheating workers do: signflip (×−1000), noise (Gaussian), replay (re-sign an old delta), equivocate (two deltas per slot), ring (honest deltas, ×−1000 into the ring all-reduce), alie, alie-adaptive, ipm, mimic, mimic-noise (in-bound, from the honest updates)")
 	f.Float64Var(&o.attackZ, "attack-z", 0, "--attack alie: ALIE's z (default 1.5, or the paper's formula for n and f where it gives more; 0: the honest mean)")
@@ -254,7 +259,7 @@ func (o *upOptions) check() error {
 		return errors.New("--restart-killed needs --kill-worker-at")
 	case (o.byzantine > 0) != (o.attack != ""):
 		return errors.New("--byzantine K and --attack KIND go together")
-	case o.validators == 1 || o.validators < 0 || o.validators > 16:
+	case o.validators == 1 || o.validators < -1 || o.validators > 16:
 		return fmt.Errorf("--validators %d: want 0 (hanzod checks) or 2..16 (two verdicts a check need two validators)", o.validators)
 	case o.validatorAttack != "" && (o.validators < 3 || !strings.HasPrefix(o.validatorAttack, "verdict-") || worker.CheckAttack(o.validatorAttack) != nil):
 		return fmt.Errorf("--validator-attack %q: want verdict-pass, verdict-fail or verdict-flip with --validators 3 or more (two honest ones to outvote it)", o.validatorAttack)
@@ -278,6 +283,19 @@ func (o *upOptions) check() error {
 		return fmt.Errorf("--replicas %d: want 1..9", o.replicas)
 	case o.killLeaderAt != "" && o.replicas < 2:
 		return errors.New("--kill-leader-at needs --replicas 2 or more (a standby to take over)")
+	}
+	mw, err := judge.ParseModelWork(o.modelWork)
+	if err != nil {
+		return fmt.Errorf("--model-work: %w", err)
+	}
+	onNodes := mw == judge.ModelWorkNodes || (mw == judge.ModelWorkAuto && o.modelDir != "")
+	switch {
+	case o.validators == -1 && onNodes:
+		o.validators = 2 // hanzod has no model to check with: validators do it
+	case o.validators == -1:
+		o.validators = 0
+	case o.validators == 0 && onNodes:
+		return fmt.Errorf("--validators 0 with --model-work %s: hanzod does not load the base, so validators check and evaluate every epoch; run 2 or more (or --model-work self)", mw)
 	}
 	if o.killLeaderAt != "" {
 		if _, _, err := parseKillAt(o.killLeaderAt); err != nil {
@@ -406,7 +424,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	defer cancel()
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
-	cfg.EvalSize, cfg.ShardSize = o.evalSize, o.shardSize
+	cfg.EvalSize, cfg.ShardSize, cfg.ModelWork = o.evalSize, o.shardSize, o.modelWork
 	if o.keySeed >= 0 {
 		cfg.Key = localcluster.SeededKeys(uint64(o.keySeed))
 	}
@@ -421,8 +439,10 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		if cfg.ModelDir, err = filepath.Abs(o.modelDir); err != nil {
 			return nil, err
 		}
-		if _, err := loadBase(cfg.ModelDir); err != nil {
-			return nil, err
+		// Checked as hanzod reads it: config, tokenizer and the
+		// safetensors headers, no weights decoded in this process.
+		if _, err := basemodel.OpenConfig(cfg.ModelDir); err != nil {
+			return nil, fmt.Errorf("--model %s: %w", o.modelDir, err)
 		}
 		root, err := basecache.DirCID(ctx, cfg.ModelDir)
 		if err != nil {

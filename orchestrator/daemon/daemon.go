@@ -114,6 +114,9 @@ type Config struct {
 	// checkpoint accuracy and per delta score (0: judge.Config's
 	// defaults, 500 and 128); tests make them small.
 	EvalSize, ShardSize int
+	// ModelWork is judge.Config.ModelWork: where replays, trace checks and
+	// held-out evaluations run (auto, nodes or self).
+	ModelWork string
 	// Outliers is the validator's outlier replay configuration
 	// (judge.Config.Outliers).
 	Outliers merge.OutlierConfig
@@ -642,7 +645,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 		blobs = vs.Blobs()
 	}
 	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Blobs: blobs, Key: key, MinStake: cfg.OrchestratorStake, Store: d.arts, Threads: threads, Bases: bases, Datasets: datasets,
-		EpochGrace: cfg.EpochGrace, BlobRetention: cfg.BlobRetention, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, Log: d.log.With("part", "judge")}, d.eng)
+		EpochGrace: cfg.EpochGrace, BlobRetention: cfg.BlobRetention, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, ModelWork: cfg.ModelWork, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/checkpkg"
+	"github.com/zooai/gym/evalpkg"
 	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/llama"
@@ -192,9 +193,10 @@ func (j *Judge) ask(ctx context.Context, job, key, digest, pkg string) (bool, er
 	var ch *state.Check
 	var candidates []string
 	k := 0
+	onNodes := false
 	j.eng.View(func(m *state.Machine) {
 		jb, _ := m.Job(job)
-		k = jb.Spec.Validators
+		k, onNodes = j.checkK(jb.Spec), j.OnNodes(jb.Spec.Model)
 		if c := jb.Checks[key]; c != nil {
 			cc := *c
 			cc.Asks = slices.Clone(c.Asks)
@@ -226,7 +228,7 @@ func (j *Judge) ask(ctx context.Context, job, key, digest, pkg string) (bool, er
 		if err != nil {
 			return false, err
 		}
-		if _, err := j.eng.Do(ctx, state.AssignCheck{Job: job, Slot: sl, Digest: digest, Package: pkg, Validator: v}); err != nil {
+		if _, err := j.eng.Do(ctx, state.AssignCheck{Job: job, Slot: sl, Digest: digest, Package: pkg, Validator: v, K: k}); err != nil {
 			if errors.Is(err, state.ErrPrecondition) {
 				continue // the validator went away between the view and the command
 			}
@@ -236,6 +238,19 @@ func (j *Judge) ask(ctx context.Context, job, key, digest, pkg string) (bool, er
 		j.log.Info("validator asked for a check", "job", job, "slot", key, "validator", short(v), "round", len(asked))
 		asked = append(asked, v)
 	}
+	if open == 0 && onNodes {
+		// hanzod has no model to check with: the merge waits for a
+		// validator to register (or for one to come back).
+		j.mu.Lock()
+		first := !j.starved[job+"/"+key]
+		j.starved[job+"/"+key] = true
+		j.mu.Unlock()
+		if first {
+			j.log.Warn("no validator can be asked and hanzod has no model to check with: the merge waits for a validator "+
+				"(gym worker --role validator, bonded; docs/validators.md)", "job", job, "slot", key, "asked_before", len(asked))
+		}
+		return true, nil
+	}
 	if open == 0 {
 		j.log.Warn("no validator can be asked for a check: hanzod checks it", "job", job, "slot", key, "asked_before", len(asked))
 		j.mu.Lock()
@@ -244,6 +259,97 @@ func (j *Judge) ask(ctx context.Context, job, key, digest, pkg string) (bool, er
 		return false, nil
 	}
 	return true, nil
+}
+
+// checkK is how many agreeing verdicts a check of a job with spec s asks:
+// the job's validators, or verdict.MinK for a job that asks none but whose
+// model work runs on nodes (OnNodes); 0: hanzod checks it itself.
+func (j *Judge) checkK(s jobspec.Spec) int {
+	switch {
+	case s.Validators >= verdict.MinK:
+		return s.Validators
+	case j.OnNodes(s.Model):
+		return verdict.MinK
+	}
+	return 0
+}
+
+// measured returns the figures validators measured for the evaluation
+// req of jb's epoch, who agreed on them, or why none can be had (the
+// check decided without agreeing figures: the epoch is published
+// unscored). Neither: the evaluation is not decided; its package is
+// published and validators asked as it needs (the merge waits).
+func (j *Judge) measured(ctx context.Context, jb state.Job, plan jobconf.Plan, req *evalpkg.Request) (*evalpkg.Results, []string, string, error) {
+	dg := req.Digest()
+	key := jobspec.EvalSlot(jb.Epoch, dg).String()
+	var ch *state.Check
+	j.eng.View(func(m *state.Machine) {
+		if cur, ok := m.Job(jb.ID); ok && cur.Checks[key] != nil {
+			ch = cur.Clone().Checks[key]
+		}
+	})
+	if ch != nil {
+		if dec := ch.Decision(); dec.Decided {
+			answered := answeredAsks(ch)
+			var who []string
+			for _, i := range dec.Agree {
+				who = append(who, answered[i].Validator)
+			}
+			want, ok := verdict.MeasuredDigest(dec.Outcome)
+			if !ok || len(dec.Agree) == 0 {
+				return nil, who, fmt.Sprintf("no %d of %d validators agreed on the held-out figures", verdict.Quorum(ch.K), len(ch.Asks)), nil
+			}
+			r, err := evalpkg.ParseResults(answered[dec.Agree[0]].Verdict.Figures, req.Info)
+			if err == nil {
+				var got string
+				if got, err = r.Digest(); err == nil && got != want {
+					err = fmt.Errorf("figures of digest %s under an answer naming %s", got, want)
+				}
+			}
+			if err != nil {
+				return nil, who, "the figures validators agreed on do not answer the evaluation: " + err.Error(), nil
+			}
+			return &r, who, "", nil
+		}
+	}
+	pkg, err := j.evalPackage(ctx, jb, plan, req)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if _, err := j.ask(ctx, jb.ID, key, dg, pkg); err != nil {
+		return nil, nil, "", err
+	}
+	return nil, nil, "", nil
+}
+
+// evalPackage writes and publishes the package of an evaluation (once per
+// process and request; the same request gives the same CID on any
+// replica).
+func (j *Judge) evalPackage(ctx context.Context, jb state.Job, plan jobconf.Plan, req *evalpkg.Request) (string, error) {
+	dg := req.Digest()
+	k := jb.ID + "/" + dg
+	j.mu.Lock()
+	pkg, ok := j.evalPkgs[k]
+	j.mu.Unlock()
+	if ok {
+		return pkg, nil
+	}
+	dir := filepath.Join(j.cfg.DataDir, "evals", jb.ID, dg)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if err := evalpkg.Write(dir, req, peft.Card{BaseModel: plan.Base.Name, BaseSHA3: plan.Base.SHA3, Job: jb.ID, Epoch: jb.Epoch}); err != nil {
+		return "", err
+	}
+	rec, err := j.cfg.Store.Publish(ctx, dir, store.Meta{Kind: artifact.KindCheck, Name: jb.ID + "/eval-" + dg[:16]}, j.cfg.Key, j.cfg.Now())
+	if err != nil {
+		return "", fmt.Errorf("judge: publish the evaluation package of epoch %d of %s: %w", jb.Epoch, jb.ID, err)
+	}
+	j.log.Info("held-out evaluation asked of validators", "job", jb.ID, "epoch", jb.Epoch, "package", rec.Root, "figures", req.Values())
+	j.mu.Lock()
+	j.evalPkgs[k] = rec.Root
+	j.mu.Unlock()
+	return rec.Root, nil
 }
 
 // checkPackage writes and publishes the package of a pending check

@@ -385,7 +385,8 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	if err != nil {
 		return fmt.Errorf("judge: checkpoint of epoch %d: %w", e-1, err)
 	}
-	delegated := jb.Spec.Validators >= verdict.MinK
+	onNodes := j.OnNodes(jb.Spec.Model)
+	delegated := j.checkK(jb.Spec) >= verdict.MinK
 	if delegated {
 		// The merge waits for the verdicts of the checks an earlier
 		// evaluation delegated (asking more validators as needed).
@@ -398,6 +399,10 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		return err
 	}
 	in.StartOuter = startOuter
+	if onNodes {
+		// No model here: every check and the evaluation go to validators.
+		in.OnNodes, in.Replay = true, nil
+	}
 	var dl *delegation
 	if delegated {
 		dl = &delegation{j: j, job: jb.ID, e: e, plan: plan, self: in.CheckTraces}
@@ -431,6 +436,26 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		// is discarded and repeated when their verdicts are in.
 		j.log.Info("merge waits for validators", "job", jb.ID, "epoch", e, "checks", len(dl.pending))
 		return j.delegate(ctx, jb, plan, dl.pending)
+	}
+	if res.Evaluation != nil {
+		// Merged without a model: the held-out figures are the
+		// validators' to measure; the merge waits for them.
+		m, who, why, err := j.measured(ctx, jb, plan, res.Evaluation)
+		if err != nil || (m == nil && why == "") {
+			return err
+		}
+		if why != "" {
+			j.log.Warn("epoch published unscored", "job", jb.ID, "epoch", e, "reason", why)
+		}
+		in.Measured, in.Unmeasured = m, why
+		dl.pending = nil
+		if res, err = epoch.Evaluate(ctx, in); err != nil {
+			return err
+		}
+		if res.Evaluation != nil || res.Pending > 0 || len(dl.pending) > 0 {
+			return fmt.Errorf("judge: epoch %d of %s changed while it was measured; evaluating again", e, jb.ID)
+		}
+		res.Report.Evaluators = who
 	}
 	if delegated {
 		res.Rewards = j.settleChecks(ctx, jb.ID, e, res.Rewards)
@@ -525,6 +550,9 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 		SpotCheckBP: jb.Spec.SpotCheckShare(), SpotKey: j.cfg.Key.Seed(), Start: start,
 		Base: plan.Base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights, Outliers: j.cfg.Outliers,
 		Replay: epoch.Retrain(plan.Base, plan, e, j.cfg.Threads)}
+	if plan.Base.ConfigOnly {
+		in.Replay = nil // nothing to replay with: Evaluate runs on nodes
+	}
 	template := start.Zeroed()
 	for sl, dig := range jb.Slots {
 		if sl.Epoch != e {

@@ -27,7 +27,7 @@ func TestPlanCache(t *testing.T) {
 	byCID.Name = root
 	bases := &fakeBases{base: &byCID}
 	calls := 0
-	j := &Judge{base: base, plans: map[string]cachedPlan{}, cfg: Config{Bases: bases, NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base, data *task.Data) (jobconf.Plan, error) {
+	j := &Judge{base: base, plans: map[string]cachedPlan{}, loaded: map[string]bool{}, cfg: Config{Bases: bases, ModelWork: ModelWorkSelf, NewPlan: func(id string, s jobspec.Spec, b *basemodel.Base, data *task.Data) (jobconf.Plan, error) {
 		calls++
 		if want := map[string]*basemodel.Base{jobconf.BuiltinModel: base, root: &byCID}[s.Model]; b != want {
 			t.Errorf("the plan of model %s was derived from base %s", s.Model, b.Name)
@@ -84,6 +84,10 @@ type fakeBases struct {
 	base  *basemodel.Base
 	err   error
 	opens int
+}
+
+func (f *fakeBases) OpenConfig(_ context.Context, root cid.Cid) (*basemodel.Base, error) {
+	return nil, errors.New("test: OpenConfig on a judge that checks with the base itself")
 }
 
 func (f *fakeBases) Open(_ context.Context, root cid.Cid) (*basemodel.Base, error) {

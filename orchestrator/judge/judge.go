@@ -139,6 +139,14 @@ type Config struct {
 	// artifact store, verified against the CID, parsed once per process
 	// (basecache.Cache). nil: only jobs on Base are judged.
 	Bases Bases
+	// ModelWork says where the work that needs a job's base model runs —
+	// replays, trace checks, the held-out evaluation of each epoch
+	// (docs/validators.md, "Evaluations"): ModelWorkNodes, on validators
+	// only (hanzod reads a base's config and tokenizer, never its
+	// weights); ModelWorkSelf, by hanzod itself where the job asks no
+	// validators; ModelWorkAuto (""), on nodes for a base named by CID and
+	// by hanzod for the built-in base and Base.
+	ModelWork string
 	// Datasets resolves the datasets jobs name by CID: from hanzod's own
 	// artifact store, verified against the CID (a basecache.Cache of
 	// artifact.KindDataset). nil: only jobs on built-in tasks are judged.
@@ -151,9 +159,30 @@ type Config struct {
 	Now     func() time.Time
 }
 
-// Bases resolves base models named by CID (basecache.Cache implements it).
+// Bases resolves base models named by CID (basecache.Cache implements it):
+// Open parses the weights, OpenConfig only the config and tokenizer (and
+// hashes the directory for its SHA3).
 type Bases interface {
 	Open(ctx context.Context, root cid.Cid) (*basemodel.Base, error)
+	OpenConfig(ctx context.Context, root cid.Cid) (*basemodel.Base, error)
+}
+
+// Where the work that needs a base model runs (Config.ModelWork).
+const (
+	ModelWorkAuto  = "auto"
+	ModelWorkNodes = "nodes"
+	ModelWorkSelf  = "self"
+)
+
+// ParseModelWork checks a ModelWork setting ("" is ModelWorkAuto).
+func ParseModelWork(s string) (string, error) {
+	switch s {
+	case "", ModelWorkAuto:
+		return ModelWorkAuto, nil
+	case ModelWorkNodes, ModelWorkSelf:
+		return s, nil
+	}
+	return "", fmt.Errorf("judge: model work %q: want auto, nodes or self", s)
 }
 
 // Datasets resolves datasets named by CID to their verified directories
@@ -182,14 +211,17 @@ type Judge struct {
 	// checks it.
 	pendingChecks map[string][]pendingCheck
 	selfCheck     map[string]bool
+	starved       map[string]bool   // job/slot → warned that no validator can be asked
+	evalPkgs      map[string]string // job/request digest → the evaluation package's CID
 
 	history eventHistory // the log's ring configurations and money, read incrementally
 
 	pmu   sync.Mutex // a leaf lock: held only around the plans map
 	plans map[string]cachedPlan
 
-	bmu     sync.Mutex      // a leaf lock: held only around builtin
+	bmu     sync.Mutex      // a leaf lock: held only around builtin and loaded
 	builtin *basemodel.Base // parsed when a job needs it and base is another
+	loaded  map[string]bool // bases named by CID whose weights were decoded
 	tmu     sync.Mutex      // a leaf lock: held only around the templates map
 
 	cmu      sync.Mutex
@@ -238,6 +270,7 @@ func (j *Judge) WriteMetrics(w io.Writer) {
 	for _, o := range []string{"equivocation", "replay", "norm", "spot_check", "trace_check"} {
 		fmt.Fprintf(w, "gym_hanzod_slashes_total{offence=%q} %d\n", o, j.slashes[o])
 	}
+	fmt.Fprintf(w, "# HELP gym_hanzod_bases_loaded Base models named by CID whose weights this hanzod decoded (0 while their model work runs on validators).\n# TYPE gym_hanzod_bases_loaded gauge\ngym_hanzod_bases_loaded %d\n", j.BaseLoads())
 	fmt.Fprintf(w, "# HELP gym_hanzod_merges_total Epochs merged and published.\n# TYPE gym_hanzod_merges_total counter\ngym_hanzod_merges_total %d\n", j.merges)
 	fmt.Fprintf(w, "# HELP gym_hanzod_merge_seconds_total Time spent validating, merging and publishing epochs.\n# TYPE gym_hanzod_merge_seconds_total counter\ngym_hanzod_merge_seconds_total %g\n", j.mergeSec)
 	fmt.Fprintf(w, "# HELP gym_hanzod_blobs_deleted_total Blobs (accepted deltas and their traces, evidence) of settled jobs deleted by this replica.\n# TYPE gym_hanzod_blobs_deleted_total counter\ngym_hanzod_blobs_deleted_total %d\n", j.freed.Blobs)
@@ -290,13 +323,18 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	if cfg.NewPlan == nil {
 		cfg.NewPlan = jobconf.FromSpecData
 	}
+	mw, err := ParseModelWork(cfg.ModelWork)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ModelWork = mw
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
 		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{}, ready: map[string]bool{},
-		pendingChecks: map[string][]pendingCheck{}, selfCheck: map[string]bool{},
+		pendingChecks: map[string][]pendingCheck{}, selfCheck: map[string]bool{}, starved: map[string]bool{}, evalPkgs: map[string]string{},
 		settledAt: map[string]time.Time{}, reclaimed: map[string]bool{},
 		templates: map[string]*llama.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
-		plans: map[string]cachedPlan{},
+		plans: map[string]cachedPlan{}, loaded: map[string]bool{},
 	}
 	return j, nil
 }
@@ -350,10 +388,43 @@ func (j *Judge) plan(id string, s jobspec.Spec) (jobconf.Plan, error) {
 	return p, err
 }
 
+// OnNodes reports whether the work that needs model's weights runs on
+// validators (Config.ModelWork): then the judge never loads them.
+func (j *Judge) OnNodes(model string) bool {
+	switch j.cfg.ModelWork {
+	case ModelWorkNodes:
+		return true
+	case ModelWorkSelf:
+		return false
+	}
+	_, byCID, err := jobspec.ModelCID(model)
+	return err == nil && byCID && model != j.base.Name
+}
+
+// configOnly is base without its weights (what a judge on nodes keeps of
+// the built-in base or Base).
+func configOnly(b *basemodel.Base) *basemodel.Base {
+	return &basemodel.Base{Name: b.Name, Weights: &llama.Weights{Cfg: b.Weights.Cfg}, Tokenizer: b.Tokenizer, SHA3: b.SHA3, ConfigOnly: true}
+}
+
+// BaseLoads is how many bases named by CID this judge decoded the weights
+// of (0 while every job's model work runs on nodes).
+func (j *Judge) BaseLoads() int {
+	j.bmu.Lock()
+	defer j.bmu.Unlock()
+	return len(j.loaded)
+}
+
 // baseFor returns the base model a job names: the judge's own (Base), or a
 // base named by CID from Bases (hanzod's store: verified, parsed once).
+// For a job whose model work runs on nodes (OnNodes) it is a ConfigOnly
+// base: the config, tokenizer and SHA3, no weights.
 func (j *Judge) baseFor(ctx context.Context, model string) (*basemodel.Base, error) {
+	onNodes := j.OnNodes(model)
 	if model == j.base.Name {
+		if onNodes {
+			return configOnly(j.base), nil
+		}
 		return j.base, nil
 	}
 	root, byCID, err := jobspec.ModelCID(model)
@@ -368,11 +439,22 @@ func (j *Judge) baseFor(ctx context.Context, model string) (*basemodel.Base, err
 				return nil, err
 			}
 		}
+		if onNodes {
+			return configOnly(j.builtin), nil
+		}
 		return j.builtin, nil
 	case j.cfg.Bases == nil:
 		return nil, fmt.Errorf("judge: no base-model store to find %s in", model)
+	case onNodes:
+		return j.cfg.Bases.OpenConfig(ctx, root)
 	}
-	return j.cfg.Bases.Open(ctx, root)
+	b, err := j.cfg.Bases.Open(ctx, root)
+	if err == nil {
+		j.bmu.Lock()
+		j.loaded[root.String()] = true
+		j.bmu.Unlock()
+	}
+	return b, err
 }
 
 // dataFor returns the rows of the dataset spec s names by CID (from

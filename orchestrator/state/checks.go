@@ -49,16 +49,12 @@ type Verdict struct {
 	Sig       []byte `json:"sig"`
 }
 
-// EvalSubject begins the subject of an epoch's held-out evaluation (a
-// check that measures figures instead of checking a delta, package
-// evalpkg): its slot is EvalSlot's, its digest the request's.
-const EvalSubject = "@eval/"
+// EvalSubject and EvalSlot name an epoch's held-out evaluation (a check
+// that measures figures instead of checking a delta, package evalpkg).
+const EvalSubject = jobspec.EvalSubject
 
-// EvalSlot is the slot of the evaluation of epoch whose request has
-// digest digest. Node ids are hex keys, so it names no node.
-func EvalSlot(epoch int, digest string) jobspec.Slot {
-	return jobspec.Slot{Epoch: epoch, Node: EvalSubject + digest}
-}
+// EvalSlot is jobspec.EvalSlot.
+func EvalSlot(epoch int, digest string) jobspec.Slot { return jobspec.EvalSlot(epoch, digest) }
 
 // IsEval reports whether the check is an epoch's evaluation.
 func (c *Check) IsEval() bool { return strings.HasPrefix(c.Node, EvalSubject) }

@@ -246,15 +246,18 @@ type Report struct {
 	Unmeasured string `json:"unmeasured,omitempty"`
 	// Evaluators are the validators whose agreeing figures scored the
 	// epoch (on nodes; empty where hanzod measured them itself).
-	Evaluators    []string `json:"evaluators,omitempty"`
-	LossBefore    float64  `json:"loss_before"`
-	LossAfter     float64  `json:"loss_after"`
-	Accuracy      float64  `json:"accuracy"`
-	Quality       float64  `json:"quality"` // mean over accepted deltas
-	CID           string   `json:"cid"`
-	WeightsCID    string   `json:"weights_cid"`
-	MergeSeconds  float64  `json:"merge_seconds"`
-	CheckpointDir string   `json:"checkpoint_dir"`
+	Evaluators []string `json:"evaluators,omitempty"`
+	// AccuracyBefore is the start's held-out accuracy (the base's),
+	// measured in the first epoch (0 in the others).
+	AccuracyBefore float64 `json:"accuracy_before,omitempty"`
+	LossBefore     float64 `json:"loss_before"`
+	LossAfter      float64 `json:"loss_after"`
+	Accuracy       float64 `json:"accuracy"`
+	Quality        float64 `json:"quality"` // mean over accepted deltas
+	CID            string  `json:"cid"`
+	WeightsCID     string  `json:"weights_cid"`
+	MergeSeconds   float64 `json:"merge_seconds"`
+	CheckpointDir  string  `json:"checkpoint_dir"`
 }
 
 // Slash is a proven offence to punish: the node is slashed, with its
@@ -633,7 +636,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		m = nil
 	}
 	if m != nil {
-		if err := m.Fits(evalpkg.Info{Syncs: scoredSyncs()}); err != nil {
+		if err := m.Fits(evalpkg.Info{Syncs: scoredSyncs(), StartAccuracy: e == 1}); err != nil {
 			return nil, fmt.Errorf("epoch: the measured figures do not answer this evaluation: %w", err)
 		}
 	}
@@ -641,7 +644,10 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	if in.OnNodes && !measuring {
 		rep.Unmeasured = in.Unmeasured
 	}
-	req := &evalpkg.Request{Info: evalpkg.Info{Job: in.Job, Epoch: e, ShardSize: in.ShardSize, EvalSize: in.EvalSize, Syncs: scoredSyncs()}, Start: in.Start}
+	// On nodes the first epoch also asks for the start's accuracy (the
+	// base's), so that nobody needs the model to say what training gained.
+	req := &evalpkg.Request{Info: evalpkg.Info{Job: in.Job, Epoch: e, ShardSize: in.ShardSize, EvalSize: in.EvalSize, Syncs: scoredSyncs(), StartAccuracy: e == 1},
+		Start: in.Start}
 	T := in.Start.Clone()
 	outerT := startOuter() // the same outer optimiser along T, on the merged updates
 	switch {
@@ -773,8 +779,13 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		if rep.Accuracy, err = meter.Accuracy(T); err != nil {
 			return nil, err
 		}
+		if e == 1 {
+			if rep.AccuracyBefore, err = meter.Accuracy(in.Start); err != nil {
+				return nil, err
+			}
+		}
 	case m != nil:
-		rep.LossAfter, rep.Accuracy = m.LossFinal, m.Accuracy
+		rep.LossAfter, rep.Accuracy, rep.AccuracyBefore = m.LossFinal, m.Accuracy, m.AccuracyStart
 	}
 	res.Merged, res.Outer = T, outerT
 	res.Rewards = Rewards(plan, rep.Scores)

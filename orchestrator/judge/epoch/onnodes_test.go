@@ -63,7 +63,7 @@ func TestEvaluateOnNodes(t *testing.T) {
 	if req == nil || first.Merged != nil || len(first.Rewards) != 0 {
 		t.Fatalf("first pass: evaluation %v, merged %v, %d rewards: want a request and a stop", req != nil, first.Merged != nil, len(first.Rewards))
 	}
-	if len(req.Info.Syncs) != 6 || req.Values() != 3+6*4 || req.Info.Final != jobconf.Digest(want.Merged) {
+	if len(req.Info.Syncs) != 6 || req.Values() != 4+6*4 || req.Info.Final != jobconf.Digest(want.Merged) {
 		t.Fatalf("request of %d syncs, %d values, final %s (the self judge's checkpoint is %s)", len(req.Info.Syncs), req.Values(), req.Info.Final, jobconf.Digest(want.Merged))
 	}
 
@@ -106,6 +106,9 @@ func TestEvaluateOnNodes(t *testing.T) {
 	}
 	// The self judge replayed the go deltas; on nodes they were checked
 	// from their traces. Everything else is the same.
+	if res.Report.AccuracyBefore == 0 {
+		t.Error("the first epoch's start accuracy was not measured")
+	}
 	if len(res.Report.TraceChecks) != len(ds) || calls == 0 {
 		t.Fatalf("%d trace checks on nodes, %d replays by the self judge", len(res.Report.TraceChecks), calls)
 	}
