@@ -443,6 +443,10 @@ func TestUpValidatorsRefuses(t *testing.T) {
 		{[]string{"up", "--validators", "-2"}, "--validators -2"},
 		{[]string{"up", "--validators", "2", "--validator-attack", "verdict-flip"}, "--validator-attack"},
 		{[]string{"up", "--validators", "3", "--validator-attack", "signflip"}, "--validator-attack"},
+		// hanzod never loads a model given by --model: someone must check
+		{[]string{"up", "--model", "some-dir", "--validators", "0"}, "--validators 0 with --model-work auto"},
+		{[]string{"up", "--model-work", "nodes", "--validators", "0"}, "--validators 0 with --model-work nodes"},
+		{[]string{"up", "--model-work", "gpu"}, "--model-work"},
 	} {
 		if r := gym(t, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("gym %v: exit %d, want 2 naming %s\n%s", c.args, r.code, c.want, r.stderr)
