@@ -119,6 +119,9 @@ type Config struct {
 	Backends  []string
 	Python    string
 	PythonEnv []string
+	// TorchDevice and TorchDType are the torch workers' --torch-device
+	// (cpu, cuda, cuda:N; "": cpu) and --torch-dtype ("": the base's).
+	TorchDevice, TorchDType string
 	// Key, when set, gives worker i its key (reproducible tests); by
 	// default each worker gets a fresh one.
 	Key func(i int) ed25519.PrivateKey
@@ -493,6 +496,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)
+	if cfg.ModelDir != "" {
+		// Members fetch and verify the base before they report their
+		// links: a real-size one takes minutes (hanzod's default is 10).
+		s.ProvisionTimeout = 10 * time.Minute
+	}
 	if cfg.CheckTimeout > 0 {
 		s.CheckTimeout = cfg.CheckTimeout
 	}
@@ -1053,6 +1061,12 @@ func (c *Cluster) startProcess(w *Worker) error {
 		if cfg.Python != "" {
 			args = append(args, "--python", cfg.Python)
 		}
+		if cfg.TorchDevice != "" {
+			args = append(args, "--torch-device", cfg.TorchDevice)
+		}
+		if cfg.TorchDType != "" {
+			args = append(args, "--torch-dtype", cfg.TorchDType)
+		}
 	}
 	cmd := exec.Command(cfg.Gym, args...)
 	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=2"), cfg.PythonEnv...)
@@ -1161,7 +1175,7 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	}
 	var tb *torch.Backend
 	if c.backendOf(w) == backend.Torch {
-		if tb, err = torch.New(c.ctx, torch.Options{Python: cfg.Python, Env: cfg.PythonEnv, BaseDir: cfg.ModelDir, Log: logf}); err != nil {
+		if tb, err = torch.New(c.ctx, torch.Options{Python: cfg.Python, Env: cfg.PythonEnv, BaseDir: cfg.ModelDir, Log: logf, Device: cfg.TorchDevice, DType: cfg.TorchDType}); err != nil {
 			logf.Close()
 			evf.Close()
 			nc.Close()

@@ -28,6 +28,9 @@ import time
 
 # Qwen3 shapes by size (billions of parameters, the vocabulary being the built-in tokenizer's).
 SHAPES = {
+    # the test suite's (scripts/gpu-check.sh --size tiny): seconds to make and train on a CPU
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16),
     "0.5": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=40, num_attention_heads=16,
                 num_key_value_heads=8, head_dim=64),
     "2": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=36, num_attention_heads=16,

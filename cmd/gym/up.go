@@ -48,6 +48,8 @@ type upOptions struct {
 	timeout                                           time.Duration
 	ipfs                                              string
 	backend, python                                   string
+	torchDevice, torchDType                           string // --torch-device, --torch-dtype
+	use4bit                                           bool   // --use-4bit: the job's gspo.use_4bit
 	backends                                          []string // --backend parsed, one per worker
 	replicas                                          int
 	killLeaderAt                                      string
@@ -221,6 +223,9 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.ipfs, "ipfs", os.Getenv("IPFS_URL"), "kubo RPC URL (http://HOST:5001): hanzod pins every checkpoint there; the summary says whether it did [IPFS_URL]")
 	f.BoolVar(&o.noOutlierReplays, "no-outlier-replays", false, "hanzod replays only the keyed spot-check share, not the outliers of each sync (to measure the attacks without that defence)")
 	f.MarkHidden("no-outlier-replays")
+	f.StringVar(&o.torchDevice, "torch-device", "", "the torch workers' device: cpu, cuda or cuda:N (default cpu)")
+	f.StringVar(&o.torchDType, "torch-dtype", "", "the torch workers' dtype: float32 or bfloat16 (default: the base's)")
+	f.BoolVar(&o.use4bit, "use-4bit", false, "the job asks for 4-bit NF4 quantization of the base (gspo.use_4bit; torch workers on CUDA with bitsandbytes, refused elsewhere)")
 	f.StringVar(&o.backend, "backend", "go", "training backend of the workers: go or torch, or one per worker, comma-separated (go,go,torch,torch)")
 	f.StringVar(&o.python, "python", "", "torch workers' Python interpreter (default $GYM_PYTHON, else python3)")
 	f.IntVar(&o.replicas, "replicas", 1, "hanzod replicas: more than 1 runs them over a Valkey server started by the command")
@@ -425,6 +430,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
 	cfg.EvalSize, cfg.ShardSize, cfg.ModelWork = o.evalSize, o.shardSize, o.modelWork
+	cfg.TorchDevice, cfg.TorchDType = o.torchDevice, o.torchDType
 	if o.keySeed >= 0 {
 		cfg.Key = localcluster.SeededKeys(uint64(o.keySeed))
 	}
@@ -543,6 +549,7 @@ func upSpec(o upOptions, model string) jobspec.Spec {
 		g.OuterLR = o.outerLR
 	}
 	g.OuterMomentum = o.outerMomentum
+	g.Use4Bit = o.use4bit
 	s := jobspec.Spec{
 		Model: model, Dataset: o.task, Epochs: o.epochs, MinNodes: o.workers, MaxNodes: o.workers,
 		Aggregation: o.aggregation, Byzantine: o.byzantine, SpotCheckBP: o.spotCheckBP,

@@ -61,6 +61,7 @@ type settings struct {
 	EpochGrace     string `json:"epoch-grace"`
 	CheckTimeout   string `json:"check-timeout"`
 	ModelWork      string `json:"model-work"`
+	Provision      string `json:"provision-timeout"`
 	BlobRetention  string `json:"blob-retention"`
 	IPFS           string `json:"ipfs"`
 	Key            string `json:"key"`
@@ -83,7 +84,7 @@ var envNames = map[string]string{
 	"tls-cert": "HANZOD_TLS_CERT", "tls-key": "HANZOD_TLS_KEY", "insecure": "HANZOD_INSECURE",
 	"admin-token-file": "HANZOD_ADMIN_TOKEN_FILE", "log-level": "HANZOD_LOG_LEVEL",
 	"artifacts": "HANZOD_ARTIFACTS", "artifacts-advertise": "HANZOD_ARTIFACTS_ADVERTISE", "threads": "HANZOD_THREADS",
-	"epoch-grace": "HANZOD_EPOCH_GRACE", "check-timeout": "HANZOD_CHECK_TIMEOUT", "model-work": "HANZOD_MODEL_WORK", "blob-retention": "HANZOD_BLOB_RETENTION", "ipfs": "HANZOD_IPFS_URL", "key": "HANZOD_KEY",
+	"epoch-grace": "HANZOD_EPOCH_GRACE", "check-timeout": "HANZOD_CHECK_TIMEOUT", "model-work": "HANZOD_MODEL_WORK", "provision-timeout": "HANZOD_PROVISION_TIMEOUT", "blob-retention": "HANZOD_BLOB_RETENTION", "ipfs": "HANZOD_IPFS_URL", "key": "HANZOD_KEY",
 	"ledger": "HANZOD_LEDGER", "rpc": "HANZOD_RPC", "chain-id": "HANZOD_CHAIN_ID", "contracts": "HANZOD_CONTRACTS",
 	"chain-key": "HANZOD_CHAIN_KEY", "chain-accounts": "HANZOD_CHAIN_ACCOUNTS", "confirmations": "HANZOD_CONFIRMATIONS",
 	"epoch-reward": "HANZOD_EPOCH_REWARD", "reward-per-sample": "HANZOD_REWARD_PER_SAMPLE", "min-epoch-samples": "HANZOD_MIN_EPOCH_SAMPLES",
@@ -122,7 +123,7 @@ func loadSettings(args []string) (daemon.Config, slog.Level, settings, error) {
 func parseSettings(args []string) (daemon.Config, slog.Level, settings, error) {
 	def := daemon.DefaultConfig()
 	s := settings{Listen: def.Listen, Metrics: def.Metrics, Store: def.Store, ValkeyPrefix: def.ValkeyPrefix, Lease: def.LeaseTTL.String(), LogLevel: "info",
-		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: "2m", CheckTimeout: "10m", ModelWork: "auto", BlobRetention: "1h", Ledger: "embedded", ChainID: chainIDDefault, Confirmations: 1,
+		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: "2m", CheckTimeout: "10m", ModelWork: "auto", Provision: "10m", BlobRetention: "1h", Ledger: "embedded", ChainID: chainIDDefault, Confirmations: 1,
 		EpochReward: gym(def.Engine.State.EpochReward), RewardPerSample: gym(def.Engine.State.RewardPerSample), MinEpochSamples: def.Engine.State.MinEpochSamples}
 
 	fs := flag.NewFlagSet("hanzod", flag.ContinueOnError)
@@ -158,6 +159,7 @@ as keys), then the environment variable in brackets, then flags.
 	fs.IntVar(&f.Threads, "threads", s.Threads, "threads for validation, replay and evaluation [HANZOD_THREADS]")
 	fs.StringVar(&f.EpochGrace, "epoch-grace", s.EpochGrace, "how long an epoch waits for members that have not finished once the first has [HANZOD_EPOCH_GRACE]")
 	fs.StringVar(&f.ModelWork, "model-work", s.ModelWork, "where the work that needs a base model runs: nodes (validators replay, check and evaluate; hanzod never loads a base's weights), self (hanzod does it where a job asks no validators), or auto (nodes for a base named by CID, self for the built-in base) (docs/validators.md) [HANZOD_MODEL_WORK]")
+	fs.StringVar(&f.Provision, "provision-timeout", s.Provision, "how long a job's members have, once assigned, to fetch and verify its base and dataset and report their links before the job fails (a real-size base takes minutes) [HANZOD_PROVISION_TIMEOUT]")
 	fs.StringVar(&f.CheckTimeout, "check-timeout", s.CheckTimeout, "how long a validator has for a check before another is asked (docs/validators.md) [HANZOD_CHECK_TIMEOUT]")
 	fs.StringVar(&f.BlobRetention, "blob-retention", s.BlobRetention, "how long a settled job's accepted deltas and evidence stay in the blob store before the leader deletes them [HANZOD_BLOB_RETENTION]")
 	fs.StringVar(&f.IPFS, "ipfs", "", "kubo RPC URL, e.g. http://ipfs:5001: pin every published checkpoint there, retrying until it is pinned [HANZOD_IPFS_URL, IPFS_URL]")
@@ -230,6 +232,8 @@ as keys), then the environment variable in brackets, then flags.
 			s.CheckTimeout = v
 		case "model-work":
 			s.ModelWork = v
+		case "provision-timeout":
+			s.Provision = v
 		case "blob-retention":
 			s.BlobRetention = v
 		case "ipfs":
@@ -308,6 +312,9 @@ as keys), then the environment variable in brackets, then flags.
 	}
 	if cfg.Engine.State.CheckTimeout, err = time.ParseDuration(s.CheckTimeout); err != nil || cfg.Engine.State.CheckTimeout <= 0 {
 		return def, level, s, fmt.Errorf("hanzod: --check-timeout %q: want a positive duration, e.g. 10m", s.CheckTimeout)
+	}
+	if cfg.Engine.State.ProvisionTimeout, err = time.ParseDuration(s.Provision); err != nil || cfg.Engine.State.ProvisionTimeout <= 0 {
+		return def, level, s, fmt.Errorf("hanzod: --provision-timeout %q: want a positive duration, e.g. 10m", s.Provision)
 	}
 	if cfg.ModelWork, err = judge.ParseModelWork(s.ModelWork); err != nil {
 		return def, level, s, fmt.Errorf("hanzod: --model-work: %w", err)
