@@ -226,8 +226,11 @@ func TestParseAdapterConfig(t *testing.T) {
 		key   string
 		value any
 	}{
-		{"use_dora", true}, {"bias", "all"}, {"rank_pattern", map[string]any{"q_proj": 8}},
-		{"alpha_pattern", map[string]any{"q_proj": 8}}, {"modules_to_save", []string{"lm_head"}},
+		{"use_dora", true}, {"bias", "all"}, {"rank_pattern", map[string]any{"q_pro.*": 8}},
+		{"alpha_pattern", map[string]any{"(q|k)_proj": 8}}, {"rank_pattern", map[string]any{"q_proj": 2.5}},
+		{"modules_to_save", []string{"lm_head"}},
+		{"target_parameters", []string{"mlp.down_proj.weight"}}, {"target_modules", []string{"gate"}},
+		{"target_modules", []string{"experts.gate_up_proj"}},
 		{"target_modules", []string{"q_proj", "lm_head"}}, {"target_modules", ".*q_proj"},
 		{"peft_type", "IA3"}, {"r", 0}, {"lora_alpha", -1}, {"fan_in_fan_out", true},
 		{"layers_to_transform", []int{0}}, {"new_variant_config", map[string]any{}},

@@ -362,11 +362,11 @@ func Read(dir string, mc llama.Config) (*llama.Adapter, Config, error) {
 	// The adapter the config describes is allocated before its tensors are
 	// read: the file must be large enough to hold it (2 bytes a value at
 	// the least, in BF16 or F16), so a config cannot size it alone.
-	var params float64
-	for _, m := range cfg.Adapter.Targets {
-		in, out := mc.Dims(m)
-		params += float64(cfg.Adapter.Rank) * float64(in+out) * float64(mc.Layers)
+	np, err := cfg.Adapter.Params(mc)
+	if err != nil {
+		return nil, Config{}, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
+	params := float64(np)
 	if float64(wst.Size()) < 2*params {
 		return nil, Config{}, fmt.Errorf("%w: %s: r=%d on %v of this base model is %.0f values, %s has %d bytes",
 			ErrFormat, ConfigFile, cfg.Adapter.Rank, cfg.Adapter.Targets, params, WeightsFile, wst.Size())
