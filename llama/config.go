@@ -584,9 +584,14 @@ func (r *rawConfig) parseWindow(c Config) error {
 			return cfgErr("sliding_window", "%d is shorter than max_position_embeddings %d; sliding-window attention is not supported", window, c.MaxPositions)
 		}
 	case Qwen3MoE:
-		// Every layer slides when use_sliding_window is set.
+		// Every layer slides when use_sliding_window is set;
+		// max_window_layers (in published Qwen3-MoE configs) is not read
+		// by transformers' Qwen3-MoE.
 		use, err := r.boolField("use_sliding_window", false)
 		if err != nil {
+			return err
+		}
+		if _, err := r.intField("max_window_layers", false, 0, 0, math.MaxInt32); err != nil {
 			return err
 		}
 		if use && short {
