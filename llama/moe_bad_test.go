@@ -88,7 +88,9 @@ func TestParseMoEConfigRefuses(t *testing.T) {
 		{"output_router_logits", func(m map[string]any) { m["output_router_logits"] = "yes" }},
 		{"shared_expert_intermediate_size", func(m map[string]any) { m["shared_expert_intermediate_size"] = 0 }},
 		{"attention_bias", func(m map[string]any) { m["attention_bias"] = true }},
-		{"use_sliding_window", func(m map[string]any) { m["use_sliding_window"], m["sliding_window"], m["max_window_layers"] = true, 8, 0 }},
+		{"use_sliding_window", func(m map[string]any) {
+			m["use_sliding_window"], m["sliding_window"], m["max_window_layers"] = true, 8, 0
+		}},
 		{"router_jitter_noise", func(m map[string]any) { m["router_jitter_noise"] = 0.0 }}, // not a Qwen2-MoE key
 		{"moe_layer_freq", func(m map[string]any) { m["moe_layer_freq"] = 1 }},
 		{"n_shared_experts", func(m map[string]any) { m["n_shared_experts"] = 1 }},
