@@ -104,9 +104,20 @@ func NewAdapter(c Config, rank int, alpha float64, targets []Module) (*Adapter, 
 		seen[m] = true
 	}
 	mask := make([][NumModules]bool, c.Layers)
-	for l := range mask {
-		for m := range NumModules {
+	for m := range NumModules {
+		found := false
+		for l := range mask {
 			mask[l][m] = seen[m] && c.Has(l, m)
+			found = found || mask[l][m]
+		}
+		if seen[m] && !found {
+			return nil, fmt.Errorf("%w: target %s: no layer of this %s model has it", ErrAdapter, m, c.Arch)
+		}
+		if seen[m] && c.Arch.MoE() && m >= GateProj && m <= DownProj {
+			// PEFT maps gate_proj, up_proj and down_proj on Qwen3-MoE and
+			// Mixtral onto the stacked experts, and on Qwen2-MoE onto the
+			// shared expert too: ambiguous, so the MoE modules are named.
+			return nil, fmt.Errorf("%w: target %s on a %s model: name experts.gate_up_proj, experts.down_proj, shared_expert.%s (or the attention projections) instead", ErrAdapter, m, c.Arch, m)
 		}
 	}
 	return newAdapterMask(c, rank, alpha, mask, nil, nil)
