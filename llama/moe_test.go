@@ -3,11 +3,13 @@ package llama
 import (
 	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -255,5 +257,93 @@ func TestMoEGradientsMatchTorch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRouterAgreement measures how often the Go engine (float32) and
+// torch (float32, and the model in bfloat16) route a token to different
+// experts, on Qwen3-MoE and Mixtral models with routers at transformers'
+// initialisation (nearly uniform: the worst case for near-ties) and at
+// 1/sqrt(hidden), three seeds each, 8 × 32 tokens, 2 sparse layers
+// (docs/moe.md has the figures). It fails when a float32 disagreement is
+// not a near-tie: the gap between the k-th and the (k+1)-th probability,
+// in torch's float32, must be below 1e-5 wherever the two float32
+// computations choose differently.
+func TestRouterAgreement(t *testing.T) {
+	py := pyenv.Require(t, "torch", "transformers", "safetensors")
+	dir := t.TempDir()
+	script, _ := filepath.Abs(filepath.Join("testdata", "route_agreement.py"))
+	cmd := exec.Command(py, script, dir)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Cases []moeCase `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	type tally struct{ decisions, fp32, bf16, tokFP32, tokBF16, tokens int }
+	sums := map[string]*tally{}
+	for _, rc := range m.Cases {
+		md := loadCase(t, rc.refCase, 2)
+		c := md.W.Cfg
+		a, err := md.Forward(rc.IDs, rc.Batch, rc.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		group := rc.Name[:strings.LastIndexByte(rc.Name, '_')]
+		s := sums[group]
+		if s == nil {
+			s = &tally{}
+			sums[group] = s
+		}
+		K, E, N := c.MoE.TopK, c.MoE.Experts, rc.Batch*rc.Seq
+		anyFP32, anyBF16 := make([]bool, N), make([]bool, N)
+		for l := range c.Layers {
+			got := a.Routes(l)
+			f32 := readInt64s(t, rc.Routes, "fp32.layer"+itoa(l))
+			b16 := readInt64s(t, rc.Routes, "bf16.layer"+itoa(l))
+			probs := readTensor(t, rc.Routes, "probs.layer"+itoa(l))
+			for n := range N {
+				row := slices.Clone(got[n*K : (n+1)*K])
+				slices.Sort(row)
+				s.decisions++
+				if !slices.Equal(row, f32[n*K:(n+1)*K]) {
+					s.fp32++
+					anyFP32[n] = true
+					p := slices.Clone(probs[n*E : (n+1)*E])
+					slices.Sort(p)
+					if gap := p[E-K] - p[E-K-1]; gap >= 1e-5 {
+						t.Errorf("%s layer %d token %d: experts %v, torch float32 %v, with a gap of %g between the %d-th and %d-th probability",
+							rc.Name, l, n, row, f32[n*K:(n+1)*K], gap, K, K+1)
+					}
+				}
+				if !slices.Equal(row, b16[n*K:(n+1)*K]) {
+					s.bf16++
+					anyBF16[n] = true
+				}
+			}
+		}
+		for n := range N {
+			s.tokens++
+			if anyFP32[n] {
+				s.tokFP32++
+			}
+			if anyBF16[n] {
+				s.tokBF16++
+			}
+		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(sums)) {
+		s := sums[g]
+		t.Logf("%-16s %5d routing decisions: differ from torch fp32 %d (%.2f%%), from torch bf16 %d (%.2f%%); tokens with any differing layer: fp32 %d/%d, bf16 %d/%d",
+			g, s.decisions, s.fp32, 100*float64(s.fp32)/float64(s.decisions), s.bf16, 100*float64(s.bf16)/float64(s.decisions),
+			s.tokFP32, s.tokens, s.tokBF16, s.tokens)
 	}
 }
