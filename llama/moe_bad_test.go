@@ -2,11 +2,14 @@ package llama
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/zooai/gym/prng"
 )
 
 // moeConfig is a small Qwen2-MoE config.json as a map.
@@ -263,5 +266,142 @@ func TestMoESaveLoad(t *testing.T) {
 		if err := m1.BackwardFull(act, make([]float32, len(act.Logits)), g); err == nil {
 			t.Errorf("%s: BackwardFull accepted", arch)
 		}
+	}
+}
+
+// routesOf returns every sparse layer's routes of md on ids.
+func routesOf(t *testing.T, md *Model, ids []int, B, T int) [][]int {
+	t.Helper()
+	a, err := md.Forward(ids, B, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs [][]int
+	for l := range md.W.Cfg.Layers {
+		rs = append(rs, a.Routes(l))
+	}
+	return rs
+}
+
+// TestMoEBackwardFiniteDifferences (no Python): on tiny Qwen3-MoE,
+// Qwen2-MoE and Mixtral models with LoRA on the attention, the stacked
+// experts, the router and the shared expert, the adapter gradient agrees
+// with central differences (Richardson-combined, as
+// TestBackwardFiniteDifferences) on the largest and a middle coordinate of
+// every LoRA matrix. A coordinate whose perturbation changes a routing
+// choice (the loss is not differentiable there) is skipped and counted.
+func TestMoEBackwardFiniteDifferences(t *testing.T) {
+	for _, arch := range []Arch{Qwen3MoE, Qwen2MoE, Mixtral} {
+		t.Run(string(arch), func(t *testing.T) {
+			m := moeConfig()
+			m["architectures"], m["model_type"] = []string{string(arch)}, modelTypes[arch]
+			m["vocab_size"], m["num_hidden_layers"] = 40, 2
+			targets := `["q_proj","o_proj"],"target_parameters":["gate.weight","experts.gate_up_proj","experts.down_proj"]`
+			switch arch {
+			case Qwen2MoE:
+				m["mlp_only_layers"] = []int{}
+				targets = `["v_proj","shared_expert.up_proj","shared_expert_gate"],"target_parameters":["gate.weight","experts.down_proj"]`
+			case Qwen3MoE:
+				delete(m, "shared_expert_intermediate_size")
+				delete(m, "max_window_layers")
+				m["sliding_window"], m["norm_topk_prob"] = nil, true
+			case Mixtral:
+				for _, k := range []string{"shared_expert_intermediate_size", "max_window_layers", "moe_intermediate_size",
+					"mlp_only_layers", "decoder_sparse_step", "norm_topk_prob", "use_sliding_window"} {
+					delete(m, k)
+				}
+				m["sliding_window"], m["intermediate_size"] = nil, 20
+			}
+			c, err := ParseConfig(marshal(t, m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ac, err := ParseAdapterConfig([]byte(`{"peft_type":"LORA","r":2,"lora_alpha":4,"target_modules":` + targets + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := ac.NewAdapter(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := prng.New(21, 0x6c6f7261)
+			for _, ts := range a.Tensors(c) {
+				for i := range ts.Data {
+					ts.Data[i] = float32(0.3 * r.Norm())
+				}
+			}
+			w := randomWeights(t, c, 22)
+			for l := range w.Layers {
+				// A decisive router, so few perturbations change a route.
+				if rw := w.Layers[l].W[Router].F32; rw != nil {
+					for i := range rw {
+						rw[i] *= 4
+					}
+				}
+			}
+			md, err := New(w, a, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			B, T := 2, 5
+			ids := randomTokens(23, B*T, c.Vocab)
+			tg := randomTokens(24, B*T, c.Vocab)
+			wt := randomWeightsVec(25, B*T)
+			g := weightedGrad(t, md, ids, tg, wt, B, T)
+			base := routesOf(t, md, ids, B, T)
+			const eps = 5e-3
+			checked, skipped, worst := 0, 0, 0.0
+			for ti, gt := range g.Tensors(c) {
+				p := a.Tensors(c)[ti].Data
+				big := 0
+				for i, v := range gt.Data {
+					if math.Abs(float64(v)) > math.Abs(float64(gt.Data[big])) {
+						big = i
+					}
+				}
+				if gt.Data[big] == 0 {
+					t.Errorf("%s: gradient is zero", gt.Name)
+				}
+				for _, i := range []int{big, len(p) / 2} {
+					same := true
+					for _, h := range []float32{-2 * eps, 2 * eps} {
+						old := p[i]
+						p[i] = old + h
+						for l, rt := range routesOf(t, md, ids, B, T) {
+							same = same && slices.Equal(rt, base[l])
+						}
+						p[i] = old
+					}
+					if !same {
+						skipped++
+						continue
+					}
+					fd := func(h float32) float64 {
+						old := p[i]
+						p[i] = old + h
+						up := float64(p[i])
+						lp := weightedLoss(t, md, ids, tg, wt, B, T)
+						p[i] = old - h
+						down := float64(p[i])
+						lm := weightedLoss(t, md, ids, tg, wt, B, T)
+						p[i] = old
+						return (lp - lm) / (up - down)
+					}
+					f1, f2 := fd(eps), fd(2*eps)
+					est := (4*f1 - f2) / 3
+					got := float64(gt.Data[i])
+					d := math.Abs(est - got)
+					worst = max(worst, d/max(1, math.Abs(est)))
+					if d > 5e-3*max(1, math.Abs(est)) {
+						t.Errorf("%s[%d]: gradient %.6g, finite differences → %.6g", gt.Name, i, got, est)
+					}
+					checked++
+				}
+			}
+			if checked < 2*len(g.Tensors(c))-4 {
+				t.Fatalf("only %d coordinates checked (%d skipped for a routing change)", checked, skipped)
+			}
+			t.Logf("%d coordinates checked, %d skipped (routing changed), worst |Δ|/max(1,|fd|) = %.2g", checked, skipped, worst)
+		})
 	}
 }
