@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/safetensors"
@@ -71,7 +73,7 @@ func (c Config) configJSON(dtype string) ([]byte, error) {
 	if c.Arch.MoE() {
 		e := c.MoE
 		m["num_experts_per_tok"] = e.TopK
-		m["router_aux_loss_coef"] = e.RouterAuxLossCoef
+		m["router_aux_loss_coef"] = floatJSON(e.RouterAuxLossCoef)
 		m["output_router_logits"] = e.OutputRouterLogits
 		if c.Arch == Mixtral {
 			m["num_local_experts"] = e.Experts
@@ -333,4 +335,15 @@ func narrow(dt DType, f float32) (h uint16, ok bool) {
 		return 0, false
 	}
 	return sign | uint16(v), true
+}
+
+// floatJSON is v as a JSON number with a decimal point or an exponent, so
+// that transformers' strict config fields typed float accept it (Go writes
+// 0 for float64(0), which they refuse as an int).
+func floatJSON(v float64) json.RawMessage {
+	s := strconv.FormatFloat(v, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eEn") {
+		s += ".0"
+	}
+	return json.RawMessage(s)
 }

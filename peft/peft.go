@@ -123,7 +123,7 @@ type loraConfig struct {
 	RankPattern       map[string]any `json:"rank_pattern"`
 	Revision          any            `json:"revision"`
 	TargetModules     []string       `json:"target_modules"`
-	TargetParameters  []string       `json:"target_parameters"`
+	TargetParameters  []string       `json:"target_parameters,omitempty"` // absent unless the router or experts are adapted: dense checkpoints keep their bytes
 	TaskType          string         `json:"task_type"`
 	UseDora           bool           `json:"use_dora"`
 	UseRslora         bool           `json:"use_rslora"`
