@@ -58,10 +58,14 @@ func (a *Adapter) Views() []AdapterTensor {
 			if a.A[l][m] == nil {
 				continue
 			}
-			p := "base_model.model." + m.Path(l)
+			p := "base_model.model." + a.loraPath(l, m)
+			r := a.RankAt(l, m)
+			if m.Expert() {
+				r *= a.Experts
+			}
 			ts = append(ts,
-				AdapterTensor{p + ".lora_A.weight", []int{a.Rank, len(a.A[l][m]) / a.Rank}, a.A[l][m]},
-				AdapterTensor{p + ".lora_B.weight", []int{len(a.B[l][m]) / a.Rank, a.Rank}, a.B[l][m]})
+				AdapterTensor{p + ".lora_A.weight", []int{r, len(a.A[l][m]) / r}, a.A[l][m]},
+				AdapterTensor{p + ".lora_B.weight", []int{len(a.B[l][m]) / r, r}, a.B[l][m]})
 		}
 	}
 	return ts
@@ -91,12 +95,14 @@ func (a *Adapter) NumParams() int {
 // SameShape reports whether a and b have the same rank, alpha, scaling,
 // targets and matrix sizes.
 func (a *Adapter) SameShape(b *Adapter) bool {
-	if a.Rank != b.Rank || a.Alpha != b.Alpha || a.RSLoRA != b.RSLoRA || !slices.Equal(a.Targets, b.Targets) || len(a.A) != len(b.A) {
+	if a.Rank != b.Rank || a.Alpha != b.Alpha || a.RSLoRA != b.RSLoRA || !slices.Equal(a.Targets, b.Targets) || len(a.A) != len(b.A) ||
+		a.Experts != b.Experts {
 		return false
 	}
 	for l := range a.A {
 		for m := range NumModules {
-			if len(a.A[l][m]) != len(b.A[l][m]) || len(a.B[l][m]) != len(b.B[l][m]) {
+			if len(a.A[l][m]) != len(b.A[l][m]) || len(a.B[l][m]) != len(b.B[l][m]) ||
+				a.RankAt(l, m) != b.RankAt(l, m) || a.ScaleAt(l, m) != b.ScaleAt(l, m) {
 				return false
 			}
 		}

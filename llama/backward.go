@@ -3,13 +3,15 @@ package llama
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Zeroed returns an adapter of a's shape (rank, alpha, targets) whose
 // matrices are all zero: the accumulator Backward adds gradients to.
 func (a *Adapter) Zeroed() *Adapter {
 	g := &Adapter{Rank: a.Rank, Alpha: a.Alpha, RSLoRA: a.RSLoRA, Targets: append([]Module(nil), a.Targets...),
-		A: make([][NumModules][]float32, len(a.A)), B: make([][NumModules][]float32, len(a.B))}
+		A: make([][NumModules][]float32, len(a.A)), B: make([][NumModules][]float32, len(a.B)), Experts: a.Experts,
+		Ranks: slices.Clone(a.Ranks), Alphas: slices.Clone(a.Alphas)}
 	for l := range a.A {
 		for m := range NumModules {
 			if a.A[l][m] != nil {
@@ -36,7 +38,7 @@ func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 	switch {
 	case md.A == nil:
 		return fmt.Errorf("llama: backward of a model without an adapter")
-	case g == nil || g.Rank != md.A.Rank || g.check(c) != nil:
+	case g == nil || !g.SameShape(md.A) || g.check(c) != nil:
 		return fmt.Errorf("%w: gradient adapter does not match the model's adapter", ErrAdapter)
 	}
 	for l := range g.A {
@@ -60,6 +62,9 @@ func (md *Model) Backward(a *Activations, dLogits []float32, g *Adapter) error {
 // md.Threads.
 func (md *Model) BackwardFull(a *Activations, dLogits []float32, g *Weights) error {
 	c := md.W.Cfg
+	if c.Arch.MoE() {
+		return errMoEFull
+	}
 	if g == nil || g.Cfg.Vocab != c.Vocab || len(g.Layers) != c.Layers {
 		return fmt.Errorf("llama: gradient weights do not match the model's shape")
 	}
@@ -138,18 +143,24 @@ func (md *Model) backward(a *Activations, dLogits []float32, ga *Adapter, gw *We
 			}
 			return f(gL)
 		}
-		// x_out = x2 + down(silu(gate(h2))·up(h2)), h2 = RMSNorm(x2).
-		dAct := md.linearBack(l, DownProj, &la.lin[DownProj], dx, N, ga, gL, true)
-		dGate, dUp := make([]float32, len(dAct)), make([]float32, len(dAct))
-		parallel(th, len(dAct), 16*len(dAct), func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				gt := la.gate[i]
-				dUp[i] = float32(dAct[i] * silu(gt))
-				dGate[i] = float32(float32(dAct[i]*la.up[i]) * siluGrad(gt))
-			}
-		})
-		dh2 := md.linearBack(l, GateProj, &la.lin[GateProj], dGate, N, ga, gL, true)
-		add(dh2, md.linearBack(l, UpProj, &la.lin[UpProj], dUp, N, ga, gL, true))
+		// x_out = x2 + down(silu(gate(h2))·up(h2)), h2 = RMSNorm(x2); or
+		// x_out = x2 + moe(h2) in a sparse layer.
+		var dh2 []float32
+		if la.moe != nil {
+			dh2 = md.moeBack(l, la.moe, dx, N, ga)
+		} else {
+			dAct := md.linearBack(l, DownProj, &la.lin[DownProj], dx, N, ga, gL, true)
+			dGate, dUp := make([]float32, len(dAct)), make([]float32, len(dAct))
+			parallel(th, len(dAct), 16*len(dAct), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					gt := la.gate[i]
+					dUp[i] = float32(dAct[i] * silu(gt))
+					dGate[i] = float32(float32(dAct[i]*la.up[i]) * siluGrad(gt))
+				}
+			})
+			dh2 = md.linearBack(l, GateProj, &la.lin[GateProj], dGate, N, ga, gL, true)
+			add(dh2, md.linearBack(l, UpProj, &la.lin[UpProj], dUp, N, ga, gL, true))
+		}
 		dx2 := dx // the residual path; the norm's gradient is added to it
 		rmsNormBack(dx2, dh2, la.x2, la.r2, L.PostNorm, lg(func(L *Layer) []float32 { return L.PostNorm }), N, D)
 
@@ -296,7 +307,7 @@ func (md *Model) linearBack(l int, m Module, act *linAct, dy []float32, N int, g
 	if act.u == nil {
 		return dx
 	}
-	r, s := md.A.Rank, md.A.Scale()
+	r, s := md.A.RankAt(l, m), md.A.ScaleAt(l, m)
 	// lu = u·Bᵀ, y += s·lu: the gradient of lu is s·dy.
 	dlu := make([]float32, N*out)
 	for i, v := range dy {

@@ -192,6 +192,12 @@ func FuzzParseAdapterConfig(f *testing.F) {
 	b, _ := os.ReadFile(filepath.Join("testdata", "adapter_config.json"))
 	f.Add(b)
 	f.Add([]byte(`{"peft_type":"LORA","r":4,"lora_alpha":8,"target_modules":"all-linear"}`))
+	f.Add([]byte(`{"peft_type":"LORA","r":2,"lora_alpha":4,"target_modules":["model.layers.1.mlp.up_proj","down_proj"],` +
+		`"target_parameters":["gate_up_proj","mlp.experts.down_proj","gate.weight"],"rank_pattern":{".*\\.gate_up_proj":4},"alpha_pattern":{"gate_up_proj":8}}`))
+	moe, err := ParseConfig(marshal(f, moeConfig()))
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ac, err := ParseAdapterConfig(b)
 		if err != nil {
@@ -202,6 +208,21 @@ func FuzzParseAdapterConfig(f *testing.F) {
 		}
 		if ac.Rank < 1 || !(ac.Alpha > 0) || len(ac.Targets) == 0 {
 			t.Fatalf("accepted %+v", ac)
+		}
+		// Resolving against a MoE model either fails with ErrAdapter or
+		// gives an adapter of the size Params says.
+		if ac.Rank > 64 {
+			return
+		}
+		a, err := ac.NewAdapter(moe)
+		if err != nil {
+			if !errors.Is(err, ErrAdapter) {
+				t.Fatalf("error %v does not wrap ErrAdapter", err)
+			}
+			return
+		}
+		if n, err := ac.Params(moe); err != nil || int(n) != a.NumParams() || a.check(moe) != nil {
+			t.Fatalf("Params %d (%v), adapter %d", n, err, a.NumParams())
 		}
 	})
 }
@@ -226,8 +247,11 @@ func TestParseAdapterConfig(t *testing.T) {
 		key   string
 		value any
 	}{
-		{"use_dora", true}, {"bias", "all"}, {"rank_pattern", map[string]any{"q_proj": 8}},
-		{"alpha_pattern", map[string]any{"q_proj": 8}}, {"modules_to_save", []string{"lm_head"}},
+		{"use_dora", true}, {"bias", "all"}, {"rank_pattern", map[string]any{"q_pro.*": 8}},
+		{"alpha_pattern", map[string]any{"(q|k)_proj": 8}}, {"rank_pattern", map[string]any{"q_proj": 2.5}},
+		{"modules_to_save", []string{"lm_head"}},
+		{"target_parameters", []string{"mlp.down_proj.weight"}}, {"target_modules", []string{"gate"}},
+		{"target_modules", []string{"experts.gate_up_proj"}},
 		{"target_modules", []string{"q_proj", "lm_head"}}, {"target_modules", ".*q_proj"},
 		{"peft_type", "IA3"}, {"r", 0}, {"lora_alpha", -1}, {"fan_in_fan_out", true},
 		{"layers_to_transform", []int{0}}, {"new_variant_config", map[string]any{}},

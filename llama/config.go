@@ -27,9 +27,20 @@ const (
 	Qwen2   Arch = "Qwen2ForCausalLM"
 	Qwen3   Arch = "Qwen3ForCausalLM"
 	Mistral Arch = "MistralForCausalLM"
+	// Mixture-of-Experts architectures (docs/moe.md).
+	Qwen3MoE Arch = "Qwen3MoeForCausalLM"
+	Qwen2MoE Arch = "Qwen2MoeForCausalLM"
+	Mixtral  Arch = "MixtralForCausalLM"
 )
 
-var modelTypes = map[Arch]string{Llama: "llama", Qwen2: "qwen2", Qwen3: "qwen3", Mistral: "mistral"}
+var modelTypes = map[Arch]string{Llama: "llama", Qwen2: "qwen2", Qwen3: "qwen3", Mistral: "mistral",
+	Qwen3MoE: "qwen3_moe", Qwen2MoE: "qwen2_moe", Mixtral: "mixtral"}
+
+// archList names the supported architectures, for error messages.
+const archList = "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM"
+
+// MoE reports whether a is a Mixture-of-Experts architecture.
+func (a Arch) MoE() bool { return a == Qwen3MoE || a == Qwen2MoE || a == Mixtral }
 
 // Limits on sizes, checked before anything is allocated. They are far above
 // any model this engine can run on a CPU and far below what overflows.
@@ -44,6 +55,7 @@ const (
 	maxAttnWidth     = 1 << 17 // heads·head_dim
 	maxPositions     = 1 << 24
 	maxJSONDepth     = 16
+	maxExperts       = 1 << 10
 	defaultRopeTheta = 10000.0
 )
 
@@ -77,6 +89,38 @@ type Config struct {
 	DType        string         // torch_dtype / dtype ("bfloat16", …); "" when absent
 	BOS, PAD     int            // -1 when absent
 	EOS          []int
+	MoE          MoEConfig // the experts of a MoE architecture; zero otherwise
+}
+
+// MoEConfig is what a Mixture-of-Experts config says about its sparse
+// layers (transformers' Qwen3MoeConfig, Qwen2MoeConfig, MixtralConfig).
+type MoEConfig struct {
+	Experts      int   // num_experts / num_local_experts
+	TopK         int   // num_experts_per_tok
+	Intermediate int   // each expert's width: moe_intermediate_size (Mixtral: intermediate_size)
+	Shared       int   // Qwen2-MoE shared_expert_intermediate_size; 0: no shared expert
+	NormTopK     bool  // norm_topk_prob: renormalise the top-k probabilities (Mixtral always)
+	SparseStep   int   // decoder_sparse_step: layer l is sparse when (l+1) % SparseStep == 0
+	MLPOnly      []int // mlp_only_layers: dense layers whatever SparseStep says
+	// Training-loss settings transformers applies only when asked for
+	// router logits with labels; the forward pass does not depend on them.
+	RouterAuxLossCoef  float64 // router_aux_loss_coef
+	OutputRouterLogits bool    // output_router_logits
+	// FusedExperts is the checkpoint's expert layout, read from its tensor
+	// names by Open (not a config.json key): experts stacked in
+	// mlp.experts.gate_up_proj [E, 2I, H] and mlp.experts.down_proj
+	// [E, H, I] (transformers 5's in-memory layout), or, when false, one
+	// module per expert as save_pretrained writes them.
+	FusedExperts bool
+}
+
+// Sparse reports whether layer l is a Mixture-of-Experts block (router and
+// experts) rather than a dense SwiGLU MLP.
+func (c Config) Sparse(l int) bool {
+	if !c.Arch.MoE() || c.MoE.Experts < 1 || slices.Contains(c.MoE.MLPOnly, l) {
+		return false
+	}
+	return c.MoE.SparseStep > 0 && (l+1)%c.MoE.SparseStep == 0
 }
 
 // rawConfig is config.json as a key → raw value map.
@@ -234,12 +278,12 @@ func (r *rawConfig) parse() (Config, error) {
 	v := r.take("architectures")
 	var archs []string
 	if v == nil || json.Unmarshal(v, &archs) != nil || len(archs) != 1 {
-		return c, cfgErr("architectures", "want a list of exactly one of %s, %s, %s, %s", Llama, Qwen2, Qwen3, Mistral)
+		return c, cfgErr("architectures", "want a list of exactly one of %s", archList)
 	}
 	c.Arch = Arch(archs[0])
 	mt, ok := modelTypes[c.Arch]
 	if !ok {
-		return c, cfgErr("architectures", "%q is not supported (%s, %s, %s, %s are)", archs[0], Llama, Qwen2, Qwen3, Mistral)
+		return c, cfgErr("architectures", "%q is not supported (%s are)", archs[0], archList)
 	}
 	if v := r.take("model_type"); v != nil {
 		s, err := parseString("model_type", v)
@@ -271,11 +315,12 @@ func (r *rawConfig) parse() (Config, error) {
 	}
 	// num_key_value_heads: absent means the class default (Qwen2 and Qwen3
 	// 32, Mistral 8, Llama the number of heads).
-	kvDef := map[Arch]int{Llama: c.Heads, Qwen2: 32, Qwen3: 32, Mistral: 8}[c.Arch]
+	kvDef := map[Arch]int{Llama: c.Heads, Qwen2: 32, Qwen3: 32, Mistral: 8, Qwen3MoE: 4, Qwen2MoE: 16, Mixtral: 8}[c.Arch]
 	if c.KVHeads, err = r.intField("num_key_value_heads", false, kvDef, 1, maxHeads); err != nil {
 		return c, err
 	}
-	// head_dim: Qwen3's default is 128; the others derive it.
+	// head_dim: Qwen3's default is 128; the others (Qwen3-MoE included)
+	// derive it. Mixtral writes "head_dim": null for the derived value.
 	hdDef := 128
 	if c.Arch != Qwen3 {
 		if c.Hidden%c.Heads != 0 && !r.has("head_dim") {
@@ -286,7 +331,7 @@ func (r *rawConfig) parse() (Config, error) {
 	if c.HeadDim, err = r.intField("head_dim", false, hdDef, 1, maxHeadDim); err != nil {
 		return c, err
 	}
-	maxPosDef := map[Arch]int{Llama: 2048, Qwen2: 32768, Qwen3: 32768, Mistral: 4096 * 32}[c.Arch]
+	maxPosDef := map[Arch]int{Llama: 2048, Qwen2: 32768, Qwen3: 32768, Mistral: 4096 * 32, Qwen3MoE: 32768, Qwen2MoE: 32768, Mixtral: 4096 * 32}[c.Arch]
 	if c.MaxPositions, err = r.intField("max_position_embeddings", false, maxPosDef, 1, maxPositions); err != nil {
 		return c, err
 	}
@@ -321,17 +366,27 @@ func (r *rawConfig) parse() (Config, error) {
 	switch c.Arch {
 	case Qwen2:
 		c.QKVBias = true
-	case Llama, Qwen3:
+	case Llama, Qwen3, Qwen3MoE:
 		c.QKVBias, c.OBias = attnBias, attnBias
+	case Qwen2MoE:
+		// Qwen2-MoE: q/k/v biases follow qkv_bias (default true), none on o.
+		if c.QKVBias, err = r.boolField("qkv_bias", true); err != nil {
+			return c, err
+		}
 	}
-	if attnBias && (c.Arch == Qwen2 || c.Arch == Mistral) {
+	if attnBias && (c.Arch == Qwen2 || c.Arch == Mistral || c.Arch == Mixtral || c.Arch == Qwen2MoE) {
 		return c, cfgErr("attention_bias", "true is not used by %s (its biases are fixed by the architecture)", c.Arch)
 	}
 	if mlpBias && c.Arch != Llama {
 		return c, cfgErr("mlp_bias", "true is not used by %s", c.Arch)
 	}
 	c.MLPBias = mlpBias
-	c.QKNorm = c.Arch == Qwen3
+	c.QKNorm = c.Arch == Qwen3 || c.Arch == Qwen3MoE
+	if c.Arch.MoE() {
+		if err := r.parseMoE(&c); err != nil {
+			return c, err
+		}
+	}
 	if err := r.parseRope(&c); err != nil {
 		return c, err
 	}
@@ -392,6 +447,9 @@ func (r *rawConfig) parse() (Config, error) {
 // rope_parameters, and a top-level rope_theta fills in a missing one.
 func (r *rawConfig) parseRope(c *Config) error {
 	c.RopeTheta = defaultRopeTheta
+	if c.Arch == Mixtral {
+		c.RopeTheta = 1e6 // MixtralConfig.default_theta
+	}
 	topTheta := r.take("rope_theta")
 	if topTheta != nil {
 		t, err := parseFloat("rope_theta", topTheta)
@@ -505,7 +563,7 @@ func (r *rawConfig) parseRope(c *Config) error {
 func (r *rawConfig) parseWindow(c Config) error {
 	_, present := r.m["sliding_window"]
 	window := -1 // none
-	if !present && c.Arch != Llama {
+	if !present && c.Arch != Llama && c.Arch != Mixtral {
 		window = 4096 // the class default when the key is absent
 	}
 	if v := r.take("sliding_window"); v != nil {
@@ -521,11 +579,25 @@ func (r *rawConfig) parseWindow(c Config) error {
 		if window >= 0 {
 			return cfgErr("sliding_window", "not a key of %s", c.Arch)
 		}
-	case Mistral:
+	case Mistral, Mixtral:
 		if short {
 			return cfgErr("sliding_window", "%d is shorter than max_position_embeddings %d; sliding-window attention is not supported", window, c.MaxPositions)
 		}
-	case Qwen2, Qwen3:
+	case Qwen3MoE:
+		// Every layer slides when use_sliding_window is set;
+		// max_window_layers (in published Qwen3-MoE configs) is not read
+		// by transformers' Qwen3-MoE.
+		use, err := r.boolField("use_sliding_window", false)
+		if err != nil {
+			return err
+		}
+		if _, err := r.intField("max_window_layers", false, 0, 0, math.MaxInt32); err != nil {
+			return err
+		}
+		if use && short {
+			return cfgErr("use_sliding_window", "true with sliding_window %d < max_position_embeddings %d is not supported", window, c.MaxPositions)
+		}
+	case Qwen2, Qwen3, Qwen2MoE:
 		use, err := r.boolField("use_sliding_window", false)
 		if err != nil {
 			return err
@@ -581,7 +653,7 @@ func (r *rawConfig) parseDType(c *Config) error {
 func (r *rawConfig) parseTokens(c *Config) error {
 	var err error
 	bosDef := -1 // an explicit null is none; an absent key is the class default
-	if _, present := r.m["bos_token_id"]; !present && (c.Arch == Llama || c.Arch == Mistral) {
+	if _, present := r.m["bos_token_id"]; !present && (c.Arch == Llama || c.Arch == Mistral || c.Arch == Mixtral) {
 		bosDef = 1
 	}
 	if c.BOS, err = r.intField("bos_token_id", false, bosDef, 0, c.Vocab-1); err != nil {
@@ -592,7 +664,7 @@ func (r *rawConfig) parseTokens(c *Config) error {
 	}
 	v := r.take("eos_token_id")
 	if v == nil {
-		if _, present := r.m["eos_token_id"]; !present && (c.Arch == Llama || c.Arch == Mistral) {
+		if _, present := r.m["eos_token_id"]; !present && (c.Arch == Llama || c.Arch == Mistral || c.Arch == Mixtral) {
 			c.EOS = []int{2}
 		}
 		return nil
@@ -644,6 +716,122 @@ func (c Config) Validate() error {
 		return cfgErr("rms_norm_eps", "%v is outside (0, 1)", c.NormEps)
 	case !(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0):
 		return cfgErr("rope_theta", "%v is not positive and finite", c.RopeTheta)
+	}
+	if c.Arch.MoE() {
+		return c.MoE.validate(c)
+	}
+	if c.MoE.Experts != 0 || c.MoE.TopK != 0 {
+		return cfgErr("num_experts", "set for the dense architecture %s", c.Arch)
+	}
+	return nil
+}
+
+// validate checks a MoE config's sizes against c.
+func (m MoEConfig) validate(c Config) error {
+	switch {
+	case m.Experts < 1 || m.Experts > maxExperts:
+		return cfgErr("num_experts", "%d is outside [1, %d]", m.Experts, maxExperts)
+	case m.TopK < 1 || m.TopK > m.Experts:
+		return cfgErr("num_experts_per_tok", "%d is outside [1, num_experts %d]", m.TopK, m.Experts)
+	case m.Intermediate < 1 || m.Intermediate > maxIntermediate:
+		return cfgErr("moe_intermediate_size", "%d is outside [1, %d]", m.Intermediate, maxIntermediate)
+	case m.Shared < 0 || m.Shared > maxIntermediate || (m.Shared > 0) != (c.Arch == Qwen2MoE):
+		return cfgErr("shared_expert_intermediate_size", "%d is not valid for %s", m.Shared, c.Arch)
+	case m.SparseStep < 1 || m.SparseStep > maxLayers:
+		return cfgErr("decoder_sparse_step", "%d is outside [1, %d]", m.SparseStep, maxLayers)
+	case !(m.RouterAuxLossCoef >= 0) || math.IsInf(m.RouterAuxLossCoef, 0):
+		return cfgErr("router_aux_loss_coef", "%v is not a finite number ≥ 0", m.RouterAuxLossCoef)
+	}
+	for _, l := range m.MLPOnly {
+		if l < 0 || l >= c.Layers {
+			return cfgErr("mlp_only_layers", "layer %d is outside [0, %d)", l, c.Layers)
+		}
+	}
+	return nil
+}
+
+// parseMoE reads the Mixture-of-Experts keys of Qwen3-MoE, Qwen2-MoE and
+// Mixtral, with their config classes' defaults.
+func (r *rawConfig) parseMoE(c *Config) error {
+	m := &c.MoE
+	// The expert count: Qwen configs call it num_experts, Mixtral
+	// num_local_experts; both classes map one name onto the other
+	// (Qwen3MoeConfig saves num_local_experts), so both are read.
+	def := map[Arch]int{Qwen3MoE: 128, Qwen2MoE: 60, Mixtral: 8}[c.Arch]
+	var ne, nl int
+	var err error
+	if ne, err = r.intField("num_experts", false, -1, 0, math.MaxInt32); err != nil {
+		return err
+	}
+	if nl, err = r.intField("num_local_experts", false, -1, 0, math.MaxInt32); err != nil {
+		return err
+	}
+	switch {
+	case ne >= 0 && nl >= 0 && ne != nl:
+		return cfgErr("num_local_experts", "%d disagrees with num_experts %d", nl, ne)
+	case ne >= 0:
+		m.Experts = ne
+	case nl >= 0:
+		m.Experts = nl
+	default:
+		m.Experts = def
+	}
+	topDef := map[Arch]int{Qwen3MoE: 8, Qwen2MoE: 4, Mixtral: 2}[c.Arch]
+	if m.TopK, err = r.intField("num_experts_per_tok", false, topDef, 1, maxExperts); err != nil {
+		return err
+	}
+	if c.Arch == Mixtral {
+		m.Intermediate, m.NormTopK, m.SparseStep = c.Intermediate, true, 1
+		if v := r.take("router_jitter_noise"); v != nil {
+			f, err := parseFloat("router_jitter_noise", v)
+			if err != nil {
+				return err
+			}
+			if f != 0 {
+				return cfgErr("router_jitter_noise", "%v is not supported (only 0: noise on the router's input in training)", f)
+			}
+		}
+	} else {
+		imDef := map[Arch]int{Qwen3MoE: 768, Qwen2MoE: 1408}[c.Arch]
+		if m.Intermediate, err = r.intField("moe_intermediate_size", false, imDef, 1, maxIntermediate); err != nil {
+			return err
+		}
+		if c.Arch == Qwen2MoE {
+			if m.Shared, err = r.intField("shared_expert_intermediate_size", false, 5632, 1, maxIntermediate); err != nil {
+				return err
+			}
+		}
+		if m.NormTopK, err = r.boolField("norm_topk_prob", false); err != nil {
+			return err
+		}
+		if m.SparseStep, err = r.intField("decoder_sparse_step", false, 1, 1, maxLayers); err != nil {
+			return err
+		}
+		if v := r.take("mlp_only_layers"); v != nil {
+			var ls []json.RawMessage
+			if json.Unmarshal(v, &ls) != nil || len(ls) > maxLayers {
+				return cfgErr("mlp_only_layers", "%.60s is not a list of layer indices", v)
+			}
+			for _, x := range ls {
+				l, err := parseInt("mlp_only_layers", x)
+				if err != nil {
+					return err
+				}
+				if l < 0 || l >= c.Layers {
+					return cfgErr("mlp_only_layers", "layer %d is outside [0, %d)", l, c.Layers)
+				}
+				m.MLPOnly = append(m.MLPOnly, l)
+			}
+		}
+	}
+	m.RouterAuxLossCoef = 0.001
+	if v := r.take("router_aux_loss_coef"); v != nil {
+		if m.RouterAuxLossCoef, err = parseFloat("router_aux_loss_coef", v); err != nil {
+			return err
+		}
+	}
+	if m.OutputRouterLogits, err = r.boolField("output_router_logits", false); err != nil {
+		return err
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 // Package llama runs Hugging Face checkpoints of the Llama family in pure
 // Go: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
-// MistralForCausalLM without sliding window, in float32, with PEFT LoRA
-// adapters and a KV cache for incremental decoding.
+// MistralForCausalLM without sliding window, and the Mixture-of-Experts
+// Qwen3MoeForCausalLM, Qwen2MoeForCausalLM and MixtralForCausalLM (moe.go,
+// docs/moe.md), in float32, with PEFT LoRA adapters and a KV cache for
+// incremental decoding.
 //
 // A base model is a directory in the Hugging Face layout: config.json (read
 // strictly by ParseConfig: what this engine cannot compute exactly is

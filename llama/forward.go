@@ -43,6 +43,7 @@ type layerAct struct {
 	gate, up   []float32 // gate_proj and up_proj outputs [N, Intermediate]
 	act        []float32 // silu(gate)·up (down_proj input)
 	lin        [NumModules]linAct
+	moe        *moeAct // a sparse layer's block; nil in a dense layer
 }
 
 // Activations are the results of a forward pass over B sequences of T
@@ -178,13 +179,13 @@ func (md *Model) linear(l int, m Module, x []float32, N int, act *linAct) []floa
 	matMulTW(md.Threads, y, x, L.W[m], L.Bias[m], N, in, out)
 	act.in = x
 	if md.A != nil && md.A.A[l][m] != nil {
-		r := md.A.Rank
+		r := md.A.RankAt(l, m)
 		u := make([]float32, N*r)
 		matMulT(md.Threads, u, x, md.A.A[l][m], nil, N, in, r)
 		act.u = u
 		lu := make([]float32, N*out)
 		matMulT(md.Threads, lu, u, md.A.B[l][m], nil, N, r, out)
-		s := md.A.Scale()
+		s := md.A.ScaleAt(l, m)
 		for i, v := range lu {
 			y[i] += float32(v * s)
 		}
@@ -268,15 +269,21 @@ func (md *Model) run(tokens []int, B, T int, ch *Cache, keep, lastOnly bool) *Ac
 		}
 		la.r2, la.h2 = make([]float32, N), make([]float32, N*D)
 		rmsNorm(la.h2, la.r2, la.x2, L.PostNorm, N, D, c.NormEps)
-		la.gate = md.linear(l, GateProj, la.h2, N, &la.lin[GateProj])
-		la.up = md.linear(l, UpProj, la.h2, N, &la.lin[UpProj])
-		la.act = make([]float32, len(la.gate))
-		parallel(md.Threads, len(la.gate), 16*len(la.gate), func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				la.act[i] = float32(silu(la.gate[i]) * la.up[i])
-			}
-		})
-		m := md.linear(l, DownProj, la.act, N, &la.lin[DownProj])
+		var m []float32
+		if c.Sparse(l) {
+			la.moe = &moeAct{}
+			m = md.moe(l, la.h2, N, la.moe)
+		} else {
+			la.gate = md.linear(l, GateProj, la.h2, N, &la.lin[GateProj])
+			la.up = md.linear(l, UpProj, la.h2, N, &la.lin[UpProj])
+			la.act = make([]float32, len(la.gate))
+			parallel(md.Threads, len(la.gate), 16*len(la.gate), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					la.act[i] = float32(silu(la.gate[i]) * la.up[i])
+				}
+			})
+			m = md.linear(l, DownProj, la.act, N, &la.lin[DownProj])
+		}
 		x = make([]float32, N*D)
 		for i := range m {
 			x[i] = la.x2[i] + m[i]

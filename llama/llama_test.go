@@ -2,6 +2,7 @@ package llama
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -228,7 +229,16 @@ func equalConfig(a, b Config) bool {
 		a.Vocab == b.Vocab && a.Hidden == b.Hidden && a.Intermediate == b.Intermediate && a.Layers == b.Layers &&
 		a.Heads == b.Heads && a.KVHeads == b.KVHeads && a.HeadDim == b.HeadDim && a.MaxPositions == b.MaxPositions &&
 		a.NormEps == b.NormEps && a.RopeTheta == b.RopeTheta && a.Tied == b.Tied && a.QKVBias == b.QKVBias &&
-		a.OBias == b.OBias && a.MLPBias == b.MLPBias && a.QKNorm == b.QKNorm && a.BOS == b.BOS && a.PAD == b.PAD
+		a.OBias == b.OBias && a.MLPBias == b.MLPBias && a.QKNorm == b.QKNorm && a.BOS == b.BOS && a.PAD == b.PAD &&
+		equalMoE(a.MoE, b.MoE)
+}
+
+func equalMoE(a, b MoEConfig) bool {
+	if !slices.Equal(a.MLPOnly, b.MLPOnly) {
+		return false
+	}
+	a.MLPOnly, b.MLPOnly = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 func TestHalfToFloat(t *testing.T) {

@@ -65,7 +65,7 @@ func (ck *Checkpoint) Bytes() int64 {
 	var n int64
 	for _, t := range ck.Cfg.tensors() {
 		size := int64(4)
-		if dt := ck.tensor[t.name].info.DType; len(t.shape) == 2 && (dt == "BF16" || dt == "F16") {
+		if dt := ck.tensor[t.name].info.DType; len(t.shape) >= 2 && (dt == "BF16" || dt == "F16") {
 			size = 2
 		}
 		n += size * int64(t.numel())
@@ -189,6 +189,17 @@ func OpenFS(fsys fs.FS) (*Checkpoint, error) {
 		if _, ok := ck.tensor[name]; !ok {
 			return nil, ckErr(file, "tensor %q listed in %s is missing", name, IndexFile)
 		}
+	}
+	// A MoE checkpoint's expert layout is read from its tensor names: the
+	// stacked experts of transformers 5's modules, or one module per expert.
+	if cfg.Arch.MoE() {
+		for l := range cfg.Layers {
+			if cfg.Sparse(l) {
+				_, cfg.MoE.FusedExperts = ck.tensor[fmt.Sprintf("model.layers.%d.mlp.experts.gate_up_proj", l)]
+				break
+			}
+		}
+		ck.Cfg = cfg
 	}
 	// Exactly the tensors of the config, with their shapes.
 	want := cfg.tensors()
@@ -334,6 +345,7 @@ func (ck *Checkpoint) read(keep, mapFiles bool) (*Weights, error) {
 	if ck.Cfg.Tied {
 		w.Head = w.Embed
 	}
+	w.linkExperts()
 	return w, nil
 }
 

@@ -70,6 +70,14 @@ func (m Mat) Bytes() int64 {
 	return 2 * int64(len(m.half))
 }
 
+// slice is the view of elements off … off+n-1 of m (the same memory).
+func (m Mat) slice(off, n int) Mat {
+	if m.dtype == F32 {
+		return Mat{F32: m.F32[off : off+n : off+n]}
+	}
+	return Mat{dtype: m.dtype, half: m.half[off : off+n : off+n], keep: m.keep}
+}
+
 // Mapped reports whether m's values are the memory-mapped file itself
 // rather than a copy in the Go heap.
 func (m Mat) Mapped() bool { return m.keep != nil }

@@ -48,6 +48,9 @@ func TestMain(m *testing.M) {
 	if refDir != "" {
 		os.RemoveAll(refDir)
 	}
+	if moeDir != "" {
+		os.RemoveAll(moeDir)
+	}
 	os.Exit(code)
 }
 

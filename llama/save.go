@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/safetensors"
@@ -59,8 +61,32 @@ func (c Config) configJSON(dtype string) ([]byte, error) {
 		fallthrough
 	case Qwen2:
 		m["use_sliding_window"], m["sliding_window"] = false, nil
-	case Mistral:
+	case Mistral, Mixtral:
 		m["sliding_window"] = nil
+	case Qwen3MoE:
+		m["attention_bias"] = c.QKVBias
+		m["use_sliding_window"], m["sliding_window"] = false, nil
+	case Qwen2MoE:
+		m["qkv_bias"] = c.QKVBias
+		m["use_sliding_window"], m["sliding_window"] = false, nil
+	}
+	if c.Arch.MoE() {
+		e := c.MoE
+		m["num_experts_per_tok"] = e.TopK
+		m["router_aux_loss_coef"] = floatJSON(e.RouterAuxLossCoef)
+		m["output_router_logits"] = e.OutputRouterLogits
+		if c.Arch == Mixtral {
+			m["num_local_experts"] = e.Experts
+		} else {
+			m["num_experts"] = e.Experts
+			m["moe_intermediate_size"] = e.Intermediate
+			m["norm_topk_prob"] = e.NormTopK
+			m["decoder_sparse_step"] = e.SparseStep
+			m["mlp_only_layers"] = append([]int{}, e.MLPOnly...)
+			if c.Arch == Qwen2MoE {
+				m["shared_expert_intermediate_size"] = e.Shared
+			}
+		}
 	}
 	ids := map[string]int{"bos_token_id": c.BOS, "pad_token_id": c.PAD}
 	for k, v := range ids {
@@ -309,4 +335,15 @@ func narrow(dt DType, f float32) (h uint16, ok bool) {
 		return 0, false
 	}
 	return sign | uint16(v), true
+}
+
+// floatJSON is v as a JSON number with a decimal point or an exponent, so
+// that transformers' strict config fields typed float accept it (Go writes
+// 0 for float64(0), which they refuse as an int).
+func floatJSON(v float64) json.RawMessage {
+	s := strconv.FormatFloat(v, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eEn") {
+		s += ".0"
+	}
+	return json.RawMessage(s)
 }

@@ -5,7 +5,9 @@ import "fmt"
 // Module names a linear projection of a decoder layer.
 type Module int
 
-// The seven projections LoRA may target, in transformers' order.
+// The projections LoRA may target: the seven of every dense layer, in
+// transformers' order (GateProj, UpProj and DownProj are a MoE model's dense
+// layers' MLP), then those of a Mixture-of-Experts block (docs/moe.md).
 const (
 	QProj Module = iota
 	KProj
@@ -14,14 +16,36 @@ const (
 	GateProj
 	UpProj
 	DownProj
+	// Qwen2-MoE's shared expert: mlp.shared_expert.{gate,up,down}_proj and
+	// its gate mlp.shared_expert_gate (an nn.Linear to one output).
+	SharedGateProj
+	SharedUpProj
+	SharedDownProj
+	SharedExpertGate
+	// Router is the router's weight mlp.gate.weight [Experts, Hidden]
+	// (PEFT target_parameters "gate.weight").
+	Router
+	// ExpertsGateUp and ExpertsDown are every expert's gate and up
+	// projections (fused, [2·I, Hidden] per expert) and down projection
+	// ([Hidden, I] per expert): PEFT target_parameters
+	// "mlp.experts.gate_up_proj" and "mlp.experts.down_proj".
+	ExpertsGateUp
+	ExpertsDown
 	NumModules
 )
 
-var moduleNames = [NumModules]string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+// NumDenseModules is the number of modules of a dense layer (QProj …
+// DownProj).
+const NumDenseModules = SharedGateProj
+
+var moduleNames = [NumModules]string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+	"shared_expert.gate_proj", "shared_expert.up_proj", "shared_expert.down_proj", "shared_expert_gate",
+	"gate.weight", "experts.gate_up_proj", "experts.down_proj"}
 
 func (m Module) String() string { return moduleNames[m] }
 
-// ParseModule returns the module with the given transformers name (q_proj, …).
+// ParseModule returns the module with the given name (q_proj, …,
+// shared_expert_gate, experts.gate_up_proj; String's names).
 func ParseModule(s string) (Module, bool) {
 	for i, n := range moduleNames {
 		if n == s {
@@ -31,13 +55,40 @@ func ParseModule(s string) (Module, bool) {
 	return 0, false
 }
 
-// Path is the module's path inside layer l, as transformers names it:
-// model.layers.<l>.self_attn.q_proj, model.layers.<l>.mlp.gate_proj, ….
+// Expert reports whether m is one of the stacked expert projections, whose
+// LoRA matrices hold one low-rank pair per expert.
+func (m Module) Expert() bool { return m == ExpertsGateUp || m == ExpertsDown }
+
+// Path is the module's path inside layer l, as transformers 5 names it in
+// memory: model.layers.<l>.self_attn.q_proj, model.layers.<l>.mlp.gate_proj,
+// model.layers.<l>.mlp.shared_expert.up_proj, model.layers.<l>.mlp.gate
+// (the router), model.layers.<l>.mlp.experts (both expert projections).
 func (m Module) Path(l int) string {
-	if m >= GateProj {
-		return fmt.Sprintf("model.layers.%d.mlp.%s", l, moduleNames[m])
+	switch {
+	case m < GateProj:
+		return fmt.Sprintf("model.layers.%d.self_attn.%s", l, moduleNames[m])
+	case m == Router:
+		return fmt.Sprintf("model.layers.%d.mlp.gate", l)
+	case m.Expert():
+		return fmt.Sprintf("model.layers.%d.mlp.experts", l)
 	}
-	return fmt.Sprintf("model.layers.%d.self_attn.%s", l, moduleNames[m])
+	return fmt.Sprintf("model.layers.%d.mlp.%s", l, moduleNames[m])
+}
+
+// Has reports whether layer l of a model of shape c has module m: the
+// attention projections everywhere, the dense MLP in dense layers, the
+// router and experts in sparse ones, the shared expert in Qwen2-MoE's
+// sparse layers.
+func (c Config) Has(l int, m Module) bool {
+	switch {
+	case m < GateProj:
+		return true
+	case m <= DownProj:
+		return !c.Sparse(l)
+	case m <= SharedExpertGate:
+		return c.Sparse(l) && c.MoE.Shared > 0
+	}
+	return c.Sparse(l) && m < NumModules
 }
 
 // Dims returns module m's input and output sizes.
@@ -51,8 +102,22 @@ func (c Config) Dims(m Module) (in, out int) {
 		return c.Heads * c.HeadDim, c.Hidden
 	case GateProj, UpProj:
 		return c.Hidden, c.Intermediate
+	case DownProj:
+		return c.Intermediate, c.Hidden
+	case SharedGateProj, SharedUpProj:
+		return c.Hidden, c.MoE.Shared
+	case SharedDownProj:
+		return c.MoE.Shared, c.Hidden
+	case SharedExpertGate:
+		return c.Hidden, 1
+	case Router:
+		return c.Hidden, c.MoE.Experts
+	case ExpertsGateUp:
+		return c.Hidden, 2 * c.MoE.Intermediate // per expert
+	case ExpertsDown:
+		return c.MoE.Intermediate, c.Hidden // per expert
 	}
-	return c.Intermediate, c.Hidden
+	return 0, 0
 }
 
 // hasBias reports whether module m carries a bias under c.
@@ -62,17 +127,32 @@ func (c Config) hasBias(m Module) bool {
 		return c.QKVBias
 	case OProj:
 		return c.OBias
+	case GateProj, UpProj, DownProj:
+		return c.MLPBias
 	}
-	return c.MLPBias
+	return false
 }
 
 // Layer holds one decoder layer's parameters. W[m] is module m's weight,
-// row-major [out, in] as in PyTorch; Bias[m] is [out] or nil.
+// row-major [out, in] as in PyTorch; Bias[m] is [out] or nil. A sparse
+// layer has W[Router] and Experts instead of the dense MLP (W[ExpertsGateUp]
+// and W[ExpertsDown] are unused).
 type Layer struct {
 	InputNorm, PostNorm []float32 // input_layernorm, post_attention_layernorm [Hidden]
 	QNorm, KNorm        []float32 // Qwen3 q_norm, k_norm [HeadDim]; nil otherwise
 	W                   [NumModules]Mat
 	Bias                [NumModules][]float32
+	Experts             []Expert // a sparse layer's experts; nil in a dense layer
+
+	// fusedGateUp [E, 2I, H] and fusedDown [E, H, I]: the stacked expert
+	// tensors of a fused checkpoint, which Experts are views of.
+	fusedGateUp, fusedDown Mat
+}
+
+// Expert is one expert's SwiGLU MLP, down(silu(gate(x))·up(x)): Gate and
+// Up [I, Hidden], Down [Hidden, I].
+type Expert struct {
+	Gate, Up, Down Mat
 }
 
 // Weights are the base parameters of a model. The matrices keep the
@@ -159,9 +239,13 @@ func (c Config) specs(w *Weights) []tensorSpec {
 		L := &w.Layers[l]
 		p := fmt.Sprintf("model.layers.%d.", l)
 		add(p+"input_layernorm.weight", &L.InputNorm, c.Hidden)
-		for m := range NumModules {
+		for m := range NumDenseModules {
 			if m == GateProj {
 				add(p+"post_attention_layernorm.weight", &L.PostNorm, c.Hidden)
+				if c.Sparse(l) {
+					c.moeSpecs(l, L, bind, addMat)
+					break
+				}
 			}
 			in, out := c.Dims(m)
 			addMat(m.Path(l)+".weight", &L.W[m], out, in)
@@ -181,6 +265,77 @@ func (c Config) specs(w *Weights) []tensorSpec {
 	return ts
 }
 
+// moeSpecs lists a sparse layer's tensors in the checkpoint's layout: the
+// router, the experts (one module each, or stacked when
+// c.MoE.FusedExperts), Qwen2-MoE's shared expert and its gate. Names are
+// those save_pretrained writes (Mixtral's per-expert modules keep their
+// original names: block_sparse_moe.gate, block_sparse_moe.experts.<e>.w1
+// (gate), w3 (up), w2 (down)); a fused checkpoint uses the in-memory names
+// mlp.gate.weight, mlp.experts.gate_up_proj, mlp.experts.down_proj.
+func (c Config) moeSpecs(l int, L *Layer, bind bool, addMat func(string, *Mat, ...int)) {
+	E, I, D := c.MoE.Experts, c.MoE.Intermediate, c.Hidden
+	mlp := fmt.Sprintf("model.layers.%d.mlp.", l)
+	legacyMixtral := c.Arch == Mixtral && !c.MoE.FusedExperts
+	if legacyMixtral {
+		mlp = fmt.Sprintf("model.layers.%d.block_sparse_moe.", l)
+	}
+	addMat(mlp+"gate.weight", &L.W[Router], E, D)
+	if c.MoE.FusedExperts {
+		addMat(mlp+"experts.gate_up_proj", &L.fusedGateUp, E, 2*I, D)
+		addMat(mlp+"experts.down_proj", &L.fusedDown, E, D, I)
+	} else {
+		if bind && len(L.Experts) != E {
+			L.Experts = make([]Expert, E)
+		}
+		names := [3]string{"gate_proj", "up_proj", "down_proj"}
+		if legacyMixtral {
+			names = [3]string{"w1", "w3", "w2"}
+		}
+		for e := range E {
+			var x Expert
+			ex := &x
+			if bind {
+				ex = &L.Experts[e]
+			}
+			p := fmt.Sprintf("%sexperts.%d.", mlp, e)
+			addMat(p+names[0]+".weight", &ex.Gate, I, D)
+			addMat(p+names[1]+".weight", &ex.Up, I, D)
+			addMat(p+names[2]+".weight", &ex.Down, D, I)
+		}
+	}
+	if c.MoE.Shared > 0 {
+		for _, m := range []Module{SharedGateProj, SharedUpProj, SharedDownProj, SharedExpertGate} {
+			in, out := c.Dims(m)
+			addMat(m.Path(l)+".weight", &L.W[m], out, in)
+		}
+	}
+}
+
+// linkExperts makes the Experts of every sparse layer of a fused
+// checkpoint views of its stacked tensors.
+func (w *Weights) linkExperts() {
+	c := w.Cfg
+	if !c.MoE.FusedExperts {
+		return
+	}
+	E, I, D := c.MoE.Experts, c.MoE.Intermediate, c.Hidden
+	for l := range w.Layers {
+		L := &w.Layers[l]
+		if !c.Sparse(l) {
+			continue
+		}
+		L.Experts = make([]Expert, E)
+		for e := range E {
+			gu := e * 2 * I * D
+			L.Experts[e] = Expert{
+				Gate: L.fusedGateUp.slice(gu, I*D),
+				Up:   L.fusedGateUp.slice(gu+I*D, I*D),
+				Down: L.fusedDown.slice(e*D*I, D*I),
+			}
+		}
+	}
+}
+
 // NewWeights returns zero weights of shape c, every matrix F32.
 func NewWeights(c Config) (*Weights, error) {
 	if err := c.Validate(); err != nil {
@@ -197,6 +352,7 @@ func NewWeights(c Config) (*Weights, error) {
 	if c.Tied {
 		w.Head = w.Embed
 	}
+	w.linkExperts()
 	return w, nil
 }
 

@@ -123,6 +123,7 @@ type loraConfig struct {
 	RankPattern       map[string]any `json:"rank_pattern"`
 	Revision          any            `json:"revision"`
 	TargetModules     []string       `json:"target_modules"`
+	TargetParameters  []string       `json:"target_parameters,omitempty"` // absent unless the router or experts are adapted: dense checkpoints keep their bytes
 	TaskType          string         `json:"task_type"`
 	UseDora           bool           `json:"use_dora"`
 	UseRslora         bool           `json:"use_rslora"`
@@ -158,6 +159,9 @@ func checkAdapter(a *llama.Adapter) error {
 	if a.RSLoRA {
 		return fmt.Errorf("%w: rsLoRA adapters are not written", ErrFormat)
 	}
+	if a.Ranks != nil || a.Alphas != nil {
+		return fmt.Errorf("%w: adapters with per-module ranks or alphas are not written", ErrFormat)
+	}
 	for _, t := range a.Views() {
 		if n := t.Shape[0] * t.Shape[1]; len(t.Data) != n {
 			return fmt.Errorf("%w: tensor %s holds %d values, its shape %v needs %d", ErrFormat, t.Name, len(t.Data), t.Shape, n)
@@ -177,9 +181,15 @@ func ConfigBytes(a *llama.Adapter, card Card) ([]byte, error) {
 	if err := checkAdapter(a); err != nil {
 		return nil, err
 	}
-	targets := make([]string, len(a.Targets))
-	for i, m := range a.Targets {
-		targets[i] = m.String()
+	// The router and the stacked experts are parameters to PEFT
+	// (target_parameters, under their module paths inside a layer).
+	var targets, params []string
+	for _, m := range a.Targets {
+		if m >= llama.Router {
+			params = append(params, "mlp."+m.String())
+		} else {
+			targets = append(targets, m.String())
+		}
 	}
 	extra := card.Extra
 	if extra == nil {
@@ -188,7 +198,7 @@ func ConfigBytes(a *llama.Adapter, card Card) ([]byte, error) {
 	c := loraConfig{
 		AlphaPattern: map[string]any{}, BaseModel: card.BaseModel, Bias: "none", InferenceMode: true, InitLoraWeights: true,
 		LoraAlpha: a.Alpha, PeftType: "LORA", R: a.Rank, RankPattern: map[string]any{},
-		TargetModules: targets, TaskType: "CAUSAL_LM",
+		TargetModules: targets, TargetParameters: params, TaskType: "CAUSAL_LM",
 		ZooGym: &gymConfig{BaseSHA3: card.BaseSHA3, Job: card.Job, Epoch: card.Epoch, Extra: extra},
 	}
 	b, err := json.MarshalIndent(c, "", "  ")
@@ -362,11 +372,11 @@ func Read(dir string, mc llama.Config) (*llama.Adapter, Config, error) {
 	// The adapter the config describes is allocated before its tensors are
 	// read: the file must be large enough to hold it (2 bytes a value at
 	// the least, in BF16 or F16), so a config cannot size it alone.
-	var params float64
-	for _, m := range cfg.Adapter.Targets {
-		in, out := mc.Dims(m)
-		params += float64(cfg.Adapter.Rank) * float64(in+out) * float64(mc.Layers)
+	np, err := cfg.Adapter.Params(mc)
+	if err != nil {
+		return nil, Config{}, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
+	params := float64(np)
 	if float64(wst.Size()) < 2*params {
 		return nil, Config{}, fmt.Errorf("%w: %s: r=%d on %v of this base model is %.0f values, %s has %d bytes",
 			ErrFormat, ConfigFile, cfg.Adapter.Rank, cfg.Adapter.Targets, params, WeightsFile, wst.Size())

@@ -343,9 +343,13 @@ func TestReadRefuses(t *testing.T) {
 			return c, ts
 		}, "use_dora"},
 		{"rank pattern", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
-			c["rank_pattern"] = map[string]any{"q_proj": 4}
+			c["rank_pattern"] = map[string]any{"q_pro.": 4} // a regular expression
 			return c, ts
 		}, "rank_pattern"},
+		{"rank pattern the tensors do not have", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
+			c["rank_pattern"] = map[string]any{"q_proj": 4}
+			return c, ts
+		}, "q_proj.lora_A.weight\" has shape"},
 		{"layers", func(c map[string]any, ts []stTensor) (map[string]any, []stTensor) {
 			c["layers_to_transform"] = []int{0}
 			return c, ts

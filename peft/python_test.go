@@ -72,6 +72,57 @@ func TestPEFTLoads(t *testing.T) {
 			}
 		}
 	}
+	checkPEFTLoads(t, py, baseDir, w, a)
+}
+
+// TestPEFTLoadsMoE is TestPEFTLoads on a tiny Qwen3-MoE and Mixtral whose
+// adapter covers the attention, the router and the stacked experts
+// (written under target_parameters).
+func TestPEFTLoadsMoE(t *testing.T) {
+	py := pyenv.Require(t, "torch", "transformers", "peft", "safetensors")
+	for _, arch := range []llama.Arch{llama.Qwen3MoE, llama.Mixtral} {
+		t.Run(string(arch), func(t *testing.T) {
+			c := llama.Config{Arch: arch, Vocab: 16, Hidden: 32, Intermediate: 24, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 8,
+				MaxPositions: 32, NormEps: 1e-6, RopeTheta: 10000, BOS: -1, PAD: -1, QKNorm: arch == llama.Qwen3MoE,
+				MoE: llama.MoEConfig{Experts: 4, TopK: 2, Intermediate: 24, NormTopK: true, SparseStep: 1}}
+			w, err := llama.NewWeights(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, ts := range w.Tensors() {
+				for i := range ts.Data {
+					v := math.Sin(float64(i*13+k*7)) / math.Sqrt(float64(ts.Shape[len(ts.Shape)-1]))
+					if len(ts.Shape) == 1 {
+						v = 1 + 0.1*v
+					}
+					ts.Data[i] = float32(v)
+				}
+			}
+			baseDir := filepath.Join(t.TempDir(), "base")
+			if err := llama.Save(baseDir, w); err != nil {
+				t.Fatal(err)
+			}
+			a, err := llama.InitAdapter(c, 2, 4, []llama.Module{llama.QProj, llama.Router, llama.ExpertsGateUp, llama.ExpertsDown}, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for l := range a.B {
+				for _, b := range a.B[l] {
+					for i := range b {
+						b[i] = float32(math.Sin(float64(i*7+l))) * 0.3
+					}
+				}
+			}
+			checkPEFTLoads(t, py, baseDir, w, a)
+		})
+	}
+}
+
+// checkPEFTLoads writes a as a checkpoint and checks that PEFT loads it on
+// the base in baseDir (weights w) with every tensor and the Go engine's
+// logits.
+func checkPEFTLoads(t *testing.T, py, baseDir string, w *llama.Weights, a *llama.Adapter) {
+	t.Helper()
 	ckpt := filepath.Join(t.TempDir(), "ckpt")
 	if err := Write(ckpt, a, Card{BaseModel: "tiny-qwen2", BaseSHA3: "00", Job: "job-1", Epoch: 1}); err != nil {
 		t.Fatal(err)

@@ -201,7 +201,7 @@ func (c Config) targets() ([]llama.Module, error) {
 	for _, n := range c.LoRATargets {
 		m, ok := llama.ParseModule(n)
 		if !ok {
-			return nil, fmt.Errorf("%w: LoRA target %q is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj", ErrConfig, n)
+			return nil, fmt.Errorf("%w: LoRA target %q is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (or, on a MoE base, shared_expert.gate_proj, shared_expert.up_proj, shared_expert.down_proj, shared_expert_gate, gate.weight, experts.gate_up_proj, experts.down_proj)", ErrConfig, n)
 		}
 		if slices.Contains(ms, m) {
 			return nil, fmt.Errorf("%w: LoRA target %q given twice", ErrConfig, n)

@@ -119,16 +119,24 @@ func TestGSPOMatchesGoEngine(t *testing.T) {
 }
 
 func matchGoEngine(t *testing.T, c trainer.Config) {
-	b := sharedBackend(t)
 	base, err := basemodel.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
+	matchGoEngineOn(t, c, base, "")
+}
+
+// matchGoEngineOn is matchGoEngine on base, whose directory the job names
+// when dir is not empty.
+func matchGoEngineOn(t *testing.T, c trainer.Config, base *basemodel.Base, dir string) {
+	b := sharedBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// One Go AdamW step first, so lora_B is not zero and every tensor has a
 	// gradient.
-	tr, err := trainer.New(base.Weights, base.Tokenizer, smallConfig(), 0, 1)
+	first := smallConfig()
+	first.LoRATargets = c.LoRATargets
+	tr, err := trainer.New(base.Weights, base.Tokenizer, first, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +176,7 @@ func matchGoEngine(t *testing.T, c trainer.Config) {
 	}
 	goAfter := g.Adapter().Clone()
 
-	tt, err := b.StartTrainer(ctx, backend.Job{Base: base, Config: c, Threads: 1, FirstStep: 1, Adapter: start})
+	tt, err := b.StartTrainer(ctx, backend.Job{Base: base, BaseDir: dir, Config: c, Threads: 1, FirstStep: 1, Adapter: start})
 	if err != nil {
 		t.Fatal(err)
 	}

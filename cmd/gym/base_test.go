@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,5 +37,34 @@ func TestBaseExport(t *testing.T) {
 	}
 	if r := gym(t, "base", "export"); r.code != 2 {
 		t.Fatalf("no argument: exit %d", r.code)
+	}
+}
+
+// TestModelLogits: gym model logits prints the built-in base's top K for a
+// prompt (text and JSON), and refuses a missing --prompt as a usage error
+// and a failing comparison (an interpreter that is not Python) with exit 1.
+func TestModelLogits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "base")
+	mustGym(t, "base", "export", dir)
+	out := mustGym(t, "model", "logits", "--model", dir, "--prompt", "12+34=", "--top", "3", "--threads", "1")
+	if !strings.Contains(out, "LlamaForCausalLM") || !strings.Contains(out, "top 3") || strings.Count(out, "\n") < 6 {
+		t.Fatalf("output %q", out)
+	}
+	js := mustGym(t, "model", "logits", "--model", dir, "--prompt", "12+34=", "--top", "2", "--json")
+	var r struct {
+		IDs []int `json:"ids"`
+		Top []struct {
+			ID    int     `json:"id"`
+			Logit float64 `json:"logit"`
+		} `json:"top"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); err != nil || len(r.IDs) != 6 || len(r.Top) != 2 || r.Top[0].Logit < r.Top[1].Logit {
+		t.Fatalf("JSON %q: %v", js, err)
+	}
+	if res := gym(t, "model", "logits", "--model", dir); res.code != 2 {
+		t.Fatalf("no --prompt: exit %d, %q", res.code, res.stderr)
+	}
+	if res := gym(t, "model", "logits", "--model", dir, "--prompt", "1", "--compare-transformers", "--python", "/bin/false"); res.code != 1 || !strings.Contains(res.stderr, "compare.py") {
+		t.Fatalf("failing comparison: exit %d, %q", res.code, res.stderr)
 	}
 }

@@ -27,7 +27,7 @@ orchestrator, hanzod; submitters send jobs to hanzod and follow them
 	orch.register(root)
 	root.AddCommand(newKeygen(), newDelta(&orch), newBench(), newDemo(), newVersion(),
 		newJob(&orch), newNode(&orch), newLedger(&orch),
-		newRing(), newTrain(), newArtifact(), newEval(), newRollout(), newWorker(), newUp(), newRelease(), newBase(), newChain(), newEnv(), newTask())
+		newRing(), newTrain(), newArtifact(), newEval(), newRollout(), newWorker(), newUp(), newRelease(), newBase(), newChain(), newEnv(), newTask(), newModel())
 	return root
 }
 

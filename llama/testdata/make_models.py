@@ -152,6 +152,9 @@ grad_adapters = [
     ("grad_mistral", "mistral_f16", LoraConfig(r=4, lora_alpha=8, target_modules=SEVEN)),
     ("grad_llama_three_modules", "llama_gqa_llama3",
      LoraConfig(r=4, lora_alpha=8, target_modules=["k_proj", "o_proj", "up_proj"])),
+    # all-linear on a tied-embedding Qwen3: PEFT saves every module's full
+    # path (model.layers.1.mlp.up_proj, …) in target_modules (issue 38).
+    ("grad_qwen3_tied_all_linear", "qwen3_headdim", LoraConfig(r=4, lora_alpha=8, target_modules="all-linear")),
 ]
 for gname, base, lcfg in grad_adapters:
     d = os.path.join(out, base)

@@ -26,7 +26,12 @@ import torch
 from . import BackendError, PreconditionError
 from . import objective, traces
 
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+           # Mixture-of-Experts bases (docs/moe.md): Qwen2-MoE's shared expert and its gate are modules;
+           # the router's weight and the stacked experts are parameters to PEFT (target_parameters).
+           "shared_expert.gate_proj", "shared_expert.up_proj", "shared_expert.down_proj", "shared_expert_gate",
+           "gate.weight", "experts.gate_up_proj", "experts.down_proj")
+PARAM_TARGETS = ("gate.weight", "experts.gate_up_proj", "experts.down_proj")
 
 
 @dataclass
@@ -147,8 +152,15 @@ class Engine:
             if wrong:
                 raise BackendError(f"the base loaded other than {c.dtype} on {dev}: {sorted(wrong)[:3]}")
         base.eval()  # no dropout anywhere
-        lc = LoraConfig(r=c.rank, lora_alpha=c.alpha, target_modules=list(c.targets), lora_dropout=0.0,
-                        bias="none", task_type="CAUSAL_LM")
+        modules = [t for t in c.targets if t not in PARAM_TARGETS]
+        params = ["mlp." + t for t in c.targets if t in PARAM_TARGETS]
+        if params and not getattr(base.config, "num_experts_per_tok", None):
+            raise BackendError(f"lora_target_modules {params} name experts or a router; the base has none")
+        # The router's auxiliary (load-balancing) loss is not part of the
+        # objective: the model is called without labels, so transformers
+        # never adds it (docs/moe.md), as the Go engine does not.
+        lc = LoraConfig(r=c.rank, lora_alpha=c.alpha, target_modules=modules or None,
+                        target_parameters=params or None, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
         self.model = get_peft_model(base, lc)
         self.model.eval()
         self.c = c
