@@ -233,6 +233,13 @@ func (b *Backend) load(ctx context.Context, t *Trainer, p *proc) error {
 	dir := b.o.BaseDir
 	if t.j.BaseDir != "" {
 		dir = t.j.BaseDir // the job's base, fetched by CID
+		// The process refuses a relative path (a worker with a relative
+		// --data keeps its bases under it).
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return err
+		}
+		dir = abs
 	}
 	req := &trainerv1.LoadRequest{
 		BaseDir: dir, LoraRank: uint32(c.LoRARank), LoraAlpha: c.LoRAAlpha, LoraTargetModules: c.LoRATargets,

@@ -239,6 +239,15 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 		return def
 	}
 	o.orchestrator = flag("orchestrator", envOr("ORCHESTRATOR_URL", defaultOrchestrator))
+	if cfg.DataDir != "" {
+		// Absolute: the torch backend's process is handed the base's
+		// directory under it, and it refuses a relative path.
+		abs, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			return usageError{fmt.Errorf("--data %s: %w", cfg.DataDir, err)}
+		}
+		cfg.DataDir = abs
+	}
 	dialOpts := DialOptions{Addr: o.orchestrator, DataDir: cfg.DataDir, Role: cfg.Role,
 		TLSCA: flag("tls-ca", os.Getenv("ORCHESTRATOR_TLS_CA")), TLSServerName: flag("tls-server-name", os.Getenv("ORCHESTRATOR_TLS_SERVER_NAME"))}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
