@@ -25,10 +25,10 @@ var families = []string{"qwen2.5", "qwen3", "llama3.1", "llama3.2", "mistral-nem
 var parityDate = time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
 
 type parityCase struct {
-	Messages            any              `json:"messages"` // a []map[string]any or raw JSON (keys in their order)
-	Tools               any              `json:"tools"`
-	AddGenerationPrompt bool             `json:"add_generation_prompt"`
-	Kwargs              map[string]any   `json:"kwargs"`
+	Messages            any            `json:"messages"` // a []map[string]any or raw JSON (keys in their order)
+	Tools               any            `json:"tools"`
+	AddGenerationPrompt bool           `json:"add_generation_prompt"`
+	Kwargs              map[string]any `json:"kwargs"`
 }
 
 var contents = []string{
@@ -136,7 +136,7 @@ func fixedCases() []parityCase {
 		)
 		// Keys in an order that is not sorted, kept as given: tojson writes them in that order.
 		out = append(out, parityCase{
-			Tools: json.RawMessage(`[{"type": "function", "function": {"name": "zeta", "description": "last <b>", "parameters": {"type": "object", "required": ["y", "x"], "properties": {"y": {"type": "number"}, "x": {"type": "string"}}}}}]`),
+			Tools:    json.RawMessage(`[{"type": "function", "function": {"name": "zeta", "description": "last <b>", "parameters": {"type": "object", "required": ["y", "x"], "properties": {"y": {"type": "number"}, "x": {"type": "string"}}}}}]`),
 			Messages: json.RawMessage(`[{"role": "user", "content": "go"}, {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "id": "zzzzzzzz1", "function": {"name": "zeta", "arguments": {"y": 1.0, "x": "\u00e9\n", "big": 12345678901234, "tiny": 1e-7, "neg": -0.0, "list": [], "obj": {}}}}]}, {"role": "tool", "tool_call_id": "zzzzzzzz1", "content": "done"}]`)})
 		for i := len(out) - 11; i < len(out); i++ {
 			out[i].AddGenerationPrompt = agp

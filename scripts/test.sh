@@ -154,6 +154,8 @@ fuzz=(
   "./envserver FuzzParse 20000"
   "./tokenizer FuzzParse 5000"
   "./tokenizer FuzzEncode 10000"
+  "./chat FuzzRender 10000"
+  "./chat FuzzCompile 10000"
   "./orchestrator/judge FuzzSubmit 3000"
   "./orchestrator/server FuzzSubmitJob 5000"
   "./release FuzzParseSums 20000"
