@@ -156,6 +156,7 @@ fuzz=(
   "./tokenizer FuzzEncode 10000"
   "./chat FuzzRender 10000"
   "./chat FuzzCompile 10000"
+  "./toolcall FuzzParse 20000"
   "./orchestrator/judge FuzzSubmit 3000"
   "./orchestrator/server FuzzSubmitJob 5000"
   "./release FuzzParseSums 20000"
