@@ -6,73 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zooai/gym/chat"
 	"github.com/zooai/gym/envserver"
+	"github.com/zooai/gym/internal/tinyllama"
 	"github.com/zooai/gym/tokenizer"
 	"github.com/zooai/gym/toolcall"
 )
 
-// byteTokenizer writes a byte-level tokenizer.json with no merges (every
-// byte its own token) and Qwen's chat tokens, and loads it.
-func byteTokenizer(t *testing.T) *tokenizer.Tokenizer {
-	t.Helper()
-	var bs []int
-	for b := '!'; b <= '~'; b++ {
-		bs = append(bs, int(b))
-	}
-	for b := '¡'; b <= '¬'; b++ {
-		bs = append(bs, int(b))
-	}
-	for b := '®'; b <= 'ÿ'; b++ {
-		bs = append(bs, int(b))
-	}
-	cs := map[int]rune{}
-	for _, b := range bs {
-		cs[b] = rune(b)
-	}
-	n := 0
-	for b := range 256 {
-		if _, ok := cs[b]; !ok {
-			cs[b] = rune(256 + n)
-			n++
-		}
-	}
-	vocab := map[string]int{}
-	for b := range 256 {
-		vocab[string(cs[b])] = b
-	}
-	var added []map[string]any
-	for i, s := range []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"} {
-		added = append(added, map[string]any{"id": 256 + i, "content": s, "special": true, "normalized": false, "lstrip": false, "rstrip": false, "single_word": false})
-	}
-	for i, s := range []string{"<tool_call>", "</tool_call>"} {
-		added = append(added, map[string]any{"id": 259 + i, "content": s, "special": false, "normalized": false, "lstrip": false, "rstrip": false, "single_word": false})
-	}
-	doc := map[string]any{
-		"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": added, "normalizer": nil,
-		"pre_tokenizer":  map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
-		"post_processor": nil,
-		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-		"model":          map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil, "end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": []string{}},
-	}
-	b, _ := json.Marshal(doc)
-	p := filepath.Join(t.TempDir(), "tokenizer.json")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
-
-const eot = 258 // <|im_end|>
+const eot = tinyllama.ChatEOS // <|im_end|>
 
 func config(t *testing.T) Config {
 	t.Helper()
@@ -85,7 +30,7 @@ func config(t *testing.T) Config {
 		t.Fatal(err)
 	}
 	f, _ := toolcall.Detect(string(src))
-	return Config{Template: tm, Tokenizer: byteTokenizer(t), Format: f, EOS: []int{eot},
+	return Config{Template: tm, Tokenizer: tinyllama.ChatTokenizer(), Format: f, EOS: []int{eot},
 		Tools:    json.RawMessage(`[{"type": "function", "function": {"name": "calc", "description": "Multiply.", "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}}}}]`),
 		MaxTurns: 4, MaxTokens: 4096, MaxObservationBytes: 1 << 10}
 }

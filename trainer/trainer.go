@@ -282,9 +282,15 @@ func (t *Trainer) checkRollouts(ro *rollout.Rollouts) error {
 		len(ro.OldLogP) != len(ro.Completions) || len(ro.Rewards) != len(ro.Completions) {
 		return fmt.Errorf("%w: malformed rollouts", ErrConfig)
 	}
+	if ro.Mask != nil && len(ro.Mask) != len(ro.Completions) {
+		return fmt.Errorf("%w: %d mask rows for %d rollouts", ErrConfig, len(ro.Mask), len(ro.Completions))
+	}
 	for i, comp := range ro.Completions {
 		if len(comp) == 0 || len(ro.OldLogP[i]) != len(comp) || len(ro.Prompts[i/ro.G]) == 0 {
 			return fmt.Errorf("%w: rollout %d is empty or its log-probabilities do not match", ErrConfig, i)
+		}
+		if ro.Mask != nil && len(ro.Mask[i]) != len(comp) {
+			return fmt.Errorf("%w: rollout %d's mask does not match its tokens", ErrConfig, i)
 		}
 		for _, id := range append(slices.Clone(ro.Prompts[i/ro.G]), comp...) {
 			if id < 0 || id >= vocab {
@@ -451,6 +457,9 @@ func (t *Trainer) microBatch(ro *rollout.Rollouts, refLogP [][]float64, lo, hi i
 	}
 	if refLogP != nil {
 		b.RefLogP = refLogP[lo:hi]
+	}
+	if ro.Mask != nil {
+		b.Mask = ro.Mask[lo:hi]
 	}
 	res, err := gspo.Compute(t.obj, b)
 	if err != nil {
