@@ -1,6 +1,7 @@
 package episode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,8 +230,16 @@ func TestEndings(t *testing.T) {
 			if len(e.Tokens) > c.MaxTokens || len(e.Model) != len(e.Tokens) || len(e.LogP) != len(e.Tokens) {
 				t.Fatalf("%d tokens (at most %d), %d mask, %d logp", len(e.Tokens), c.MaxTokens, len(e.Model), len(e.LogP))
 			}
-			// Every ending replays from its record.
-			if err := Replay(context.Background(), c, &script{tok: c.Tokenizer, replies: tc.replies}, e); err != nil {
+			// Every ending replays from its record, read back from JSON.
+			b, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := ReadJSONL(bytes.NewReader(append(b, '\n')), 1)
+			if err != nil {
+				t.Fatalf("reading the record back: %v", err)
+			}
+			if err := Replay(context.Background(), c, &script{tok: c.Tokenizer, replies: tc.replies}, recs[0]); err != nil {
 				t.Fatalf("replay: %v", err)
 			}
 		})
@@ -249,4 +258,67 @@ func TestResetFailure(t *testing.T) {
 	if _, err := Play(context.Background(), Config{}, nil, nil, "s", "x"); err == nil {
 		t.Error("an empty config plays")
 	}
+}
+
+// TestRecordChecks: a record whose parts contradict each other is refused.
+func TestRecordChecks(t *testing.T) {
+	c := config(t)
+	e, err := Play(context.Background(), c, &script{tok: c.Tokenizer, replies: []string{"<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expr\": \"3*4\"}}\n</tool_call>", "12"}}, &calc{}, "s", "3*4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := json.Marshal(e)
+	if _, err := ReadJSONL(bytes.NewReader(good), 1); err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(*Episode){
+		"short mask":         func(e *Episode) { e.Model = e.Model[1:] },
+		"mask off a turn":    func(e *Episode) { e.Model[e.Turns[0].Start] = false },
+		"env token as model": func(e *Episode) { e.Model[0] = true },
+		"env logp":           func(e *Episode) { e.LogP[0] = -1 },
+		"positive logp":      func(e *Episode) { e.LogP[e.Turns[0].Start] = 0.5 },
+		"turns out of order": func(e *Episode) { e.Turns[0], e.Turns[1] = e.Turns[1], e.Turns[0] },
+		"span past the end":  func(e *Episode) { e.Turns[1].End = len(e.Tokens) + 1 },
+		"unknown end":        func(e *Episode) { e.End = "whatever" },
+		"negative token":     func(e *Episode) { e.Tokens[3] = -1 },
+	} {
+		var x Episode
+		if err := json.Unmarshal(good, &x); err != nil {
+			t.Fatal(err)
+		}
+		edit(&x)
+		b, _ := json.Marshal(&x)
+		if _, err := ReadJSONL(bytes.NewReader(b), 1); !errors.Is(err, ErrRecord) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, line := range map[string]string{
+		"unknown field": strings.Replace(string(good), `"session"`, `"sessionx"`, 1),
+		"two objects":   string(good) + " {}",
+		"too many":      string(good) + "\n" + string(good),
+	} {
+		if _, err := ReadJSONL(strings.NewReader(line), 1); !errors.Is(err, ErrRecord) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// FuzzReadJSONL: any input reads as checked episodes or ErrRecord.
+func FuzzReadJSONL(f *testing.F) {
+	f.Add([]byte(`{"session":"s","prompt":"p","reset":"r","tokens":[1,2,3],"model":[false,true,true],"logp":[0,-1,-0.5],"turns":[{"start":1,"end":3,"text":"x","steps":[{"action":"a","observation":"o","reward":1,"done":true}]}],"reward":1,"end":"done"}`))
+	f.Add([]byte("\n{\"tokens\":[],\"model\":[],\"logp\":[],\"turns\":[],\"reward\":0,\"end\":\"env_failure\"}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		eps, err := ReadJSONL(bytes.NewReader(data), 8)
+		if err != nil {
+			if !errors.Is(err, ErrRecord) {
+				t.Fatalf("error of no kind: %v", err)
+			}
+			return
+		}
+		for _, e := range eps {
+			if err := e.Check(); err != nil {
+				t.Fatalf("read a record that does not check: %v", err)
+			}
+		}
+	})
 }

@@ -157,6 +157,7 @@ fuzz=(
   "./chat FuzzRender 10000"
   "./chat FuzzCompile 10000"
   "./toolcall FuzzParse 20000"
+  "./episode FuzzReadJSONL 10000"
   "./orchestrator/judge FuzzSubmit 3000"
   "./orchestrator/server FuzzSubmitJob 5000"
   "./release FuzzParseSums 20000"

@@ -79,12 +79,12 @@ func Detect(template string) (Format, bool) {
 // Call is one tool call.
 type Call struct {
 	// ID is the call's id when the model wrote one (Mistral), else "".
-	ID string
+	ID string `json:"id,omitempty"`
 	// Name is the tool's name.
-	Name string
+	Name string `json:"name"`
 	// Arguments is a JSON object, as the model wrote it (a JSON string
 	// holding an object is decoded once).
-	Arguments json.RawMessage
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 // Kind classifies a mistake.
@@ -103,8 +103,8 @@ const (
 
 // Mistake is one call the model got wrong.
 type Mistake struct {
-	Kind   Kind
-	Detail string // what, with up to 80 bytes of the offending text
+	Kind   Kind   `json:"kind"`
+	Detail string `json:"detail"` // what, with up to 80 bytes of the offending text
 }
 
 func (m Mistake) String() string { return string(m.Kind) + ": " + m.Detail }
