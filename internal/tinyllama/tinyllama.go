@@ -116,6 +116,15 @@ func Tokenizer() *tokenizer.Tokenizer {
 // special) — for tests that render chat templates and play episodes on a
 // ChatConfig model.
 func ChatTokenizer() *tokenizer.Tokenizer {
+	t, err := tokenizer.Parse(ChatTokenizerJSON())
+	if err != nil {
+		panic(fmt.Sprintf("tinyllama: %v", err))
+	}
+	return t
+}
+
+// ChatTokenizerJSON is ChatTokenizer's tokenizer.json.
+func ChatTokenizerJSON() []byte {
 	var bs []int
 	for _, r := range [][2]int{{'!', '~'}, {'¡', '¬'}, {'®', 'ÿ'}} {
 		for b := r[0]; b <= r[1]; b++ {
@@ -152,11 +161,7 @@ func ChatTokenizer() *tokenizer.Tokenizer {
 	if err != nil {
 		panic(err)
 	}
-	t, err := tokenizer.Parse(b)
-	if err != nil {
-		panic(fmt.Sprintf("tinyllama: %v", err))
-	}
-	return t
+	return b
 }
 
 // ChatEOS is ChatTokenizer's <|im_end|>.
