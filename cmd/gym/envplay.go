@@ -22,7 +22,7 @@ import (
 
 type envPlayOptions struct {
 	modelDir, checkpoint, prompt, system, out, replay, tools string
-	episodes, turns, maxTokens, topK, threads               int
+	episodes, turns, maxTokens, topK, threads                int
 	seed                                                     uint64
 	temperature                                              float64
 	timeout                                                  time.Duration
