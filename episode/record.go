@@ -99,3 +99,25 @@ func ReadJSONL(r io.Reader, max int) ([]*Episode, error) {
 	}
 	return out, nil
 }
+
+// UnmarshalJSON reads a record strictly (an unknown field is an error, as
+// it is for the decoder around it) and keeps Messages compact, so a
+// record read and written again is the same.
+func (e *Episode) UnmarshalJSON(b []byte) error {
+	type plain Episode
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p plain
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	if p.Messages != nil {
+		var c bytes.Buffer
+		if err := json.Compact(&c, p.Messages); err != nil {
+			return err
+		}
+		p.Messages = c.Bytes()
+	}
+	*e = Episode(p)
+	return nil
+}

@@ -80,7 +80,7 @@ func FromEpisodes(problems []task.Problem, G int, eps []*episode.Episode) (ro *R
 	}
 	N := len(eps)
 	ro = &Rollouts{Problems: problems, G: G, Prompts: make([][]int, len(problems)), Completions: make([][]int, N),
-		OldLogP: make([][]float32, N), Texts: make([]string, N), Rewards: make([]float64, N), Mask: make([][]bool, N)}
+		OldLogP: make([][]float32, N), Texts: make([]string, N), Rewards: make([]float64, N), Mask: make([][]bool, N), Episodes: eps}
 	excluded = make([]bool, len(problems))
 	for i, e := range eps {
 		p := i / G

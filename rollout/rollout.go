@@ -19,6 +19,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/zooai/gym/episode"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/reward"
@@ -102,7 +103,9 @@ type Rollouts struct {
 	// tokens the model generated: an episode's completion holds the
 	// environment's tokens too (FromEpisodes), which are context only and
 	// not trained on (gspo.Batch.Mask). nil: every token is the model's.
-	Mask [][]bool
+	Mask [][]bool // Episodes [P·G], when not nil, are the episodes the rollouts lay out
+	// (FromEpisodes): their turns, actions and observations, for traces.
+	Episodes []*episode.Episode
 }
 
 // N is the number of sequences.
