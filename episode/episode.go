@@ -474,3 +474,33 @@ func firstDiff(a, b []int) int {
 	}
 	return n
 }
+
+// Transcripts is an environment that answers each session from its
+// episode's record (NewTranscript): a whole step's episodes replayed
+// without the environment. A session it has no record of is an error.
+type Transcripts map[string]*Transcript
+
+// NewTranscripts replays eps, by session.
+func NewTranscripts(eps []*Episode) Transcripts {
+	m := Transcripts{}
+	for _, e := range eps {
+		m[e.Session] = NewTranscript(e)
+	}
+	return m
+}
+
+func (m Transcripts) Reset(ctx context.Context, session, prompt string) (string, error) {
+	t, ok := m[session]
+	if !ok {
+		return "", fmt.Errorf("%w: no record of session %q", ErrDiverged, session)
+	}
+	return t.Reset(ctx, session, prompt)
+}
+
+func (m Transcripts) Step(ctx context.Context, session, action string) (envserver.StepResult, error) {
+	t, ok := m[session]
+	if !ok {
+		return envserver.StepResult{}, fmt.Errorf("%w: no record of session %q", ErrDiverged, session)
+	}
+	return t.Step(ctx, session, action)
+}

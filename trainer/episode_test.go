@@ -183,3 +183,98 @@ func TestTrainOnEpisodes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// lenEnv rewards a reply by its length mod 3; sessions named in fail
+// crash at their first step.
+type lenEnv struct{ fail map[string]bool }
+
+func (lenEnv) Reset(context.Context, string, string) (string, error) { return "Say something.", nil }
+func (e lenEnv) Step(_ context.Context, session, action string) (envserver.StepResult, error) {
+	if e.fail[session] {
+		return envserver.StepResult{}, &envserver.Error{Endpoint: "/step", Kind: envserver.KindConnection, Msg: "crashed"}
+	}
+	return envserver.StepResult{Observation: "More.", Reward: float64(len(action) % 3)}, nil
+}
+
+// TestStepEpisodes: a training step that plays its episodes against the
+// environment replays bit for bit against their records, without it; a
+// group whose environment failed is left out.
+func TestStepEpisodes(t *testing.T) {
+	mc := tinyllama.ChatConfig()
+	base, err := tinyllama.Weights(mc, 2, 0.02) // near-uniform: replies end (<|im_end|>) often enough to reach the environment
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := tinyllama.ChatTokenizer()
+	src, err := os.ReadFile("../chat/testdata/templates/Qwen-Qwen2.5-7B-Instruct.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := chat.Compile(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := episode.Config{Template: tm, Tokenizer: tok, System: "s", EOS: mc.EOS, // replies are the actions (a random model writes stray tool-call markup)
+		MaxTurns: 2, MaxTokens: 450, MaxObservationBytes: 256}
+	c := tinyConfig()
+	c.PromptsPerStep, c.GroupSize, c.GradientAccumulationSteps = 2, 4, 1
+	tr, err := New(base, tok, c, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tr.State()
+	ctx := context.Background()
+	st, excluded, err := tr.StepEpisodes(ctx, lenEnv{}, ec)
+	if err != nil || math.IsNaN(st.Loss) || excluded[0] || excluded[1] {
+		t.Fatalf("%+v %v %v", st, excluded, err)
+	}
+	eps := tr.Rollouts().Episodes
+	steps := 0
+	for _, e := range eps {
+		for _, tn := range e.Turns {
+			steps += len(tn.Steps)
+		}
+	}
+	if steps == 0 || st.GenTokens == 0 {
+		t.Fatalf("no episode reached the environment (%d generated tokens)", st.GenTokens)
+	}
+	t.Logf("8 episodes, %d steps, %d model tokens, rewards %v, loss %.4f", steps, st.GenTokens, tr.Rollouts().Rewards, st.Loss)
+
+	// The validator's replay: the same step against the records.
+	re, err := Resume(base, tok, c, 3, 2, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, _, err := re.StepEpisodes(ctx, episode.NewTranscripts(eps), ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Float64bits(st2.Loss) != math.Float64bits(st.Loss) || !bytes.Equal(adapterBytes(re.Adapter()), adapterBytes(tr.Adapter())) {
+		t.Fatalf("replay: loss %v vs %v, adapters equal %v", st2.Loss, st.Loss, bytes.Equal(adapterBytes(re.Adapter()), adapterBytes(tr.Adapter())))
+	}
+
+	// The environment fails one episode of problem 1: that group is out.
+	fresh, err := Resume(base, tok, c, 3, 1, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crash string
+	for _, e := range eps[4:] {
+		if len(e.Turns) > 0 && len(e.Turns[0].Steps) > 0 {
+			crash = e.Session
+			break
+		}
+	}
+	if crash == "" {
+		t.Fatal("no episode of problem 1 reached the environment")
+	}
+	_, excluded, err = fresh.StepEpisodes(ctx, lenEnv{fail: map[string]bool{crash: true}}, ec)
+	if err != nil || excluded[0] || !excluded[1] {
+		t.Fatalf("excluded %v, %v", excluded, err)
+	}
+	for g := 4; g < 8; g++ {
+		if r := fresh.Rollouts().Rewards[g]; r != 0 {
+			t.Fatalf("reward %v in the excluded group", r)
+		}
+	}
+}
