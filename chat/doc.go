@@ -80,8 +80,11 @@
 // catches), and the methods that mutate a list or dict (.append, .pop,
 // .update, ...: ImmutableSandboxedEnvironment refuses them, and without
 // them no value can contain itself). range makes at most 2^20 items per
-// render, inputs are at most 16 MiB and 64 levels deep, output at most
-// 64 MiB, and a panic in the engine is an error. What is not bounded is
-// the time of a render of a template that loops over large inputs many
-// times; the engine has no way to stop one.
+// render, inputs are at most 16 MiB and 64 levels deep, a rendered text
+// over 64 MiB is refused, and a panic in the engine is an error. What is
+// not bounded: the time and memory of a render while it runs — a template
+// that loops over large inputs many times, or repeats a string
+// ('x' * 10**9), runs to its end or out of memory; the engine has no hook
+// to stop one. A model's template is code its publisher chose; a job on a
+// hostile base can waste its own workers' time this way.
 package chat
