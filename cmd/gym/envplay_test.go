@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,4 +79,44 @@ func TestEnvPlay(t *testing.T) {
 	if r := gym(t, "env", "play", url); r.code != 2 {
 		t.Fatalf("no --model: %+v", r)
 	}
+}
+
+// TestBaseChat renders a conversation with a model directory's template,
+// as text and as ids, and refuses a directory without one.
+func TestBaseChat(t *testing.T) {
+	model := chatModelDir(t)
+	msgs := filepath.Join(t.TempDir(), "m.json")
+	if err := os.WriteFile(msgs, []byte(`[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := mustGym(t, "base", "chat", model, "--messages", msgs, "--generation-prompt")
+	if want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"; text != want {
+		t.Fatalf("text %q, want %q", text, want)
+	}
+	var ids []int
+	if err := json.Unmarshal([]byte(mustGym(t, "base", "chat", model, "--messages", msgs, "--generation-prompt", "--ids")), &ids); err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := tinyllama.ChatTokenizer().Encode(text, false); !slices.Equal(ids, want) || ids[0] != 257 {
+		t.Fatalf("ids %v, want %v", ids, want)
+	}
+	dir := t.TempDir()
+	if err := llama.Save(dir, mustWeights(t)); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "tokenizer.json"), tinyllama.ChatTokenizerJSON(), 0o644)
+	if r := gym(t, "base", "chat", dir, "--messages", msgs); r.code != 1 || !strings.Contains(r.stderr, "no chat template") {
+		t.Fatalf("a model without a template: %+v", r)
+	}
+	if r := gym(t, "base", "chat", model); r.code != 2 {
+		t.Fatalf("no --messages: %+v", r)
+	}
+}
+
+func mustWeights(t *testing.T) *llama.Weights {
+	w, err := tinyllama.Weights(tinyllama.ChatConfig(), 1, 0.02)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
