@@ -53,7 +53,8 @@
 // TestParity checks the result: 172 conversations (hand-picked and
 // generated: system prompts, several turns, one and two tool calls with
 // their results, arguments as objects and as JSON strings, reasoning,
-// enable_thinking, date_string, Unicode, control characters, special
+// enable_thinking, date_string, Llama's tools_in_user_message and
+// builtin_tools, Unicode, control characters, special
 // tokens and Jinja syntax inside content, with and without tools and a
 // generation prompt) on each of the six templates, each in a model
 // directory with a tokenizer trained by testdata/reference.py, compared

@@ -107,6 +107,12 @@ func randomCase(r *rand.Rand) (c parityCase) {
 	if r.IntN(4) == 0 {
 		c.Kwargs["date_string"] = "01 Jan 2025"
 	}
+	if r.IntN(5) == 0 {
+		c.Kwargs["tools_in_user_message"] = false // Llama 3.x: the tools in the system message
+	}
+	if r.IntN(6) == 0 {
+		c.Kwargs["builtin_tools"] = []any{"brave_search", "wolfram_alpha"} // Llama 3.1's built-in tools
+	}
 	return c
 }
 
