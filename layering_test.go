@@ -21,7 +21,7 @@ var wiring = []string{"cmd", "localcluster", "localchain"}
 
 // leaves are the packages the rest is built on: their builds depend on
 // nothing of the worker, the orchestrator or the commands.
-var leaves = []string{"ring", "delta", "llama", "tokenizer", "safetensors", "jobspec", "nodeauth", "edkey", "tensorname", "dataset", "reward", "envserver", "task"}
+var leaves = []string{"ring", "delta", "llama", "tokenizer", "safetensors", "jobspec", "nodeauth", "edkey", "tensorname", "dataset", "reward", "envserver", "task", "chat", "toolcall", "episode"}
 
 // testOnly lists test imports of orchestrator/... from outside it that are
 // allowed, with the reason. Keep it short: a test that needs the real

@@ -48,6 +48,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/zooai/gym/chat"
 	"github.com/zooai/gym/internal/atomicfile"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/sft"
@@ -130,6 +131,37 @@ type Base struct {
 	// loads the directory itself (torch): its config and tokenizer, no
 	// weights. The Go engine refuses it (backend.GoBackend.Start).
 	ConfigOnly bool
+	// Chat is the directory's chat templates and special tokens (package
+	// chat), nil when it has none or they could not be loaded (ChatErr
+	// says why); the built-in base has none.
+	Chat    *chat.Set
+	ChatErr error
+}
+
+// RenderChat renders a conversation (a JSON list of messages) with the
+// model's chat template and a generation prompt, as transformers'
+// apply_chat_template(messages, add_generation_prompt=True,
+// tokenize=False) does: the prompt of a dataset row that is a
+// conversation. strftime_now is undefined, so the text is a pure function
+// of the conversation (Llama 3.x's templates then date it 26 Jul 2024).
+func (b *Base) RenderChat(messages string) (string, error) {
+	if b.Chat == nil {
+		err := b.ChatErr
+		if err == nil {
+			err = chat.ErrNoTemplate
+		}
+		return "", fmt.Errorf("basemodel: %s: %w", b.Name, err)
+	}
+	t, err := b.Chat.Select("", false)
+	if err != nil {
+		return "", err
+	}
+	return t.Render(json.RawMessage(messages), chat.Options{AddGenerationPrompt: true, Vars: b.Chat.Vars(nil)})
+}
+
+// loadChat reads dir's chat templates into b.
+func (b *Base) loadChat(dir string) {
+	b.Chat, b.ChatErr = chat.Load(dir)
 }
 
 // ErrConfigOnly reports a ConfigOnly base given to code that needs its
@@ -207,7 +239,9 @@ func Open(dir string) (*Base, error) {
 		return nil, fmt.Errorf("basemodel: %s: %w", dir, err)
 	}
 	abs, _ := filepath.Abs(dir)
-	return &Base{Name: filepath.Base(abs), Weights: w, Tokenizer: tok, SHA3: sum}, nil
+	b := &Base{Name: filepath.Base(abs), Weights: w, Tokenizer: tok, SHA3: sum}
+	b.loadChat(dir)
+	return b, nil
 }
 
 // OpenConfig reads what a Go process needs of a Hugging Face model
@@ -239,7 +273,9 @@ func OpenConfig(dir string) (*Base, error) {
 		return nil, fmt.Errorf("basemodel: %s: %s has ids up to %d, %s has vocab_size %d", dir, TokenizerFile, n-1, ConfigFile, cfg.Vocab)
 	}
 	abs, _ := filepath.Abs(dir)
-	return &Base{Name: filepath.Base(abs), Weights: &llama.Weights{Cfg: cfg}, Tokenizer: tok, ConfigOnly: true}, nil
+	b := &Base{Name: filepath.Base(abs), Weights: &llama.Weights{Cfg: cfg}, Tokenizer: tok, ConfigOnly: true}
+	b.loadChat(dir)
+	return b, nil
 }
 
 // DirSHA3 is the identity of a model directory: the hex SHA3-256 of, for

@@ -19,6 +19,8 @@
 package dataset
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -202,10 +204,21 @@ func (c Config) problems(rows []Row, split string) ([]task.Problem, error) {
 		t, _ = ParseTemplate(c.Template)
 	}
 	out := make([]task.Problem, len(rows))
+	fields, _ := c.Fields()
 	for i, r := range rows {
+		for _, f := range fields {
+			if _, conv := r.Conversation(f); conv && (t != nil || f != c.Prompt) {
+				return nil, fmt.Errorf("%w: split %s, row %d: field %q holds a conversation: only the prompt field may (as prompt: %s, not in a template or as the answer)", ErrFormat, split, i, f, f)
+			}
+		}
 		p := task.Problem{Answer: r[c.Answer]}
 		if t != nil {
 			p.Prompt = t.Apply(r)
+		} else if msgs, conv := r.Conversation(c.Prompt); conv {
+			if err := lastNotAssistant(msgs); err != nil {
+				return nil, fmt.Errorf("%w: split %s, row %d: field %q: %v", ErrFormat, split, i, c.Prompt, err)
+			}
+			p.Messages = msgs
 		} else {
 			p.Prompt = r[c.Prompt]
 		}
@@ -217,7 +230,7 @@ func (c Config) problems(rows []Row, split string) ([]task.Problem, error) {
 			p.Answer = n
 		}
 		switch {
-		case p.Prompt == "":
+		case p.Prompt == "" && p.Messages == "":
 			return nil, fmt.Errorf("%w: split %s, row %d: empty prompt", ErrFormat, split, i)
 		case p.Answer == "":
 			return nil, fmt.Errorf("%w: split %s, row %d: field %q is empty", ErrFormat, split, i, c.Answer)
@@ -225,6 +238,22 @@ func (c Config) problems(rows []Row, split string) ([]task.Problem, error) {
 		out[i] = p
 	}
 	return out, nil
+}
+
+// lastNotAssistant refuses a conversation that ends with the assistant's
+// turn: the prompt is what the model answers, its reference is the answer
+// field.
+func lastNotAssistant(msgs string) error {
+	var ms []struct {
+		Role string `json:"role"`
+	}
+	if err := json.Unmarshal([]byte(msgs), &ms); err != nil {
+		return err
+	}
+	if ms[len(ms)-1].Role == "assistant" {
+		return errors.New("the conversation ends with the assistant's turn: the prompt is what the model answers (put the reference reply in the answer field)")
+	}
+	return nil
 }
 
 func clip(s string) string {

@@ -226,6 +226,7 @@ func FuzzReadJSONL(f *testing.F) {
 	f.Add([]byte("{\"question\":\"1+2\",\"answer\":\"3\"}\n{\"question\":\"4\",\"answer\":5}\n"))
 	f.Add([]byte("{\"question\":null}\n"))
 	f.Add([]byte("\n\n{}\r\n[1]"))
+	f.Add([]byte("{\"question\":[{\"role\":\"user\",\"content\":\"hi\"}],\"answer\":\"3\"}\n{\"question\":[{}],\"answer\":1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rows, err := ReadJSONL("f.jsonl", bytes.NewReader(data), []string{"question", "answer"}, 100)
 		if err != nil {
@@ -293,5 +294,84 @@ func TestStage(t *testing.T) {
 	}
 	if _, err := Stage(t.TempDir(), t.TempDir()); !errors.Is(err, ErrLayout) {
 		t.Fatalf("an empty directory: %v", err)
+	}
+}
+
+// TestConversations reads a field holding a conversation (a JSON list of
+// messages) as the prompt: kept as written in Problem.Messages, to be
+// rendered by the model's chat template; everywhere else it is refused.
+func TestConversations(t *testing.T) {
+	dir := t.TempDir()
+	lines := `{"messages": [{"role": "system", "content": "Add."}, {"role": "user", "content": "2+3?", "extra": null}], "answer": "5"}
+{"messages": [{"role": "user", "content": "1+1?"}], "answer": "2"}
+{"messages": "a plain text prompt", "answer": "7"}
+`
+	if err := os.WriteFile(filepath.Join(dir, "train.jsonl"), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Load(filepath.Join(dir, "train.jsonl"), Config{Prompt: "messages", Answer: "answer", HoldOutBP: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(d.Train, d.Eval...)
+	if len(all) != 3 || !d.Chat() {
+		t.Fatalf("%d rows, chat %v", len(all), d.Chat())
+	}
+	want := `[{"role": "system", "content": "Add."}, {"role": "user", "content": "2+3?", "extra": null}]`
+	var found bool
+	for _, p := range all {
+		switch p.Answer {
+		case "5":
+			found = true
+			if p.Messages != want || p.Prompt != "" {
+				t.Errorf("messages %q prompt %q, want %q and no prompt until rendered", p.Messages, p.Prompt, want)
+			}
+		case "7":
+			if p.Messages != "" || p.Prompt != "a plain text prompt" {
+				t.Errorf("a text prompt: %+v", p)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("row 0 missing")
+	}
+	for _, p := range all {
+		if p.Messages == "" {
+			continue
+		}
+		if _, _, err := task.Tokenize(nil, p); err == nil {
+			t.Error("an unrendered conversation tokenized")
+		}
+	}
+	if err := d.RenderChat(func(m string) (string, error) { return "<" + m[:2] + ">", nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(d.Train, d.Eval...) {
+		if p.Messages != "" && p.Prompt != "<[{>" {
+			t.Errorf("rendered prompt %q", p.Prompt)
+		}
+	}
+
+	for name, c := range map[string]struct {
+		line string
+		cfg  Config
+		want string
+	}{
+		"in a template":   {`{"m": [{"role": "user", "content": "x"}], "a": "1"}`, Config{Template: "Q: {m}", Answer: "a", HoldOutBP: 5000}, "holds a conversation"},
+		"as the answer":   {`{"m": "x", "a": [{"role": "user", "content": "x"}]}`, Config{Prompt: "m", Answer: "a", HoldOutBP: 5000}, "holds a conversation"},
+		"ends answered":   {`{"m": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}], "a": "1"}`, Config{Prompt: "m", Answer: "a", HoldOutBP: 5000}, "assistant's turn"},
+		"no role":         {`{"m": [{"content": "x"}], "a": "1"}`, Config{Prompt: "m", Answer: "a", HoldOutBP: 5000}, "no role"},
+		"empty":           {`{"m": [], "a": "1"}`, Config{Prompt: "m", Answer: "a", HoldOutBP: 5000}, "empty conversation"},
+		"not messages":    {`{"m": [1, 2], "a": "1"}`, Config{Prompt: "m", Answer: "a", HoldOutBP: 5000}, "not a conversation"},
+		"a NUL-led value": {`{"m": "\u0000conversation\u0000[{\"role\":\"user\"}]", "a": "1"}`, Config{Prompt: "m", Answer: "a", HoldOutBP: 5000}, "NUL"},
+	} {
+		p := filepath.Join(t.TempDir(), "train.jsonl")
+		if err := os.WriteFile(p, []byte(strings.Repeat(c.line+"\n", 8)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(p, c.cfg)
+		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrFormat saying %q", name, err, c.want)
+		}
 	}
 }

@@ -19,12 +19,13 @@ import (
 // Limits on what the readers accept. A dataset over them is refused with
 // ErrLimit before the data is read or allocated.
 const (
-	MaxFileBytes  = 1 << 30 // one file
-	MaxRows       = 1 << 20 // rows of one split (all its files)
-	MaxLineBytes  = 1 << 20 // one JSONL line
-	MaxValueBytes = 1 << 16 // one field's text
-	MaxFiles      = 1024    // files of one split
-	MaxColumns    = 4096    // columns of a Parquet schema
+	MaxFileBytes         = 1 << 30 // one file
+	MaxRows              = 1 << 20 // rows of one split (all its files)
+	MaxLineBytes         = 1 << 20 // one JSONL line
+	MaxValueBytes        = 1 << 16 // one field's text
+	MaxConversationBytes = 1 << 20 // one field's conversation (JSON)
+	MaxFiles             = 1024    // files of one split
+	MaxColumns           = 4096    // columns of a Parquet schema
 )
 
 // Errors. Every error the readers return wraps one of them and names the
@@ -58,10 +59,23 @@ func IsData(err error) bool {
 // Row is one record's fields, as text: the fields a mapping asked for.
 type Row map[string]string
 
+// conversationMark starts a Row value that is a conversation: the JSON
+// list of message objects a JSONL field held, as written after the mark.
+// A JSON string value cannot start with it (text refuses a leading NUL),
+// so the two kinds of value never mix up.
+const conversationMark = "\x00conversation\x00"
+
+// Conversation returns the JSON list of messages field f holds, and
+// whether it holds one (rather than text).
+func (r Row) Conversation(f string) (string, bool) {
+	return strings.CutPrefix(r[f], conversationMark)
+}
+
 // ReadJSONL reads rows from JSON Lines: one JSON object per line, blank
-// lines skipped. Each object must hold every field in fields as a string
-// or a number (a number is taken as written, e.g. 46 or 4.5); other keys
-// are ignored. name names the input in errors ("train.jsonl:12: field
+// lines skipped. Each object must hold every field in fields as a string,
+// a number (taken as written, e.g. 46 or 4.5) or a conversation: a JSON
+// list of message objects ({"role": ..., "content": ...}, kept as written;
+// Row.Conversation); other keys are ignored. name names the input in errors ("train.jsonl:12: field
 // \"answer\": ..."). At most max rows are read (more is ErrLimit).
 func ReadJSONL(name string, r io.Reader, fields []string, max int) ([]Row, error) {
 	if len(fields) == 0 {
@@ -167,7 +181,8 @@ func parseLine(b []byte, fields []string) (Row, error) {
 	return row, nil
 }
 
-// text is a JSON string's value or a number's literal.
+// text is a JSON string's value, a number's literal, or a conversation
+// after conversationMark.
 func text(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -182,7 +197,28 @@ func text(raw json.RawMessage) (string, error) {
 		if len(s) > MaxValueBytes {
 			return "", fmt.Errorf("%d bytes, at most %d", len(s), MaxValueBytes)
 		}
+		if strings.HasPrefix(s, "\x00") {
+			return "", errors.New("a string starting with NUL")
+		}
 		return s, nil
+	case '[':
+		if len(raw) > MaxConversationBytes {
+			return "", fmt.Errorf("a conversation of %d bytes, at most %d", len(raw), MaxConversationBytes)
+		}
+		var msgs []map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			return "", fmt.Errorf("a list that is not a conversation (a list of message objects): %v", err)
+		}
+		if len(msgs) == 0 {
+			return "", errors.New("an empty conversation")
+		}
+		for i, m := range msgs {
+			var role string
+			if m == nil || json.Unmarshal(m["role"], &role) != nil || role == "" {
+				return "", fmt.Errorf("message %d has no role", i)
+			}
+		}
+		return conversationMark + string(raw), nil
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		if len(raw) > 64 {
 			return "", fmt.Errorf("a number of %d digits", len(raw))
@@ -392,6 +428,9 @@ func valueText(v parquet.Value) (string, error) {
 		}
 		if !utf8.Valid(b) {
 			return "", errors.New("not UTF-8")
+		}
+		if len(b) > 0 && b[0] == 0 {
+			return "", errors.New("a string starting with NUL")
 		}
 		return string(b), nil
 	case parquet.Int32:

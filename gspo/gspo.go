@@ -136,6 +136,12 @@ type Batch struct {
 	LogP    [][]float64 // log π_θ of each completion token
 	OldLogP [][]float64 // log π_old (recorded at generation)
 	RefLogP [][]float64 // log π_ref (frozen reference)
+	// Mask, when not nil, marks per token whether it counts: a multi-turn
+	// episode's tokens are the model's (true) and the environment's
+	// (false, there only as context). Ratios, the KL term and the token
+	// counts are over the tokens that count; the others get no gradient.
+	// A sequence with none contributes nothing. nil: every token counts.
+	Mask [][]bool
 }
 
 // Stats describe one loss evaluation.
@@ -178,9 +184,12 @@ func Compute(c Config, b Batch) (*Result, error) {
 	if N == 0 || len(b.LogP) != N || len(b.OldLogP) != N || (c.Beta > 0 && len(b.RefLogP) != N) {
 		return nil, fmt.Errorf("%w: %d rewards, %d/%d/%d log-prob rows", ErrInput, N, len(b.LogP), len(b.OldLogP), len(b.RefLogP))
 	}
+	if b.Mask != nil && len(b.Mask) != N {
+		return nil, fmt.Errorf("%w: %d mask rows for %d sequences", ErrInput, len(b.Mask), N)
+	}
 	for i := range b.LogP {
 		n := len(b.LogP[i])
-		if n == 0 || len(b.OldLogP[i]) != n || (c.Beta > 0 && len(b.RefLogP[i]) != n) {
+		if n == 0 || len(b.OldLogP[i]) != n || (c.Beta > 0 && len(b.RefLogP[i]) != n) || (b.Mask != nil && len(b.Mask[i]) != n) {
 			return nil, fmt.Errorf("%w: sequence %d has %d tokens and mismatched rows", ErrInput, i, n)
 		}
 	}
@@ -212,15 +221,28 @@ func Compute(c Config, b Batch) (*Result, error) {
 	var clipped, clipLow, clipHigh float64
 	var tokSum, tokSq float64
 	invN := 1 / float64(N)
+	all := make([]int, 0)
 	for i := range b.LogP {
 		lp, old := b.LogP[i], b.OldLogP[i]
-		n := float64(len(lp))
+		// idx are the tokens that count, in order.
+		idx := all[:0]
+		for t := range lp {
+			if b.Mask == nil || b.Mask[i][t] {
+				idx = append(idx, t)
+			}
+		}
+		all = idx
+		n := float64(len(idx))
 		A := adv[i]
 		st.RewardMean += b.Rewards[i] * invN
 		st.AdvantageAbs += math.Abs(A) * invN
-		st.Tokens += len(lp)
 		d := make([]float64, len(lp))
-		for t := range lp {
+		res.DLogP[i] = d
+		if len(idx) == 0 {
+			continue
+		}
+		st.Tokens += len(idx)
+		for _, t := range idx {
 			r := math.Exp(lp[t] - old[t])
 			tokSum += r
 			tokSq += r * r
@@ -228,7 +250,7 @@ func Compute(c Config, b Batch) (*Result, error) {
 		switch c.Level {
 		case Sequence:
 			var m float64
-			for t := range lp {
+			for _, t := range idx {
 				m += lp[t] - old[t]
 			}
 			m /= n
@@ -247,11 +269,11 @@ func Compute(c Config, b Batch) (*Result, error) {
 			}
 			// ∂s/∂lp_t = s/n
 			g := -invN * dr * s / n
-			for t := range d {
+			for _, t := range idx {
 				d[t] = g
 			}
 		case Token:
-			for t := range lp {
+			for _, t := range idx {
 				r := math.Exp(lp[t] - old[t])
 				ratio(r)
 				val, dr, l, h := clipTerm(r, A)
@@ -270,7 +292,7 @@ func Compute(c Config, b Batch) (*Result, error) {
 		}
 		if c.Beta > 0 {
 			ref := b.RefLogP[i]
-			for t := range lp {
+			for _, t := range idx {
 				x := ref[t] - lp[t]
 				ex := math.Exp(x)
 				st.KL += (ex - x - 1) * invN / n
@@ -278,7 +300,6 @@ func Compute(c Config, b Batch) (*Result, error) {
 				d[t] += c.Beta * (1 - ex) * invN / n
 			}
 		}
-		res.DLogP[i] = d
 	}
 	for lo := 0; lo < N; lo += b.G {
 		zero := true
@@ -288,6 +309,9 @@ func Compute(c Config, b Batch) (*Result, error) {
 		if zero {
 			st.ZeroVarGroups++
 		}
+	}
+	if st.Tokens == 0 {
+		return nil, fmt.Errorf("%w: the mask leaves no token", ErrInput)
 	}
 	m := float64(st.RatiosMeasured)
 	st.ClipFrac, st.ClipLowFrac, st.ClipHighFrac = clipped/m, clipLow/m, clipHigh/m

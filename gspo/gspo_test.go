@@ -289,3 +289,84 @@ func TestValidation(t *testing.T) {
 		t.Fatalf("mismatched rows: %v", err)
 	}
 }
+
+// TestMaskIsRemoval: at both levels and with the KL term, a batch whose
+// masked-out tokens are present gives the loss, statistics and gradient
+// (zero on the masked-out tokens) of the batch without them; a sequence
+// with no token left contributes only its reward to its group.
+func TestMaskIsRemoval(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 3))
+	const N, G = 8, 4
+	full := Batch{G: G, Rewards: make([]float64, N), Mask: make([][]bool, N)}
+	cut := Batch{G: G, Rewards: full.Rewards}
+	for i := range N {
+		full.Rewards[i] = float64(r.IntN(3))
+		n := 3 + r.IntN(6)
+		var lp, old, ref []float64
+		var clp, cold, cref []float64
+		mask := make([]bool, n)
+		for k := range n {
+			a, b, c := -r.Float64()*3, -r.Float64()*3, -r.Float64()*3
+			lp, old, ref = append(lp, a), append(old, b), append(ref, c)
+			mask[k] = r.IntN(3) > 0 || k == 0
+			if mask[k] {
+				clp, cold, cref = append(clp, a), append(cold, b), append(cref, c)
+			}
+		}
+		full.LogP, full.OldLogP, full.RefLogP, full.Mask[i] = append(full.LogP, lp), append(full.OldLogP, old), append(full.RefLogP, ref), mask
+		cut.LogP, cut.OldLogP, cut.RefLogP = append(cut.LogP, clp), append(cut.OldLogP, cold), append(cut.RefLogP, cref)
+	}
+	for _, lvl := range []Level{Sequence, Token} {
+		c := DefaultConfig()
+		c.Level, c.Beta = lvl, 0.05
+		a, err := Compute(c, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Compute(c, cut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Loss != b.Loss || a.Stats != b.Stats {
+			t.Fatalf("%v: masked %+v\nremoved %+v", lvl, a.Stats, b.Stats)
+		}
+		for i := range N {
+			k := 0
+			for tkn, m := range full.Mask[i] {
+				switch {
+				case !m && a.DLogP[i][tkn] != 0:
+					t.Fatalf("%v: masked-out token %d of sequence %d has gradient %v", lvl, tkn, i, a.DLogP[i][tkn])
+				case m && a.DLogP[i][tkn] != b.DLogP[i][k]:
+					t.Fatalf("%v: token %d of sequence %d: gradient %v, removed %v", lvl, tkn, i, a.DLogP[i][tkn], b.DLogP[i][k])
+				}
+				if m {
+					k++
+				}
+			}
+		}
+	}
+	// A sequence with nothing left, and a batch with nothing at all.
+	none := full
+	none.Mask = append([][]bool(nil), full.Mask...)
+	none.Mask[0] = make([]bool, len(full.LogP[0]))
+	res, err := Compute(DefaultConfig(), none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.DLogP[0] {
+		if d != 0 {
+			t.Fatal("a sequence with no token has a gradient")
+		}
+	}
+	for i := range none.Mask {
+		none.Mask[i] = make([]bool, len(full.LogP[i]))
+	}
+	if _, err := Compute(DefaultConfig(), none); !errors.Is(err, ErrInput) {
+		t.Fatalf("nothing to train on: %v", err)
+	}
+	bad := full
+	bad.Mask = full.Mask[:3]
+	if _, err := Compute(DefaultConfig(), bad); !errors.Is(err, ErrInput) {
+		t.Fatalf("mask rows: %v", err)
+	}
+}

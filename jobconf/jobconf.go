@@ -236,8 +236,10 @@ func LoadData(path string, s jobspec.Spec) (*task.Data, error) {
 }
 
 // FromSpecData is FromSpec for a job whose dataset is named by CID: data
-// is its rows (LoadData), nil for a built-in task. Every row's prompt and
-// answer must tokenize and fit max_seq_len and the model's context.
+// is its rows (LoadData), nil for a built-in task. Rows whose prompt is a
+// conversation get their Prompt rendered, in data, by the model's chat
+// template. Every row's prompt and answer must tokenize and fit
+// max_seq_len and the model's context.
 func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Data) (Plan, error) {
 	if base == nil || base.Weights == nil || base.Tokenizer == nil {
 		return Plan{}, errors.New("jobconf: FromSpec needs the base model")
@@ -253,6 +255,13 @@ func FromSpecData(id string, s jobspec.Spec, base *basemodel.Base, data *task.Da
 		return Plan{}, fmt.Errorf("%w: dataset %s is not loaded", ErrJob, s.Dataset)
 	case !byCID && data != nil:
 		return Plan{}, fmt.Errorf("%w: dataset %s is a built-in task, given rows", ErrJob, s.Dataset)
+	}
+	if data != nil && data.Chat() {
+		// Rows whose prompt is a conversation are prompted through the
+		// model's chat template (package chat, Base.RenderChat).
+		if err := data.RenderChat(base.RenderChat); err != nil {
+			return Plan{}, fmt.Errorf("%w: dataset %s: %v", ErrJob, s.Dataset, err)
+		}
 	}
 	rs, err := s.RewardSet()
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/zooai/gym/episode"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/prng"
 	"github.com/zooai/gym/reward"
@@ -98,16 +99,31 @@ type Rollouts struct {
 	// RewardFailed [P·G] marks the rewards that stand in for a failed call
 	// to an environment server (reward.Failer); nil when none failed.
 	RewardFailed []bool
+	// Mask [P·G][len(Completions[i])], when not nil, marks the completion
+	// tokens the model generated: an episode's completion holds the
+	// environment's tokens too (FromEpisodes), which are context only and
+	// not trained on (gspo.Batch.Mask). nil: every token is the model's.
+	Mask [][]bool // Episodes [P·G], when not nil, are the episodes the rollouts lay out
+	// (FromEpisodes): their turns, actions and observations, for traces.
+	Episodes []*episode.Episode
 }
 
 // N is the number of sequences.
 func (r *Rollouts) N() int { return len(r.Problems) * r.G }
 
-// Tokens is the number of generated tokens.
+// Tokens is the number of generated tokens (the model's, with a Mask).
 func (r *Rollouts) Tokens() int {
 	n := 0
-	for _, c := range r.Completions {
-		n += len(c)
+	for i, c := range r.Completions {
+		if r.Mask == nil {
+			n += len(c)
+			continue
+		}
+		for _, m := range r.Mask[i] {
+			if m {
+				n++
+			}
+		}
 	}
 	return n
 }

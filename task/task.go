@@ -32,6 +32,12 @@ const VocabSize = len(Vocab)
 // Problem is one prompt and its reference answer.
 type Problem struct {
 	Prompt, Answer string
+	// Messages, when not empty, is the prompt as a conversation: the JSON
+	// list of messages a dataset row held. Prompt is then its rendering by
+	// the model's chat template with a generation prompt (Data.RenderChat),
+	// which already holds the model's special tokens: Tokenize encodes it
+	// without adding more, as apply_chat_template does.
+	Messages string
 }
 
 // Task is a problem family with a verifiable reward.
@@ -60,7 +66,10 @@ func Exact(p Problem, completion string) bool { return completion == p.Answer }
 // tokenizer's special tokens, as a model sees a prompt) and answer
 // (without).
 func Tokenize(tok *tokenizer.Tokenizer, p Problem) (prompt, answer []int, err error) {
-	if prompt, err = tok.Encode(p.Prompt, true); err != nil {
+	if p.Messages != "" && p.Prompt == "" {
+		return nil, nil, fmt.Errorf("task: a conversation prompt not rendered with the model's chat template: %.80s", p.Messages)
+	}
+	if prompt, err = tok.Encode(p.Prompt, p.Messages == ""); err != nil {
 		return nil, nil, fmt.Errorf("task: prompt %q: %w", p.Prompt, err)
 	}
 	if answer, err = tok.Encode(p.Answer, false); err != nil {
@@ -100,6 +109,38 @@ type Split struct {
 // (package dataset reads them).
 type Data struct {
 	Train, Eval []Problem
+}
+
+// Chat reports whether any row's prompt is a conversation (Messages).
+func (d *Data) Chat() bool {
+	for _, ps := range [][]Problem{d.Train, d.Eval} {
+		for _, p := range ps {
+			if p.Messages != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// RenderChat sets the Prompt of every conversation row to render(its
+// Messages): the model's chat template with a generation prompt. An error
+// names the row.
+func (d *Data) RenderChat(render func(messages string) (string, error)) error {
+	for k, ps := range [][]Problem{d.Train, d.Eval} {
+		name := []string{"training", "held-out"}[k]
+		for i := range ps {
+			if ps[i].Messages == "" {
+				continue
+			}
+			text, err := render(ps[i].Messages)
+			if err != nil {
+				return fmt.Errorf("task: %s row %d: %w", name, i, err)
+			}
+			ps[i].Prompt = text
+		}
+	}
+	return nil
 }
 
 // FromData returns the split of a dataset: training draws are uniform over

@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/zooai/gym/episode"
 )
 
 // ParquetKey is the key of the file metadata entry that holds a Parquet
@@ -27,6 +29,11 @@ type parquetRow struct {
 	LogProbs      []float32 `parquet:"logprobs,list"`
 	Reward        float64   `parquet:"reward"`
 	RewardFailed  bool      `parquet:"reward_failed"`
+	// Mask and Episode (its JSON record) are empty for a sequence that is
+	// not an episode; HasMask tells an empty mask from none.
+	HasMask bool   `parquet:"has_mask"`
+	Mask    []bool `parquet:"mask,list"`
+	Episode string `parquet:"episode"`
 }
 
 // WriteParquet writes s as a Parquet file: one row per sequence, in order,
@@ -45,7 +52,14 @@ func WriteParquet(w io.Writer, s *Set) error {
 		q := &s.Seqs[i]
 		rows[i] = parquetRow{Prompt: int64(q.Prompt), Sample: int64(q.Sample), PromptText: q.PromptText, Answer: q.Answer,
 			PromptIDs: ints32(q.PromptIDs), Completion: q.Completion, CompletionIDs: ints32(q.CompletionIDs), LogProbs: q.LogProbs,
-			Reward: q.Reward, RewardFailed: q.RewardFailed}
+			Reward: q.Reward, RewardFailed: q.RewardFailed, HasMask: q.Mask != nil, Mask: q.Mask}
+		if q.Episode != nil {
+			b, err := json.Marshal(q.Episode)
+			if err != nil {
+				return err
+			}
+			rows[i].Episode = string(b)
+		}
 	}
 	return parquet.Write(w, rows, parquet.KeyValueMetadata(ParquetKey, string(h)))
 }
@@ -90,9 +104,22 @@ func ReadParquet(r io.ReaderAt, size int64, lim Limits) (s *Set, err error) {
 		s.Seqs[i] = Sequence{Prompt: int(row.Prompt), Sample: int(row.Sample), PromptText: row.PromptText, Answer: row.Answer,
 			PromptIDs: ints(row.PromptIDs), Completion: row.Completion, CompletionIDs: ints(row.CompletionIDs), LogProbs: row.LogProbs,
 			Reward: row.Reward, RewardFailed: row.RewardFailed}
+		if row.HasMask {
+			s.Seqs[i].Mask = append([]bool{}, row.Mask...)
+		}
+		if row.Episode != "" {
+			eps, err := episode.ReadJSONL(bytes.NewReader([]byte(row.Episode)), 1)
+			if err != nil || len(eps) != 1 {
+				return nil, fmt.Errorf("%w: row %d: episode: %v", ErrFormat, i, err)
+			}
+			s.Seqs[i].Episode = eps[0]
+		}
 		if err := s.Header.checkSeq(i, &s.Seqs[i], lim); err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
+	}
+	if err := s.episodeRewards(); err != nil {
+		return nil, err
 	}
 	if err := s.sameGroupPrompts(); err != nil {
 		return nil, err

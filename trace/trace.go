@@ -26,7 +26,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
+	"github.com/zooai/gym/episode"
 	"github.com/zooai/gym/rollout"
 	"github.com/zooai/gym/task"
 )
@@ -95,6 +97,17 @@ type Sequence struct {
 	// RewardFailed says the reward stands in for a failed call to the
 	// job's environment server (its env terms counted 0).
 	RewardFailed bool `json:"reward_failed,omitempty"`
+	// Mask, when present, marks the completion ids the model generated:
+	// an episode's completion holds the environment's turns too, context
+	// that is not trained on (their log-probabilities are 0).
+	Mask []bool `json:"mask,omitempty"`
+	// Episode, when present, is the multi-turn episode the sequence is
+	// (package episode): every turn's reply, tool calls, actions,
+	// observations and rewards, so a checker replays it without the
+	// environment. Its tokens are PromptIDs then CompletionIDs, its mask
+	// Mask, its reward Reward (0 in a group left out of the update because
+	// the environment failed one of its episodes).
+	Episode *episode.Episode `json:"episode,omitempty"`
 }
 
 // Set is a whole trace file.
@@ -128,6 +141,12 @@ func FromRollouts(h Header, r *rollout.Rollouts) *Set {
 		s.Seqs[i] = Sequence{Prompt: p, Sample: i % r.G, PromptText: r.Problems[p].Prompt, Answer: r.Problems[p].Answer,
 			PromptIDs: r.Prompts[p], Completion: r.Texts[i], CompletionIDs: r.Completions[i], LogProbs: r.OldLogP[i],
 			Reward: r.Rewards[i], RewardFailed: r.RewardFailed != nil && r.RewardFailed[i]}
+		if r.Mask != nil {
+			s.Seqs[i].Mask = r.Mask[i]
+		}
+		if r.Episodes != nil {
+			s.Seqs[i].Episode = r.Episodes[i]
+		}
 	}
 	return s
 }
@@ -151,6 +170,18 @@ func (s *Set) Rollouts() *rollout.Rollouts {
 				r.RewardFailed = make([]bool, len(s.Seqs))
 			}
 			r.RewardFailed[i] = true
+		}
+		if q.Mask != nil {
+			if r.Mask == nil {
+				r.Mask = make([][]bool, len(s.Seqs))
+			}
+			r.Mask[i] = q.Mask
+		}
+		if q.Episode != nil {
+			if r.Episodes == nil {
+				r.Episodes = make([]*episode.Episode, len(s.Seqs))
+			}
+			r.Episodes[i] = q.Episode
 		}
 	}
 	return r
@@ -322,6 +353,9 @@ func (lr *lineReader) set() (*Set, error) {
 		}
 		s.Seqs = append(s.Seqs, q)
 	}
+	if err := s.episodeRewards(); err != nil {
+		return nil, err
+	}
 	if err := s.sameGroupPrompts(); err != nil {
 		return nil, err
 	}
@@ -377,6 +411,49 @@ func (h *Header) checkSeq(i int, q *Sequence, lim Limits) error {
 			return fmt.Errorf("%w: sequence %d token %d: log-probability %v is not a finite number ≤ 0", ErrFormat, i, k, lp)
 		}
 	}
+	if q.Mask != nil && len(q.Mask) != len(q.CompletionIDs) {
+		return fmt.Errorf("%w: sequence %d has %d mask entries for %d completion ids", ErrFormat, i, len(q.Mask), len(q.CompletionIDs))
+	}
+	if e := q.Episode; e != nil {
+		if err := e.Check(); err != nil {
+			return fmt.Errorf("%w: sequence %d: %v", ErrFormat, i, err)
+		}
+		if q.Mask == nil {
+			return fmt.Errorf("%w: sequence %d is an episode without a mask", ErrFormat, i)
+		}
+		if len(e.Turns) > 0 {
+			n := len(q.PromptIDs)
+			if !slices.Equal(e.Tokens, slices.Concat(q.PromptIDs, q.CompletionIDs)) || !slices.Equal(e.Model[n:], q.Mask) ||
+				!slices.Equal(e.LogP[n:], q.LogProbs) || slices.Contains(e.Model[:n], true) {
+				return fmt.Errorf("%w: sequence %d's ids, mask or log-probabilities are not its episode's", ErrFormat, i)
+			}
+		} else if slices.Contains(q.Mask, true) {
+			return fmt.Errorf("%w: sequence %d is an episode that never started, with tokens of the model", ErrFormat, i)
+		}
+	}
+	return nil
+}
+
+// episodeRewards checks each episode's reward: its own, or 0 in a group
+// where the environment failed one of its episodes (left out of the
+// update).
+func (s *Set) episodeRewards() error {
+	G := s.Header.GroupSize
+	for i := range s.Seqs {
+		e := s.Seqs[i].Episode
+		if e == nil || s.Seqs[i].Reward == e.Reward {
+			continue
+		}
+		out := false
+		for k := i - i%G; k < i-i%G+G; k++ {
+			if x := s.Seqs[k].Episode; x != nil && x.EnvFault() {
+				out = true
+			}
+		}
+		if !out || s.Seqs[i].Reward != 0 {
+			return fmt.Errorf("%w: sequence %d's reward %v is not its episode's %v", ErrFormat, i, s.Seqs[i].Reward, e.Reward)
+		}
+	}
 	return nil
 }
 
@@ -392,6 +469,9 @@ func (s *Set) check(lim Limits) error {
 		if err := s.Header.checkSeq(i, &s.Seqs[i], lim); err != nil {
 			return err
 		}
+	}
+	if err := s.episodeRewards(); err != nil {
+		return err
 	}
 	return s.sameGroupPrompts()
 }

@@ -140,6 +140,8 @@ func TestRefuses(t *testing.T) {
 func FuzzRead(f *testing.F) {
 	s := sampled(f)
 	f.Add(encode(f, s))
+	es, _ := episodeSet(f)
+	f.Add(encode(f, es))
 	f.Add([]byte(`{"format":"zoo-gym-traces","version":1,"model":"m","dataset":"d","seed":0,"temperature":1,"top_k":0,"max_new_tokens":0,"prompts":1,"group_size":1,"vocab":5}` + "\n" +
 		`{"prompt":0,"sample":0,"prompt_text":"","prompt_ids":[1],"completion":"","completion_ids":[2],"logprobs":[-0.5],"reward":1}`))
 	lim := Limits{MaxLine: 1 << 16, MaxSequences: 64, MaxTokens: 256}

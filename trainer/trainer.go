@@ -16,6 +16,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/zooai/gym/episode"
 	"github.com/zooai/gym/gspo"
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/optim"
@@ -227,6 +228,49 @@ func (t *Trainer) Step(ctx context.Context) (StepStats, error) {
 	return st, nil
 }
 
+// StepEpisodes is Step for a multi-turn task: it plays G episodes of each
+// of the step's problems against env (package episode, with ec: the chat
+// template, tool-call format and limits) and trains on the model's tokens
+// of them (rollout.FromEpisodes: the environment's turns are context, a
+// group with an episode the environment failed is left out, excluded
+// says which). Episode g of problem p is session
+// "w<worker>-s<step>-p<p>-g<g>" given the problem's prompt at /reset, its
+// replies sampled from prng.New(seed, "samp", worker, step, p·G+g): a pure
+// function of the step and the environment's answers, so the step
+// replays against the episodes' records (episode.Transcripts) without
+// the environment. The episodes are in Rollouts().Episodes. Episodes are
+// played one after another.
+func (t *Trainer) StepEpisodes(ctx context.Context, env episode.Env, ec episode.Config) (StepStats, []bool, error) {
+	if err := ctx.Err(); err != nil {
+		return StepStats{}, nil, err
+	}
+	c := t.cfg
+	k := t.step + 1
+	problems := t.Batch(k)
+	eps := make([]*episode.Episode, 0, len(problems)*c.GroupSize)
+	for p, pr := range problems {
+		for g := range c.GroupSize {
+			s := &rollout.Sampler{Model: t.policy, Cfg: c.sampling(), RNG: prng.New(c.Seed, task.StreamSample, t.worker, uint64(k), uint64(p*c.GroupSize+g))}
+			e, err := episode.Play(ctx, ec, s, env, fmt.Sprintf("w%x-s%d-p%d-g%d", t.worker, k, p, g), pr.Prompt)
+			if err != nil {
+				return StepStats{}, nil, err
+			}
+			eps = append(eps, e)
+		}
+	}
+	ro, excluded, err := rollout.FromEpisodes(problems, c.GroupSize, eps)
+	if err != nil {
+		return StepStats{}, nil, err
+	}
+	st, err := t.train(ro)
+	if err != nil {
+		return StepStats{}, nil, err
+	}
+	st.Step, st.SyncDue = k, k%c.AggregateInterval == 0
+	t.step, t.last = k, ro
+	return st, excluded, nil
+}
+
 // Train runs the optimiser part of a step on rollouts sampled elsewhere
 // (by another backend, or by a test): the reference pass, then
 // num_iterations updates, exactly as Step does after sampling. It counts
@@ -282,9 +326,15 @@ func (t *Trainer) checkRollouts(ro *rollout.Rollouts) error {
 		len(ro.OldLogP) != len(ro.Completions) || len(ro.Rewards) != len(ro.Completions) {
 		return fmt.Errorf("%w: malformed rollouts", ErrConfig)
 	}
+	if ro.Mask != nil && len(ro.Mask) != len(ro.Completions) {
+		return fmt.Errorf("%w: %d mask rows for %d rollouts", ErrConfig, len(ro.Mask), len(ro.Completions))
+	}
 	for i, comp := range ro.Completions {
 		if len(comp) == 0 || len(ro.OldLogP[i]) != len(comp) || len(ro.Prompts[i/ro.G]) == 0 {
 			return fmt.Errorf("%w: rollout %d is empty or its log-probabilities do not match", ErrConfig, i)
+		}
+		if ro.Mask != nil && len(ro.Mask[i]) != len(comp) {
+			return fmt.Errorf("%w: rollout %d's mask does not match its tokens", ErrConfig, i)
 		}
 		for _, id := range append(slices.Clone(ro.Prompts[i/ro.G]), comp...) {
 			if id < 0 || id >= vocab {
@@ -451,6 +501,9 @@ func (t *Trainer) microBatch(ro *rollout.Rollouts, refLogP [][]float64, lo, hi i
 	}
 	if refLogP != nil {
 		b.RefLogP = refLogP[lo:hi]
+	}
+	if ro.Mask != nil {
+		b.Mask = ro.Mask[lo:hi]
 	}
 	res, err := gspo.Compute(t.obj, b)
 	if err != nil {

@@ -12,7 +12,7 @@ func newBase() *cobra.Command {
 		Use:   "base",
 		Short: "The built-in base model: write it out as a Hugging Face directory",
 	}
-	cmd.AddCommand(newBaseExport())
+	cmd.AddCommand(newBaseExport(), newBaseChat())
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/spf13/pflag"
 	"github.com/zooai/gym/basecache"
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/dataset"
 	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/reward"
@@ -159,6 +160,18 @@ func stageDataset(ctx context.Context, path string, data jobspec.Data, tmp strin
 		return stagedDataset{}, fmt.Errorf("--dataset %s: %w", path, err)
 	}
 	return stagedDataset{dir: dir, root: root, rows: rows}, nil
+}
+
+// renderChat renders the rows whose prompt is a conversation with base's
+// chat template (as a job's plan does: jobconf.FromSpecData).
+func (s *dataSource) renderChat(base *basemodel.Base) error {
+	if s.data == nil || !s.data.Chat() {
+		return nil
+	}
+	if err := s.data.RenderChat(base.RenderChat); err != nil {
+		return fmt.Errorf("--dataset: %w", err)
+	}
+	return nil
 }
 
 // heldOut returns the first n held-out problems (all a dataset has when

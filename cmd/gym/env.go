@@ -19,9 +19,9 @@ import (
 func newEnv() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "env",
-		Short: "Environment servers: check one (docs/environments.md)",
+		Short: "Environment servers: check one, play episodes against one (docs/environments.md)",
 	}
-	cmd.AddCommand(newEnvCheck())
+	cmd.AddCommand(newEnvCheck(), newEnvPlay())
 	return cmd
 }
 

@@ -171,6 +171,9 @@ func runEval(ctx context.Context, o evalOptions, stdout, progress io.Writer) err
 	if err != nil {
 		return err
 	}
+	if err := src.renderChat(base); err != nil {
+		return err
+	}
 	taskName = src.name
 	problems := src.heldOut(o.n)
 	fmt.Fprintf(progress, "gym eval: %d held-out problems of %s: greedy decoding and loss, adapter then base\n", len(problems), taskName)

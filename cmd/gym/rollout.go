@@ -119,6 +119,9 @@ func runRollout(ctx context.Context, o rolloutOptions, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	if err := src.renderChat(base); err != nil {
+		return err
+	}
 	h := trace.Header{Model: "builtin", Dataset: src.name, Seed: o.seed, Stream: []uint64{rolloutStream}, Batch: rolloutBatch,
 		Temperature: o.temperature, TopK: o.topK, MaxNew: o.maxNew, Vocab: base.Weights.Cfg.Vocab}
 	if o.modelDir != "" {

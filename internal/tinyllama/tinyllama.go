@@ -108,3 +108,69 @@ func Tokenizer() *tokenizer.Tokenizer {
 	}
 	return t
 }
+
+// ChatTokenizer is a byte-level tokenizer without merges over all 256
+// bytes (byte b is token b, in GPT-2's byte-to-character table) with
+// Qwen's chat tokens added: <|endoftext|> 256, <|im_start|> 257 and
+// <|im_end|> 258 (special), <tool_call> 259 and </tool_call> 260 (not
+// special) — for tests that render chat templates and play episodes on a
+// ChatConfig model.
+func ChatTokenizer() *tokenizer.Tokenizer {
+	t, err := tokenizer.Parse(ChatTokenizerJSON())
+	if err != nil {
+		panic(fmt.Sprintf("tinyllama: %v", err))
+	}
+	return t
+}
+
+// ChatTokenizerJSON is ChatTokenizer's tokenizer.json.
+func ChatTokenizerJSON() []byte {
+	var bs []int
+	for _, r := range [][2]int{{'!', '~'}, {'¡', '¬'}, {'®', 'ÿ'}} {
+		for b := r[0]; b <= r[1]; b++ {
+			bs = append(bs, b)
+		}
+	}
+	cs := map[int]rune{}
+	for _, b := range bs {
+		cs[b] = rune(b)
+	}
+	n := 0
+	for b := range 256 {
+		if _, ok := cs[b]; !ok {
+			cs[b] = rune(256 + n)
+			n++
+		}
+	}
+	vocab := map[string]int{}
+	for b := range 256 {
+		vocab[string(cs[b])] = b
+	}
+	var added []any
+	for i, s := range []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"} {
+		added = append(added, map[string]any{"id": 256 + i, "content": s, "special": i < 3, "normalized": false,
+			"lstrip": false, "rstrip": false, "single_word": false})
+	}
+	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
+	b, err := json.Marshal(map[string]any{
+		"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": added, "normalizer": nil,
+		"pre_tokenizer": bl, "post_processor": nil, "decoder": bl,
+		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
+			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": []any{}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// ChatEOS is ChatTokenizer's <|im_end|>.
+const ChatEOS = 258
+
+// ChatConfig is Config with ChatTokenizer's vocabulary, <|im_end|> as the
+// end of sequence, and room for a chat conversation.
+func ChatConfig() llama.Config {
+	c := Config()
+	c.Vocab, c.EOS, c.MaxPositions = 261, []int{ChatEOS}, 1024
+	return c
+}
