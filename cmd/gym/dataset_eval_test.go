@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zooai/gym/trace"
@@ -86,5 +87,40 @@ func TestEvalDatasetAgreesWithUp(t *testing.T) {
 		if q.Reward != 0 && q.Reward != 1 {
 			t.Errorf("numeric reward %v, want 0 or 1", q.Reward)
 		}
+	}
+}
+
+// TestUpDatasetSeqLen: gym up plans the job on the dataset before anything
+// starts. With --max-seq-len below what the rows need, it refuses with the
+// numbers and starts nothing; without it, max_seq_len is raised to the
+// longest prompt and answer (the built-in profile's 12 refused every text
+// dataset before).
+func TestUpDatasetSeqLen(t *testing.T) {
+	dir := writeSums(t, 60, 12)
+	mapping := []string{"--dataset", dir, "--template", "^What is {question}? =", "--answer-field", "answer", "--held-out", "test"}
+	out := filepath.Join(t.TempDir(), "up")
+	r := gym(t, append([]string{"up", "--out", out, "--workers", "3", "--max-seq-len", "6"}, mapping...)...)
+	if r.code != 2 || !strings.Contains(r.stderr, "gspo.max_seq_len is 6") {
+		t.Fatalf("--max-seq-len 6: exit %d, want 2 naming the need\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "hanzod")); err == nil {
+		t.Error("hanzod was started for a job refused up front")
+	}
+	// Without it the job is sized to the rows: planned, printed, nothing
+	// started.
+	r = gym(t, append([]string{"up", "--out", out, "--workers", "3", "--dry-run"}, mapping...)...)
+	var spec struct {
+		GSPO struct {
+			MaxSeqLen int `json:"max_seq_len"`
+		} `json:"gspo"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &spec); r.code != 0 || err != nil {
+		t.Fatalf("--dry-run: exit %d, %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	if spec.GSPO.MaxSeqLen <= 12 || !strings.Contains(r.stderr+r.stdout, fmt.Sprintf("gspo.max_seq_len 12 → %d", spec.GSPO.MaxSeqLen)) {
+		t.Errorf("max_seq_len %d: not raised from the profile's 12 to the rows' need\n%s", spec.GSPO.MaxSeqLen, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "hanzod")); err == nil {
+		t.Error("hanzod was started by --dry-run")
 	}
 }

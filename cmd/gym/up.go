@@ -28,6 +28,7 @@ import (
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/trainer"
 	"github.com/zooai/gym/worker"
 )
 
@@ -48,8 +49,10 @@ type upOptions struct {
 	timeout                                           time.Duration
 	ipfs                                              string
 	backend, python                                   string
-	torchDevice, torchDType                           string // --torch-device, --torch-dtype
-	use4bit                                           bool   // --use-4bit: the job's gspo.use_4bit
+	torchDevice, torchDType                           string   // --torch-device, --torch-dtype
+	use4bit                                           bool     // --use-4bit: the job's gspo.use_4bit
+	maxSeqLen                                         int      // --max-seq-len (0: the profile's, raised to fit the dataset)
+	dryRun                                            bool     // --dry-run: plan the job, print it, start nothing
 	backends                                          []string // --backend parsed, one per worker
 	replicas                                          int
 	killLeaderAt                                      string
@@ -182,7 +185,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 				return usageError{err}
 			}
 			sum, err := runUp(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			if err != nil {
+			if err != nil || o.dryRun {
 				return err
 			}
 			if sum.Status != string(state.Published) {
@@ -223,6 +226,8 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.ipfs, "ipfs", os.Getenv("IPFS_URL"), "kubo RPC URL (http://HOST:5001): hanzod pins every checkpoint there; the summary says whether it did [IPFS_URL]")
 	f.BoolVar(&o.noOutlierReplays, "no-outlier-replays", false, "hanzod replays only the keyed spot-check share, not the outliers of each sync (to measure the attacks without that defence)")
 	f.MarkHidden("no-outlier-replays")
+	f.BoolVar(&o.dryRun, "dry-run", false, "plan the job on the model and dataset as the workers will, print the job it would submit (JSON) and exit without starting anything")
+	f.IntVar(&o.maxSeqLen, "max-seq-len", 0, "the job's gspo.max_seq_len (prompt and completion tokens); 0: the built-in profile's, raised to the longest prompt and answer of --dataset as the model tokenizes them")
 	f.StringVar(&o.torchDevice, "torch-device", "", "the torch workers' device: cpu, cuda or cuda:N (default cpu)")
 	f.StringVar(&o.torchDType, "torch-dtype", "", "the torch workers' dtype: float32 or bfloat16 (default: the base's)")
 	f.BoolVar(&o.use4bit, "use-4bit", false, "the job asks for 4-bit NF4 quantization of the base (gspo.use_4bit; torch workers on CUDA with bitsandbytes, refused elsewhere)")
@@ -412,7 +417,7 @@ type upView struct {
 
 func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcluster.Summary, error) {
 	v := &upView{o: o, log: stdout, start: time.Now(), names: map[string]string{}, rewards: map[int][]float64{}}
-	if o.json {
+	if o.json || o.dryRun {
 		v.log = stderr
 	}
 	v.tty = isTerminal(v.log)
@@ -506,6 +511,20 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		cfg.RingTimeout = max(cfg.RingTimeout, 2*time.Minute)
 	}
 	v.spec, v.dir = upSpec(o, model), filepath.Join(o.out, "hanzod")
+	// The job is planned here, as every worker will, before anything
+	// starts: a dataset or model the job cannot train is refused with the
+	// numbers now, not after the cluster is up.
+	if err := fitJob(o, cfg, &v.spec, v.say); err != nil {
+		return nil, usageError{err}
+	}
+	if o.dryRun {
+		b, err := json.MarshalIndent(v.spec, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return nil, nil
+	}
 	if o.replicas > 1 {
 		v.dir = filepath.Join(o.out, "hanzod-N")
 	}
@@ -831,4 +850,51 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// fitJob plans spec as the workers will (jobconf.FromSpecData) on the
+// model's config and tokenizer and the staged dataset's rows. Unless
+// --max-seq-len is given, gspo.max_seq_len is raised to the longest prompt
+// and answer of the dataset, so that any dataset trains; say reports it.
+func fitJob(o upOptions, cfg localcluster.Config, spec *jobspec.Spec, say func(string, ...any)) error {
+	base := cfg.Base
+	if cfg.ModelDir != "" {
+		b, err := basemodel.OpenConfig(cfg.ModelDir)
+		if err != nil {
+			return fmt.Errorf("--model %s: %w", cfg.ModelDir, err)
+		}
+		base = b
+	}
+	if base == nil {
+		return nil // localcluster's default base: the profile fits it
+	}
+	var data *task.Data
+	if o.datasetStage != "" {
+		d, err := jobconf.LoadData(o.datasetStage, *spec)
+		if err != nil {
+			return fmt.Errorf("--dataset %s: %w", o.dataset, err)
+		}
+		data = d
+	}
+	if o.maxSeqLen > 0 {
+		spec.GSPO.MaxSeqLen = o.maxSeqLen
+	} else if data != nil {
+		need, err := trainer.Need(base.Tokenizer, slices.Concat(data.Train, data.Eval))
+		if err != nil {
+			return fmt.Errorf("--dataset %s: %w", o.dataset, err)
+		}
+		if need > spec.GSPO.MaxSeqLen {
+			say("gspo.max_seq_len %d → %d: the longest prompt and answer of %s as the model tokenizes them (--max-seq-len sets it)",
+				spec.GSPO.MaxSeqLen, need, o.dataset)
+			spec.GSPO.MaxSeqLen = need
+		}
+	}
+	c := *spec // normalised as hanzod will; what is submitted stays as built
+	if err := c.Normalise(); err != nil {
+		return err
+	}
+	if _, err := jobconf.FromSpecData("", c, base, data); err != nil {
+		return err
+	}
+	return nil
 }
