@@ -46,7 +46,7 @@ type Config struct {
 	// AggregateInterval is the number of local steps between ring syncs. A
 	// single node never syncs; the ring worker reads it.
 	AggregateInterval int  `json:"aggregate_interval"`
-	Use4Bit           bool `json:"use_4bit"` // accepted; not applicable to the float32 engine
+	Use4Bit           bool `json:"use_4bit"` // accepted; no effect on the Go engine (4-bit is the torch backend's)
 
 	LoRARank    int      `json:"lora_rank"`
 	LoRAAlpha   float64  `json:"lora_alpha"`
@@ -215,7 +215,7 @@ func (c Config) targets() ([]llama.Module, error) {
 func (c Config) Notes() []string {
 	var n []string
 	if c.Use4Bit {
-		n = append(n, "use_4bit: not applicable to the float32 engine; ignored")
+		n = append(n, "use_4bit: no effect on the Go engine (4-bit NF4 is the torch backend's, on CUDA); ignored")
 	}
 	return n
 }

@@ -57,8 +57,10 @@ Tasks: ` + strings.Join(task.Names(), ", ") + `. Runs are deterministic: the sam
 config give the same adapter (adapter_sha3) on any number of threads.
 --config FILE reads a JSON object with the GSPOConfig keys
 (importance_sampling_level, beta, group_size, lora_rank, learning_rate, ...);
-flags given explicitly override it. use_4bit is accepted and ignored: it does
-not apply to the float32 engine.`,
+flags given explicitly override it. use_4bit is accepted and has no effect
+here: gym train runs the Go engine, which keeps the base in its own dtype
+and computes in float32; 4-bit NF4 is the torch backend's (gym worker
+--backend torch on CUDA, or gym up --backend torch --use-4bit).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.configPath != "" {
