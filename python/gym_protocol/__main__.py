@@ -150,6 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (gd.DeltaError, OSError, ValueError) as e:
         print(f"gym_protocol: {e}", file=sys.stderr)
         return 1
+    except RuntimeError as e:
+        # client.GymError (no gym binary, a gym command that failed) and
+        # config errors: a sentence saying what to do, not a traceback.
+        from gym_protocol.client import GymError
+
+        if not isinstance(e, GymError):
+            raise
+        print(f"gym_protocol: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

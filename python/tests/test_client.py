@@ -131,3 +131,8 @@ def test_cli(gym: pathlib.Path, node_key: tuple[pathlib.Path, str], tmp_path: pa
                        env=dict(os.environ, MODEL_NAME="m", LORA_RANK="4"))
     assert r.returncode == 0 and r.stdout.split()[1:] == ["worker", "--data", str(tmp_path / "w"), "--model", "m",
                                                           "--lora-rank", "4", "--threads", "1"], r
+    # No gym on PATH and none given: a sentence saying how to get one, exit 1, no traceback.
+    env = {k: v for k, v in os.environ.items() if k != "GYM_BIN"}
+    env["PATH"] = str(tmp_path / "empty")
+    r = subprocess.run(py + ["worker", "start", "--dry-run", "--data", str(tmp_path / "w")], capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "no gym binary" in r.stderr and "Traceback" not in r.stderr, r
