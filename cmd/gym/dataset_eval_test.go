@@ -123,4 +123,12 @@ func TestUpDatasetSeqLen(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "hanzod")); err == nil {
 		t.Error("hanzod was started by --dry-run")
 	}
+	// A model directory is planned as the workers will see it: named by
+	// its CID.
+	model := filepath.Join(t.TempDir(), "model")
+	mustGym(t, "base", "export", model)
+	r = gym(t, append([]string{"up", "--out", out, "--workers", "3", "--dry-run", "--model", model}, mapping...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, `"model": "bafy`) {
+		t.Errorf("--model DIR --dry-run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 }

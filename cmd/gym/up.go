@@ -863,6 +863,7 @@ func fitJob(o upOptions, cfg localcluster.Config, spec *jobspec.Spec, say func(s
 		if err != nil {
 			return fmt.Errorf("--model %s: %w", cfg.ModelDir, err)
 		}
+		b.Name = spec.Model // the job names it by its CID
 		base = b
 	}
 	if base == nil {
