@@ -90,6 +90,9 @@ func PlanGroups(r RTT, p GroupParams) (GroupPlan, error) {
 	var best [][]int
 	bestT := math.Inf(1)
 	for _, part := range pl.levels() {
+		for k, g := range part {
+			part[k] = pl.tour(g) // split along the tour: pieces of nearby members
+		}
 		for cap := range pl.caps(part) {
 			groups := split(part, cap)
 			if len(groups) < 2 || len(groups) > n/2+1 {
@@ -280,7 +283,7 @@ func (pl planner) caps(part [][]int) func(func(int) bool) {
 }
 
 // split cuts every group above cap members (0: no cap) into balanced
-// pieces of consecutive members.
+// pieces of consecutive members (of its nearest-neighbour tour).
 func split(part [][]int, cap int) [][]int {
 	var out [][]int
 	for _, g := range part {
