@@ -249,7 +249,7 @@ func (t *twoLevel) allReduce(ctx context.Context, work, src []float32, op Op, ca
 		}
 	}
 	if g > 1 {
-		if _, err := t.group.allReduce(ctx, work, work, op, call, part{gatherOnly: true, bounds: bounds}); err != nil {
+		if _, err := t.group.allReduce(ctx, work, work, op, call, part{gatherOnly: true, bounds: bounds, whole: n}); err != nil {
 			return t.lift(err)
 		}
 	}

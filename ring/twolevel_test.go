@@ -1,6 +1,8 @@
 package ring_test
 
 import (
+	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -337,5 +339,119 @@ func TestTwoLevelFaultInEachPhase(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// The norm bound holds in every phase with its exact count: aligned honest
+// inputs of norm 0.99·C (the tightest honest case: partial sums reach
+// r · 0.99 · C) pass, which they would not if a shard ring's partial sum
+// counted as one contribution per member instead of a group's. A shard
+// ring member that sends a partial sum far above the bound is named, with
+// signed evidence a third party checks with ring.Contributions' bound for
+// cross frames (the whole ring).
+func TestTwoLevelNormBound(t *testing.T) {
+	const C, length = 10.0, 300
+	groups := []int{3, 3}
+	cl := twoLevelCluster(t, groups, func(o *ring.Options) { o.ClipNorm = C })
+	src := make([][]float32, 6)
+	for i := range src {
+		src[i] = make([]float32, length)
+		for j := range src[i] {
+			src[i][j] = float32(0.99 * C / math.Sqrt(length))
+		}
+	}
+	if _, errs := cl.into(t, nil, src, ring.Sum, ring.Call{}); slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		t.Fatalf("honest aligned inputs refused: %v", errs)
+	}
+
+	// Node 1 (group 0, position 1, shard 2's ring: nodes 1 and 4) replaces
+	// its cross scatter-reduce payload with one of norm 100·C, re-signed.
+	cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+		h := hdr(t, f)
+		if l.From == "mem1" && h.Phase == ring.CrossScatter {
+			payload := make([]float32, h.Count)
+			for j := range payload {
+				payload[j] = float32(100 * C / math.Sqrt(float64(h.Count)))
+			}
+			b := make([]byte, 4*len(payload))
+			for j, v := range payload {
+				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
+			}
+			h.Hash = ring.PayloadHash(b)
+			f = signFrame(cl.cfg.Job, keyFor(1), h, b)
+		}
+		deliver(f)
+	})
+	_, errs := cl.into(t, nil, src, ring.Sum, ring.Call{Step: 1})
+	pe := peerErr(t, errs[4])
+	if pe.Suspect != 1 || pe.Part != "shard 2" || !errors.Is(pe, ring.ErrMisbehaved) {
+		t.Fatalf("node 4: %v, want node 1 named in shard 2's ring", pe)
+	}
+	found := false
+	for _, e := range cl.log.ev {
+		if e.Kind != ring.NormExceeded {
+			continue
+		}
+		found = true
+		f, err := ring.OpenEvidence(keyFor(1).Public().(ed25519.PublicKey), e.SignedBytes, e.Signature, e.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Part != "shard 2" || f.Header.Phase != ring.CrossScatter ||
+			!ring.NormExceeds(f.NormSq, ring.Contributions(f.Header.Phase, f.Header.Round, 6), C, f.Header.Wire) {
+			t.Fatalf("evidence %+v does not prove the bound broken for a third party", f.Header)
+		}
+	}
+	if !found {
+		t.Fatal("no NormExceeded evidence")
+	}
+}
+
+// A member that sends a valid, signed segment of one of its rings on the
+// link of another (its group ring's frame to its shard ring's successor)
+// has it refused as StaleConfig, reported in the ring it arrived on, and
+// the call's result is still the reference's.
+func TestTwoLevelSegmentOnTheWrongRing(t *testing.T) {
+	groups := []int{2, 2}
+	cl := twoLevelCluster(t, groups, nil)
+	gc, _ := cl.cfg.GroupRing(0)
+	sc, _ := cl.cfg.ShardRing(1) // node 0 owns shard 1 in group 0: ring 0 → 2 → 0
+	if cl.cfg.Index(sc.Members[0].PublicKey) != 0 || cl.cfg.Index(sc.Members[1].PublicKey) != 2 {
+		t.Fatalf("shard 1's ring is %v, want nodes 0 and 2", sc.Members)
+	}
+	var mu sync.Mutex
+	var groupFrame []byte
+	injected := false
+	cl.net.SetFilter(func(l memnet.Link, f []byte, deliver func([]byte)) {
+		mu.Lock()
+		defer mu.Unlock()
+		if l.From == "mem0" && l.Config == gc.ID() && groupFrame == nil {
+			groupFrame = slices.Clone(f)
+		}
+		deliver(f)
+		if l.From == "mem0" && l.Config == sc.ID() && groupFrame != nil && !injected {
+			injected = true
+			deliver(slices.Clone(groupFrame))
+		}
+	})
+	src := floats(4, 333, 9)
+	want, _ := ring.ReferenceGroups(src, groups, ring.Mean, ring.FP32)
+	dst, errs := cl.into(t, nil, src, ring.Mean, ring.Call{})
+	for i := range dst {
+		if errs[i] != nil || !bitsEqual(dst[i], want) {
+			t.Fatalf("node %d: %v", i, errs[i])
+		}
+	}
+	if !injected {
+		t.Fatal("nothing injected")
+	}
+	stale := 0
+	for _, e := range cl.log.ev {
+		if e.Kind == ring.StaleConfig && e.SuspectID == "node0" && e.Part == "shard 1" {
+			stale++
+		}
+	}
+	if stale != 1 {
+		t.Fatalf("%d stale-config reports against node 0 in shard 1's ring, want 1: %v", stale, cl.log.kinds())
 	}
 }
