@@ -273,3 +273,44 @@ func TestPrintTwoLevel(t *testing.T) {
 	}
 	t.Log("\n" + b.String())
 }
+
+// TestPrintBed prints the model's prediction for the namespace bed
+// (16 nodes in 4 groups, 1 Gbit/s, 2 ms inside a group, 40 ms between;
+// 16 and 256 MiB), on this machine's 2 host cores and with a core per
+// pipeline, for the flat ring ordered by group (the bench's rank order),
+// the flat ring with every link wide-area, and the two-level plan.
+func TestPrintBed(t *testing.T) {
+	if os.Getenv("RINGSIM_TABLES") == "" {
+		t.Skip("set RINGSIM_TABLES=1 to print the tables of docs/ring.md")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nThe bed: 16 nodes, 4 groups of 4, 1 Gbit/s, 2 ms / 40 ms one way; seconds per call (busbw GB/s)\n\n")
+	fmt.Fprintf(&b, "| size | CPU | flat, ordered by group | flat, every link 40 ms | two-level (phases 1 / 2 / 3) | two-level × flat by group | × flat every link 40 ms |\n|---|---|---|---|---|---|---|\n")
+	const n, G = 16, 4
+	in, out := 2*time.Millisecond, 40*time.Millisecond
+	for _, size := range []int64{16 << 20, 256 << 20} {
+		for _, host := range []float64{0, 2} {
+			p := costs(Params{Nodes: n, Bytes: size, Bandwidth: bedGoodput, HostCores: host}, true, true)
+			fp := p
+			fp.Latencies = RegionRing(n, G, in, out)
+			flat := mustSim(t, fp)
+			wp := p
+			wp.Latency = out
+			wan := mustSim(t, wp)
+			tp := p
+			tp.Latency = out // between groups
+			tl, err := SimulateTwoLevel(TwoLevel{Params: tp, Groups: G, GroupLatency: in})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu := "a core per pipeline"
+			if host > 0 {
+				cpu = "2 host cores"
+			}
+			fmt.Fprintf(&b, "| %d MiB | %s | %.3f s (%.3f) | %.3f s (%.3f) | %.3f s (%.3f; %.3f / %.3f / %.3f) | %.2f | %.2f |\n", size>>20, cpu,
+				flat.Seconds, flat.BusBW, wan.Seconds, wan.BusBW, tl.Seconds, tl.BusBW, tl.Phase[0].Seconds, tl.Phase[1].Seconds, tl.Phase[2].Seconds,
+				flat.Seconds/tl.Seconds, wan.Seconds/tl.Seconds)
+		}
+	}
+	t.Log(b.String())
+}
