@@ -44,7 +44,9 @@ func TestLoopbackTwoLevel(t *testing.T) {
 		var wg sync.WaitGroup
 		for k, i := range live {
 			dst[k] = make([]float32, len(src[i]))
-			wg.Go(func() { errs[k] = nodes[i].comm.AllReduceInto(t.Context(), dst[k], src[i], ring.Mean, ring.Call{Step: step}) })
+			wg.Go(func() {
+				errs[k] = nodes[i].comm.AllReduceInto(t.Context(), dst[k], src[i], ring.Mean, ring.Call{Step: step})
+			})
 		}
 		wg.Wait()
 		for k, i := range live {
