@@ -288,7 +288,7 @@ func TestPrintBed(t *testing.T) {
 	fmt.Fprintf(&b, "| size | CPU | flat, ordered by group | flat, every link 40 ms | two-level (phases 1 / 2 / 3) | two-level × flat by group | × flat every link 40 ms |\n|---|---|---|---|---|---|---|\n")
 	const n, G = 16, 4
 	in, out := 2*time.Millisecond, 40*time.Millisecond
-	for _, size := range []int64{16 << 20, 256 << 20} {
+	for _, size := range []int64{16 << 20, 64 << 20, 256 << 20} {
 		for _, host := range []float64{0, 2} {
 			p := costs(Params{Nodes: n, Bytes: size, Bandwidth: bedGoodput, HostCores: host}, true, true)
 			fp := p
