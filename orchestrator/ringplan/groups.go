@@ -47,7 +47,8 @@ type GroupPlan struct {
 // (every merge level at which the number of groups changes, from N/2
 // groups down to 2), each also with its groups split into balanced pieces
 // of at most 2, 4, 8, … members; members are ordered within a group and
-// groups among themselves by nearest neighbour. Every candidate's call
+// groups among themselves by nearest neighbour, and runs of 2, 4, 8, …
+// consecutive groups are also tried as one group. Every candidate's call
 // time is predicted with PredictRing for each phase, and the fastest wins
 // if it beats the flat ring by MinGain.
 func PlanGroups(r RTT, p GroupParams) (GroupPlan, error) {
@@ -99,8 +100,15 @@ func PlanGroups(r RTT, p GroupParams) (GroupPlan, error) {
 				continue
 			}
 			order := pl.orderGroups(groups)
-			if t := pl.twoLevelTime(order); t < bestT {
-				best, bestT = order, t
+			// Also every m consecutive groups of the tour as one: sites
+			// all equally far apart merge in one level, and a few sites
+			// per group can beat one (fewer wide-area steps between
+			// groups against a few inside them).
+			for m := 1; len(order)/m >= 2; m *= 2 {
+				merged := mergeRuns(order, m)
+				if t := pl.twoLevelTime(merged); t < bestT {
+					best, bestT = merged, t
+				}
 			}
 		}
 	}
@@ -295,6 +303,23 @@ func split(part [][]int, cap int) [][]int {
 		for i := range k {
 			out = append(out, g[i*len(g)/k:(i+1)*len(g)/k])
 		}
+	}
+	return out
+}
+
+// mergeRuns joins every m consecutive groups into one (the last run may
+// be shorter).
+func mergeRuns(groups [][]int, m int) [][]int {
+	if m == 1 {
+		return groups
+	}
+	var out [][]int
+	for i := 0; i < len(groups); i += m {
+		var g []int
+		for _, x := range groups[i:min(i+m, len(groups))] {
+			g = append(g, x...)
+		}
+		out = append(out, g)
 	}
 	return out
 }

@@ -102,32 +102,57 @@ func TestPlanGroupsFindsTheSites(t *testing.T) {
 	}
 }
 
-// Where the flat ring is predicted faster the plan stays flat: one LAN,
-// and the namespace bed (4 sites of 4, 2 ms / 40 ms one way,
-// 1 Gbit/s, 16 MiB), where a flat ring ordered by site crosses the wide
-// area about 2(N−1)/N · G times per chunk against the two-level plan's
-// 2(G−1), with its latency hidden behind 1 MiB chunks, while the
-// two-level plan's phases do not overlap (0.44 s against 0.49 s).
+// Where the flat ring is predicted faster the plan stays flat: one LAN;
+// and on the namespace bed (4 sites of 4, 2 ms / 40 ms one way,
+// 1 Gbit/s, 16 MiB) no plan is predicted even 1.2 × faster than the flat
+// ring ordered by site — that ring crosses the wide area about
+// 2(N−1)/N · G times per chunk against a two-level plan's 2(G−1), with its
+// latency partly hidden behind 1 MiB chunks, while the two-level phases do
+// not overlap — so with MinGain 1.2 the ring stays flat. (The best found,
+// 2 groups of 2 sites each, is predicted 1.13 × faster; ringsim with CPU
+// costs says 1.10 ×, and 0.99 × on this machine's 2 cores.)
 func TestPlanGroupsKeepsTheFlatRingWhereItIsFaster(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		r     RTT
-		bytes int64
-		bw    float64
-	}{
-		{"lan", sites([]int{8}, 200, 200), 256 << 20, 10 * gbit},
-		{"bed", sites([]int{4, 4, 4, 4}, 4000, 80000), 16 << 20, gbit},
-	} {
-		pl, err := PlanGroups(c.r, GroupParams{Bytes: c.bytes, Bandwidth: c.bw})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkPermutation(t, pl, len(c.r))
-		if pl.Groups != nil {
-			t.Fatalf("%s: groups %v (flat %.4f s, two-level %.4f s), want a flat ring", c.name, pl.Groups, pl.FlatSeconds, pl.TwoLevelSeconds)
-		}
-		if c.name == "bed" && !(pl.FlatSeconds < pl.TwoLevelSeconds) {
-			t.Fatalf("bed: flat %.4f s, two-level %.4f s: the flat ring was expected faster", pl.FlatSeconds, pl.TwoLevelSeconds)
+	pl, err := PlanGroups(sites([]int{8}, 200, 200), GroupParams{Bytes: 256 << 20, Bandwidth: 10 * gbit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPermutation(t, pl, 8)
+	if pl.Groups != nil {
+		t.Fatalf("one LAN: groups %v (flat %.4f s, two-level %.4f s), want a flat ring", pl.Groups, pl.FlatSeconds, pl.TwoLevelSeconds)
+	}
+	bed := sites([]int{4, 4, 4, 4}, 4000, 80000)
+	pl, err = PlanGroups(bed, GroupParams{Bytes: 16 << 20, Bandwidth: gbit, MinGain: 1.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPermutation(t, pl, 16)
+	if pl.Groups != nil || pl.FlatSeconds >= 1.2*pl.TwoLevelSeconds {
+		t.Fatalf("bed: groups %v, flat %.4f s, two-level %.4f s: want no plan 1.2 × faster", pl.Groups, pl.FlatSeconds, pl.TwoLevelSeconds)
+	}
+}
+
+// Many sites all equally far apart merge in one clustering level; runs
+// of consecutive sites are tried as groups too, and at 1,024 nodes in
+// sites of 16 (10 Gbit/s, 256 MiB) groups of several whole sites win over
+// one site per group, each group a run of whole sites.
+func TestPlanGroupsMergesSites(t *testing.T) {
+	sz := make([]int, 64)
+	for i := range sz {
+		sz[i] = 16
+	}
+	pl, err := PlanGroups(sites(sz, 4000, 40000), GroupParams{Bytes: 256 << 20, Bandwidth: 10 * gbit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPermutation(t, pl, 1024)
+	if len(pl.Groups) < 2 || pl.Groups[0] <= 16 || pl.Groups[0]%16 != 0 {
+		t.Fatalf("groups %v, want runs of whole sites", pl.Groups)
+	}
+	for _, g := range groupsOf(pl) {
+		for _, x := range g {
+			if !slices.Contains(g, siteOf(x)*16) || !slices.Contains(g, siteOf(x)*16+15) {
+				t.Fatalf("group %v splits a site", g)
+			}
 		}
 	}
 }
