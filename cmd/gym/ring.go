@@ -27,7 +27,7 @@ func newRing() *cobra.Command {
 
 func newRingBench() *cobra.Command {
 	cfg := ringbench.Config{Warmup: 1}
-	var sizes, rate, lossArg, baseline, topology, groupsArg string
+	var sizes, rate, lossArg, baseline, topology, groupsArg, sitesArg string
 	var asJSON, netns bool
 	var delay, groupDelay time.Duration
 	var lossSeed uint64
@@ -72,7 +72,8 @@ all-reduce over groups of consecutive ranks ("topology": "hierarchical",
 busbw_vs_flat: its busbw over the flat ring's); with --netns,
 --group-delay is the one-way delay between two nodes of the same group
 (NFQUEUE 1, a second 'gym ring nfqdelay') and --delay the one between
-groups. busbw uses 2(N−1)/N for both, so they compare by time.
+groups, or with --sites between the bed's sites when the ring's groups
+differ from them (e.g. --sites 4,4,4,4 --groups 8,8: two sites a group). busbw uses 2(N−1)/N for both, so they compare by time.
 
 Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 		Args: exactArgs(0),
@@ -84,11 +85,11 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
-			var groups []int
+			var groups, sites []int
 			switch topology {
 			case "flat":
-				if groupsArg != "" || groupDelay != 0 {
-					return usageError{fmt.Errorf("--groups and --group-delay need --topology hierarchical")}
+				if groupsArg != "" || groupDelay != 0 || sitesArg != "" {
+					return usageError{fmt.Errorf("--groups, --sites and --group-delay need --topology hierarchical")}
 				}
 			case "hierarchical":
 				for _, f := range strings.Split(groupsArg, ",") {
@@ -105,6 +106,25 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				}
 				if groupDelay != 0 && (!netns || delay == 0) {
 					return usageError{fmt.Errorf("--group-delay needs --netns and a --delay between groups")}
+				}
+				if sitesArg != "" {
+					if groupDelay == 0 {
+						return usageError{fmt.Errorf("--sites needs --group-delay")}
+					}
+					sum := 0
+					for _, f := range strings.Split(sitesArg, ",") {
+						g, err := strconv.Atoi(strings.TrimSpace(f))
+						if err != nil || g < 1 {
+							return usageError{fmt.Errorf("--sites %q: want sizes like 4,4,4,4", sitesArg)}
+						}
+						sites = append(sites, g)
+						sum += g
+					}
+					if sum != cfg.Nodes || len(sites) < 2 {
+						return usageError{fmt.Errorf("--sites %q: want two or more sites holding the %d nodes", sitesArg, cfg.Nodes)}
+					}
+				} else {
+					sites = groups
 				}
 			default:
 				return usageError{fmt.Errorf("--topology %q: want flat or hierarchical", topology)}
@@ -143,7 +163,7 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 					Delay: delay, Loss: loss, Delayer: []string{exe, "ring", "nfqdelay", "--delay", delay.String(),
 						"--loss", strconv.FormatFloat(loss, 'g', -1, 64), "--seed", strconv.FormatUint(lossSeed, 10)}}
 				if groupDelay > 0 {
-					bed.Groups, bed.GroupDelay = groups, groupDelay
+					bed.Groups, bed.GroupDelay = sites, groupDelay
 					bed.GroupDelayer = []string{exe, "ring", "nfqdelay", "--delay", groupDelay.String(), "--queue", "1",
 						"--loss", strconv.FormatFloat(loss, 'g', -1, 64), "--seed", strconv.FormatUint(lossSeed+1, 10)}
 				}
@@ -254,6 +274,7 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 	f.StringVar(&topology, "topology", "flat", "flat, or hierarchical: the flat ring, then the two-level all-reduce over --groups on the same nodes")
 	f.StringVar(&groupsArg, "groups", "", "with --topology hierarchical: group sizes of consecutive ranks, e.g. 4,4,4,4")
 	f.DurationVar(&groupDelay, "group-delay", 0, "with --topology hierarchical and --netns: one-way delay between nodes of the same group (--delay is then between groups)")
+	f.StringVar(&sitesArg, "sites", "", "with --group-delay: the bed's sites of consecutive ranks (--group-delay inside, --delay between), when they differ from --groups")
 	f.BoolVar(&cfg.InPlace, "inplace", false, "measure the in-place call (AllReduceCall: one more copy) instead of AllReduceInto")
 	return cmd
 }
