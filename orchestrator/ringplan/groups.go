@@ -13,8 +13,9 @@ import (
 // A member reports its own row, so it can lie about its own links only.
 // PlanGroups takes the larger of the two measurements of a link: a lie can
 // make a member look farther from others, never nearer, so no member can
-// talk its way into a group whose members measured it far (it can at most
-// leave one, and then it forms a group of its own).
+// talk its way into a cluster of members near each other that measured it
+// far (it can at most leave one, and then it forms a group of its own or
+// shares one of several sites).
 type RTT [][]uint32
 
 // GroupParams tunes PlanGroups.
