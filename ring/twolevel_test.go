@@ -91,7 +91,8 @@ func TestTwoLevelMatchesReference(t *testing.T) {
 			for _, op := range []ring.Op{ring.Sum, ring.Mean} {
 				for _, wire := range []ring.Wire{ring.FP32, ring.BF16} {
 					t.Run(fmt.Sprintf("%v/%d/%s/%s", groups, length, op, wire), func(t *testing.T) {
-						cl := twoLevelCluster(t, groups, nil)
+						// Segments of 64 elements: several per chunk at 1000.
+						cl := twoLevelCluster(t, groups, func(o *ring.Options) { o.SegmentBytes, o.MinSegmentBytes = 256, 64 })
 						src := floats(len(cl.comms), length, uint64(length))
 						orig := clone(src)
 						want, err := ring.ReferenceGroups(src, groups, op, wire)
