@@ -468,3 +468,94 @@ func PredictRing(links []float64, steps int, chunk float64, p GroupParams) float
 	}
 	return float64(steps)*chunk/B + max(best, minLat+seg/B)
 }
+
+// SplitGroups cuts a ring of n members into g balanced groups of
+// consecutive members (sizes differ by at most one, larger first): the
+// groups of a two-level all-reduce when the operator fixes their number
+// rather than PlanGroups choosing them. nil (a flat ring) when g < 2 or
+// the groups would have fewer than two members.
+func SplitGroups(n, g int) []int {
+	if g < 2 || n < 2*g {
+		return nil
+	}
+	out := make([]int, g)
+	for k := range out {
+		out[k] = (k+1)*n/g - k*n/g
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return out
+}
+
+// Regroup carries the groups of a ring (old order, sizes) over to next, a
+// ring order Repair or Insert made from it: every member keeps its group, a
+// new member joins the group of its predecessor in next, or of its
+// successor when that group is smaller (a standby in the place of a member
+// at a group's edge refills that group), groups left empty go, and fewer
+// than two groups left make the ring flat (nil). Groups are read off next as runs of
+// consecutive members, so next need not keep them whole.
+func Regroup(old []string, groups []int, next []string) []int {
+	if len(groups) < 2 || len(next) == 0 {
+		return nil
+	}
+	of := map[string]int{}
+	at := 0
+	for k, g := range groups {
+		for _, id := range old[at:min(at+g, len(old))] {
+			of[id] = k
+		}
+		at += g
+	}
+	label := make([]int, len(next))
+	first := -1
+	for i, id := range next {
+		if k, ok := of[id]; ok {
+			label[i] = k
+			if first < 0 {
+				first = k
+			}
+		} else {
+			label[i] = -1
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	size := map[int]int{}
+	for _, k := range label {
+		if k >= 0 {
+			size[k]++
+		}
+	}
+	prev := first
+	for i := range label {
+		if label[i] < 0 {
+			// Between two groups: the smaller one (a standby taking the
+			// place of a member at a group's edge refills its group).
+			succ := prev
+			for _, k := range label[i+1:] {
+				if k >= 0 {
+					succ = k
+					break
+				}
+			}
+			label[i] = prev
+			if size[succ] < size[prev] {
+				label[i] = succ
+			}
+			size[label[i]]++
+		}
+		prev = label[i]
+	}
+	var out []int
+	for i := range label {
+		if i == 0 || label[i] != label[i-1] {
+			out = append(out, 0)
+		}
+		out[len(out)-1]++
+	}
+	if len(out) < 2 {
+		return nil
+	}
+	return out
+}

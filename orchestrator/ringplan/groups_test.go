@@ -286,3 +286,47 @@ func TestPredictRingAgreesWithRingsim(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitGroups(t *testing.T) {
+	for _, c := range []struct {
+		n, g int
+		want []int
+	}{{8, 2, []int{4, 4}}, {7, 2, []int{4, 3}}, {10, 4, []int{3, 3, 2, 2}}, {3, 2, nil}, {8, 1, nil}, {8, 0, nil}, {4, 2, []int{2, 2}}} {
+		if got := SplitGroups(c.n, c.g); !slices.Equal(got, c.want) {
+			t.Errorf("SplitGroups(%d, %d) = %v, want %v", c.n, c.g, got, c.want)
+		}
+	}
+}
+
+// Regroup keeps every member's group through Repair and Insert: the failed
+// member's group shrinks, a standby or newcomer joins its predecessor's
+// group, an emptied group goes, and one group left is a flat ring.
+func TestRegroup(t *testing.T) {
+	old := []string{"a", "b", "c", "d", "e", "f"}
+	groups := []int{3, 3}
+	bw := func(a, b string) uint64 { return 1000 }
+	next, _ := Repair(old, "b", "", bw)
+	if got := Regroup(old, groups, next); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("b removed: %v", got)
+	}
+	next, _ = Repair(old, "d", "x", bw) // x goes to d's old slot, after c
+	if got := Regroup(old, groups, next); !slices.Equal(got, []int{3, 3}) || next[3] != "x" {
+		t.Fatalf("d replaced by x at %v: %v, want x to refill d's group", next, got)
+	}
+	next, _ = Repair(old, "b", "x", bw) // inside group 0: x between a and c
+	if got := Regroup(old, groups, next); !slices.Equal(got, []int{3, 3}) {
+		t.Fatalf("b replaced by x at %v: %v", next, got)
+	}
+	next, _ = Insert(old, "y", bw)
+	if got := Regroup(old, groups, next); len(got) != 2 || got[0]+got[1] != 7 {
+		t.Fatalf("y inserted at %v: %v", next, got)
+	}
+	two := []string{"a", "b", "c"}
+	next, _ = Repair(two, "c", "", bw)
+	if got := Regroup(two, []int{2, 1}, next); got != nil {
+		t.Fatalf("one group left: %v, want flat", got)
+	}
+	if got := Regroup(old, nil, old); got != nil {
+		t.Fatalf("flat stays flat: %v", got)
+	}
+}
