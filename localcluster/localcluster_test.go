@@ -358,4 +358,15 @@ func TestRunTwoLevelRing(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"groups":[2,2]`) {
 		t.Fatalf("no ring configured in groups of 2: %v", err)
 	}
+	// The judge's report: sync 1's result was rebuilt (a reconstruction
+	// matching no configuration would list the sync as unknown).
+	var rep struct {
+		RingUnknown []int `json:"ring_unknown"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "hanzod", "checkpoints", "job-00000001", "merge-0001.json")); err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("merge report: %v", err)
+	}
+	if len(rep.RingUnknown) != 0 {
+		t.Fatalf("syncs %v matched no ring configuration", rep.RingUnknown)
+	}
 }
