@@ -180,15 +180,6 @@ func (t *twoLevel) closeLinks() {
 	}
 }
 
-// close closes every sub-ring for good.
-func (t *twoLevel) close() {
-	t.group.closed = true
-	for _, s := range t.shards {
-		s.closed = true
-	}
-	t.closeLinks()
-}
-
 // lift rewrites a sub-ring's PeerError to name the suspect by its index in
 // the two-level configuration.
 func (t *twoLevel) lift(err error) error {
