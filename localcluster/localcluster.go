@@ -159,6 +159,9 @@ type Config struct {
 	// MinEpochSamples is the least a job's epoch may train per worker
 	// (state.Config.MinEpochSamples); 0: hanzod's default.
 	MinEpochSamples uint64
+	// RingGroups (≥ 2) runs the job's all-reduce in two levels over that
+	// many groups (state.Config.Ring.Groups); 0: one flat ring.
+	RingGroups int
 
 	// IPFS, when set, is the RPC URL of a kubo node on which hanzod pins
 	// every published checkpoint (daemon.Config.IPFS); Run then waits up
@@ -507,6 +510,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.MinEpochSamples > 0 {
 		s.MinEpochSamples = cfg.MinEpochSamples
 	}
+	s.Ring.Groups = cfg.RingGroups
 	dc.Server.NodeRate = cfg.NodeRate
 	localDeltaLimits(&dc.Server, cfg.Workers+len(cfg.Validators))
 	localRegisterLimits(&dc.Server, cfg.Workers+len(cfg.Validators))

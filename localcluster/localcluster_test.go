@@ -325,3 +325,48 @@ func TestRunOuterReplays(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTwoLevelRing runs a small job whose ring is a two-level one (4
+// in-process workers in 2 groups of 2): every delta is accepted and the
+// judge, rebuilding each sync with the ring's groups, finds no delta whose
+// base disagrees with the ring (a flat reconstruction would disagree).
+func TestRunTwoLevelRing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "up")
+	if err := localcluster.PrepareDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := localcluster.TestConfig(dir, 4)
+	cfg.RingGroups = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, tinySpec(1, 4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" || len(sum.Epochs) != 1 || len(sum.Nodes) != 4 {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, n := range sum.Nodes {
+		if n.Accepted != 2 || n.Rejected != 0 || n.Slashed { // 2 syncs: sync 2 starts from the rebuilt sync 1
+			t.Errorf("node %+v: want 2 accepted deltas, no slash", n)
+		}
+	}
+	if e := sum.Epochs[0]; len(e.Excluded) != 0 || len(e.RingDisagreements) != 0 {
+		t.Fatalf("epoch 1: excluded %v, ring disagreements %v", e.Excluded, e.RingDisagreements)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "events.jsonl"))
+	if err != nil || !strings.Contains(string(b), `"groups":[2,2]`) {
+		t.Fatalf("no ring configured in groups of 2: %v", err)
+	}
+	// The judge's report: sync 1's result was rebuilt (a reconstruction
+	// matching no configuration would list the sync as unknown).
+	var rep struct {
+		RingUnknown []int `json:"ring_unknown"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "hanzod", "checkpoints", "job-00000001", "merge-0001.json")); err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("merge report: %v", err)
+	}
+	if len(rep.RingUnknown) != 0 {
+		t.Fatalf("syncs %v matched no ring configuration", rep.RingUnknown)
+	}
+}

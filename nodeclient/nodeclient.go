@@ -640,6 +640,9 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 	}
 	if r := p.Ring; r != nil {
 		ring := &worker.Ring{ConfigID: r.ConfigId, Generation: r.Generation}
+		for _, g := range r.Groups {
+			ring.Groups = append(ring.Groups, int(g))
+		}
 		for i, id := range r.Members {
 			pe := worker.Peer{ID: id}
 			if i < len(r.Addresses) {

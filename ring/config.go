@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/zooai/gym/edkey"
 )
@@ -32,11 +33,25 @@ type Member struct {
 // a failed call: the generation is what tells that configuration from the
 // failed one, whose frames and half-open links may still be in flight and
 // must not be taken for the new call's.
+//
+// Groups, when it has two or more entries, asks for the two-level
+// all-reduce (docs/ring.md, "Two-level all-reduce"): the members, in
+// order, form len(Groups) groups of Groups[k] consecutive members (each
+// ≥ 1, summing to the members). A call then reduce-scatters inside every
+// group, all-reduces each shard across the groups and all-gathers inside
+// every group, over sub-rings whose configurations (GroupRing, ShardRing)
+// are derived from this one. Empty: one flat ring.
+//
+// Parent and Part identify such a sub-ring ("group K", "shard S"); they
+// are set by GroupRing and ShardRing, never by callers.
 type Config struct {
 	Job        string
 	Epoch      uint64
 	Generation uint64
 	Members    []Member
+	Groups     []int  `json:",omitempty"`
+	Parent     ID     `json:"-"`
+	Part       string `json:"-"`
 }
 
 // ID identifies a configuration: SHA-256 over a domain tag, the job, the
@@ -75,8 +90,29 @@ func (c *Config) Validate() error {
 		}
 		ids[m.ID], keys[string(m.PublicKey)] = true, true
 	}
+	if len(c.Groups) == 1 {
+		return fmt.Errorf("%w: one group (leave Groups empty for a flat ring)", ErrConfig)
+	}
+	if len(c.Groups) > 0 {
+		if c.Part != "" {
+			return fmt.Errorf("%w: a sub-ring cannot have groups", ErrConfig)
+		}
+		sum := 0
+		for k, g := range c.Groups {
+			if g < 1 || g > n {
+				return fmt.Errorf("%w: group %d has %d members", ErrConfig, k, g)
+			}
+			sum += g
+		}
+		if sum != n {
+			return fmt.Errorf("%w: groups hold %d members, the ring has %d", ErrConfig, sum, n)
+		}
+	}
 	return nil
 }
+
+// TwoLevel reports whether c asks for the two-level all-reduce.
+func (c *Config) TwoLevel() bool { return len(c.Groups) >= 2 }
 
 // ID returns the configuration id.
 func (c *Config) ID() ID {
@@ -87,7 +123,22 @@ func (c *Config) ID() ID {
 		h.Write(b[:])
 		h.Write(s)
 	}
-	put([]byte(configTag))
+	switch {
+	case c.Part != "":
+		put([]byte(partTag))
+		h.Write(c.Parent[:])
+		put([]byte(c.Part))
+	case len(c.Groups) > 0:
+		put([]byte(twoLevelTag))
+		binary.LittleEndian.PutUint64(b[:], uint64(len(c.Groups)))
+		h.Write(b[:])
+		for _, g := range c.Groups {
+			binary.LittleEndian.PutUint64(b[:], uint64(g))
+			h.Write(b[:])
+		}
+	default:
+		put([]byte(configTag))
+	}
 	put([]byte(c.Job))
 	binary.LittleEndian.PutUint64(b[:], c.Epoch)
 	h.Write(b[:])
@@ -117,11 +168,32 @@ func (c *Config) Index(pub ed25519.PublicKey) int {
 
 // Without returns a copy of c with the member at index i removed: its
 // predecessor is linked to its successor, and the generation is the next.
+// In a two-level configuration only its group shrinks (a group left empty
+// goes; a single group left makes the ring flat).
 func (c *Config) Without(i int) Config {
 	out := Config{Job: c.Job, Epoch: c.Epoch, Generation: c.Generation + 1, Members: make([]Member, 0, len(c.Members))}
 	for j, m := range c.Members {
 		if j != i {
 			out.Members = append(out.Members, m)
+		}
+	}
+	if len(c.Groups) > 0 {
+		start := 0
+		for _, g := range c.Groups {
+			ng := g
+			if i >= start && i < start+g {
+				ng--
+			}
+			start += g
+			if ng > 0 {
+				out.Groups = append(out.Groups, ng)
+			}
+		}
+		if i < 0 || i >= start { // no member removed: the groups stay
+			out.Groups = slices.Clone(c.Groups)
+		}
+		if len(out.Groups) < 2 {
+			out.Groups = nil
 		}
 	}
 	return out

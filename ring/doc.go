@@ -17,6 +17,12 @@
 // the suspect; the caller's buffer is only written when the call succeeds,
 // so a caller can install a new Config (Reconfigure) and retry.
 //
+// A Config with Groups runs the two-level all-reduce instead (twolevel.go):
+// a reduce-scatter inside every group of nearby members, an all-reduce of
+// each shard across the groups, an all-gather inside every group, each on a
+// sub-ring with its own configuration id, with the same signatures, checks,
+// evidence and transport; ReferenceGroups is its result bit for bit.
+//
 // Transports live in subpackages: ring/memnet (in memory, with fault
 // injection, for tests) and ring/tcp (TCP with mutual TLS 1.3 bound to the
 // node keys, several streams per link). The design, the frame layout and

@@ -54,6 +54,7 @@ type Evidence struct {
 	Signature   []byte
 	Payload     []byte // kept for NormExceeded, where it is the proof
 	ConfigID    ID     // the receiver's configuration
+	Part        string // the sub-ring of a two-level call ("group K", "shard S"); "" in a flat ring
 	Seq         uint64 // the receiver's call
 	Detail      string
 }
@@ -92,12 +93,19 @@ var (
 type PeerError struct {
 	Suspect   int    // ring index in the failed configuration
 	SuspectID string // member id
-	Phase     Phase  // where this node was when it gave up
-	Round     int
-	Err       error // ErrTimeout, ErrBroken or ErrMisbehaved, possibly wrapping the cause
+	// Part is the sub-ring of a two-level call that failed ("group K",
+	// "shard S"; "" in a flat ring). Suspect is then the index in the
+	// two-level configuration (its Members), not in the sub-ring.
+	Part  string
+	Phase Phase // where this node was when it gave up
+	Round int
+	Err   error // ErrTimeout, ErrBroken or ErrMisbehaved, possibly wrapping the cause
 }
 
 func (e *PeerError) Error() string {
+	if e.Part != "" {
+		return fmt.Sprintf("ring: suspect %s (index %d) in %s during %s round %d: %v", e.SuspectID, e.Suspect, e.Part, e.Phase, e.Round, e.Err)
+	}
 	return fmt.Sprintf("ring: suspect %s (index %d) during %s round %d: %v", e.SuspectID, e.Suspect, e.Phase, e.Round, e.Err)
 }
 

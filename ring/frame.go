@@ -14,7 +14,8 @@ import (
 //	  4     1  version (2)
 //	  5     1  kind (1 = segment)
 //	  6     1  wire dtype of the payload (0 fp32, 1 bf16)
-//	  7     1  phase (0 scatter-reduce, 1 all-gather)
+//	  7     1  phase (0 scatter-reduce, 1 all-gather; 2, 3 the same in a
+//	           two-level call's shard ring)
 //	  8     4  round within the phase, 0..N-2
 //	 12     4  chunk index, 0..N-1
 //	 16     4  segment index within the chunk
@@ -41,6 +42,10 @@ const (
 	HeaderSize = 200
 	SignTag    = "zoo-gym/ring/segment/v2\x00"
 	configTag  = "zoo-gym/ring/config/v2"
+	// twoLevelTag and partTag start the ids of a two-level configuration
+	// and of its sub-rings, so no flat configuration shares their id.
+	twoLevelTag = "zoo-gym/ring/config/v2/two-level"
+	partTag     = "zoo-gym/ring/config/v2/part"
 
 	kindSegment = 1
 
@@ -91,13 +96,22 @@ func ParseWire(s string) (Wire, error) {
 	return 0, fmt.Errorf("ring: unknown wire format %q (want fp32 or bf16)", s)
 }
 
-// Phase is the half of the algorithm a frame belongs to.
+// Phase is the half of the algorithm a frame belongs to. A flat ring and
+// a two-level call's group rings use ScatterReduce and AllGather; its
+// shard rings (across groups) use CrossScatter and CrossGather, so that a
+// frame says by itself whether its partial sum holds one contribution per
+// member it passed or a whole group's (the norm bound, Contributions).
 type Phase uint8
 
 const (
 	ScatterReduce Phase = 0
 	AllGather     Phase = 1
+	CrossScatter  Phase = 2 // scatter-reduce of a shard ring
+	CrossGather   Phase = 3 // all-gather of a shard ring
 )
+
+// gather reports whether p is an all-gather phase.
+func (p Phase) gather() bool { return p == AllGather || p == CrossGather }
 
 func (p Phase) String() string {
 	switch p {
@@ -105,6 +119,10 @@ func (p Phase) String() string {
 		return "scatter-reduce"
 	case AllGather:
 		return "all-gather"
+	case CrossScatter:
+		return "cross scatter-reduce"
+	case CrossGather:
+		return "cross all-gather"
 	}
 	return fmt.Sprintf("phase(%d)", uint8(p))
 }
@@ -162,7 +180,7 @@ func DecodeFrame(b []byte, maxFrame int) (Header, []byte, error) {
 		return h, nil, fmt.Errorf("%w: unknown wire dtype %d", ErrFrame, b[6])
 	}
 	h.Phase = Phase(b[7])
-	if h.Phase > AllGather {
+	if h.Phase > CrossGather {
 		return h, nil, fmt.Errorf("%w: unknown phase %d", ErrFrame, b[7])
 	}
 	h.Round = le.Uint32(b[8:])

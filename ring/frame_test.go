@@ -40,7 +40,7 @@ func TestDecodeFrameRejects(t *testing.T) {
 		"version 3":     {mut(func(b []byte) []byte { b[4] = 3; return b }), ErrFrame},
 		"kind":          {mut(func(b []byte) []byte { b[5] = 9; return b }), ErrFrame},
 		"wire":          {mut(func(b []byte) []byte { b[6] = 7; return b }), ErrFrame},
-		"phase":         {mut(func(b []byte) []byte { b[7] = 2; return b }), ErrFrame},
+		"phase":         {mut(func(b []byte) []byte { b[7] = 4; return b }), ErrFrame},
 		"count":         {mut(func(b []byte) []byte { b[28] = 4; return b }), ErrFrame},
 		"offset":        {mut(func(b []byte) []byte { b[64] = 99; return b }), ErrFrame},
 	} {

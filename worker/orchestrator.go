@@ -18,6 +18,7 @@ type Ring struct {
 	ConfigID   string
 	Generation uint64
 	Members    []Peer // in ring order
+	Groups     []int  // two-level all-reduce: group sizes of consecutive members; nil: flat
 }
 
 // Assignment is what the orchestrator wants this node to do.

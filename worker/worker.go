@@ -690,7 +690,7 @@ func (w *Worker) stillOn(job string, e int) (Assignment, bool) {
 }
 
 func ringConfig(job string, e int, r *Ring) (ring.Config, error) {
-	cfg := ring.Config{Job: job, Epoch: uint64(e), Generation: r.Generation}
+	cfg := ring.Config{Job: job, Epoch: uint64(e), Generation: r.Generation, Groups: slices.Clone(r.Groups)}
 	for _, p := range r.Members {
 		pub, err := nodekey.ParsePublicHex(p.ID)
 		if err != nil {

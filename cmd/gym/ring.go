@@ -27,9 +27,9 @@ func newRing() *cobra.Command {
 
 func newRingBench() *cobra.Command {
 	cfg := ringbench.Config{Warmup: 1}
-	var sizes, rate, lossArg, baseline string
+	var sizes, rate, lossArg, baseline, topology, groupsArg, sitesArg string
 	var asJSON, netns bool
-	var delay time.Duration
+	var delay, groupDelay time.Duration
 	var lossSeed uint64
 	cmd := &cobra.Command{
 		Use:   "bench --nodes N --size BYTES[,BYTES...] --iters K [--auth=true|false] [--tls=true|false] [--wire fp32|bf16] [--netns [--rate 1gbit] [--delay 20ms] [--loss 0.1%]] [--baseline gloo,tcp] [--json]",
@@ -66,6 +66,15 @@ By default the ring reads the input and writes the result to a second
 buffer (AllReduceInto, as the worker does); --inplace measures the in-place
 call, which copies the result over the input once it succeeded.
 
+With --topology hierarchical --groups 4,4,4,4 the same nodes run the flat
+ring first (the baseline, "topology": "flat") and then the two-level
+all-reduce over groups of consecutive ranks ("topology": "hierarchical",
+busbw_vs_flat: its busbw over the flat ring's); with --netns,
+--group-delay is the one-way delay between two nodes of the same group
+(NFQUEUE 1, a second 'gym ring nfqdelay') and --delay the one between
+groups, or with --sites between the bed's sites when the ring's groups
+differ from them (e.g. --sites 4,4,4,4 --groups 8,8: two sites a group). busbw uses 2(N−1)/N for both, so they compare by time.
+
 Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -75,6 +84,50 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
+			}
+			var groups, sites []int
+			switch topology {
+			case "flat":
+				if groupsArg != "" || groupDelay != 0 || sitesArg != "" {
+					return usageError{fmt.Errorf("--groups, --sites and --group-delay need --topology hierarchical")}
+				}
+			case "hierarchical":
+				for _, f := range strings.Split(groupsArg, ",") {
+					g, err := strconv.Atoi(strings.TrimSpace(f))
+					if err != nil {
+						return usageError{fmt.Errorf("--groups %q: want sizes like 4,4,4,4", groupsArg)}
+					}
+					groups = append(groups, g)
+				}
+				hc := cfg
+				hc.Groups = groups
+				if err := hc.Validate(); err != nil {
+					return usageError{err}
+				}
+				if groupDelay != 0 && (!netns || delay == 0) {
+					return usageError{fmt.Errorf("--group-delay needs --netns and a --delay between groups")}
+				}
+				if sitesArg != "" {
+					if groupDelay == 0 {
+						return usageError{fmt.Errorf("--sites needs --group-delay")}
+					}
+					sum := 0
+					for _, f := range strings.Split(sitesArg, ",") {
+						g, err := strconv.Atoi(strings.TrimSpace(f))
+						if err != nil || g < 1 {
+							return usageError{fmt.Errorf("--sites %q: want sizes like 4,4,4,4", sitesArg)}
+						}
+						sites = append(sites, g)
+						sum += g
+					}
+					if sum != cfg.Nodes || len(sites) < 2 {
+						return usageError{fmt.Errorf("--sites %q: want two or more sites holding the %d nodes", sitesArg, cfg.Nodes)}
+					}
+				} else {
+					sites = groups
+				}
+			default:
+				return usageError{fmt.Errorf("--topology %q: want flat or hierarchical", topology)}
 			}
 			loss, err := parseLoss(lossArg)
 			if err != nil {
@@ -109,6 +162,11 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				bed = &ringbench.Bed{Prefix: fmt.Sprintf("gymrb%d-", os.Getpid()%10000), N: cfg.Nodes, Rate: rate,
 					Delay: delay, Loss: loss, Delayer: []string{exe, "ring", "nfqdelay", "--delay", delay.String(),
 						"--loss", strconv.FormatFloat(loss, 'g', -1, 64), "--seed", strconv.FormatUint(lossSeed, 10)}}
+				if groupDelay > 0 {
+					bed.Groups, bed.GroupDelay = sites, groupDelay
+					bed.GroupDelayer = []string{exe, "ring", "nfqdelay", "--delay", groupDelay.String(), "--queue", "1",
+						"--loss", strconv.FormatFloat(loss, 'g', -1, 64), "--seed", strconv.FormatUint(lossSeed+1, 10)}
+				}
 				if err := bed.Up(); err != nil {
 					return err
 				}
@@ -134,6 +192,13 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				})
 			}
 			results, err := run(cfg)
+			if err == nil && groups != nil {
+				hc := cfg
+				hc.Groups = groups
+				var more []ringbench.Result
+				more, err = run(hc)
+				results = append(results, more...)
+			}
 			if err == nil && gloo {
 				var more []ringbench.Result
 				more, err = runGloo(c, cfg, bed)
@@ -163,7 +228,7 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 				}
 			} else {
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "impl\tnodes\tbytes\titers\tmedian ms\tmin ms\talgbw GB/s\tbusbw GB/s\tcorrect\t× gloo\t× tcp\t× tls\t")
+				fmt.Fprintln(tw, "impl\ttopology\tnodes\tbytes\titers\tmedian ms\tmin ms\talgbw GB/s\tbusbw GB/s\tcorrect\t× flat\t× gloo\t× tcp\t× tls\t")
 				ratio := func(x float64) string {
 					if x == 0 {
 						return ""
@@ -171,8 +236,8 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 					return fmt.Sprintf("%.2f", x)
 				}
 				for _, r := range results {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t%v\t%s\t%s\t%s\t\n", r.Impl, r.Nodes, r.Bytes, r.Iters,
-						1e3*r.SecondsMedian, 1e3*r.SecondsMin, r.AlgBW, r.BusBW, r.Correct, ratio(r.VsGloo), ratio(r.VsTCP), ratio(r.VsTLS))
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.3f\t%.3f\t%v\t%s\t%s\t%s\t%s\t\n", r.Impl, r.Topology, r.Nodes, r.Bytes, r.Iters,
+						1e3*r.SecondsMedian, 1e3*r.SecondsMin, r.AlgBW, r.BusBW, r.Correct, ratio(r.VsFlat), ratio(r.VsGloo), ratio(r.VsTCP), ratio(r.VsTLS))
 				}
 				tw.Flush()
 			}
@@ -206,6 +271,10 @@ Sizes accept K, M, G (10^3) and KiB, MiB, GiB (2^10) suffixes.`,
 	f.StringVar(&lossArg, "loss", "", "with --netns: drop this fraction of the packets crossing the bridge (e.g. 0.1% or 0.001)")
 	f.Uint64Var(&lossSeed, "loss-seed", 1, "with --loss: seed of the PRNG that picks the dropped packets")
 	f.StringVar(&baseline, "baseline", "", "after our ring, run these baselines on the same nodes: gloo (torch.distributed, /usr/bin/python3), tcp (raw TCP ring, the ceiling), tls (the raw ring over TLS), or a list: gloo,tcp,tls")
+	f.StringVar(&topology, "topology", "flat", "flat, or hierarchical: the flat ring, then the two-level all-reduce over --groups on the same nodes")
+	f.StringVar(&groupsArg, "groups", "", "with --topology hierarchical: group sizes of consecutive ranks, e.g. 4,4,4,4")
+	f.DurationVar(&groupDelay, "group-delay", 0, "with --topology hierarchical and --netns: one-way delay between nodes of the same group (--delay is then between groups)")
+	f.StringVar(&sitesArg, "sites", "", "with --group-delay: the bed's sites of consecutive ranks (--group-delay inside, --delay between), when they differ from --groups")
 	f.BoolVar(&cfg.InPlace, "inplace", false, "measure the in-place call (AllReduceCall: one more copy) instead of AllReduceInto")
 	return cmd
 }

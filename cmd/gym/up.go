@@ -40,6 +40,7 @@ type upOptions struct {
 	evalSize, shardSize                               int    // --eval-size, --shard-size
 	validators                                        int    // --validators N (-1: 2 where hanzod checks on nodes, else 0)
 	modelWork                                         string // --model-work auto|nodes|self
+	ringGroups                                        int    // --ring-groups G
 	validatorAttack                                   string // --validator-attack KIND (the last validator)
 	attackZ, attackEps, attackNoise                   float64
 	attackZSet                                        bool // --attack-z given
@@ -233,6 +234,7 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.BoolVar(&o.use4bit, "use-4bit", false, "the job asks for 4-bit NF4 quantization of the base (gspo.use_4bit; torch workers on CUDA with bitsandbytes, refused elsewhere)")
 	f.StringVar(&o.backend, "backend", "go", "training backend of the workers: go or torch, or one per worker, comma-separated (go,go,torch,torch)")
 	f.StringVar(&o.python, "python", "", "torch workers' Python interpreter (default $GYM_PYTHON, else python3)")
+	f.IntVar(&o.ringGroups, "ring-groups", 0, "run the ring all-reduce in two levels over this many groups of workers (0: one flat ring; docs/ring.md, \"Two-level all-reduce\")")
 	f.IntVar(&o.replicas, "replicas", 1, "hanzod replicas: more than 1 runs them over a Valkey server started by the command")
 	f.StringVar(&o.killLeaderAt, "kill-leader-at", "", "EPOCH:STEP: kill the leading hanzod replica once a delta of that step of that epoch is accepted (needs --replicas 2 or more)")
 	f.StringVar(&o.ledger, "ledger", o.ledger, "embedded (hanzod's own ledger) or evm (stake, rewards, slashes and publications on a geth --dev chain)")
@@ -434,6 +436,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	defer cancel()
 	cfg := localcluster.DefaultConfig()
 	cfg.Dir, cfg.Workers, cfg.Gym, cfg.Threads = o.out, o.workers, self, o.threads
+	cfg.RingGroups = o.ringGroups
 	cfg.EvalSize, cfg.ShardSize, cfg.ModelWork = o.evalSize, o.shardSize, o.modelWork
 	cfg.TorchDevice, cfg.TorchDType = o.torchDevice, o.torchDType
 	if o.keySeed >= 0 {

@@ -76,6 +76,9 @@ type settings struct {
 	EpochReward     string `json:"epoch-reward"`
 	RewardPerSample string `json:"reward-per-sample"`
 	MinEpochSamples uint64 `json:"min-epoch-samples"`
+	// RingGroups (≥ 2) makes every ring a two-level all-reduce in that
+	// many balanced groups (docs/ring.md, "Two-level all-reduce").
+	RingGroups int `json:"ring-groups"`
 }
 
 var envNames = map[string]string{
@@ -87,7 +90,7 @@ var envNames = map[string]string{
 	"epoch-grace": "HANZOD_EPOCH_GRACE", "check-timeout": "HANZOD_CHECK_TIMEOUT", "model-work": "HANZOD_MODEL_WORK", "provision-timeout": "HANZOD_PROVISION_TIMEOUT", "blob-retention": "HANZOD_BLOB_RETENTION", "ipfs": "HANZOD_IPFS_URL", "key": "HANZOD_KEY",
 	"ledger": "HANZOD_LEDGER", "rpc": "HANZOD_RPC", "chain-id": "HANZOD_CHAIN_ID", "contracts": "HANZOD_CONTRACTS",
 	"chain-key": "HANZOD_CHAIN_KEY", "chain-accounts": "HANZOD_CHAIN_ACCOUNTS", "confirmations": "HANZOD_CONFIRMATIONS",
-	"epoch-reward": "HANZOD_EPOCH_REWARD", "reward-per-sample": "HANZOD_REWARD_PER_SAMPLE", "min-epoch-samples": "HANZOD_MIN_EPOCH_SAMPLES",
+	"epoch-reward": "HANZOD_EPOCH_REWARD", "reward-per-sample": "HANZOD_REWARD_PER_SAMPLE", "min-epoch-samples": "HANZOD_MIN_EPOCH_SAMPLES", "ring-groups": "HANZOD_RING_GROUPS",
 }
 
 // seedEnv are the deployment seed's names for some settings (its compose
@@ -173,6 +176,7 @@ as keys), then the environment variable in brackets, then flags.
 	fs.StringVar(&f.EpochReward, "epoch-reward", s.EpochReward, "the most one epoch pays its workers, in GYM (docs/threat-model.md, \"Economics\") [HANZOD_EPOCH_REWARD]")
 	fs.StringVar(&f.RewardPerSample, "reward-per-sample", s.RewardPerSample, "what an epoch pays, in GYM, for each sample its accepted and checked deltas trained, up to --epoch-reward [HANZOD_REWARD_PER_SAMPLE]")
 	fs.Uint64Var(&f.MinEpochSamples, "min-epoch-samples", s.MinEpochSamples, "the least a job's epoch may train per worker (steps_per_epoch × prompts_per_step × group_size); smaller jobs are refused, 0: no minimum [HANZOD_MIN_EPOCH_SAMPLES]")
+	fs.IntVar(&f.RingGroups, "ring-groups", 0, "run every job's all-reduce in two levels over this many balanced groups of the ring's members (0: one flat ring; docs/ring.md) [HANZOD_RING_GROUPS]")
 	fs.StringVar(&f.Key, "key", "", "hanzod's signing key (gym keygen format; must exist); default DATA/hanzod.key, made when missing [HANZOD_KEY, ORCHESTRATOR_KEY]")
 	var level slog.Level
 	if err := fs.Parse(args); err != nil {
@@ -264,6 +268,12 @@ as keys), then the environment variable in brackets, then flags.
 				badMin = fmt.Errorf("hanzod: --min-epoch-samples %q: want a whole number of samples, e.g. 128", v)
 			}
 			s.MinEpochSamples = n
+		case "ring-groups":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n == 1 {
+				badMin = fmt.Errorf("hanzod: --ring-groups %q: want 0 (flat) or a number of groups ≥ 2", v)
+			}
+			s.RingGroups = n
 		}
 	}
 	storeChosen := s.Store != def.Store // by the config file
@@ -336,6 +346,7 @@ as keys), then the environment variable in brackets, then flags.
 		return def, level, s, badMin
 	}
 	st.MinEpochSamples = s.MinEpochSamples
+	st.Ring.Groups = s.RingGroups
 	if s.AdminTokenFile != "" {
 		b, err := os.ReadFile(s.AdminTokenFile)
 		if err != nil {

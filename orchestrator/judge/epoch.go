@@ -577,7 +577,7 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 			in.Watched[n] = true
 		}
 	}
-	if in.Rings, err = j.ringHistory(ctx, jb.ID); err != nil {
+	if in.Rings, in.RingGroups, err = j.ringHistory(ctx, jb.ID); err != nil {
 		return epoch.Input{}, err
 	}
 	return in, nil
@@ -682,23 +682,26 @@ func (j *Judge) fail(ctx context.Context, job, reason string) error {
 }
 
 // ringHistory lists the distinct ring orders the job was configured with,
-// newest first (read from the event log).
-func (j *Judge) ringHistory(ctx context.Context, job string) ([][]string, error) {
+// newest first (read from the event log), and each one's groups (nil:
+// flat), which decide the order its all-reduce summed in.
+func (j *Judge) ringHistory(ctx context.Context, job string) ([][]string, [][]int, error) {
 	evs, err := j.history.read(ctx, j.eng)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out [][]string
+	var groups [][]int
 	seen := map[string]bool{}
 	for _, ev := range evs {
 		if rc, ok := ev.Body.(state.RingConfigured); ok && rc.Job == job {
-			if key := strings.Join(rc.Ring, ","); !seen[key] {
+			if key := fmt.Sprint(rc.Ring, rc.Groups); !seen[key] {
 				seen[key] = true
 				out = append([][]string{rc.Ring}, out...)
+				groups = append([][]int{rc.Groups}, groups...)
 			}
 		}
 	}
-	return out, nil
+	return out, groups, nil
 }
 
 // offenders returns the nodes proven to cheat during epoch e of job, with

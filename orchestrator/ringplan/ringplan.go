@@ -31,6 +31,10 @@ type Config struct {
 	// Starts is how many nearest-neighbour starting points the heuristic
 	// tries (spread evenly over the members).
 	Starts int
+	// Groups, when ≥ 2, makes every ring built a two-level all-reduce in
+	// that many balanced groups of consecutive members (SplitGroups; a
+	// ring too small for groups of two stays flat). 0: flat rings.
+	Groups int
 }
 
 // DefaultConfig solves up to 12 members exactly and tries 8 starts.
@@ -40,6 +44,9 @@ func DefaultConfig() Config { return Config{ExactMax: 12, Starts: 8} }
 func (c Config) Validate() error {
 	if c.ExactMax < 0 || c.ExactMax > 16 {
 		return fmt.Errorf("%w: ExactMax %d outside 0..16", ErrInput, c.ExactMax)
+	}
+	if c.Groups < 0 || c.Groups > 1<<12 {
+		return fmt.Errorf("%w: Groups %d outside 0..4096", ErrInput, c.Groups)
 	}
 	if c.Starts < 1 {
 		return fmt.Errorf("%w: Starts %d, want at least 1", ErrInput, c.Starts)

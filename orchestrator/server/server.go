@@ -479,6 +479,9 @@ func ring(m *state.Machine, j state.Job) *pb.RingConfig {
 		n, _ := m.Node(id)
 		r.Addresses = append(r.Addresses, n.Address)
 	}
+	for _, g := range j.RingGroups {
+		r.Groups = append(r.Groups, uint32(g))
+	}
 	return r
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/zooai/gym/jobspec"
@@ -153,8 +154,7 @@ func (m *Machine) reportSuspect(now int64, r ReportSuspect) error {
 	// removal: one report alone could be a lie, but a node that neither
 	// its predecessor can send to nor its successor hears from is gone for
 	// the ring either way. Proven misbehaviour goes through Eject.
-	k := index(j.Ring, r.Suspect)
-	pred, succ := j.Ring[(k+len(j.Ring)-1)%len(j.Ring)], j.Ring[(k+1)%len(j.Ring)]
+	pred, succ := ringNeighbours(j, r.Suspect)
 	if rs := j.Suspects[r.Suspect]; contains(rs, pred) && contains(rs, succ) {
 		m.lose(now, m.nodes[r.Suspect], "reported by both ring neighbours ("+r.Kind+")")
 		return nil
@@ -180,7 +180,7 @@ func (m *Machine) reportSuspect(now int64, r ReportSuspect) error {
 	// end the job with the reason.
 	if j.Resyncs < maxResyncs {
 		g := j.Generation + 1
-		m.emit(now, RingConfigured{Job: j.ID, ConfigID: ConfigID(j.ID, g, j.Ring), Generation: g, Ring: append([]string(nil), j.Ring...),
+		m.emit(now, RingConfigured{Job: j.ID, ConfigID: ConfigID(j.ID, g, j.Ring, j.RingGroups...), Generation: g, Ring: append([]string(nil), j.Ring...), Groups: slices.Clone(j.RingGroups),
 			Bottleneck: j.Bottleneck, Cause: fmt.Sprintf("re-sync: every member reported a neighbour, none by both of its neighbours (%d of %d)", j.Resyncs+1, maxResyncs), Resync: true})
 		return nil
 	}
@@ -392,7 +392,7 @@ func (m *Machine) fillRing(now int64, j *Job) {
 		if err != nil {
 			panic(err)
 		}
-		m.configure(now, j, ring, m.ringBottleneck(j, ring), s[0].ID+" joins at the epoch boundary")
+		m.configure(now, j, ring, ringplan.Regroup(j.Ring, j.RingGroups, ring), m.ringBottleneck(j, ring), s[0].ID+" joins at the epoch boundary")
 	}
 }
 
@@ -411,4 +411,31 @@ func (m *Machine) removedSet(j *Job) map[string]bool {
 		}
 	}
 	return out
+}
+
+// ringNeighbours returns the members whose reports together remove id:
+// its predecessor and successor in the ring, or, in a two-level ring, in
+// its group's ring (a group of one: in the flat order, its shard rings'
+// neighbours being members of the next and previous groups). Reports
+// from a shard ring are often cascades of a failure in a group (a group
+// that failed its first phase never joins its shard rings, whose other
+// members then name its honest members), so only a member's group
+// neighbours can remove it.
+func ringNeighbours(j *Job, id string) (pred, succ string) {
+	k := index(j.Ring, id)
+	lo, n := 0, len(j.Ring)
+	if len(j.RingGroups) >= 2 {
+		at := 0
+		for _, g := range j.RingGroups {
+			if k < at+g {
+				if g > 1 {
+					lo, n = at, g
+				}
+				break
+			}
+			at += g
+		}
+	}
+	i := k - lo
+	return j.Ring[lo+(i+n-1)%n], j.Ring[lo+(i+1)%n]
 }

@@ -135,8 +135,11 @@ type (
 		ConfigID   string   `json:"config_id"`
 		Generation uint64   `json:"generation"`
 		Ring       []string `json:"ring"`
-		Bottleneck uint64   `json:"bottleneck_kbps"`
-		Cause      string   `json:"cause"`
+		// Groups are the sizes of the two-level all-reduce's groups of
+		// consecutive members (ring.Config.Groups); empty: a flat ring.
+		Groups     []int  `json:"groups,omitempty"`
+		Bottleneck uint64 `json:"bottleneck_kbps"`
+		Cause      string `json:"cause"`
 		// Resync marks a fresh configuration of the same members, issued
 		// when the ring's failure reports contradict each other.
 		Resync bool `json:"resync,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 
 	"github.com/zooai/gym/hardware"
@@ -60,6 +61,7 @@ type Job struct {
 	ProvisionStart int64                        `json:"provision_start,omitempty"`
 	Bandwidth      map[string]map[string]uint64 `json:"bandwidth,omitempty"` // reporter → peer → kbit/s
 	Ring           []string                     `json:"ring,omitempty"`
+	RingGroups     []int                        `json:"ring_groups,omitempty"` // two-level: group sizes in Ring
 	ConfigID       string                       `json:"config_id,omitempty"`
 	Generation     uint64                       `json:"generation,omitempty"`
 	Bottleneck     uint64                       `json:"bottleneck_kbps,omitempty"`
@@ -401,13 +403,14 @@ func (m *Machine) build(now int64, j *Job) {
 	for k, i := range order {
 		ring[k] = ids[i]
 	}
-	m.configure(now, j, ring, ringplan.Bottleneck(mat, order), "built from measured bandwidth")
+	m.configure(now, j, ring, ringplan.SplitGroups(len(ring), m.cfg.Ring.Groups), ringplan.Bottleneck(mat, order), "built from measured bandwidth")
 	m.transition(now, j, Running, "ring built", nil, "")
 }
 
 // ConfigID is the ring configuration id: SHA-256 over the job, the
-// generation and the ordered membership, first 16 bytes in hex.
-func ConfigID(job string, generation uint64, ring []string) string {
+// generation and the ordered membership (and, for a two-level ring, its
+// group sizes), first 16 bytes in hex.
+func ConfigID(job string, generation uint64, ring []string, groups ...int) string {
 	h := sha256.New()
 	var b [8]byte
 	h.Write([]byte(job))
@@ -418,12 +421,19 @@ func ConfigID(job string, generation uint64, ring []string) string {
 		h.Write([]byte(id))
 		h.Write([]byte{0})
 	}
+	if len(groups) > 0 {
+		h.Write([]byte("groups\x00"))
+		for _, g := range groups {
+			binary.BigEndian.PutUint64(b[:], uint64(g))
+			h.Write(b[:])
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-func (m *Machine) configure(now int64, j *Job, ring []string, bottleneck uint64, cause string) {
+func (m *Machine) configure(now int64, j *Job, ring []string, groups []int, bottleneck uint64, cause string) {
 	g := j.Generation + 1
-	m.emit(now, RingConfigured{Job: j.ID, ConfigID: ConfigID(j.ID, g, ring), Generation: g, Ring: ring, Bottleneck: bottleneck, Cause: cause})
+	m.emit(now, RingConfigured{Job: j.ID, ConfigID: ConfigID(j.ID, g, ring, groups...), Generation: g, Ring: ring, Groups: groups, Bottleneck: bottleneck, Cause: cause})
 }
 
 func (m *Machine) applyRing(e RingConfigured) error {
@@ -431,7 +441,19 @@ func (m *Machine) applyRing(e RingConfigured) error {
 	if j == nil || j.State.Terminal() || j.State == Pending {
 		return fmt.Errorf("ring for job %s out of place", e.Job)
 	}
-	if e.Generation != j.Generation+1 || e.ConfigID != ConfigID(e.Job, e.Generation, e.Ring) {
+	if len(e.Groups) > 0 {
+		sum := 0
+		for _, g := range e.Groups {
+			if g < 1 {
+				return fmt.Errorf("ring for job %s has a group of %d", e.Job, g)
+			}
+			sum += g
+		}
+		if len(e.Groups) < 2 || sum != len(e.Ring) {
+			return fmt.Errorf("ring for job %s: groups %v for %d members", e.Job, e.Groups, len(e.Ring))
+		}
+	}
+	if e.Generation != j.Generation+1 || e.ConfigID != ConfigID(e.Job, e.Generation, e.Ring, e.Groups...) {
 		return fmt.Errorf("ring generation %d / id %s does not follow %d", e.Generation, e.ConfigID, j.Generation)
 	}
 	in := map[string]bool{}
@@ -454,6 +476,7 @@ func (m *Machine) applyRing(e RingConfigured) error {
 		m.nodes[id].Job = j.ID
 	}
 	j.Ring, j.ConfigID, j.Generation, j.Bottleneck = append([]string(nil), e.Ring...), e.ConfigID, e.Generation, e.Bottleneck
+	j.RingGroups = slices.Clone(e.Groups)
 	j.Suspects = nil
 	if e.Resync {
 		j.Resyncs++
@@ -495,7 +518,7 @@ func (m *Machine) lose(now int64, n *Node, why string) {
 		if standby != "" {
 			cause += ", inserted standby " + standby
 		}
-		m.configure(now, j, ring, m.ringBottleneck(j, ring), cause)
+		m.configure(now, j, ring, ringplan.Regroup(j.Ring, j.RingGroups, ring), m.ringBottleneck(j, ring), cause)
 		m.checkPause(now, j)
 	}
 }
@@ -542,7 +565,7 @@ func (m *Machine) resume(now int64, j *Job) {
 		if err != nil {
 			panic(err)
 		}
-		m.configure(now, j, ring, m.ringBottleneck(j, ring), "standby "+s[0].ID+" joins a paused ring")
+		m.configure(now, j, ring, ringplan.Regroup(j.Ring, j.RingGroups, ring), m.ringBottleneck(j, ring), "standby "+s[0].ID+" joins a paused ring")
 	}
 	m.emit(now, JobResumed{Job: j.ID})
 }

@@ -128,6 +128,7 @@ func (m *Machine) Job(id string) (Job, bool) {
 // Clone returns a deep copy of j that shares nothing with the machine.
 func (j Job) Clone() Job {
 	c := j
+	c.RingGroups = slices.Clone(j.RingGroups)
 	c.Members, c.Ring, c.CIDs, c.PaidEpochs, c.Participants = slices.Clone(j.Members), slices.Clone(j.Ring),
 		slices.Clone(j.CIDs), slices.Clone(j.PaidEpochs), slices.Clone(j.Participants)
 	c.Bandwidth = nil

@@ -31,8 +31,16 @@ type Bed struct {
 	// nfqdelay --loss 0.001`); it only makes Up start the Delayer.
 	Loss    float64
 	Delayer []string
+	// Groups, when set (sizes of consecutive nodes' groups), gives packets
+	// between two nodes of the same group GroupDelay instead of Delay: they
+	// go to NFQUEUE 1, served by GroupDelayer (e.g. `gym ring nfqdelay
+	// --delay 2ms --queue 1`); the rest to queue 0 as before. A wide-area
+	// bed of sites: Delay between groups, GroupDelay inside them.
+	Groups       []int
+	GroupDelay   time.Duration
+	GroupDelayer []string
 
-	delayer *exec.Cmd
+	delayers []*exec.Cmd
 }
 
 // NS is the namespace of node i.
@@ -99,25 +107,50 @@ func (b *Bed) Up() (err error) {
 			}
 		}
 	}
+	if b.Groups != nil {
+		sum := 0
+		for _, g := range b.Groups {
+			sum += g
+		}
+		if sum != b.N || len(b.Groups) < 2 || b.Delay <= 0 || len(b.GroupDelayer) == 0 {
+			return fmt.Errorf("ringbench: groups %v of %d nodes need ≥ 2 groups summing to the nodes, a delay between them and a group delayer", b.Groups, b.N)
+		}
+	}
 	if b.Delay > 0 || b.Loss > 0 {
-		return b.startDelayer(sw)
+		return b.startDelayers(sw)
 	}
 	return nil
 }
 
-func (b *Bed) startDelayer(sw string) error {
+func (b *Bed) startDelayers(sw string) error {
 	if len(b.Delayer) == 0 {
 		return errors.New("ringbench: a delay or loss needs a Delayer command")
 	}
-	for _, c := range [][]string{
-		{"ip", "netns", "exec", sw, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1"},
-		{"ip", "netns", "exec", sw, "iptables", "-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", "0"},
-	} {
+	cmds := [][]string{{"ip", "netns", "exec", sw, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1"}}
+	start := 0
+	for _, g := range b.Groups { // inside a group: queue 1
+		r := b.Addr(start) + "-" + b.Addr(start+g-1)
+		cmds = append(cmds, []string{"ip", "netns", "exec", sw, "iptables", "-A", "FORWARD", "-m", "iprange",
+			"--src-range", r, "--dst-range", r, "-j", "NFQUEUE", "--queue-num", "1"})
+		start += g
+	}
+	cmds = append(cmds, []string{"ip", "netns", "exec", sw, "iptables", "-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", "0"})
+	for _, c := range cmds {
 		if err := ip(c...); err != nil {
 			return err
 		}
 	}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", sw}, b.Delayer...)...)
+	if err := b.startDelayer(sw, b.Delayer); err != nil {
+		return err
+	}
+	if b.Groups != nil {
+		return b.startDelayer(sw, b.GroupDelayer)
+	}
+	return nil
+}
+
+func (b *Bed) startDelayer(sw string, argv []string) error {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", sw}, argv...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -125,7 +158,7 @@ func (b *Bed) startDelayer(sw string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	b.delayer = cmd
+	b.delayers = append(b.delayers, cmd)
 	line, err := bufio.NewReader(out).ReadString('\n') // "nfqdelay: queue 0, …" once bound
 	if err != nil || !strings.HasPrefix(line, "nfqdelay: queue") {
 		return fmt.Errorf("ringbench: delayer did not start: %q %v", line, err)
@@ -143,21 +176,21 @@ func (b *Bed) Cut(i int, cut bool) error {
 	return ip("ip", "-n", b.NS(i), "link", "set", "eth0", state)
 }
 
-// Down stops the delayer it started and deletes every namespace whose
+// Down stops the delayers it started and deletes every namespace whose
 // name starts with the prefix.
 func (b *Bed) Down() {
-	if b.delayer != nil {
-		b.delayer.Process.Signal(syscall.SIGTERM)
+	for _, d := range b.delayers {
+		d.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
-		go func() { b.delayer.Wait(); close(done) }()
+		go func() { d.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
-			b.delayer.Process.Kill()
+			d.Process.Kill()
 			<-done
 		}
-		b.delayer = nil
 	}
+	b.delayers = nil
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	for _, l := range strings.Split(string(out), "\n") {
 		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], b.Prefix) {

@@ -27,7 +27,8 @@ func netnsChild() bool {
 		loss, _ := strconv.ParseFloat(os.Getenv("GYM_RINGBENCH_LOSS"), 64)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
-		if err := ringbench.Impair(ctx, 0, ringbench.Impairment{Delay: d, Loss: loss, Seed: lossSeed}, os.Stdout); err != nil {
+		q, _ := strconv.Atoi(os.Getenv("GYM_RINGBENCH_QUEUE")) // 0 unless set
+		if err := ringbench.Impair(ctx, uint16(q), ringbench.Impairment{Delay: d, Loss: loss, Seed: lossSeed}, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -130,6 +131,65 @@ func TestNetnsDelay(t *testing.T) {
 		t.Fatalf("connect took %v, want about 2 × %v", best, delay)
 	}
 	t.Logf("connect round trip %v with %v one-way delay", best, delay)
+}
+
+// connectRTT returns the shortest of three TCP connects from node a to a
+// listener on node b of bed.
+func connectRTT(t *testing.T, bed *ringbench.Bed, a, b int) time.Duration {
+	t.Helper()
+	addr := bed.Addr(b) + ":7777"
+	ln := bed.Exec(b, "env", "GYM_RINGBENCH_LISTEN="+addr, os.Args[0], "-test.run=^$")
+	if err := ln.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ln.Process.Kill(); ln.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	var best time.Duration
+	for n := 0; n < 3; {
+		out, err := bed.Exec(a, "env", "GYM_RINGBENCH_DIAL="+addr, os.Args[0], "-test.run=^$").Output()
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatal("no connection through the bed")
+			}
+			time.Sleep(50 * time.Millisecond) // the listener is starting
+			continue
+		}
+		n++
+		rtt, err := time.ParseDuration(string(out[:len(out)-1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if best == 0 || rtt < best {
+			best = rtt
+		}
+	}
+	return best
+}
+
+// With groups, packets between two nodes of a group get the group delay
+// (NFQUEUE 1) and the others the delay between groups (queue 0): the
+// wide-area bed of `gym ring bench --topology hierarchical`.
+func TestNetnsGroupDelay(t *testing.T) {
+	if os.Getenv("GYM_NETNS") != "1" {
+		t.Skip("set GYM_NETNS=1 (root, iproute2, iptables) to run the network-namespace test bed")
+	}
+	const in, between = 5 * time.Millisecond, 30 * time.Millisecond
+	bed := &ringbench.Bed{Prefix: fmt.Sprintf("gymrg%d-", os.Getpid()%10000), N: 3, Delay: between,
+		Delayer: []string{"env", "GYM_RINGBENCH_DELAY=" + between.String(), os.Args[0], "-test.run=^$"},
+		Groups:  []int{2, 1}, GroupDelay: in,
+		GroupDelayer: []string{"env", "GYM_RINGBENCH_DELAY=" + in.String(), "GYM_RINGBENCH_QUEUE=1", os.Args[0], "-test.run=^$"}}
+	if err := bed.Up(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bed.Down)
+	for _, c := range []struct {
+		a, b int
+		d    time.Duration
+	}{{0, 1, in}, {1, 0, in}, {0, 2, between}, {2, 1, between}} {
+		if rtt := connectRTT(t, bed, c.a, c.b); rtt < 2*c.d || rtt > 2*c.d+10*time.Millisecond {
+			t.Fatalf("%d → %d: connect took %v, want about 2 × %v", c.a, c.b, rtt, c.d)
+		}
+	}
 }
 
 const (

@@ -53,6 +53,9 @@ type Config struct {
 	// Listen, when set, is each rank's listen host (one per node, e.g. in
 	// network namespaces); TLS is then required. Default: 127.0.0.1.
 	Listen []string `json:"listen,omitempty"`
+	// Groups, when set, runs the two-level all-reduce (ring.Config.Groups)
+	// over the ranks in order: groups of consecutive ranks.
+	Groups []int `json:"groups,omitempty"`
 }
 
 // Validate checks c.
@@ -81,12 +84,23 @@ func (c *Config) Validate() error {
 	if c.Listen != nil && !c.TLS && !c.Raw {
 		return errors.New("ringbench: plain TCP is for loopback only; use TLS between namespaces")
 	}
+	if c.Groups != nil {
+		sum := 0
+		for _, g := range c.Groups {
+			sum += g
+		}
+		if len(c.Groups) < 2 || sum != c.Nodes || slices.Min(c.Groups) < 1 || c.Raw {
+			return fmt.Errorf("ringbench: groups %v for %d nodes: want two or more groups of ≥ 1 summing to the nodes (not with the raw ring)", c.Groups, c.Nodes)
+		}
+	}
 	return nil
 }
 
 // Result is one line of output, per size.
 type Result struct {
 	Impl          string  `json:"impl"`
+	Topology      string  `json:"topology,omitempty"` // go-ring: "flat" or "hierarchical"
+	Groups        []int   `json:"groups,omitempty"`   // hierarchical: the group sizes
 	Nodes         int     `json:"nodes"`
 	Bytes         int64   `json:"bytes"`
 	Iters         int     `json:"iters"`
@@ -103,6 +117,7 @@ type Result struct {
 	SocketBuffer  int     `json:"sockbuf,omitempty"`
 	// On our ring's lines, when baselines ran in the same invocation: its
 	// busbw over theirs (Ratios).
+	VsFlat float64 `json:"busbw_vs_flat,omitempty"` // a hierarchical line over the flat ring's
 	VsGloo float64 `json:"busbw_vs_gloo,omitempty"`
 	VsTCP  float64 `json:"busbw_vs_tcp,omitempty"`
 	VsTLS  float64 `json:"busbw_vs_tls,omitempty"`
@@ -219,9 +234,13 @@ func Run(ctx context.Context, cfg Config, start func(rank int) *exec.Cmd) ([]Res
 			return results, err
 		}
 		res.Impl, res.Auth, res.TLS, res.Wire = "go-ring", cfg.Auth, cfg.TLS, cfg.Wire
+		res.Topology = "flat"
+		if cfg.Groups != nil {
+			res.Topology, res.Groups = "hierarchical", slices.Clone(cfg.Groups)
+		}
 		res.InPlace, res.SocketBuffer = cfg.InPlace, cfg.SocketBuffer
 		if cfg.Raw {
-			res.Impl, res.Auth, res.TLS, res.Wire, res.InPlace = "tcp", false, cfg.RawTLS, "raw", false
+			res.Impl, res.Auth, res.TLS, res.Wire, res.InPlace, res.Topology = "tcp", false, cfg.RawTLS, "raw", false, ""
 			if cfg.RawTLS {
 				res.Impl = "tls"
 			}
@@ -318,6 +337,8 @@ func Ratios(rs []Result) {
 				continue
 			}
 			switch {
+			case b.Impl == "go-ring" && b.Topology == "flat" && rs[i].Topology == "hierarchical":
+				rs[i].VsFlat = rs[i].BusBW / b.BusBW
 			case b.Impl == "gloo":
 				rs[i].VsGloo = rs[i].BusBW / b.BusBW
 			case b.Impl == "tcp":
@@ -381,7 +402,7 @@ func Node(ctx context.Context, cfg Config, rank int, stdin io.Reader, stdout, st
 	if err != nil {
 		return err
 	}
-	rc := ring.Config{Job: "ring-bench", Epoch: 1}
+	rc := ring.Config{Job: "ring-bench", Epoch: 1, Groups: cfg.Groups}
 	for i, a := range o.Addrs {
 		pub, err := edkey.ParseHex(o.Pubs[i])
 		if err != nil {

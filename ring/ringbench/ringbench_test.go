@@ -37,6 +37,8 @@ func TestRunAcrossProcesses(t *testing.T) {
 		{Nodes: 3, Sizes: []int64{4, 40004, 1 << 20}, Iters: 3, Auth: true, TLS: true, Wire: "fp32"},
 		{Nodes: 2, Sizes: []int64{1 << 16}, Iters: 2, Auth: false, TLS: false, Wire: "bf16", Streams: 2},
 		{Nodes: 3, Sizes: []int64{40004}, Iters: 2, Auth: true, TLS: true, Wire: "fp32", InPlace: true},
+		// The two-level all-reduce over groups of 2 and 3 ranks.
+		{Nodes: 5, Sizes: []int64{4, 40004}, Iters: 2, Auth: true, TLS: true, Wire: "fp32", Groups: []int{2, 3}},
 		// The raw TCP ring (the ceiling), three streams, odd size.
 		{Nodes: 3, Sizes: []int64{4, 3<<20 + 12}, Iters: 2, Wire: "fp32", Streams: 3, SocketBuffer: 1 << 20, Raw: true},
 		{Nodes: 2, Sizes: []int64{1 << 20}, Iters: 1, Wire: "fp32", Raw: true, RawTLS: true},
@@ -69,6 +71,9 @@ func TestRunAcrossProcesses(t *testing.T) {
 			if r.Impl != impl || r.InPlace != cfg.InPlace {
 				t.Fatalf("result %+v, want impl %s, inplace %v", r, impl, cfg.InPlace)
 			}
+			if topo := map[bool]string{false: "flat", true: "hierarchical"}[cfg.Groups != nil]; !cfg.Raw && r.Topology != topo {
+				t.Fatalf("result %+v, want topology %s", r, topo)
+			}
 		}
 	}
 }
@@ -89,6 +94,11 @@ func TestRatios(t *testing.T) {
 	if rs[3].VsTCP != 0 {
 		t.Fatal("a baseline got a ratio")
 	}
+	two := []ringbench.Result{{Impl: "go-ring", Topology: "flat", Bytes: 8, BusBW: 0.5}, {Impl: "go-ring", Topology: "hierarchical", Bytes: 8, BusBW: 0.25}}
+	ringbench.Ratios(two)
+	if two[1].VsFlat != 0.5 || two[0].VsFlat != 0 {
+		t.Fatalf("hierarchical against flat: %+v", two)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -98,6 +108,10 @@ func TestConfigValidate(t *testing.T) {
 		{Nodes: 2, Sizes: []int64{6}, Iters: 1, Wire: "fp32"},
 		{Nodes: 2, Sizes: []int64{4}, Iters: 0, Wire: "fp32"},
 		{Nodes: 2, Sizes: []int64{4}, Iters: 1, Wire: "fp8"},
+		{Nodes: 4, Sizes: []int64{4}, Iters: 1, Wire: "fp32", Groups: []int{4}},
+		{Nodes: 4, Sizes: []int64{4}, Iters: 1, Wire: "fp32", Groups: []int{2, 3}},
+		{Nodes: 4, Sizes: []int64{4}, Iters: 1, Wire: "fp32", Groups: []int{0, 4}},
+		{Nodes: 4, Sizes: []int64{4}, Iters: 1, Wire: "fp32", Groups: []int{2, 2}, Raw: true},
 	} {
 		if c.Validate() == nil {
 			t.Errorf("%+v accepted", c)

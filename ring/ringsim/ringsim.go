@@ -29,6 +29,13 @@ type Params struct {
 	SegmentBytes int64   // largest segment, as ring uses (≥ 4)
 	Bandwidth    float64 // link bytes per second, each direction
 	Latency      time.Duration
+	// Latencies, when set (one per node), is the one-way latency of each
+	// node's outgoing link (node i → i+1), overriding Latency: a ring
+	// ordered by region has a few slow links and many fast ones.
+	Latencies []time.Duration
+	// Phases runs both phases (the zero value) or one of them, as the
+	// two-level all-reduce runs its group rings (TwoLevel).
+	Phases Phases
 
 	// Costs; a zero rate or duration means free.
 	HashRate      float64       // bytes/s of the payload hash (ring.PayloadHash, BLAKE3); the sender and the receiver both pay it
@@ -53,11 +60,20 @@ type Params struct {
 	Cores, HostCores, Background float64
 }
 
+// Phases selects the steps a call runs.
+type Phases uint8
+
+const (
+	BothPhases  Phases = iota // scatter-reduce then all-gather: an all-reduce
+	ScatterOnly               // the N−1 scatter-reduce steps: a reduce-scatter
+	GatherOnly                // the N−1 all-gather steps, each node starting from its reduced chunk
+)
+
 // Result is the predicted call.
 type Result struct {
 	Seconds float64
 	AlgBW   float64 // Bytes / Seconds / 1e9
-	BusBW   float64 // AlgBW · 2(N−1)/N
+	BusBW   float64 // AlgBW · 2(N−1)/N (· (N−1)/N for one phase)
 	// LinkShare is BusBW over the link bandwidth (in GB/s): 1 is line rate.
 	LinkShare float64
 	Segments  int // per chunk
@@ -173,6 +189,17 @@ func Simulate(p Params) (Result, error) {
 	if p.Background > 0 && p.HostCores == 0 {
 		return Result{}, errors.New("ringsim: Background needs HostCores")
 	}
+	if p.Latencies != nil && len(p.Latencies) != p.Nodes {
+		return Result{}, errors.New("ringsim: Latencies needs one latency per node")
+	}
+	for _, l := range p.Latencies {
+		if l < 0 {
+			return Result{}, errors.New("ringsim: negative parameter")
+		}
+	}
+	if p.Phases > GatherOnly {
+		return Result{}, errors.New("ringsim: unknown Phases")
+	}
 	n := p.Nodes
 	elems := p.Bytes / 4
 	maxChunk := (elems + int64(n) - 1) / int64(n)
@@ -182,7 +209,19 @@ func Simulate(p Params) (Result, error) {
 	segElems := max(segBytes/4, 1)
 	segs := int((maxChunk + segElems - 1) / segElems)
 	segs = max(segs, 1)
-	steps := 2 * (n - 1)
+	first, steps := 0, 2*(n-1) // the steps run: [first, steps)
+	switch p.Phases {
+	case ScatterOnly:
+		steps = n - 1
+	case GatherOnly:
+		first = n - 1
+	}
+	latency := func(node int) float64 {
+		if p.Latencies != nil {
+			return p.Latencies[node].Seconds()
+		}
+		return p.Latency.Seconds()
+	}
 	segLen := func(step, seg int, node int) float64 { // bytes of the segment node sends at step
 		c := ((node-step)%n + n) % n
 		lo := int64(c) * elems / int64(n)
@@ -251,7 +290,7 @@ func Simulate(p Params) (Result, error) {
 		case sendPipe:
 			l := max(now, linkFree[node]) + j.bytes/p.Bandwidth
 			linkFree[node] = l
-			j.ready = l + p.Latency.Seconds()
+			j.ready = l + latency(node)
 			heap.Push(arr, arrival{to: (node + 1) % n, j: j})
 		case readPipe:
 			j.ready = now
@@ -301,7 +340,7 @@ func Simulate(p Params) (Result, error) {
 	for i := range n {
 		pi := i*pipesPerNode + sendPipe
 		for k := range segs {
-			heap.Push(&pipes[pi].queue, job{step: 0, seg: k, bytes: segLen(0, k, i)})
+			heap.Push(&pipes[pi].queue, job{step: first, seg: k, bytes: segLen(first, k, i)})
 		}
 	}
 	for i := range n {
@@ -338,7 +377,7 @@ func Simulate(p Params) (Result, error) {
 	}
 	r := Result{Seconds: end, Segments: segs, CPUSeconds: cpu}
 	r.AlgBW = float64(p.Bytes) / end / 1e9
-	r.BusBW = r.AlgBW * 2 * float64(n-1) / float64(n)
+	r.BusBW = r.AlgBW * float64(steps-first) / float64(n)
 	r.LinkShare = r.BusBW * 1e9 / p.Bandwidth
 	return r, nil
 }

@@ -673,8 +673,11 @@ type RingConfig struct {
 	Members        []string               `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"` // in ring order
 	BottleneckKbps uint64                 `protobuf:"varint,4,opt,name=bottleneck_kbps,json=bottleneckKbps,proto3" json:"bottleneck_kbps,omitempty"`
 	Addresses      []string               `protobuf:"bytes,5,rep,name=addresses,proto3" json:"addresses,omitempty"` // ring addresses, parallel to members
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Two-level all-reduce: the sizes of the groups of consecutive members
+	// (ring.Config.Groups); empty: one flat ring.
+	Groups        []uint32 `protobuf:"varint,6,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RingConfig) Reset() {
@@ -738,6 +741,13 @@ func (x *RingConfig) GetBottleneckKbps() uint64 {
 func (x *RingConfig) GetAddresses() []string {
 	if x != nil {
 		return x.Addresses
+	}
+	return nil
+}
+
+func (x *RingConfig) GetGroups() []uint32 {
+	if x != nil {
+		return x.Groups
 	}
 	return nil
 }
@@ -4146,7 +4156,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
 	"assignment\x12$\n" +
-	"\x0eserver_time_ms\x18\x02 \x01(\x03R\fserverTimeMs\"\xaa\x01\n" +
+	"\x0eserver_time_ms\x18\x02 \x01(\x03R\fserverTimeMs\"\xc2\x01\n" +
 	"\n" +
 	"RingConfig\x12\x1b\n" +
 	"\tconfig_id\x18\x01 \x01(\tR\bconfigId\x12\x1e\n" +
@@ -4155,7 +4165,8 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"generation\x12\x18\n" +
 	"\amembers\x18\x03 \x03(\tR\amembers\x12'\n" +
 	"\x0fbottleneck_kbps\x18\x04 \x01(\x04R\x0ebottleneckKbps\x12\x1c\n" +
-	"\taddresses\x18\x05 \x03(\tR\taddresses\".\n" +
+	"\taddresses\x18\x05 \x03(\tR\taddresses\x12\x16\n" +
+	"\x06groups\x18\x06 \x03(\rR\x06groups\".\n" +
 	"\x04Link\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04kbps\x18\x02 \x01(\x04R\x04kbps\"\x86\x01\n" +

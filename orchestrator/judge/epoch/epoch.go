@@ -157,6 +157,10 @@ type Input struct {
 	// forfeit every delta of the epoch and its reward.
 	Offenders map[string]string
 	Rings     [][]string // the distinct ring orders the job was configured with, newest first
+	// RingGroups, parallel to Rings, are the group sizes of a two-level
+	// ring (ring.Config.Groups); nil or a missing entry: a flat ring. The
+	// reconstruction sums in the order that ring did (ring.ReferenceGroups).
+	RingGroups [][]int
 
 	Base      *basemodel.Base // the base model scores and accuracy are measured with
 	ShardSize int             // held-out problems ΔL is measured on
@@ -392,12 +396,16 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		var best *llama.Adapter
 		var bestOuter *jobconf.Outer
 		bestVotes := 0
-		for _, order := range in.Rings {
+		for ri, order := range in.Rings {
 			vecs, ok := ringInputs(order, syncs[k])
 			if !ok {
 				continue
 			}
-			mean, err := ring.Reference(vecs, ring.Mean)
+			var groups []int
+			if ri < len(in.RingGroups) {
+				groups = in.RingGroups[ri]
+			}
+			mean, err := ring.ReferenceGroups(vecs, groups, ring.Mean, ring.FP32)
 			if err != nil {
 				continue
 			}

@@ -31,13 +31,14 @@ var testBase = sync.OnceValues(basemodel.Builtin)
 // fixed seeded contribution to the sync's start. Everything honest is
 // derived from the replayer, so an honest delta replays bit for bit.
 type world struct {
-	base  *basemodel.Base
-	plan  jobconf.Plan
-	start *llama.Adapter
-	nodes []string       // ids, in node order
-	order []string       // the ring order
-	loss  float64        // what the replayer's steps report
-	outer *jobconf.Outer // the outer state the epoch starts from (nil: fresh)
+	base   *basemodel.Base
+	plan   jobconf.Plan
+	start  *llama.Adapter
+	nodes  []string       // ids, in node order
+	order  []string       // the ring order
+	groups []int          // the ring's groups (two-level), nil: flat
+	loss   float64        // what the replayer's steps report
+	outer  *jobconf.Outer // the outer state the epoch starts from (nil: fresh)
 }
 
 // startOuter is a copy of the outer optimiser the epoch starts with.
@@ -151,7 +152,7 @@ func (w *world) honest(t *testing.T) []epoch.Delta {
 		for _, n := range w.order {
 			vecs = append(vecs, jobconf.Flatten(by[n]))
 		}
-		mean, err := ring.Reference(vecs, ring.Mean)
+		mean, err := ring.ReferenceGroups(vecs, w.groups, ring.Mean, ring.FP32)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func (w *world) honest(t *testing.T) []epoch.Delta {
 
 func (w *world) input(deltas []epoch.Delta, replay epoch.Replayer) epoch.Input {
 	return epoch.Input{Job: w.plan.Job, Epoch: 1, Plan: w.plan, Rule: merge.Mean, SpotCheckBP: 10000, SpotKey: []byte("key"),
-		Start: w.start, Deltas: deltas, Rings: [][]string{w.order}, Base: w.base, ShardSize: 8, EvalSize: 8, Threads: 2,
+		Start: w.start, Deltas: deltas, Rings: [][]string{w.order}, RingGroups: [][]int{w.groups}, Base: w.base, ShardSize: 8, EvalSize: 8, Threads: 2,
 		Weights: [3]float64{0.5, 0.3, 0.2}, Replay: replay, StartOuter: w.outer}
 }
 
@@ -814,5 +815,32 @@ func TestEvaluateCarriedOuter(t *testing.T) {
 	}
 	if r2.Outer.Steps() != 6 || r1.Outer.Steps() != 3 {
 		t.Fatalf("outer steps %d after two epochs (the first's state now %d)", r2.Outer.Steps(), r1.Outer.Steps())
+	}
+}
+
+// A two-level ring (groups of 2 and 1) sums in another order than the flat
+// ring: the judge rebuilds it bit for bit when told the ring's groups
+// (every delta's base agrees), and does not when it takes the ring for a
+// flat one.
+func TestEvaluateTwoLevelRing(t *testing.T) {
+	w := newWorld(t)
+	w.groups = []int{2, 1}
+	deltas := w.honest(t)
+	var calls int
+	res, err := epoch.Evaluate(context.Background(), w.input(deltas, w.replay(&calls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Report; len(r.RingDisagreements) != 0 || len(r.RingUnknown) != 0 || len(r.Excluded) != 0 {
+		t.Fatalf("groups known: disagreements %v, unknown %v, excluded %v", r.RingDisagreements, r.RingUnknown, r.Excluded)
+	}
+	in := w.input(deltas, w.replay(&calls))
+	in.RingGroups = nil
+	res, err = epoch.Evaluate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Report; len(r.RingDisagreements) == 0 && len(r.RingUnknown) == 0 {
+		t.Fatal("the two-level ring's result rebuilt as a flat ring's: the orders should differ in some bit")
 	}
 }
