@@ -28,12 +28,12 @@ import (
 
 // Summary is what a run reports (Dir/summary.json).
 type Summary struct {
-	Status          string         `json:"status"`
-	Job             string         `json:"job"`
-	Reason          string         `json:"reason,omitempty"`
-	Task            string         `json:"task"`
-	Aggregation     string         `json:"aggregation"`
-	Workers         int            `json:"workers"`
+	Status      string `json:"status"`
+	Job         string `json:"job"`
+	Reason      string `json:"reason,omitempty"`
+	Task        string `json:"task"`
+	Aggregation string `json:"aggregation"`
+	Workers     int    `json:"workers"`
 	// HanzodBaseLoads is how many bases named by CID the leading hanzod
 	// decoded the weights of (0 when its model work ran on nodes).
 	HanzodBaseLoads int            `json:"hanzod_base_loads"`
