@@ -365,16 +365,22 @@ m.to(torch.bfloat16).save_pretrained(sys.argv[1])`
 			t.Errorf("%s: refused %q, %d deltas accepted", n.Name, n.Refused, n.Accepted)
 		}
 	}
+	// On nodes every sampled delta is checked from its traces by the
+	// validators: the torch ones in bfloat16, the go one in float32.
 	checks := 0
 	for _, e := range sum.Epochs {
 		for _, c := range e.TraceChecks {
-			checks++
-			if c.DType != "bfloat16" || c.Failed != "" {
-				t.Errorf("trace check %s: dtype %q, failed %q %s", c.Slot, c.DType, c.Failed, c.Detail)
+			want := "float32"
+			if c.Backend == "torch" {
+				checks++
+				want = "bfloat16"
+			}
+			if c.DType != want || c.Failed != "" || len(c.Validators) != 2 {
+				t.Errorf("trace check %s (%s): dtype %q, failed %q %s, by %v", c.Slot, c.Backend, c.DType, c.Failed, c.Detail, c.Validators)
 			}
 		}
 	}
 	if checks == 0 {
-		t.Error("no delta was checked from its traces")
+		t.Error("no torch delta was checked from its traces")
 	}
 }

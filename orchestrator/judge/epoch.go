@@ -449,6 +449,7 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		}
 		in.Measured, in.Unmeasured = m, why
 		dl.pending = nil
+		res = nil // the first pass's adapters are garbage before the second's are made
 		if res, err = epoch.Evaluate(ctx, in); err != nil {
 			return err
 		}
