@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zooai/gym/basemodel"
 	"github.com/zooai/gym/checkpkg"
 	"github.com/zooai/gym/evalpkg"
 	"github.com/zooai/gym/jobconf"
@@ -106,19 +107,7 @@ func (w *Worker) runCheck(ctx context.Context, checks Checks, a CheckAssignment)
 		return w.runEval(ctx, checks, a)
 	}
 	v := VerdictReport{CheckAssignment: a}
-	base, err := w.baseFor(ctx, a.Spec, true) // checkpkg.Run computes with the Go engine
-	if err != nil {
-		return v, err
-	}
-	data, err := w.dataFor(ctx, a.Spec)
-	if err != nil {
-		return v, err
-	}
-	plan, err := jobconf.FromSpecData(a.Job, a.Spec, base, data)
-	if err != nil {
-		return v, err
-	}
-	dir, err := checks.FetchCheck(ctx, a.Package)
+	base, plan, dir, err := w.checkInputs(ctx, checks, a)
 	if err != nil {
 		return v, err
 	}
@@ -162,6 +151,29 @@ func (w *Worker) runCheck(ctx context.Context, checks Checks, a CheckAssignment)
 	return v, nil
 }
 
+// checkInputs fetches what a check or an evaluation computes from: the
+// job's base with its weights (both run the Go engine) and dataset, the
+// job's plan, and the package's verified directory.
+func (w *Worker) checkInputs(ctx context.Context, checks Checks, a CheckAssignment) (*basemodel.Base, jobconf.Plan, string, error) {
+	base, err := w.baseFor(ctx, a.Spec, true)
+	if err != nil {
+		return nil, jobconf.Plan{}, "", err
+	}
+	data, err := w.dataFor(ctx, a.Spec)
+	if err != nil {
+		return nil, jobconf.Plan{}, "", err
+	}
+	plan, err := jobconf.FromSpecData(a.Job, a.Spec, base, data)
+	if err != nil {
+		return nil, jobconf.Plan{}, "", err
+	}
+	dir, err := checks.FetchCheck(ctx, a.Package)
+	if err != nil {
+		return nil, jobconf.Plan{}, "", err
+	}
+	return base, plan, dir, nil
+}
+
 // runEval measures an epoch's held-out figures (an evaluation, package
 // evalpkg): it fetches the package, verifies that it is the request the
 // assignment names, measures it with the Go engine and answers pass with
@@ -169,19 +181,7 @@ func (w *Worker) runCheck(ctx context.Context, checks Checks, a CheckAssignment)
 // validators asked must agree.
 func (w *Worker) runEval(ctx context.Context, checks Checks, a CheckAssignment) (VerdictReport, error) {
 	v := VerdictReport{CheckAssignment: a}
-	base, err := w.baseFor(ctx, a.Spec, true) // evalpkg.Measure computes with the Go engine
-	if err != nil {
-		return v, err
-	}
-	data, err := w.dataFor(ctx, a.Spec)
-	if err != nil {
-		return v, err
-	}
-	plan, err := jobconf.FromSpecData(a.Job, a.Spec, base, data)
-	if err != nil {
-		return v, err
-	}
-	dir, err := checks.FetchCheck(ctx, a.Package)
+	base, plan, dir, err := w.checkInputs(ctx, checks, a)
 	if err != nil {
 		return v, err
 	}
