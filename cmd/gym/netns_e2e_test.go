@@ -208,8 +208,13 @@ gspo:
 		Accuracy     float64 `json:"accuracy"`
 		BaseAccuracy float64 `json:"base_accuracy"`
 	}
-	if err := json.Unmarshal([]byte(run(1, "eval", "--checkpoint", ckpt, "--json")), &ev); err != nil {
-		t.Fatal(err)
+	// The JSON is stdout alone (gym eval reports progress on stderr).
+	evOut, err := in(1, gymBin, "eval", "--checkpoint", ckpt, "--json").Output()
+	if err != nil {
+		t.Fatalf("gym eval in %s: %v\n%s", bed.NS(1), err, evOut)
+	}
+	if err := json.Unmarshal(evOut, &ev); err != nil {
+		t.Fatalf("gym eval --json: %v\n%s", err, evOut)
 	}
 	if ev.Accuracy <= ev.BaseAccuracy {
 		t.Errorf("checkpoint accuracy %.3f, base %.3f", ev.Accuracy, ev.BaseAccuracy)

@@ -384,8 +384,10 @@ gspo:
 	}
 	freed, _ := metric(second, "gym_hanzod_blob_bytes_reclaimed_total")
 	deleted, _ := metric(second, "gym_hanzod_blobs_deleted_total")
-	if deleted != uint64(2*2*workers) || freed == 0 {
-		t.Errorf("the leader deleted %d blobs (%d bytes), want the %d accepted deltas", deleted, freed, 2*2*workers)
+	// Each accepted delta is two blobs: the file and its sync's trace
+	// bundle.
+	if deleted != uint64(2*2*2*workers) || freed == 0 {
+		t.Errorf("the leader deleted %d blobs (%d bytes), want the %d accepted deltas and their %d trace bundles", deleted, freed, 2*2*workers, 2*2*workers)
 	}
 
 	// The old leader follows the log as a standby: its applied index
