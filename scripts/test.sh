@@ -11,7 +11,8 @@ command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 # python3-*: the delta format's reference writer and verifier (compatibility
 # tests), and torch for loading checkpoints as PEFT does (peft's Python
 # test); openssl: key interoperability; redis-server: the Valkey store's tests.
-packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy python3-torch python3-venv openssl redis-server)
+# iproute2 and iptables: the network-namespace test beds (below).
+packages=(python3-nacl python3-lz4 python3-zstandard python3-numpy python3-torch python3-venv openssl redis-server iproute2 iptables)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
