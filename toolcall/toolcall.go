@@ -256,38 +256,10 @@ func argumentsObject(raw json.RawMessage) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// checkDepth refuses JSON nested deeper than MaxDepth (strings skipped).
-func checkDepth(s string) error {
-	depth, inStr, esc := 0, false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '{' || c == '[':
-			if depth++; depth > MaxDepth {
-				return fmt.Errorf("nested deeper than %d", MaxDepth)
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return nil
-}
-
-// jsonEnd returns the length of the JSON value (object or list) at the
-// start of s, by bracket matching outside strings, or -1 if it does not
-// close.
-func jsonEnd(s string) int {
+// walkJSON scans s outside JSON strings and calls step with the index
+// and the nesting depth after each bracket; it stops when step returns
+// false.
+func walkJSON(s string, step func(i, depth int) bool) {
 	depth, inStr, esc := 0, false, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -305,17 +277,45 @@ func jsonEnd(s string) int {
 			inStr = true
 		case c == '{' || c == '[':
 			depth++
+			if !step(i, depth) {
+				return
+			}
 		case c == '}' || c == ']':
 			depth--
-			if depth == 0 {
-				return i + 1
-			}
-			if depth < 0 {
-				return -1
+			if !step(i, depth) {
+				return
 			}
 		}
 	}
-	return -1
+}
+
+// checkDepth refuses JSON nested deeper than MaxDepth (strings skipped).
+func checkDepth(s string) error {
+	var err error
+	walkJSON(s, func(_, depth int) bool {
+		if depth > MaxDepth {
+			err = fmt.Errorf("nested deeper than %d", MaxDepth)
+		}
+		return err == nil
+	})
+	return err
+}
+
+// jsonEnd returns the length of the JSON value (object or list) at the
+// start of s, by bracket matching outside strings, or -1 if it does not
+// close.
+func jsonEnd(s string) int {
+	end := -1
+	walkJSON(s, func(i, depth int) bool {
+		switch {
+		case depth == 0:
+			end = i + 1
+		case depth > 0:
+			return true
+		}
+		return false // closed, or closed more than it opened
+	})
+	return end
 }
 
 func parseHermes(r *Result, text string) {
