@@ -177,24 +177,41 @@ func Write(dir string, r *Request, card peft.Card) error {
 	return nil
 }
 
-// check verifies a request's shape against its info.
+// check verifies a request's info and that its adapters match it.
 func (r *Request) check() error {
 	in := r.Info
-	if in.Format != Format {
-		return fmt.Errorf("%w: format %q, want %q (Seal the request)", ErrPackage, in.Format, Format)
-	}
-	if in.ShardSize < 1 || in.EvalSize < 1 || in.ShardSize > 1<<20 || in.EvalSize > 1<<20 {
-		return fmt.Errorf("%w: shard size %d, eval size %d", ErrPackage, in.ShardSize, in.EvalSize)
-	}
-	if r.Start == nil || r.Final == nil || len(r.Befores) != len(in.Syncs) || len(r.Deltas) != len(in.Syncs) {
-		return fmt.Errorf("%w: %d syncs with %d starts and %d delta lists", ErrPackage, len(in.Syncs), len(r.Befores), len(r.Deltas))
+	if err := in.validate(); err != nil {
+		return err
 	}
 	if v := r.Values(); v > MaxValues {
 		return fmt.Errorf("%w: %d figures to measure, at most %d", ErrPackage, v, MaxValues)
 	}
+	if r.Start == nil || r.Final == nil || len(r.Befores) != len(in.Syncs) || len(r.Deltas) != len(in.Syncs) {
+		return fmt.Errorf("%w: %d syncs with %d starts and %d delta lists", ErrPackage, len(in.Syncs), len(r.Befores), len(r.Deltas))
+	}
 	for i, s := range in.Syncs {
-		if len(s.Nodes) == 0 || len(s.Nodes) != len(r.Deltas[i]) || len(s.Deltas) != len(s.Nodes) {
-			return fmt.Errorf("%w: sync %d names %d nodes, %d deltas and %d digests", ErrPackage, s.Sync, len(s.Nodes), len(r.Deltas[i]), len(s.Deltas))
+		if len(s.Nodes) != len(r.Deltas[i]) {
+			return fmt.Errorf("%w: sync %d names %d nodes and has %d deltas", ErrPackage, s.Sync, len(s.Nodes), len(r.Deltas[i]))
+		}
+	}
+	return nil
+}
+
+// validate checks an info's format and bounds (a package is input from
+// the network): the sizes, the figures it asks for, a digest per node.
+func (in Info) validate() error {
+	if in.Format != Format {
+		return fmt.Errorf("%w: format %q, want %q", ErrPackage, in.Format, Format)
+	}
+	if in.ShardSize < 1 || in.EvalSize < 1 || in.ShardSize > 1<<20 || in.EvalSize > 1<<20 {
+		return fmt.Errorf("%w: shard size %d, eval size %d", ErrPackage, in.ShardSize, in.EvalSize)
+	}
+	if len(in.Syncs) > MaxValues || Values(in.Syncs) > MaxValues {
+		return fmt.Errorf("%w: more than %d figures to measure", ErrPackage, MaxValues)
+	}
+	for _, s := range in.Syncs {
+		if len(s.Nodes) == 0 || len(s.Deltas) != len(s.Nodes) {
+			return fmt.Errorf("%w: sync %d names %d nodes and %d digests", ErrPackage, s.Sync, len(s.Nodes), len(s.Deltas))
 		}
 	}
 	return nil
@@ -249,8 +266,8 @@ func Read(dir string, mc llama.Config) (*Request, error) {
 	return r, r.check()
 }
 
-// ParseInfo reads eval.json strictly: no unknown fields, the format, and
-// bounds on every list (a package is input from the network).
+// ParseInfo reads eval.json strictly: no unknown fields, and the checks
+// of validate.
 func ParseInfo(b []byte) (*Info, error) {
 	if len(b) > 4<<20 {
 		return nil, fmt.Errorf("%w: eval.json is %d bytes", ErrPackage, len(b))
@@ -261,19 +278,8 @@ func ParseInfo(b []byte) (*Info, error) {
 	if err := dec.Decode(&in); err != nil {
 		return nil, fmt.Errorf("%w: eval.json: %v", ErrPackage, err)
 	}
-	if in.Format != Format {
-		return nil, fmt.Errorf("%w: eval.json: format %q, want %q", ErrPackage, in.Format, Format)
-	}
-	if len(in.Syncs) > MaxValues || Values(in.Syncs) > MaxValues {
-		return nil, fmt.Errorf("%w: eval.json: more than %d figures to measure", ErrPackage, MaxValues)
-	}
-	for _, s := range in.Syncs {
-		if len(s.Nodes) == 0 || len(s.Deltas) != len(s.Nodes) {
-			return nil, fmt.Errorf("%w: eval.json: sync %d names %d nodes and %d digests", ErrPackage, s.Sync, len(s.Nodes), len(s.Deltas))
-		}
-	}
-	if in.ShardSize < 1 || in.EvalSize < 1 || in.ShardSize > 1<<20 || in.EvalSize > 1<<20 {
-		return nil, fmt.Errorf("%w: eval.json: shard size %d, eval size %d", ErrPackage, in.ShardSize, in.EvalSize)
+	if err := in.validate(); err != nil {
+		return nil, err
 	}
 	return &in, nil
 }
