@@ -424,9 +424,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		if base.SHA3, err = basemodel.DirSHA3(os.DirFS(cfg.ModelDir)); err != nil {
-			return nil, err
-		}
 		root, err := basecache.DirCID(ctx, cfg.ModelDir)
 		if err != nil {
 			return nil, err

@@ -443,6 +443,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		cfg.Key = localcluster.SeededKeys(uint64(o.keySeed))
 	}
 	model := basemodel.BuiltinName
+	var modelBase *basemodel.Base // the base's config and tokenizer: what the job is planned on
 	if o.modelDir == "" {
 		if cfg.Base, err = loadBase(""); err != nil {
 			return nil, err
@@ -455,7 +456,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 		}
 		// Checked as hanzod reads it: config, tokenizer and the
 		// safetensors headers, no weights decoded in this process.
-		if _, err := basemodel.OpenConfig(cfg.ModelDir); err != nil {
+		if modelBase, err = basemodel.OpenConfig(cfg.ModelDir); err != nil {
 			return nil, fmt.Errorf("--model %s: %w", o.modelDir, err)
 		}
 		root, err := basecache.DirCID(ctx, cfg.ModelDir)
@@ -517,7 +518,12 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	// The job is planned here, as every worker will, before anything
 	// starts: a dataset or model the job cannot train is refused with the
 	// numbers now, not after the cluster is up.
-	if err := fitJob(o, cfg, &v.spec, v.say); err != nil {
+	if modelBase == nil {
+		modelBase = cfg.Base
+	} else {
+		modelBase.Name = model // the job names it by its CID
+	}
+	if err := fitJob(o, modelBase, &v.spec, v.say); err != nil {
 		return nil, usageError{err}
 	}
 	if o.dryRun {
@@ -855,20 +861,12 @@ func b2i(b bool) int {
 	return 0
 }
 
-// fitJob plans spec as the workers will (jobconf.FromSpecData) on the
-// model's config and tokenizer and the staged dataset's rows. Unless
+// fitJob plans spec as the workers will (jobconf.FromSpecData) on base
+// (the model's config and tokenizer, named as the job names it) and the
+// staged dataset's rows. Unless
 // --max-seq-len is given, gspo.max_seq_len is raised to the longest prompt
 // and answer of the dataset, so that any dataset trains; say reports it.
-func fitJob(o upOptions, cfg localcluster.Config, spec *jobspec.Spec, say func(string, ...any)) error {
-	base := cfg.Base
-	if cfg.ModelDir != "" {
-		b, err := basemodel.OpenConfig(cfg.ModelDir)
-		if err != nil {
-			return fmt.Errorf("--model %s: %w", cfg.ModelDir, err)
-		}
-		b.Name = spec.Model // the job names it by its CID
-		base = b
-	}
+func fitJob(o upOptions, base *basemodel.Base, spec *jobspec.Spec, say func(string, ...any)) error {
 	if base == nil {
 		return nil // localcluster's default base: the profile fits it
 	}
