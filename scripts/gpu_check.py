@@ -9,7 +9,8 @@ loads the base: the validators check every sampled delta from its traces on the 
 engine, and measure the held-out figures), and prints one JSON report:
 
 - per mode: the job's status, wall time, the torch workers' step time (mean and max, from their
-  events), the peak GPU memory of the run's processes (nvidia-smi; null on the CPU), and every
+  events), the peak GPU memory in use (the sum over every compute process nvidia-smi lists: run it on an otherwise
+  idle GPU; null on the CPU), and every
   trace check's distances between the device's computation and the CPU checker (log-prob max
   difference, the update's relative L2 and cosine, the loss difference), with its outcome;
 - 4-bit needs CUDA and bitsandbytes: on the CPU the mode is reported as skipped with the reason.
@@ -80,6 +81,15 @@ def step_seconds(up_dir: pathlib.Path) -> list[float]:
             if e.get("kind") == "step" and e.get("seconds"):
                 out.append(float(e["seconds"]))
     return out
+
+
+def four_bit_skip(device: str, cuda_available: bool, has_bitsandbytes: bool) -> str | None:
+    """Why the 4-bit mode cannot run here, or None when it can."""
+    if not (device.startswith("cuda") and cuda_available):
+        return "4-bit NF4 needs CUDA (bitsandbytes); this run's device is " + device
+    if not has_bitsandbytes:
+        return "bitsandbytes is not installed in this interpreter"
+    return None
 
 
 def gpu_name() -> str | None:
@@ -160,17 +170,12 @@ def main() -> int:
     file_bytes = bm.make_model(a.gym, a.size, model)
     import torch
 
-    cuda = a.device.startswith("cuda")
     report: dict = {"device": a.device, "gpu": gpu_name(), "torch": torch.__version__,
                     "cuda_available": torch.cuda.is_available(), "size": a.size, "file_mib": round(file_bytes / 2**20),
                     "modes": []}
     for mode in ("bf16", "4bit"):
         if mode == "4bit":
-            why = None
-            if not (cuda and torch.cuda.is_available()):
-                why = "4-bit NF4 needs CUDA (bitsandbytes); this run's device is " + a.device
-            elif importlib.util.find_spec("bitsandbytes") is None:
-                why = "bitsandbytes is not installed in " + a.python
+            why = four_bit_skip(a.device, torch.cuda.is_available(), importlib.util.find_spec("bitsandbytes") is not None)
             if why:
                 report["modes"].append({"mode": mode, "status": "skipped", "reason": why})
                 continue
