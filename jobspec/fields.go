@@ -178,7 +178,7 @@ var Fields = struct {
 	PromptsPerStep: Whole{"prompts_per_step", 1, 1 << 16, 16, "prompts each worker samples per step, each with gspo.group_size completions"},
 	Byzantine:      Whole{"byzantine", 0, (maxNodes - 1) / 3, 0, "Byzantine workers to tolerate; 0 trusts every worker"},
 	SpotCheckBP:    Whole{"spot_check_bp", 0, 10_000, 1000, "basis points of deltas replayed: 1000 is 10%, 0 none"},
-	Validators:     Whole{"validators", 0, 5, 0, "verdicts per trace check from staked validators: 0 (hanzod checks) or 2 to 5"},
+	Validators:     Whole{"validators", 0, 5, 0, "verdicts per trace check from staked validators: 0 (hanzod checks, or 2 where its model work runs on validators) or 2 to 5"},
 
 	ImportanceSamplingLevel: Choice{"gspo.importance_sampling_level", []string{"sequence", "token"}, "sequence", "sequence for GSPO or token for GRPO"},
 	Beta:                    Real{"gspo.beta", 0, math.Inf(1), false, 0.1, "the KL weight; 0 for none, 0.1 by default"},

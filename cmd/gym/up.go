@@ -272,7 +272,7 @@ func (o *upOptions) check() error {
 	case (o.byzantine > 0) != (o.attack != ""):
 		return errors.New("--byzantine K and --attack KIND go together")
 	case o.validators == 1 || o.validators < -1 || o.validators > 16:
-		return fmt.Errorf("--validators %d: want 0 (hanzod checks) or 2..16 (two verdicts a check need two validators)", o.validators)
+		return fmt.Errorf("--validators %d: want 0 (hanzod checks; not with --model DIR) or 2..16 (two verdicts a check need two validators)", o.validators)
 	case o.validatorAttack != "" && (o.validators < 3 || !strings.HasPrefix(o.validatorAttack, "verdict-") || worker.CheckAttack(o.validatorAttack) != nil):
 		return fmt.Errorf("--validator-attack %q: want verdict-pass, verdict-fail or verdict-flip with --validators 3 or more (two honest ones to outvote it)", o.validatorAttack)
 	case o.out == "":
