@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/orchestrator/daemon"
+	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 
@@ -147,6 +148,39 @@ func TestRewardFlags(t *testing.T) {
 		}
 		if _, _, err := load(append([]string{"--data", dir}, c.args...)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v %q: %v, want an error naming %s", c.args, c.env, err, c.want)
+		}
+	}
+}
+
+// TestModelWorkFlags: --model-work and --provision-timeout by default, by
+// the environment and by flag, and refused when they make no sense.
+func TestModelWorkFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _, err := load([]string{"--data", dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ModelWork != judge.ModelWorkAuto || cfg.Engine.State.ProvisionTimeout != 10*time.Minute {
+		t.Fatalf("defaults: model work %q, provision timeout %v", cfg.ModelWork, cfg.Engine.State.ProvisionTimeout)
+	}
+	t.Setenv("HANZOD_MODEL_WORK", "nodes")
+	cfg, _, err = load([]string{"--data", dir, "--provision-timeout", "90s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ModelWork != judge.ModelWorkNodes || cfg.Engine.State.ProvisionTimeout != 90*time.Second {
+		t.Fatalf("set: model work %q, provision timeout %v", cfg.ModelWork, cfg.Engine.State.ProvisionTimeout)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model-work", "gpu"}, "--model-work"},
+		{[]string{"--provision-timeout", "0s"}, "--provision-timeout"},
+		{[]string{"--provision-timeout", "soon"}, "--provision-timeout"},
+	} {
+		if _, _, err := load(append([]string{"--data", dir}, c.args...)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error naming %s", c.args, err, c.want)
 		}
 	}
 }

@@ -100,3 +100,27 @@ func (f *fakeBases) Open(_ context.Context, root cid.Cid) (*basemodel.Base, erro
 	}
 	return f.base, nil
 }
+
+// TestOnNodes: where a job's model work runs, by --model-work and by how
+// the job names its base.
+func TestOnNodes(t *testing.T) {
+	const byCID = "bafybeidmnsqa4dxidsoc32lt5rwtbha7rc55ghkvuwdujitufvmteku3x4"
+	for _, c := range []struct {
+		work, model string
+		want        bool
+	}{
+		{ModelWorkAuto, byCID, true},
+		{ModelWorkAuto, jobconf.BuiltinModel, false},
+		{ModelWorkAuto, "given-dir", false}, // the base hanzod was given (Config.Base)
+		{ModelWorkNodes, jobconf.BuiltinModel, true},
+		{ModelWorkSelf, byCID, false},
+	} {
+		j := &Judge{base: &basemodel.Base{Name: "given-dir"}, cfg: Config{ModelWork: c.work}}
+		if got := j.OnNodes(c.model); got != c.want {
+			t.Errorf("model work %s, model %s: on nodes %v, want %v", c.work, c.model, got, c.want)
+		}
+	}
+	if _, err := ParseModelWork("gpu"); err == nil {
+		t.Error("model work gpu accepted")
+	}
+}
