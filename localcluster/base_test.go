@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,12 @@ func tinyQwen2Dir(t *testing.T) string {
 // worker is allowed less memory than the job needs: it refuses, the job's
 // record at hanzod says why with the figures, and the three others train
 // the job to a published checkpoint on which the held-out loss fell.
+// NodeSummaryRef is the liar's id and slashes.
+type NodeSummaryRef struct {
+	id      string
+	slashes []string
+}
+
 func TestBaseByCID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -54,9 +61,10 @@ func TestBaseByCID(t *testing.T) {
 	cfg := localcluster.TestConfig(dir, 4)
 	cfg.ModelDir = model
 	cfg.MemoryLimit = []int64{64 << 10} // w0: 64 KiB
-	// hanzod never decodes the base: two validators check the sampled
-	// deltas and measure each epoch's held-out figures.
-	cfg.Validators = []string{"", ""}
+	// hanzod never decodes the base: validators check the sampled deltas
+	// and measure each epoch's held-out figures, two agreeing; the third
+	// lies (it reports every checkpoint 25 points better).
+	cfg.Validators = []string{"", "", "verdict-flip"}
 	spec := tinySpec(2, 6, 3)
 	spec.MaxNodes, spec.Model, spec.PromptsPerStep, spec.GSPO = 4, root.String(), 4, jobconf.BuiltinGSPO(3)
 	sum, err := localcluster.Run(ctx, cfg, spec)
@@ -70,10 +78,16 @@ func TestBaseByCID(t *testing.T) {
 	if sum.HanzodBaseLoads != 0 {
 		t.Errorf("hanzod decoded %d bases; its model work runs on the validators", sum.HanzodBaseLoads)
 	}
+	var liar NodeSummaryRef
+	for _, n := range sum.Nodes {
+		if n.Attack == "verdict-flip" {
+			liar = NodeSummaryRef{n.ID, n.Slashes}
+		}
+	}
 	for _, e := range sum.Epochs {
 		t.Logf("epoch %d: accuracy %.3f measured by %d validators, %d trace checks", e.Epoch, e.Accuracy, len(e.Evaluators), len(e.TraceChecks))
-		if len(e.Evaluators) < 2 || e.Unmeasured != "" {
-			t.Errorf("epoch %d measured by %v (%s), want two agreeing validators", e.Epoch, e.Evaluators, e.Unmeasured)
+		if len(e.Evaluators) < 2 || e.Unmeasured != "" || slices.Contains(e.Evaluators, liar.id) {
+			t.Errorf("epoch %d measured by %v (%s), want two agreeing honest validators", e.Epoch, e.Evaluators, e.Unmeasured)
 		}
 		for _, c := range e.TraceChecks {
 			if len(c.Validators) < 2 || c.Validators[0] == "hanzod" || c.Failed != "" {
@@ -83,6 +97,20 @@ func TestBaseByCID(t *testing.T) {
 	}
 	if !(sum.LossAfter < sum.LossBefore) {
 		t.Errorf("held-out loss %.4f → %.4f: training did not lower it", sum.LossBefore, sum.LossAfter)
+	}
+	// The liar is slashed for each answer the others contradicted (it is
+	// drawn for some checks only: hanzod's key, which keys the draw, is
+	// fresh each run); the honest validators never are.
+	t.Logf("the lying validator's slashes: %v", liar.slashes)
+	for _, r := range liar.slashes {
+		if !strings.Contains(r, "false_verdict") {
+			t.Errorf("the liar slashed for %q", r)
+		}
+	}
+	for _, n := range sum.Nodes {
+		if n.Role == "validator" && n.Attack == "" && len(n.Slashes) > 0 {
+			t.Errorf("honest validator %s slashed: %v", n.Name, n.Slashes)
+		}
 	}
 	w0 := sum.Nodes[0]
 	t.Logf("w0 refused: %s", w0.Refused)
