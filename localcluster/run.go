@@ -169,6 +169,12 @@ type EpochSummary struct {
 	Evaluators   []string `json:"evaluators,omitempty"`
 	Unmeasured   string   `json:"unmeasured,omitempty"`
 	MergeSeconds float64  `json:"merge_seconds"`
+	// Ejections are the cheaters ejected while the epoch ran, with the
+	// lag from their first delta to the ejection; Rebases the syncs at
+	// which the members continued from hanzod's rebuilt state
+	// (docs/byzantine.md).
+	Ejections []epoch.Ejection `json:"ejections,omitempty"`
+	Rebases   []int            `json:"rebases,omitempty"`
 }
 
 // marker names a directory that holds a run (PrepareDir replaces it).
@@ -432,7 +438,7 @@ func (c *Cluster) summarise(jb state.Job, spec jobspec.Spec, t *tally, start tim
 		}
 		sum.Epochs = append(sum.Epochs, EpochSummary{Epoch: e, CID: rep.CID, Accuracy: rep.Accuracy, Quality: rep.Quality,
 			Deltas: len(rep.Scores), SpotChecks: rep.SpotChecks, Targeted: rep.Targeted, NotReplayed: rep.NotReplayed, TraceChecks: rep.TraceChecks, Forfeited: rep.Forfeited, Excluded: rep.Excluded, RingDisagreements: rep.RingDisagreements,
-			Evaluators: rep.Evaluators, Unmeasured: rep.Unmeasured, MergeSeconds: rep.MergeSeconds})
+			Evaluators: rep.Evaluators, Unmeasured: rep.Unmeasured, MergeSeconds: rep.MergeSeconds, Ejections: rep.Ejections, Rebases: rep.Rebases})
 		for _, s := range rep.Scores {
 			quality[s.Node] = append(quality[s.Node], s.Quality)
 		}

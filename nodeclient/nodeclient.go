@@ -482,7 +482,7 @@ func (c *Client) SubmitDelta(ctx context.Context, file, traces []byte) (worker.V
 	if err != nil {
 		return worker.Verdict{}, err
 	}
-	return worker.Verdict{Accepted: r.Accepted, Duplicate: r.Duplicate, Reason: r.Reason, Detail: r.Detail}, nil
+	return worker.Verdict{Accepted: r.Accepted, Duplicate: r.Duplicate, Reason: r.Reason, Detail: r.Detail, Rebases: rebases(r.Rebases)}, nil
 }
 
 // ReportSuspect implements worker.Orchestrator.
@@ -628,6 +628,7 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 	}
 	a := worker.Assignment{Job: p.Job, State: p.JobState, Epoch: int(p.Epoch), Paused: p.Paused, Checkpoint: p.Checkpoint, JobBinding: p.JobBinding}
 	c.noteAssignment(p)
+	a.Rebases = rebases(p.Rebases)
 	if p.Spec != nil {
 		a.Spec = jobspec.FromProto(p.Spec)
 	}
@@ -653,6 +654,15 @@ func (c *Client) assignment(p *pb.Assignment) worker.Assignment {
 		a.Ring = ring
 	}
 	return a
+}
+
+// rebases converts the wire form of rebases.
+func rebases(ps []*pb.Rebase) []worker.Rebase {
+	var out []worker.Rebase
+	for _, r := range ps {
+		out = append(out, worker.Rebase{Epoch: int(r.Epoch), Sync: int(r.Sync), Checkpoint: r.Checkpoint, Digest: r.Digest})
+	}
+	return out
 }
 
 func sortedKeys(m map[string]uint64) []string { return slices.Sorted(maps.Keys(m)) }

@@ -24,6 +24,9 @@ const (
 	EventRingReduced      = "ring_reduced"
 	EventRingFailed       = "ring_failed"
 	EventRingRecovered    = "ring_recovered"
+	// EventRebased: the member continued from hanzod's rebuilt state
+	// instead of a sync's all-reduce, after a cheater's ejection.
+	EventRebased = "rebased"
 	EventEpochDone        = "epoch_done"
 	EventEpochAbandoned   = "epoch_abandoned"
 	EventJobDone          = "job_done"

@@ -36,6 +36,28 @@ type Assignment struct {
 	// JobBinding is hanzod's binding of the job to its instance
 	// (jobconf.Binding): every delta of the job carries it.
 	JobBinding string
+	// Rebases are the running epoch's rebases (docs/byzantine.md).
+	Rebases []Rebase
+}
+
+// Rebase tells the members of a running epoch to continue, at the
+// all-reduce of sync Sync, from a state hanzod rebuilt from the honest
+// deltas after it ejected a member proven to cheat, instead of from the
+// ring's result. Checkpoint (a CID) and Digest (jobconf.Digest of its
+// adapter) are empty until hanzod publishes the state.
+type Rebase struct {
+	Epoch, Sync        int
+	Checkpoint, Digest string
+}
+
+// rebaseAt returns the rebase of epoch e at sync k among rs.
+func rebaseAt(rs []Rebase, e, k int) (Rebase, bool) {
+	for _, r := range rs {
+		if r.Epoch == e && r.Sync == k {
+			return r, true
+		}
+	}
+	return Rebase{}, false
 }
 
 // Verdict is the orchestrator's answer to a submitted delta.
@@ -44,6 +66,9 @@ type Verdict struct {
 	Duplicate bool   // the same delta was already accepted (a retry)
 	Reason    string // rejection kind, e.g. "signature", "stale", "equivocation", "shape"
 	Detail    string
+	// Rebases are the rebases of the delta's epoch so far (with an
+	// accepted or duplicate verdict).
+	Rebases []Rebase
 }
 
 // Suspect is a ring failure report.

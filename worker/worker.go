@@ -834,17 +834,35 @@ func (w *Worker) runEpoch(ctx context.Context, a Assignment) (bool, error) {
 			}
 			d.Traces = traces.CID
 		}
-		if err := w.submit(ctx, d, traces.Compressed); err != nil {
+		v, err := w.submit(ctx, d, traces.Compressed)
+		if err != nil {
 			return false, err
 		}
 		if w.c.Attack == AttackEquivocate {
 			d.Delta = scaled(contrib, 2)
-			if err := w.submit(ctx, d, traces.Compressed); err != nil {
+			if _, err := w.submit(ctx, d, traces.Compressed); err != nil {
 				return false, err
 			}
 		}
 		if k == plan.Syncs() {
 			break
+		}
+		if rb, ok := w.rebaseFor(v, job, e, k); ok {
+			// A member was proven to cheat: the ring's result of this sync
+			// is replaced by the state hanzod rebuilt from the honest
+			// deltas (docs/byzantine.md).
+			t0 := w.c.Clock.Now()
+			ad, o, err := w.rebase(ctx, rb, job, e, k, start)
+			if err != nil {
+				return false, err
+			}
+			s, outer = ad, o
+			if err := tr.SetAdapter(ctx, s); err != nil {
+				return false, err
+			}
+			w.emit(Event{Kind: EventRebased, Job: job, Epoch: e, Sync: k, Step: plan.SyncStep(e, k), Seconds: w.c.Clock.Now().Sub(t0).Seconds(),
+				Adapter: jobconf.Digest(s), Detail: rb.Checkpoint})
+			continue
 		}
 		flat := jobconf.Flatten(contrib)
 		if w.c.Attack == AttackRing { // the delta was honest; the ring gets garbage
@@ -1056,16 +1074,16 @@ const TracesSuffix = ".traces.zst"
 // submit signs d with a fresh sequence and submits it with its trace
 // bundle (zstd-compressed; nil when d names none); a rejection is an
 // event, not an error.
-func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta, traces []byte) error {
+func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta, traces []byte) (Verdict, error) {
 	d.Time = w.c.Clock.Now().UTC()
 	seq, err := w.seq.next(d.Time)
 	if err != nil {
-		return err
+		return Verdict{}, err
 	}
 	d.Sequence = seq
 	file, err := jobconf.Encode(ctx, w.c.Key, d)
 	if err != nil {
-		return err
+		return Verdict{}, err
 	}
 	var v Verdict
 	err = w.retry(ctx, "submit delta", 10, func() error {
@@ -1074,7 +1092,7 @@ func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta, traces []byte)
 		return serr
 	})
 	if err != nil {
-		return fmt.Errorf("worker: submit delta (epoch %d sync %d): %w", d.Epoch, d.Sync, err)
+		return Verdict{}, fmt.Errorf("worker: submit delta (epoch %d sync %d): %w", d.Epoch, d.Sync, err)
 	}
 	e := Event{Kind: EventDeltaSubmitted, Job: d.Job, Epoch: d.Epoch, Sync: d.Sync, Step: int(d.Step), Loss: d.ClaimedLoss,
 		Sequence: seq, Verdict: "accepted", Attack: w.c.Attack, Detail: v.Detail}
@@ -1099,7 +1117,65 @@ func (w *Worker) submit(ctx context.Context, d jobconf.SyncDelta, traces []byte)
 			w.c.Logger.Warn("could not keep the delta file", "err", err)
 		}
 	}
-	return nil
+	return v, nil
+}
+
+// rebaseFor returns the rebase of job's epoch e at sync k, if hanzod set
+// one: the delta's verdict names it (hanzod sets a rebase only at a sync
+// no member submitted yet, so the verdict of this sync's delta is the
+// latest news), or the latest assignment does.
+func (w *Worker) rebaseFor(v Verdict, job string, e, k int) (Rebase, bool) {
+	if r, ok := rebaseAt(v.Rebases, e, k); ok {
+		return r, true
+	}
+	if a, ok := w.stillOn(job, e); ok {
+		return rebaseAt(a.Rebases, e, k)
+	}
+	return Rebase{}, false
+}
+
+// rebase waits until hanzod publishes the state of rb (it does once it
+// holds every member's delta of the sync), fetches it and checks it
+// against the digest hanzod logged: the adapter the members continue from
+// and the outer optimiser's state.
+func (w *Worker) rebase(ctx context.Context, rb Rebase, job string, e, k int, like *llama.Adapter) (*llama.Adapter, *jobconf.Outer, error) {
+	_, seq, _ := w.heart.current()
+	for rb.Checkpoint == "" {
+		a, ok := w.stillOn(job, e)
+		if !ok {
+			return nil, nil, errAbandon
+		}
+		if r, ok := rebaseAt(a.Rebases, e, k); ok && r.Checkpoint != "" {
+			rb = r
+			break
+		}
+		var err error
+		if _, seq, err = w.heart.next(ctx, seq, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	plan := w.plan
+	var ad *llama.Adapter
+	var state []byte
+	err := w.retry(ctx, "fetch rebase state", 8, func() error {
+		var ferr error
+		ad, state, ferr = w.c.Orchestrator.FetchCheckpoint(ctx, rb.Checkpoint, plan.Base.Weights.Cfg)
+		return ferr
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sameShape(ad, like); err != nil {
+		return nil, nil, fmt.Errorf("worker: rebase state %s: %w", rb.Checkpoint, err)
+	}
+	if d := jobconf.Digest(ad); d != rb.Digest {
+		return nil, nil, fmt.Errorf("worker: rebase state %s has adapter digest %s, hanzod logged %s", rb.Checkpoint, d, rb.Digest)
+	}
+	o, err := plan.ResumeRebase(state, ad.NumParams())
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker: rebase state %s: %w", rb.Checkpoint, err)
+	}
+	return ad, o, nil
 }
 
 // sameShape reports how a's tensors differ from want's, or nil.

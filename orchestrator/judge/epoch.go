@@ -107,6 +107,10 @@ func (j *Judge) Step(ctx context.Context) error {
 		jb := t.job
 		switch {
 		case jb.State == state.Running:
+			if err := j.screenEpoch(ctx, jb); err != nil {
+				j.log.Warn("screening failed", "job", jb.ID, "epoch", jb.Epoch, "err", err)
+				errs = append(errs, err)
+			}
 			key := fmt.Sprintf("%s/%d", jb.ID, jb.Epoch)
 			if jb.Epoch > 1 && len(jb.CIDs) >= jb.Epoch-1 {
 				// The workers fetch the epoch's start from the leader's
@@ -394,11 +398,18 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 			return err
 		}
 	}
-	in, err := j.epochInput(ctx, plan, jb, start)
+	in, err := j.epochInput(ctx, plan, jb, start, true)
 	if err != nil {
 		return err
 	}
 	in.StartOuter = startOuter
+	sc := j.screened(jb.ID, e)
+	if sc != nil {
+		in.Screened = sc.checks
+	}
+	if in.Rebases, err = j.rebasesOf(ctx, plan, jb, sc); err != nil {
+		return err
+	}
 	if onNodes {
 		// No model here: every check and the evaluation go to validators.
 		in.OnNodes, in.Replay = true, nil
@@ -470,6 +481,16 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 		j.log.Warn("fewer deltas than the declared f needs", "job", jb.ID, "sync", f.Sync, "deltas", f.Deltas, "err", f.Err)
 	}
 	rep, final := &res.Report, res.Merged
+	if sc != nil {
+		j.smu.Lock()
+		rep.Ejections = slices.Clone(sc.ejections)
+		j.smu.Unlock()
+	}
+	for _, r := range jb.Rebases {
+		if r.Epoch == e && r.CID != "" {
+			rep.Rebases = append(rep.Rebases, r.Sync)
+		}
+	}
 	// Publish: PEFT layout, the weights' own CID in the card, the
 	// directory's CID from the store (kubo's, via boxo).
 	wb, err := peft.WeightsBytes(final)
@@ -532,6 +553,11 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 	if _, err := j.eng.Do(ctx, state.PublishCheckpoint{Job: jb.ID, Epoch: e, CID: rep.CID, Record: record, Signature: sig}); err != nil {
 		return err
 	}
+	j.smu.Lock()
+	if j.screen[jb.ID] == sc {
+		delete(j.screen, jb.ID) // the epoch is over; the next starts its own
+	}
+	j.smu.Unlock()
 	j.countMerge(rep.MergeSeconds)
 	j.log.Info("checkpoint published", "job", jb.ID, "epoch", e, "cid", rep.CID, "accuracy", rep.Accuracy,
 		"quality", rep.Quality, "deltas", len(rep.Scores), "seconds", rep.MergeSeconds)
@@ -541,7 +567,9 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 // epochInput loads what the evaluation of jb's current epoch depends on:
 // the epoch's accepted deltas (read back from disk and verified again),
 // the job's ring configurations from the log, the merge rule.
-func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job, start *llama.Adapter) (epoch.Input, error) {
+//
+// Without load the deltas are left out (the screening keeps its own).
+func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job, start *llama.Adapter, load bool) (epoch.Input, error) {
 	e := jb.Epoch
 	rule, err := merge.ParseRule(jb.Spec.Aggregation)
 	if err != nil {
@@ -556,18 +584,17 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 	}
 	template := start.Zeroed()
 	for sl, dig := range jb.Slots {
-		if sl.Epoch != e {
+		if !load || sl.Epoch != e {
 			continue
 		}
 		if _, _, ok := plan.SyncOf(sl.Step); !ok {
 			continue
 		}
-		d, err := j.loadDeltaBackend(ctx, jb.ID, sl, template)
+		d, err := j.epochDelta(ctx, jb.ID, sl, dig, template)
 		if err != nil {
 			return epoch.Input{}, err
 		}
-		in.Deltas = append(in.Deltas, epoch.Delta{Slot: sl, Node: sl.Node, Step: sl.Step, Digest: dig,
-			Base: d.meta.BaseCheckpoint, ClaimedLoss: d.meta.ClaimedLoss, Adapter: d.adapter, Backend: d.backend, DType: d.dtype, Traces: d.traces})
+		in.Deltas = append(in.Deltas, d)
 	}
 	in.CheckTraces = j.traceChecker(jb.ID, plan, e)
 	for n, until := range jb.Watch {
@@ -582,6 +609,17 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 		return epoch.Input{}, err
 	}
 	return in, nil
+}
+
+// epochDelta reads back and decodes the accepted delta of slot sl (file
+// digest dig) of job, shaped like template.
+func (j *Judge) epochDelta(ctx context.Context, job string, sl jobspec.Slot, dig string, template *llama.Adapter) (epoch.Delta, error) {
+	d, err := j.loadDeltaBackend(ctx, job, sl, template)
+	if err != nil {
+		return epoch.Delta{}, err
+	}
+	return epoch.Delta{Slot: sl, Node: sl.Node, Step: sl.Step, Digest: dig,
+		Base: d.meta.BaseCheckpoint, ClaimedLoss: d.meta.ClaimedLoss, Adapter: d.adapter, Backend: d.backend, DType: d.dtype, Traces: d.traces}, nil
 }
 
 // ErrUnstaked is returned when the signing key's account has less than
@@ -722,9 +760,13 @@ func (j *Judge) offenders(ctx context.Context, job string, e int) (map[string]st
 			}
 		case state.Slashed:
 			var evd Evidence
-			if json.Unmarshal(b.Evidence, &evd) == nil && evd.Job == job && evd.Epoch == e && len(evd.Frames) > 0 {
-				if _, seen := out[b.Account]; !seen {
-					out[b.Account] = OffenceRingNorm
+			if json.Unmarshal(b.Evidence, &evd) == nil && evd.Job == job && evd.Epoch == e {
+				why := evd.Offence // a check the epoch's screening made (screen.go)
+				if len(evd.Frames) > 0 {
+					why = OffenceRingNorm
+				}
+				if _, seen := out[b.Account]; !seen && why != "" {
+					out[b.Account] = why
 				}
 			}
 		}

@@ -130,6 +130,11 @@ type Config struct {
 	// Outliers says which deltas are replayed besides the keyed
 	// spot-check share (epoch.Input.Outliers; zero: merge's defaults).
 	Outliers merge.OutlierConfig
+	// NoScreening leaves every check to the end of the epoch: nothing is
+	// checked while it runs, a cheater is caught at the merge (the
+	// behaviour before in-epoch screening, docs/byzantine.md; for
+	// measuring what screening is worth).
+	NoScreening bool
 	// Base is the base model at hand (basemodel.Builtin, or a directory
 	// given to hanzod, named by its CID), parsed once per process: the
 	// plans of jobs naming it are checked against it, their deltas scored
@@ -213,6 +218,8 @@ type Judge struct {
 	selfCheck     map[string]bool
 	starved       map[string]bool   // job/slot → warned that no validator can be asked
 	evalPkgs      map[string]string // job/request digest → the evaluation package's CID
+	smu           sync.Mutex            // a leaf lock: held only around screen and its ejections
+	screen        map[string]*screening // job → its running epoch's screening (screen.go)
 
 	history eventHistory // the log's ring configurations and money, read incrementally
 
@@ -230,6 +237,26 @@ type Judge struct {
 	merges   uint64
 	mergeSec float64
 	freed    blob.Reclaimed // the blobs of settled jobs deleted
+	// The in-epoch screening's counters: checks made, cheaters ejected
+	// while their epoch ran, and the lag from a cheater's first delta of
+	// the epoch to its ejection (seconds and syncs).
+	screenChecks, ejections uint64
+	lagSec                  float64
+	lagSyncs                uint64
+}
+
+func (j *Judge) countScreen(checks int) {
+	j.cmu.Lock()
+	j.screenChecks += uint64(checks)
+	j.cmu.Unlock()
+}
+
+func (j *Judge) countEjection(e epoch.Ejection) {
+	j.cmu.Lock()
+	j.ejections++
+	j.lagSec += e.Seconds
+	j.lagSyncs += uint64(max(0, e.Syncs))
+	j.cmu.Unlock()
 }
 
 func (j *Judge) countVerdict(verdict, reason string) {
@@ -271,6 +298,10 @@ func (j *Judge) WriteMetrics(w io.Writer) {
 		fmt.Fprintf(w, "gym_hanzod_slashes_total{offence=%q} %d\n", o, j.slashes[o])
 	}
 	fmt.Fprintf(w, "# HELP gym_hanzod_bases_loaded Base models named by CID whose weights this hanzod decoded (0 while their model work runs on validators).\n# TYPE gym_hanzod_bases_loaded gauge\ngym_hanzod_bases_loaded %d\n", j.BaseLoads())
+	fmt.Fprintf(w, "# HELP gym_hanzod_screen_checks_total Deltas checked (replayed or from their traces) while their epoch ran.\n# TYPE gym_hanzod_screen_checks_total counter\ngym_hanzod_screen_checks_total %d\n", j.screenChecks)
+	fmt.Fprintf(w, "# HELP gym_hanzod_in_epoch_ejections_total Cheaters proven, slashed and ejected while their epoch ran.\n# TYPE gym_hanzod_in_epoch_ejections_total counter\ngym_hanzod_in_epoch_ejections_total %d\n", j.ejections)
+	fmt.Fprintf(w, "# HELP gym_hanzod_ejection_lag_seconds_total Summed time from each ejected cheater's first accepted delta of the epoch to its ejection.\n# TYPE gym_hanzod_ejection_lag_seconds_total counter\ngym_hanzod_ejection_lag_seconds_total %g\n", j.lagSec)
+	fmt.Fprintf(w, "# HELP gym_hanzod_ejection_lag_syncs_total Summed syncs from each ejected cheater's first delta of the epoch to the sync the epoch had reached at its ejection.\n# TYPE gym_hanzod_ejection_lag_syncs_total counter\ngym_hanzod_ejection_lag_syncs_total %d\n", j.lagSyncs)
 	fmt.Fprintf(w, "# HELP gym_hanzod_merges_total Epochs merged and published.\n# TYPE gym_hanzod_merges_total counter\ngym_hanzod_merges_total %d\n", j.merges)
 	fmt.Fprintf(w, "# HELP gym_hanzod_merge_seconds_total Time spent validating, merging and publishing epochs.\n# TYPE gym_hanzod_merge_seconds_total counter\ngym_hanzod_merge_seconds_total %g\n", j.mergeSec)
 	fmt.Fprintf(w, "# HELP gym_hanzod_blobs_deleted_total Blobs (accepted deltas and their traces, evidence) of settled jobs deleted by this replica.\n# TYPE gym_hanzod_blobs_deleted_total counter\ngym_hanzod_blobs_deleted_total %d\n", j.freed.Blobs)
@@ -331,6 +362,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
 		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{}, ready: map[string]bool{},
 		pendingChecks: map[string][]pendingCheck{}, selfCheck: map[string]bool{}, starved: map[string]bool{}, evalPkgs: map[string]string{},
+		screen: map[string]*screening{},
 		settledAt: map[string]time.Time{}, reclaimed: map[string]bool{},
 		templates: map[string]*llama.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
@@ -772,6 +804,7 @@ func (j *Judge) conclude(ctx context.Context, s *submission, job string, a epoch
 		return Verdict{}, err
 	}
 	j.seen[job][s.node+"/"+a.TensorDigest] = here
+	j.noteAccepted(job, a.Epoch, s.node)
 	j.log.Debug("delta accepted", "job", job, "node", short(s.node), "epoch", a.Epoch, "sync", a.Sync)
 	return accepted, nil
 }
@@ -845,7 +878,23 @@ func (j *Judge) punishRing(ctx context.Context, job string, e int, node, detail 
 }
 
 func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, files []*submission) {
+	j.penalizeAt(ctx, job, node, ev, files, 0)
+}
+
+// penalizeAt is penalize for an offence proven by the delta of sync sync
+// (0: not known). A member of a running epoch's ring is ejected while the
+// epoch runs, and the others continue from a rebuilt state
+// (afterEjection).
+func (j *Judge) penalizeAt(ctx context.Context, job, node string, ev Evidence, files []*submission, sync int) {
 	offence, detail := ev.Offence, ev.Detail
+	var member bool
+	var jb state.Job
+	j.eng.View(func(m *state.Machine) {
+		var ok bool
+		if jb, ok = m.Job(job); ok && jb.State == state.Running && contains(jb.Ring, node) {
+			member, jb = true, jb.Clone()
+		}
+	})
 	for _, f := range files {
 		if f == nil || len(f.file) == 0 {
 			continue
@@ -885,6 +934,10 @@ func (j *Judge) penalize(ctx context.Context, job, node string, ev Evidence, fil
 	}
 	if _, err := j.eng.Do(ctx, state.Eject{Job: job, Node: node, Reason: offence + " proven by the validator"}); err != nil && !errors.Is(err, state.ErrPrecondition) {
 		j.log.Warn("eject refused", "node", short(node), "err", err)
+	} else if err == nil && member {
+		if err := j.afterEjection(ctx, jb, node, offence, sync); err != nil {
+			j.log.Warn("no rebase after the ejection", "job", job, "node", short(node), "err", err)
+		}
 	}
 }
 

@@ -529,6 +529,9 @@ func (s *Server) assignment(node string) *pb.Assignment {
 			}
 		}
 		out.Ring = ring(m, j)
+		if j.State == state.Running {
+			out.Rebases = rebasesTo(j.Rebases)
+		}
 	})
 	return out
 }

@@ -72,7 +72,7 @@ func (s *Server) UploadDelta(stream grpc.ClientStreamingServer[pb.DeltaChunk, pb
 		return err
 	}
 	if !proceed {
-		return stream.SendAndClose(verdictTo(v))
+		return stream.SendAndClose(s.verdictTo(u, v))
 	}
 	file := make([]byte, 0, u.DeltaBytes)
 	file = append(file, u.Head...)
@@ -124,11 +124,33 @@ func (s *Server) UploadDelta(stream grpc.ClientStreamingServer[pb.DeltaChunk, pb
 		s.refused["bad_file"]++
 		s.dmu.Unlock()
 	}
-	return stream.SendAndClose(verdictTo(v))
+	return stream.SendAndClose(s.verdictTo(u, v))
 }
 
-func verdictTo(v DeltaVerdict) *pb.SubmitDeltaResponse {
-	return &pb.SubmitDeltaResponse{Accepted: v.Accepted, Duplicate: v.Duplicate, Reason: v.Reason, Detail: v.Detail, Digest: v.Digest}
+// verdictTo is the response to u: the verdict and, for a delta kept (or
+// kept before), the rebases of its job's epoch so far. The state is read
+// after the verdict was logged, and a rebase is set only at a sync no
+// delta of the epoch reached yet (state.SetRebase): a member that submits
+// a rebase's sync learns of it here, before it would all-reduce.
+func (s *Server) verdictTo(u Upload, v DeltaVerdict) *pb.SubmitDeltaResponse {
+	out := &pb.SubmitDeltaResponse{Accepted: v.Accepted, Duplicate: v.Duplicate, Reason: v.Reason, Detail: v.Detail, Digest: v.Digest}
+	if v.Accepted || v.Duplicate {
+		s.eng.View(func(m *state.Machine) {
+			if j, ok := m.Job(u.Job); ok {
+				out.Rebases = rebasesTo(j.Rebases)
+			}
+		})
+	}
+	return out
+}
+
+// rebasesTo is the wire form of a job's rebases.
+func rebasesTo(rs []state.Rebase) []*pb.Rebase {
+	var out []*pb.Rebase
+	for _, r := range rs {
+		out = append(out, &pb.Rebase{Epoch: int32(r.Epoch), Sync: int32(r.Sync), Checkpoint: r.CID, Digest: r.Digest})
+	}
+	return out
 }
 
 // chunk is one received message or the error that ended the stream.

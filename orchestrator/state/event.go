@@ -257,6 +257,8 @@ var bodyTypes = map[string]func() Body{
 	"verdict_recorded":     func() Body { return &VerdictRecorded{} },
 	"check_expired":        func() Body { return &CheckExpired{} },
 	"nodes_watched":        func() Body { return &NodesWatched{} },
+	"rebase_set":           func() Body { return &RebaseSet{} },
+	"rebase_published":     func() Body { return &RebasePublished{} },
 }
 
 type wireEvent struct {
@@ -365,6 +367,10 @@ func DecodeEvent(data []byte) (Event, error) {
 	case *CheckExpired:
 		v = *p
 	case *NodesWatched:
+		v = *p
+	case *RebaseSet:
+		v = *p
+	case *RebasePublished:
 		v = *p
 	}
 	return Event{Index: w.Index, At: w.At, Body: v}, nil

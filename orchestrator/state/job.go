@@ -104,6 +104,8 @@ type Job struct {
 	// what is left of it, released to the Funder when the job ends.
 	Funder string        `json:"funder,omitempty"`
 	Escrow ledger.Amount `json:"escrow,omitempty"`
+	// Rebases are the current epoch's rebases (rebase.go), in sync order.
+	Rebases []Rebase `json:"rebases,omitempty"`
 }
 
 // maxName bounds names the state keeps (content ids, nodes in verdicts).
@@ -308,11 +310,12 @@ func (m *Machine) applyTransition(e JobTransitioned) error {
 		j.EpochSize = len(j.Ring)
 		j.Resyncs = 0
 		j.Checks = nil // decided and acted on by the merge
+		j.Rebases = nil
 	case e.To == Published:
 		j.CIDs = append(j.CIDs, e.CID)
 	}
 	if e.To.Terminal() {
-		j.Checks = nil
+		j.Checks, j.Rebases = nil, nil
 	}
 	if e.To.Terminal() {
 		for _, id := range append(append([]string(nil), j.Members...), j.Ring...) {

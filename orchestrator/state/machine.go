@@ -279,6 +279,10 @@ func (m *Machine) Step(now int64, cmd Command) ([]Event, error) {
 		err = m.submitVerdict(now, c)
 	case WatchNodes:
 		err = m.watchNodes(now, c)
+	case SetRebase:
+		err = m.setRebase(now, c)
+	case PublishRebase:
+		err = m.publishRebase(now, c)
 	default:
 		err = fmt.Errorf("%w: unknown command %T", ErrInvalid, cmd)
 	}
@@ -413,6 +417,10 @@ func (m *Machine) apply(at int64, b Body) error {
 		return m.applyCheckExpired(e)
 	case NodesWatched:
 		return m.applyWatched(e)
+	case RebaseSet:
+		return m.applyRebaseSet(e)
+	case RebasePublished:
+		return m.applyRebasePublished(e)
 	}
 	return fmt.Errorf("unknown event body %T", b)
 }

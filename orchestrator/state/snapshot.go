@@ -148,6 +148,7 @@ func (j Job) Clone() Job {
 	c.Slots = maps.Clone(j.Slots)
 	c.Refusals = maps.Clone(j.Refusals)
 	c.Watch = maps.Clone(j.Watch)
+	c.Rebases = slices.Clone(j.Rebases)
 	c.Checks = nil
 	if j.Checks != nil {
 		c.Checks = make(map[string]*Check, len(j.Checks))

@@ -502,7 +502,10 @@ type Assignment struct {
 	// job_binding (hex SHA-256) binds a delta to this hanzod instance and
 	// job: every delta of the job carries it in its signed metadata
 	// ("job_binding"), and the judge refuses one that does not.
-	JobBinding    string `protobuf:"bytes,11,opt,name=job_binding,json=jobBinding,proto3" json:"job_binding,omitempty"`
+	JobBinding string `protobuf:"bytes,11,opt,name=job_binding,json=jobBinding,proto3" json:"job_binding,omitempty"`
+	// rebases of the current epoch: at the all-reduce of each one's sync
+	// the members continue from its state (docs/byzantine.md)
+	Rebases       []*Rebase `protobuf:"bytes,12,rep,name=rebases,proto3" json:"rebases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -614,6 +617,84 @@ func (x *Assignment) GetJobBinding() string {
 	return ""
 }
 
+func (x *Assignment) GetRebases() []*Rebase {
+	if x != nil {
+		return x.Rebases
+	}
+	return nil
+}
+
+// Rebase tells a running epoch's members to continue, at the all-reduce of
+// sync `sync`, from a state hanzod rebuilt from the honest deltas (after it
+// ejected a member proven to cheat) instead of the ring's result.
+type Rebase struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         int32                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Sync          int32                  `protobuf:"varint,2,opt,name=sync,proto3" json:"sync,omitempty"`
+	Checkpoint    string                 `protobuf:"bytes,3,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"` // CID of the state (a checkpoint directory); empty until published
+	Digest        string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`         // hex SHA3-256 of its adapter (jobconf.Digest); empty until published
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rebase) Reset() {
+	*x = Rebase{}
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rebase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rebase) ProtoMessage() {}
+
+func (x *Rebase) ProtoReflect() protoreflect.Message {
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rebase.ProtoReflect.Descriptor instead.
+func (*Rebase) Descriptor() ([]byte, []int) {
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Rebase) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Rebase) GetSync() int32 {
+	if x != nil {
+		return x.Sync
+	}
+	return 0
+}
+
+func (x *Rebase) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *Rebase) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Assignment    *Assignment            `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
@@ -624,7 +705,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[7]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +717,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[7]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +730,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{7}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeartbeatResponse) GetAssignment() *Assignment {
@@ -682,7 +763,7 @@ type RingConfig struct {
 
 func (x *RingConfig) Reset() {
 	*x = RingConfig{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[8]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +775,7 @@ func (x *RingConfig) String() string {
 func (*RingConfig) ProtoMessage() {}
 
 func (x *RingConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[8]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +788,7 @@ func (x *RingConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingConfig.ProtoReflect.Descriptor instead.
 func (*RingConfig) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{8}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RingConfig) GetConfigId() string {
@@ -762,7 +843,7 @@ type Link struct {
 
 func (x *Link) Reset() {
 	*x = Link{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[9]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +855,7 @@ func (x *Link) String() string {
 func (*Link) ProtoMessage() {}
 
 func (x *Link) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[9]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +868,7 @@ func (x *Link) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Link.ProtoReflect.Descriptor instead.
 func (*Link) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{9}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Link) GetPeer() string {
@@ -815,7 +896,7 @@ type ReportBandwidthRequest struct {
 
 func (x *ReportBandwidthRequest) Reset() {
 	*x = ReportBandwidthRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +908,7 @@ func (x *ReportBandwidthRequest) String() string {
 func (*ReportBandwidthRequest) ProtoMessage() {}
 
 func (x *ReportBandwidthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[10]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +921,7 @@ func (x *ReportBandwidthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBandwidthRequest.ProtoReflect.Descriptor instead.
 func (*ReportBandwidthRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{10}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReportBandwidthRequest) GetAuth() *Auth {
@@ -873,7 +954,7 @@ type ReportBandwidthResponse struct {
 
 func (x *ReportBandwidthResponse) Reset() {
 	*x = ReportBandwidthResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +966,7 @@ func (x *ReportBandwidthResponse) String() string {
 func (*ReportBandwidthResponse) ProtoMessage() {}
 
 func (x *ReportBandwidthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[11]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +979,7 @@ func (x *ReportBandwidthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBandwidthResponse.ProtoReflect.Descriptor instead.
 func (*ReportBandwidthResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{11}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReportBandwidthResponse) GetAssignment() *Assignment {
@@ -923,7 +1004,7 @@ type DeltaChunk struct {
 
 func (x *DeltaChunk) Reset() {
 	*x = DeltaChunk{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1016,7 @@ func (x *DeltaChunk) String() string {
 func (*DeltaChunk) ProtoMessage() {}
 
 func (x *DeltaChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[12]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1029,7 @@ func (x *DeltaChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaChunk.ProtoReflect.Descriptor instead.
 func (*DeltaChunk) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{12}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeltaChunk) GetPart() isDeltaChunk_Part {
@@ -1025,7 +1106,7 @@ type DeltaUpload struct {
 
 func (x *DeltaUpload) Reset() {
 	*x = DeltaUpload{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1118,7 @@ func (x *DeltaUpload) String() string {
 func (*DeltaUpload) ProtoMessage() {}
 
 func (x *DeltaUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[13]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1131,7 @@ func (x *DeltaUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaUpload.ProtoReflect.Descriptor instead.
 func (*DeltaUpload) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{13}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeltaUpload) GetAuth() *Auth {
@@ -1092,19 +1173,22 @@ func (x *DeltaUpload) GetTracesBytes() uint64 {
 // not an RPC error: reason is one of signature, format, metadata, stale,
 // equivocation, replay, shape, non_finite, not_member, late, norm, traces.
 type SubmitDeltaResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Accepted      bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	Duplicate     bool                   `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // the same bytes were accepted before (a retry)
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
-	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"` // hex SHA3-256 signature digest of the file
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Accepted  bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Duplicate bool                   `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // the same bytes were accepted before (a retry)
+	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Detail    string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	Digest    string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"` // hex SHA3-256 signature digest of the file
+	// the rebases of the delta's epoch so far: one at the delta's sync means
+	// "do not all-reduce it: wait for its state" (docs/byzantine.md)
+	Rebases       []*Rebase `protobuf:"bytes,6,rep,name=rebases,proto3" json:"rebases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitDeltaResponse) Reset() {
 	*x = SubmitDeltaResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1200,7 @@ func (x *SubmitDeltaResponse) String() string {
 func (*SubmitDeltaResponse) ProtoMessage() {}
 
 func (x *SubmitDeltaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[14]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1213,7 @@ func (x *SubmitDeltaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitDeltaResponse.ProtoReflect.Descriptor instead.
 func (*SubmitDeltaResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{14}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmitDeltaResponse) GetAccepted() bool {
@@ -1167,6 +1251,13 @@ func (x *SubmitDeltaResponse) GetDigest() string {
 	return ""
 }
 
+func (x *SubmitDeltaResponse) GetRebases() []*Rebase {
+	if x != nil {
+		return x.Rebases
+	}
+	return nil
+}
+
 type ReportSuspectRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Auth          *Auth                  `protobuf:"bytes,1,opt,name=auth,proto3" json:"auth,omitempty"`
@@ -1181,7 +1272,7 @@ type ReportSuspectRequest struct {
 
 func (x *ReportSuspectRequest) Reset() {
 	*x = ReportSuspectRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1284,7 @@ func (x *ReportSuspectRequest) String() string {
 func (*ReportSuspectRequest) ProtoMessage() {}
 
 func (x *ReportSuspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[15]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1297,7 @@ func (x *ReportSuspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSuspectRequest.ProtoReflect.Descriptor instead.
 func (*ReportSuspectRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{15}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportSuspectRequest) GetAuth() *Auth {
@@ -1260,7 +1351,7 @@ type ReportSuspectResponse struct {
 
 func (x *ReportSuspectResponse) Reset() {
 	*x = ReportSuspectResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1363,7 @@ func (x *ReportSuspectResponse) String() string {
 func (*ReportSuspectResponse) ProtoMessage() {}
 
 func (x *ReportSuspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[16]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1376,7 @@ func (x *ReportSuspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSuspectResponse.ProtoReflect.Descriptor instead.
 func (*ReportSuspectResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{16}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReportSuspectResponse) GetAssignment() *Assignment {
@@ -1306,7 +1397,7 @@ type RefuseJobRequest struct {
 
 func (x *RefuseJobRequest) Reset() {
 	*x = RefuseJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1409,7 @@ func (x *RefuseJobRequest) String() string {
 func (*RefuseJobRequest) ProtoMessage() {}
 
 func (x *RefuseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[17]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1422,7 @@ func (x *RefuseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefuseJobRequest.ProtoReflect.Descriptor instead.
 func (*RefuseJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{17}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RefuseJobRequest) GetAuth() *Auth {
@@ -1364,7 +1455,7 @@ type RefuseJobResponse struct {
 
 func (x *RefuseJobResponse) Reset() {
 	*x = RefuseJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1467,7 @@ func (x *RefuseJobResponse) String() string {
 func (*RefuseJobResponse) ProtoMessage() {}
 
 func (x *RefuseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[18]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1480,7 @@ func (x *RefuseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefuseJobResponse.ProtoReflect.Descriptor instead.
 func (*RefuseJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{18}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RefuseJobResponse) GetAssignment() *Assignment {
@@ -1408,7 +1499,7 @@ type ListChecksRequest struct {
 
 func (x *ListChecksRequest) Reset() {
 	*x = ListChecksRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1511,7 @@ func (x *ListChecksRequest) String() string {
 func (*ListChecksRequest) ProtoMessage() {}
 
 func (x *ListChecksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[19]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1524,7 @@ func (x *ListChecksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChecksRequest.ProtoReflect.Descriptor instead.
 func (*ListChecksRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{19}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListChecksRequest) GetAuth() *Auth {
@@ -1460,7 +1551,7 @@ type CheckAssignment struct {
 
 func (x *CheckAssignment) Reset() {
 	*x = CheckAssignment{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1563,7 @@ func (x *CheckAssignment) String() string {
 func (*CheckAssignment) ProtoMessage() {}
 
 func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[20]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1576,7 @@ func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAssignment.ProtoReflect.Descriptor instead.
 func (*CheckAssignment) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{20}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CheckAssignment) GetJob() string {
@@ -1555,7 +1646,7 @@ type ListChecksResponse struct {
 
 func (x *ListChecksResponse) Reset() {
 	*x = ListChecksResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1658,7 @@ func (x *ListChecksResponse) String() string {
 func (*ListChecksResponse) ProtoMessage() {}
 
 func (x *ListChecksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[21]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1671,7 @@ func (x *ListChecksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChecksResponse.ProtoReflect.Descriptor instead.
 func (*ListChecksResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{21}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListChecksResponse) GetChecks() []*CheckAssignment {
@@ -1623,7 +1714,7 @@ type SubmitVerdictRequest struct {
 
 func (x *SubmitVerdictRequest) Reset() {
 	*x = SubmitVerdictRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1726,7 @@ func (x *SubmitVerdictRequest) String() string {
 func (*SubmitVerdictRequest) ProtoMessage() {}
 
 func (x *SubmitVerdictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[22]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1739,7 @@ func (x *SubmitVerdictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitVerdictRequest.ProtoReflect.Descriptor instead.
 func (*SubmitVerdictRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{22}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubmitVerdictRequest) GetAuth() *Auth {
@@ -1736,7 +1827,7 @@ type SubmitVerdictResponse struct {
 
 func (x *SubmitVerdictResponse) Reset() {
 	*x = SubmitVerdictResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1839,7 @@ func (x *SubmitVerdictResponse) String() string {
 func (*SubmitVerdictResponse) ProtoMessage() {}
 
 func (x *SubmitVerdictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[23]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1852,7 @@ func (x *SubmitVerdictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitVerdictResponse.ProtoReflect.Descriptor instead.
 func (*SubmitVerdictResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{23}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
 }
 
 type InfoRequest struct {
@@ -1772,7 +1863,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1875,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[24]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1888,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{24}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
 }
 
 type InfoResponse struct {
@@ -1813,7 +1904,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1916,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[25]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1929,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{25}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InfoResponse) GetInstanceKey() []byte {
@@ -1886,7 +1977,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +1989,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[26]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2002,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{26}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EventsRequest) GetAfter() uint64 {
@@ -1938,7 +2029,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2041,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[27]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2054,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{27}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EventsResponse) GetEvents() []string {
@@ -2024,7 +2115,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2127,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[28]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2140,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{28}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobSpec) GetModel() string {
@@ -2215,7 +2306,7 @@ type DataMapping struct {
 
 func (x *DataMapping) Reset() {
 	*x = DataMapping{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2318,7 @@ func (x *DataMapping) String() string {
 func (*DataMapping) ProtoMessage() {}
 
 func (x *DataMapping) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[29]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2331,7 @@ func (x *DataMapping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataMapping.ProtoReflect.Descriptor instead.
 func (*DataMapping) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{29}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DataMapping) GetPrompt() string {
@@ -2307,7 +2398,7 @@ type RewardTerm struct {
 
 func (x *RewardTerm) Reset() {
 	*x = RewardTerm{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2410,7 @@ func (x *RewardTerm) String() string {
 func (*RewardTerm) ProtoMessage() {}
 
 func (x *RewardTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[30]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2423,7 @@ func (x *RewardTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RewardTerm.ProtoReflect.Descriptor instead.
 func (*RewardTerm) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{30}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RewardTerm) GetVerifier() string {
@@ -2424,7 +2515,7 @@ type GSPOConfig struct {
 
 func (x *GSPOConfig) Reset() {
 	*x = GSPOConfig{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2527,7 @@ func (x *GSPOConfig) String() string {
 func (*GSPOConfig) ProtoMessage() {}
 
 func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[31]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2540,7 @@ func (x *GSPOConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GSPOConfig.ProtoReflect.Descriptor instead.
 func (*GSPOConfig) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{31}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GSPOConfig) GetImportanceSamplingLevel() string {
@@ -2606,7 +2697,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2709,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[32]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2722,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{32}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -2664,7 +2755,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2767,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[33]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2780,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{33}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubmitJobResponse) GetJob() string {
@@ -2708,7 +2799,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2811,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[34]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2824,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{34}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetJobRequest) GetJob() string {
@@ -2771,7 +2862,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2874,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[35]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2887,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{35}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Job) GetId() string {
@@ -2922,7 +3013,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3025,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[36]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3038,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{36}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Refusal) GetNode() string {
@@ -2979,7 +3070,7 @@ type Pin struct {
 
 func (x *Pin) Reset() {
 	*x = Pin{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3082,7 @@ func (x *Pin) String() string {
 func (*Pin) ProtoMessage() {}
 
 func (x *Pin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[37]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3095,7 @@ func (x *Pin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pin.ProtoReflect.Descriptor instead.
 func (*Pin) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{37}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Pin) GetCid() string {
@@ -3050,7 +3141,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3153,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[38]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3166,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{38}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
 }
 
 type ListJobsResponse struct {
@@ -3087,7 +3178,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3190,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[39]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3203,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{39}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -3145,7 +3236,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3248,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[40]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3261,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{40}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Node) GetId() string {
@@ -3289,7 +3380,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3301,7 +3392,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[41]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3314,7 +3405,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{41}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListNodesRequest) GetJob() string {
@@ -3333,7 +3424,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3436,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[42]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3449,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{42}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -3377,7 +3468,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3480,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[43]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3493,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{43}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetBalanceRequest) GetAccount() string {
@@ -3425,7 +3516,7 @@ type Slash struct {
 
 func (x *Slash) Reset() {
 	*x = Slash{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3528,7 @@ func (x *Slash) String() string {
 func (*Slash) ProtoMessage() {}
 
 func (x *Slash) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[44]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3541,7 @@ func (x *Slash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slash.ProtoReflect.Descriptor instead.
 func (*Slash) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{44}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Slash) GetOffence() int32 {
@@ -3503,7 +3594,7 @@ type Account struct {
 
 func (x *Account) Reset() {
 	*x = Account{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +3606,7 @@ func (x *Account) String() string {
 func (*Account) ProtoMessage() {}
 
 func (x *Account) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[45]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +3619,7 @@ func (x *Account) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Account.ProtoReflect.Descriptor instead.
 func (*Account) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{45}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Account) GetId() string {
@@ -3587,7 +3678,7 @@ type LedgerRequest struct {
 
 func (x *LedgerRequest) Reset() {
 	*x = LedgerRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3690,7 @@ func (x *LedgerRequest) String() string {
 func (*LedgerRequest) ProtoMessage() {}
 
 func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[46]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3703,7 @@ func (x *LedgerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{46}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LedgerRequest) GetAccount() string {
@@ -3646,7 +3737,7 @@ type EndEpochRequest struct {
 
 func (x *EndEpochRequest) Reset() {
 	*x = EndEpochRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +3749,7 @@ func (x *EndEpochRequest) String() string {
 func (*EndEpochRequest) ProtoMessage() {}
 
 func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[47]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +3762,7 @@ func (x *EndEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndEpochRequest.ProtoReflect.Descriptor instead.
 func (*EndEpochRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{47}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EndEpochRequest) GetJob() string {
@@ -3699,7 +3790,7 @@ type PublishCheckpointRequest struct {
 
 func (x *PublishCheckpointRequest) Reset() {
 	*x = PublishCheckpointRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3802,7 @@ func (x *PublishCheckpointRequest) String() string {
 func (*PublishCheckpointRequest) ProtoMessage() {}
 
 func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[48]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3815,7 @@ func (x *PublishCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*PublishCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{48}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PublishCheckpointRequest) GetJob() string {
@@ -3758,7 +3849,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3861,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[49]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +3874,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{49}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *FailJobRequest) GetJob() string {
@@ -3811,7 +3902,7 @@ type SlashRequest struct {
 
 func (x *SlashRequest) Reset() {
 	*x = SlashRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3823,7 +3914,7 @@ func (x *SlashRequest) String() string {
 func (*SlashRequest) ProtoMessage() {}
 
 func (x *SlashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[50]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3836,7 +3927,7 @@ func (x *SlashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlashRequest.ProtoReflect.Descriptor instead.
 func (*SlashRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{50}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SlashRequest) GetNode() string {
@@ -3874,7 +3965,7 @@ type Contribution struct {
 
 func (x *Contribution) Reset() {
 	*x = Contribution{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3886,7 +3977,7 @@ func (x *Contribution) String() string {
 func (*Contribution) ProtoMessage() {}
 
 func (x *Contribution) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[51]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3899,7 +3990,7 @@ func (x *Contribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
 func (*Contribution) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{51}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Contribution) GetAccount() string {
@@ -3942,7 +4033,7 @@ type PayRewardsRequest struct {
 
 func (x *PayRewardsRequest) Reset() {
 	*x = PayRewardsRequest{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3954,7 +4045,7 @@ func (x *PayRewardsRequest) String() string {
 func (*PayRewardsRequest) ProtoMessage() {}
 
 func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[52]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3967,7 +4058,7 @@ func (x *PayRewardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsRequest.ProtoReflect.Descriptor instead.
 func (*PayRewardsRequest) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{52}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PayRewardsRequest) GetJob() string {
@@ -4008,7 +4099,7 @@ type Payout struct {
 
 func (x *Payout) Reset() {
 	*x = Payout{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[53]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4111,7 @@ func (x *Payout) String() string {
 func (*Payout) ProtoMessage() {}
 
 func (x *Payout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[53]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4124,7 @@ func (x *Payout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payout.ProtoReflect.Descriptor instead.
 func (*Payout) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{53}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Payout) GetAccount() string {
@@ -4059,7 +4150,7 @@ type PayRewardsResponse struct {
 
 func (x *PayRewardsResponse) Reset() {
 	*x = PayRewardsResponse{}
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[54]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4071,7 +4162,7 @@ func (x *PayRewardsResponse) String() string {
 func (*PayRewardsResponse) ProtoMessage() {}
 
 func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[54]
+	mi := &file_api_hanzod_v1_hanzod_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4084,7 +4175,7 @@ func (x *PayRewardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayRewardsResponse.ProtoReflect.Descriptor instead.
 func (*PayRewardsResponse) Descriptor() ([]byte, []int) {
-	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{54}
+	return file_api_hanzod_v1_hanzod_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PayRewardsResponse) GetPayouts() []*Payout {
@@ -4133,7 +4224,7 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\vattestation\x18\x01 \x01(\tR\vattestation\x12$\n" +
 	"\x0eserver_time_ms\x18\x02 \x01(\x03R\fserverTimeMs\"?\n" +
 	"\x10HeartbeatRequest\x12+\n" +
-	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\"\xf5\x02\n" +
+	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\"\xaa\x03\n" +
 	"\n" +
 	"Assignment\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x1b\n" +
@@ -4151,7 +4242,15 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\tartifacts\x18\n" +
 	" \x01(\tR\tartifacts\x12\x1f\n" +
 	"\vjob_binding\x18\v \x01(\tR\n" +
-	"jobBinding\"x\n" +
+	"jobBinding\x123\n" +
+	"\arebases\x18\f \x03(\v2\x19.zoo.gym.hanzod.v1.RebaseR\arebases\"j\n" +
+	"\x06Rebase\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x12\n" +
+	"\x04sync\x18\x02 \x01(\x05R\x04sync\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x03 \x01(\tR\n" +
+	"checkpoint\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\"x\n" +
 	"\x11HeartbeatResponse\x12=\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.zoo.gym.hanzod.v1.AssignmentR\n" +
@@ -4190,13 +4289,14 @@ const file_api_hanzod_v1_hanzod_proto_rawDesc = "" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x1f\n" +
 	"\vdelta_bytes\x18\x04 \x01(\x04R\n" +
 	"deltaBytes\x12!\n" +
-	"\ftraces_bytes\x18\x05 \x01(\x04R\vtracesBytes\"\x97\x01\n" +
+	"\ftraces_bytes\x18\x05 \x01(\x04R\vtracesBytes\"\xcc\x01\n" +
 	"\x13SubmitDeltaResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x16\n" +
-	"\x06digest\x18\x05 \x01(\tR\x06digest\"\xbc\x01\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\x123\n" +
+	"\arebases\x18\x06 \x03(\v2\x19.zoo.gym.hanzod.v1.RebaseR\arebases\"\xbc\x01\n" +
 	"\x14ReportSuspectRequest\x12+\n" +
 	"\x04auth\x18\x01 \x01(\v2\x17.zoo.gym.hanzod.v1.AuthR\x04auth\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x1b\n" +
@@ -4498,7 +4598,7 @@ func file_api_hanzod_v1_hanzod_proto_rawDescGZIP() []byte {
 	return file_api_hanzod_v1_hanzod_proto_rawDescData
 }
 
-var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_api_hanzod_v1_hanzod_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*Auth)(nil),                     // 0: zoo.gym.hanzod.v1.Auth
 	(*RegisterRequest)(nil),          // 1: zoo.gym.hanzod.v1.RegisterRequest
@@ -4507,145 +4607,148 @@ var file_api_hanzod_v1_hanzod_proto_goTypes = []any{
 	(*RegisterResponse)(nil),         // 4: zoo.gym.hanzod.v1.RegisterResponse
 	(*HeartbeatRequest)(nil),         // 5: zoo.gym.hanzod.v1.HeartbeatRequest
 	(*Assignment)(nil),               // 6: zoo.gym.hanzod.v1.Assignment
-	(*HeartbeatResponse)(nil),        // 7: zoo.gym.hanzod.v1.HeartbeatResponse
-	(*RingConfig)(nil),               // 8: zoo.gym.hanzod.v1.RingConfig
-	(*Link)(nil),                     // 9: zoo.gym.hanzod.v1.Link
-	(*ReportBandwidthRequest)(nil),   // 10: zoo.gym.hanzod.v1.ReportBandwidthRequest
-	(*ReportBandwidthResponse)(nil),  // 11: zoo.gym.hanzod.v1.ReportBandwidthResponse
-	(*DeltaChunk)(nil),               // 12: zoo.gym.hanzod.v1.DeltaChunk
-	(*DeltaUpload)(nil),              // 13: zoo.gym.hanzod.v1.DeltaUpload
-	(*SubmitDeltaResponse)(nil),      // 14: zoo.gym.hanzod.v1.SubmitDeltaResponse
-	(*ReportSuspectRequest)(nil),     // 15: zoo.gym.hanzod.v1.ReportSuspectRequest
-	(*ReportSuspectResponse)(nil),    // 16: zoo.gym.hanzod.v1.ReportSuspectResponse
-	(*RefuseJobRequest)(nil),         // 17: zoo.gym.hanzod.v1.RefuseJobRequest
-	(*RefuseJobResponse)(nil),        // 18: zoo.gym.hanzod.v1.RefuseJobResponse
-	(*ListChecksRequest)(nil),        // 19: zoo.gym.hanzod.v1.ListChecksRequest
-	(*CheckAssignment)(nil),          // 20: zoo.gym.hanzod.v1.CheckAssignment
-	(*ListChecksResponse)(nil),       // 21: zoo.gym.hanzod.v1.ListChecksResponse
-	(*SubmitVerdictRequest)(nil),     // 22: zoo.gym.hanzod.v1.SubmitVerdictRequest
-	(*SubmitVerdictResponse)(nil),    // 23: zoo.gym.hanzod.v1.SubmitVerdictResponse
-	(*InfoRequest)(nil),              // 24: zoo.gym.hanzod.v1.InfoRequest
-	(*InfoResponse)(nil),             // 25: zoo.gym.hanzod.v1.InfoResponse
-	(*EventsRequest)(nil),            // 26: zoo.gym.hanzod.v1.EventsRequest
-	(*EventsResponse)(nil),           // 27: zoo.gym.hanzod.v1.EventsResponse
-	(*JobSpec)(nil),                  // 28: zoo.gym.hanzod.v1.JobSpec
-	(*DataMapping)(nil),              // 29: zoo.gym.hanzod.v1.DataMapping
-	(*RewardTerm)(nil),               // 30: zoo.gym.hanzod.v1.RewardTerm
-	(*GSPOConfig)(nil),               // 31: zoo.gym.hanzod.v1.GSPOConfig
-	(*SubmitJobRequest)(nil),         // 32: zoo.gym.hanzod.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 33: zoo.gym.hanzod.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),            // 34: zoo.gym.hanzod.v1.GetJobRequest
-	(*Job)(nil),                      // 35: zoo.gym.hanzod.v1.Job
-	(*Refusal)(nil),                  // 36: zoo.gym.hanzod.v1.Refusal
-	(*Pin)(nil),                      // 37: zoo.gym.hanzod.v1.Pin
-	(*ListJobsRequest)(nil),          // 38: zoo.gym.hanzod.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 39: zoo.gym.hanzod.v1.ListJobsResponse
-	(*Node)(nil),                     // 40: zoo.gym.hanzod.v1.Node
-	(*ListNodesRequest)(nil),         // 41: zoo.gym.hanzod.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 42: zoo.gym.hanzod.v1.ListNodesResponse
-	(*GetBalanceRequest)(nil),        // 43: zoo.gym.hanzod.v1.GetBalanceRequest
-	(*Slash)(nil),                    // 44: zoo.gym.hanzod.v1.Slash
-	(*Account)(nil),                  // 45: zoo.gym.hanzod.v1.Account
-	(*LedgerRequest)(nil),            // 46: zoo.gym.hanzod.v1.LedgerRequest
-	(*EndEpochRequest)(nil),          // 47: zoo.gym.hanzod.v1.EndEpochRequest
-	(*PublishCheckpointRequest)(nil), // 48: zoo.gym.hanzod.v1.PublishCheckpointRequest
-	(*FailJobRequest)(nil),           // 49: zoo.gym.hanzod.v1.FailJobRequest
-	(*SlashRequest)(nil),             // 50: zoo.gym.hanzod.v1.SlashRequest
-	(*Contribution)(nil),             // 51: zoo.gym.hanzod.v1.Contribution
-	(*PayRewardsRequest)(nil),        // 52: zoo.gym.hanzod.v1.PayRewardsRequest
-	(*Payout)(nil),                   // 53: zoo.gym.hanzod.v1.Payout
-	(*PayRewardsResponse)(nil),       // 54: zoo.gym.hanzod.v1.PayRewardsResponse
+	(*Rebase)(nil),                   // 7: zoo.gym.hanzod.v1.Rebase
+	(*HeartbeatResponse)(nil),        // 8: zoo.gym.hanzod.v1.HeartbeatResponse
+	(*RingConfig)(nil),               // 9: zoo.gym.hanzod.v1.RingConfig
+	(*Link)(nil),                     // 10: zoo.gym.hanzod.v1.Link
+	(*ReportBandwidthRequest)(nil),   // 11: zoo.gym.hanzod.v1.ReportBandwidthRequest
+	(*ReportBandwidthResponse)(nil),  // 12: zoo.gym.hanzod.v1.ReportBandwidthResponse
+	(*DeltaChunk)(nil),               // 13: zoo.gym.hanzod.v1.DeltaChunk
+	(*DeltaUpload)(nil),              // 14: zoo.gym.hanzod.v1.DeltaUpload
+	(*SubmitDeltaResponse)(nil),      // 15: zoo.gym.hanzod.v1.SubmitDeltaResponse
+	(*ReportSuspectRequest)(nil),     // 16: zoo.gym.hanzod.v1.ReportSuspectRequest
+	(*ReportSuspectResponse)(nil),    // 17: zoo.gym.hanzod.v1.ReportSuspectResponse
+	(*RefuseJobRequest)(nil),         // 18: zoo.gym.hanzod.v1.RefuseJobRequest
+	(*RefuseJobResponse)(nil),        // 19: zoo.gym.hanzod.v1.RefuseJobResponse
+	(*ListChecksRequest)(nil),        // 20: zoo.gym.hanzod.v1.ListChecksRequest
+	(*CheckAssignment)(nil),          // 21: zoo.gym.hanzod.v1.CheckAssignment
+	(*ListChecksResponse)(nil),       // 22: zoo.gym.hanzod.v1.ListChecksResponse
+	(*SubmitVerdictRequest)(nil),     // 23: zoo.gym.hanzod.v1.SubmitVerdictRequest
+	(*SubmitVerdictResponse)(nil),    // 24: zoo.gym.hanzod.v1.SubmitVerdictResponse
+	(*InfoRequest)(nil),              // 25: zoo.gym.hanzod.v1.InfoRequest
+	(*InfoResponse)(nil),             // 26: zoo.gym.hanzod.v1.InfoResponse
+	(*EventsRequest)(nil),            // 27: zoo.gym.hanzod.v1.EventsRequest
+	(*EventsResponse)(nil),           // 28: zoo.gym.hanzod.v1.EventsResponse
+	(*JobSpec)(nil),                  // 29: zoo.gym.hanzod.v1.JobSpec
+	(*DataMapping)(nil),              // 30: zoo.gym.hanzod.v1.DataMapping
+	(*RewardTerm)(nil),               // 31: zoo.gym.hanzod.v1.RewardTerm
+	(*GSPOConfig)(nil),               // 32: zoo.gym.hanzod.v1.GSPOConfig
+	(*SubmitJobRequest)(nil),         // 33: zoo.gym.hanzod.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 34: zoo.gym.hanzod.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),            // 35: zoo.gym.hanzod.v1.GetJobRequest
+	(*Job)(nil),                      // 36: zoo.gym.hanzod.v1.Job
+	(*Refusal)(nil),                  // 37: zoo.gym.hanzod.v1.Refusal
+	(*Pin)(nil),                      // 38: zoo.gym.hanzod.v1.Pin
+	(*ListJobsRequest)(nil),          // 39: zoo.gym.hanzod.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 40: zoo.gym.hanzod.v1.ListJobsResponse
+	(*Node)(nil),                     // 41: zoo.gym.hanzod.v1.Node
+	(*ListNodesRequest)(nil),         // 42: zoo.gym.hanzod.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 43: zoo.gym.hanzod.v1.ListNodesResponse
+	(*GetBalanceRequest)(nil),        // 44: zoo.gym.hanzod.v1.GetBalanceRequest
+	(*Slash)(nil),                    // 45: zoo.gym.hanzod.v1.Slash
+	(*Account)(nil),                  // 46: zoo.gym.hanzod.v1.Account
+	(*LedgerRequest)(nil),            // 47: zoo.gym.hanzod.v1.LedgerRequest
+	(*EndEpochRequest)(nil),          // 48: zoo.gym.hanzod.v1.EndEpochRequest
+	(*PublishCheckpointRequest)(nil), // 49: zoo.gym.hanzod.v1.PublishCheckpointRequest
+	(*FailJobRequest)(nil),           // 50: zoo.gym.hanzod.v1.FailJobRequest
+	(*SlashRequest)(nil),             // 51: zoo.gym.hanzod.v1.SlashRequest
+	(*Contribution)(nil),             // 52: zoo.gym.hanzod.v1.Contribution
+	(*PayRewardsRequest)(nil),        // 53: zoo.gym.hanzod.v1.PayRewardsRequest
+	(*Payout)(nil),                   // 54: zoo.gym.hanzod.v1.Payout
+	(*PayRewardsResponse)(nil),       // 55: zoo.gym.hanzod.v1.PayRewardsResponse
 }
 var file_api_hanzod_v1_hanzod_proto_depIdxs = []int32{
 	0,  // 0: zoo.gym.hanzod.v1.RegisterRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
 	2,  // 1: zoo.gym.hanzod.v1.RegisterRequest.accelerators:type_name -> zoo.gym.hanzod.v1.Accelerator
 	0,  // 2: zoo.gym.hanzod.v1.HeartbeatRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	8,  // 3: zoo.gym.hanzod.v1.Assignment.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	28, // 4: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	6,  // 5: zoo.gym.hanzod.v1.HeartbeatResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 6: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	9,  // 7: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
-	6,  // 8: zoo.gym.hanzod.v1.ReportBandwidthResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	13, // 9: zoo.gym.hanzod.v1.DeltaChunk.header:type_name -> zoo.gym.hanzod.v1.DeltaUpload
-	0,  // 10: zoo.gym.hanzod.v1.DeltaUpload.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	0,  // 11: zoo.gym.hanzod.v1.ReportSuspectRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	6,  // 12: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 13: zoo.gym.hanzod.v1.RefuseJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	6,  // 14: zoo.gym.hanzod.v1.RefuseJobResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
-	0,  // 15: zoo.gym.hanzod.v1.ListChecksRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	28, // 16: zoo.gym.hanzod.v1.CheckAssignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	20, // 17: zoo.gym.hanzod.v1.ListChecksResponse.checks:type_name -> zoo.gym.hanzod.v1.CheckAssignment
-	0,  // 18: zoo.gym.hanzod.v1.SubmitVerdictRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	31, // 19: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
-	29, // 20: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
-	30, // 21: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
-	28, // 22: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	0,  // 23: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
-	28, // 24: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
-	8,  // 25: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
-	37, // 26: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
-	36, // 27: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
-	3,  // 28: zoo.gym.hanzod.v1.Job.eligibility:type_name -> zoo.gym.hanzod.v1.Eligibility
-	35, // 29: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
-	2,  // 30: zoo.gym.hanzod.v1.Node.accelerators:type_name -> zoo.gym.hanzod.v1.Accelerator
-	3,  // 31: zoo.gym.hanzod.v1.Node.fit:type_name -> zoo.gym.hanzod.v1.Eligibility
-	40, // 32: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
-	44, // 33: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
-	51, // 34: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
-	53, // 35: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
-	1,  // 36: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
-	5,  // 37: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
-	10, // 38: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
-	12, // 39: zoo.gym.hanzod.v1.NodeService.UploadDelta:input_type -> zoo.gym.hanzod.v1.DeltaChunk
-	15, // 40: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
-	17, // 41: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
-	19, // 42: zoo.gym.hanzod.v1.NodeService.ListChecks:input_type -> zoo.gym.hanzod.v1.ListChecksRequest
-	22, // 43: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:input_type -> zoo.gym.hanzod.v1.SubmitVerdictRequest
-	24, // 44: zoo.gym.hanzod.v1.OrchestratorService.Info:input_type -> zoo.gym.hanzod.v1.InfoRequest
-	32, // 45: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
-	34, // 46: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
-	38, // 47: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
-	41, // 48: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
-	43, // 49: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
-	46, // 50: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	46, // 51: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	46, // 52: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	46, // 53: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
-	47, // 54: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
-	48, // 55: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
-	49, // 56: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
-	50, // 57: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
-	52, // 58: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
-	26, // 59: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
-	4,  // 60: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
-	7,  // 61: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
-	11, // 62: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
-	14, // 63: zoo.gym.hanzod.v1.NodeService.UploadDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
-	16, // 64: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
-	18, // 65: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
-	21, // 66: zoo.gym.hanzod.v1.NodeService.ListChecks:output_type -> zoo.gym.hanzod.v1.ListChecksResponse
-	23, // 67: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:output_type -> zoo.gym.hanzod.v1.SubmitVerdictResponse
-	25, // 68: zoo.gym.hanzod.v1.OrchestratorService.Info:output_type -> zoo.gym.hanzod.v1.InfoResponse
-	33, // 69: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
-	35, // 70: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
-	39, // 71: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
-	42, // 72: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
-	45, // 73: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
-	45, // 74: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
-	45, // 75: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
-	45, // 76: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
-	45, // 77: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
-	35, // 78: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
-	35, // 79: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
-	35, // 80: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
-	45, // 81: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
-	54, // 82: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
-	27, // 83: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
-	60, // [60:84] is the sub-list for method output_type
-	36, // [36:60] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	9,  // 3: zoo.gym.hanzod.v1.Assignment.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	29, // 4: zoo.gym.hanzod.v1.Assignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	7,  // 5: zoo.gym.hanzod.v1.Assignment.rebases:type_name -> zoo.gym.hanzod.v1.Rebase
+	6,  // 6: zoo.gym.hanzod.v1.HeartbeatResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 7: zoo.gym.hanzod.v1.ReportBandwidthRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	10, // 8: zoo.gym.hanzod.v1.ReportBandwidthRequest.links:type_name -> zoo.gym.hanzod.v1.Link
+	6,  // 9: zoo.gym.hanzod.v1.ReportBandwidthResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	14, // 10: zoo.gym.hanzod.v1.DeltaChunk.header:type_name -> zoo.gym.hanzod.v1.DeltaUpload
+	0,  // 11: zoo.gym.hanzod.v1.DeltaUpload.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	7,  // 12: zoo.gym.hanzod.v1.SubmitDeltaResponse.rebases:type_name -> zoo.gym.hanzod.v1.Rebase
+	0,  // 13: zoo.gym.hanzod.v1.ReportSuspectRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	6,  // 14: zoo.gym.hanzod.v1.ReportSuspectResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 15: zoo.gym.hanzod.v1.RefuseJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	6,  // 16: zoo.gym.hanzod.v1.RefuseJobResponse.assignment:type_name -> zoo.gym.hanzod.v1.Assignment
+	0,  // 17: zoo.gym.hanzod.v1.ListChecksRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	29, // 18: zoo.gym.hanzod.v1.CheckAssignment.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	21, // 19: zoo.gym.hanzod.v1.ListChecksResponse.checks:type_name -> zoo.gym.hanzod.v1.CheckAssignment
+	0,  // 20: zoo.gym.hanzod.v1.SubmitVerdictRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	32, // 21: zoo.gym.hanzod.v1.JobSpec.gspo:type_name -> zoo.gym.hanzod.v1.GSPOConfig
+	30, // 22: zoo.gym.hanzod.v1.JobSpec.data:type_name -> zoo.gym.hanzod.v1.DataMapping
+	31, // 23: zoo.gym.hanzod.v1.JobSpec.reward:type_name -> zoo.gym.hanzod.v1.RewardTerm
+	29, // 24: zoo.gym.hanzod.v1.SubmitJobRequest.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	0,  // 25: zoo.gym.hanzod.v1.SubmitJobRequest.auth:type_name -> zoo.gym.hanzod.v1.Auth
+	29, // 26: zoo.gym.hanzod.v1.Job.spec:type_name -> zoo.gym.hanzod.v1.JobSpec
+	9,  // 27: zoo.gym.hanzod.v1.Job.ring:type_name -> zoo.gym.hanzod.v1.RingConfig
+	38, // 28: zoo.gym.hanzod.v1.Job.pins:type_name -> zoo.gym.hanzod.v1.Pin
+	37, // 29: zoo.gym.hanzod.v1.Job.refusals:type_name -> zoo.gym.hanzod.v1.Refusal
+	3,  // 30: zoo.gym.hanzod.v1.Job.eligibility:type_name -> zoo.gym.hanzod.v1.Eligibility
+	36, // 31: zoo.gym.hanzod.v1.ListJobsResponse.jobs:type_name -> zoo.gym.hanzod.v1.Job
+	2,  // 32: zoo.gym.hanzod.v1.Node.accelerators:type_name -> zoo.gym.hanzod.v1.Accelerator
+	3,  // 33: zoo.gym.hanzod.v1.Node.fit:type_name -> zoo.gym.hanzod.v1.Eligibility
+	41, // 34: zoo.gym.hanzod.v1.ListNodesResponse.nodes:type_name -> zoo.gym.hanzod.v1.Node
+	45, // 35: zoo.gym.hanzod.v1.Account.slashes:type_name -> zoo.gym.hanzod.v1.Slash
+	52, // 36: zoo.gym.hanzod.v1.PayRewardsRequest.contributions:type_name -> zoo.gym.hanzod.v1.Contribution
+	54, // 37: zoo.gym.hanzod.v1.PayRewardsResponse.payouts:type_name -> zoo.gym.hanzod.v1.Payout
+	1,  // 38: zoo.gym.hanzod.v1.NodeService.Register:input_type -> zoo.gym.hanzod.v1.RegisterRequest
+	5,  // 39: zoo.gym.hanzod.v1.NodeService.Heartbeat:input_type -> zoo.gym.hanzod.v1.HeartbeatRequest
+	11, // 40: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:input_type -> zoo.gym.hanzod.v1.ReportBandwidthRequest
+	13, // 41: zoo.gym.hanzod.v1.NodeService.UploadDelta:input_type -> zoo.gym.hanzod.v1.DeltaChunk
+	16, // 42: zoo.gym.hanzod.v1.NodeService.ReportSuspect:input_type -> zoo.gym.hanzod.v1.ReportSuspectRequest
+	18, // 43: zoo.gym.hanzod.v1.NodeService.RefuseJob:input_type -> zoo.gym.hanzod.v1.RefuseJobRequest
+	20, // 44: zoo.gym.hanzod.v1.NodeService.ListChecks:input_type -> zoo.gym.hanzod.v1.ListChecksRequest
+	23, // 45: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:input_type -> zoo.gym.hanzod.v1.SubmitVerdictRequest
+	25, // 46: zoo.gym.hanzod.v1.OrchestratorService.Info:input_type -> zoo.gym.hanzod.v1.InfoRequest
+	33, // 47: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:input_type -> zoo.gym.hanzod.v1.SubmitJobRequest
+	35, // 48: zoo.gym.hanzod.v1.OrchestratorService.GetJob:input_type -> zoo.gym.hanzod.v1.GetJobRequest
+	39, // 49: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:input_type -> zoo.gym.hanzod.v1.ListJobsRequest
+	42, // 50: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:input_type -> zoo.gym.hanzod.v1.ListNodesRequest
+	44, // 51: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:input_type -> zoo.gym.hanzod.v1.GetBalanceRequest
+	47, // 52: zoo.gym.hanzod.v1.OrchestratorService.Deposit:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	47, // 53: zoo.gym.hanzod.v1.OrchestratorService.Bond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	47, // 54: zoo.gym.hanzod.v1.OrchestratorService.Unbond:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	47, // 55: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:input_type -> zoo.gym.hanzod.v1.LedgerRequest
+	48, // 56: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:input_type -> zoo.gym.hanzod.v1.EndEpochRequest
+	49, // 57: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:input_type -> zoo.gym.hanzod.v1.PublishCheckpointRequest
+	50, // 58: zoo.gym.hanzod.v1.OrchestratorService.FailJob:input_type -> zoo.gym.hanzod.v1.FailJobRequest
+	51, // 59: zoo.gym.hanzod.v1.OrchestratorService.Slash:input_type -> zoo.gym.hanzod.v1.SlashRequest
+	53, // 60: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:input_type -> zoo.gym.hanzod.v1.PayRewardsRequest
+	27, // 61: zoo.gym.hanzod.v1.OrchestratorService.Events:input_type -> zoo.gym.hanzod.v1.EventsRequest
+	4,  // 62: zoo.gym.hanzod.v1.NodeService.Register:output_type -> zoo.gym.hanzod.v1.RegisterResponse
+	8,  // 63: zoo.gym.hanzod.v1.NodeService.Heartbeat:output_type -> zoo.gym.hanzod.v1.HeartbeatResponse
+	12, // 64: zoo.gym.hanzod.v1.NodeService.ReportBandwidth:output_type -> zoo.gym.hanzod.v1.ReportBandwidthResponse
+	15, // 65: zoo.gym.hanzod.v1.NodeService.UploadDelta:output_type -> zoo.gym.hanzod.v1.SubmitDeltaResponse
+	17, // 66: zoo.gym.hanzod.v1.NodeService.ReportSuspect:output_type -> zoo.gym.hanzod.v1.ReportSuspectResponse
+	19, // 67: zoo.gym.hanzod.v1.NodeService.RefuseJob:output_type -> zoo.gym.hanzod.v1.RefuseJobResponse
+	22, // 68: zoo.gym.hanzod.v1.NodeService.ListChecks:output_type -> zoo.gym.hanzod.v1.ListChecksResponse
+	24, // 69: zoo.gym.hanzod.v1.NodeService.SubmitVerdict:output_type -> zoo.gym.hanzod.v1.SubmitVerdictResponse
+	26, // 70: zoo.gym.hanzod.v1.OrchestratorService.Info:output_type -> zoo.gym.hanzod.v1.InfoResponse
+	34, // 71: zoo.gym.hanzod.v1.OrchestratorService.SubmitJob:output_type -> zoo.gym.hanzod.v1.SubmitJobResponse
+	36, // 72: zoo.gym.hanzod.v1.OrchestratorService.GetJob:output_type -> zoo.gym.hanzod.v1.Job
+	40, // 73: zoo.gym.hanzod.v1.OrchestratorService.ListJobs:output_type -> zoo.gym.hanzod.v1.ListJobsResponse
+	43, // 74: zoo.gym.hanzod.v1.OrchestratorService.ListNodes:output_type -> zoo.gym.hanzod.v1.ListNodesResponse
+	46, // 75: zoo.gym.hanzod.v1.OrchestratorService.GetBalance:output_type -> zoo.gym.hanzod.v1.Account
+	46, // 76: zoo.gym.hanzod.v1.OrchestratorService.Deposit:output_type -> zoo.gym.hanzod.v1.Account
+	46, // 77: zoo.gym.hanzod.v1.OrchestratorService.Bond:output_type -> zoo.gym.hanzod.v1.Account
+	46, // 78: zoo.gym.hanzod.v1.OrchestratorService.Unbond:output_type -> zoo.gym.hanzod.v1.Account
+	46, // 79: zoo.gym.hanzod.v1.OrchestratorService.Withdraw:output_type -> zoo.gym.hanzod.v1.Account
+	36, // 80: zoo.gym.hanzod.v1.OrchestratorService.EndEpoch:output_type -> zoo.gym.hanzod.v1.Job
+	36, // 81: zoo.gym.hanzod.v1.OrchestratorService.PublishCheckpoint:output_type -> zoo.gym.hanzod.v1.Job
+	36, // 82: zoo.gym.hanzod.v1.OrchestratorService.FailJob:output_type -> zoo.gym.hanzod.v1.Job
+	46, // 83: zoo.gym.hanzod.v1.OrchestratorService.Slash:output_type -> zoo.gym.hanzod.v1.Account
+	55, // 84: zoo.gym.hanzod.v1.OrchestratorService.PayRewards:output_type -> zoo.gym.hanzod.v1.PayRewardsResponse
+	28, // 85: zoo.gym.hanzod.v1.OrchestratorService.Events:output_type -> zoo.gym.hanzod.v1.EventsResponse
+	62, // [62:86] is the sub-list for method output_type
+	38, // [38:62] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_api_hanzod_v1_hanzod_proto_init() }
@@ -4653,19 +4756,19 @@ func file_api_hanzod_v1_hanzod_proto_init() {
 	if File_api_hanzod_v1_hanzod_proto != nil {
 		return
 	}
-	file_api_hanzod_v1_hanzod_proto_msgTypes[12].OneofWrappers = []any{
+	file_api_hanzod_v1_hanzod_proto_msgTypes[13].OneofWrappers = []any{
 		(*DeltaChunk_Header)(nil),
 		(*DeltaChunk_Delta)(nil),
 		(*DeltaChunk_Traces)(nil),
 	}
-	file_api_hanzod_v1_hanzod_proto_msgTypes[31].OneofWrappers = []any{}
+	file_api_hanzod_v1_hanzod_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_hanzod_v1_hanzod_proto_rawDesc), len(file_api_hanzod_v1_hanzod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -47,7 +47,6 @@ import (
 	"github.com/zooai/gym/llama"
 	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/orchestrator/ledger"
-	"github.com/zooai/gym/ring"
 	"github.com/zooai/gym/trainer"
 )
 
@@ -191,6 +190,15 @@ type Input struct {
 	// validators did not agree): the epoch is merged and published
 	// unscored, its rewards paid by compute and participation only.
 	Unmeasured string
+
+	// Rebases are the states the members were told to continue from
+	// while the epoch ran, after a cheater's ejection (docs/byzantine.md):
+	// the reconstruction takes S[Sync] from them.
+	Rebases []Rebase
+	// Screened are the checks the epoch's screening made while it ran
+	// (ScreenSync), by slot: a delta due for a check whose screened check was
+	// made from the start Evaluate reconstructs is not checked again.
+	Screened map[jobspec.Slot]Check
 }
 
 // Score is how one accepted delta fared in the merge.
@@ -248,6 +256,11 @@ type Report struct {
 	// (on nodes, when its validators did not agree): it was merged and
 	// published unscored.
 	Unmeasured string `json:"unmeasured,omitempty"`
+	// Ejections are the cheaters proven, slashed and ejected while the
+	// epoch ran (the judge's screening, docs/byzantine.md); Rebases the
+	// syncs at which the members continued from a rebuilt state.
+	Ejections []Ejection `json:"ejections,omitempty"`
+	Rebases   []int      `json:"rebases,omitempty"`
 	// Evaluators are the validators whose agreeing figures scored the
 	// epoch (on nodes; empty where hanzod measured them itself).
 	Evaluators []string `json:"evaluators,omitempty"`
@@ -262,6 +275,21 @@ type Report struct {
 	WeightsCID     string  `json:"weights_cid"`
 	MergeSeconds   float64 `json:"merge_seconds"`
 	CheckpointDir  string  `json:"checkpoint_dir"`
+}
+
+// Ejection is a cheater proven while its epoch ran: the sync of the
+// delta that proved it, the node's first sync of the epoch and the sync
+// the epoch had reached (the highest any member had submitted) when it
+// was ejected; Seconds from its first accepted delta of the epoch to the
+// ejection (the lag from its first possible bad contribution).
+type Ejection struct {
+	Node      string  `json:"node"`
+	Offence   string  `json:"offence"`
+	Sync      int     `json:"proven_sync"`
+	FirstSync int     `json:"first_sync"`
+	Reached   int     `json:"reached_sync"`
+	Syncs     int     `json:"lag_syncs"`
+	Seconds   float64 `json:"lag_seconds"`
 }
 
 // Slash is a proven offence to punish: the node is slashed, with its
@@ -352,100 +380,17 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	res := &Result{Report: Report{Job: in.Job, Epoch: e, Rule: string(in.Rule)}}
 	rep := &res.Report
 	K := plan.Syncs()
-	syncs := make([][]*entry, K+1)
-	for _, d := range in.Deltas {
-		_, k, ok := plan.SyncOf(d.Step)
-		if !ok {
-			continue
-		}
-		syncs[k] = append(syncs[k], &entry{Delta: d, a: d.Adapter})
-	}
-	for k := range syncs {
-		sort.Slice(syncs[k], func(a, b int) bool { return syncs[k][a].Node < syncs[k][b].Node })
-	}
+	syncs := bySync(in)
 
-	// What the ring should have produced: S[k] is the adapter every
-	// member held after sync k's all-reduce, rebuilt from the submitted
-	// deltas in the order of a ring configuration of the job; the right
-	// configuration is the one whose result the next sync's deltas name as
-	// their base. nil: unknown.
-	S := make([]*llama.Adapter, K)
-	S[0] = in.Start
 	startOuter := func() *jobconf.Outer {
 		if in.StartOuter != nil {
 			return in.StartOuter.Clone()
 		}
 		return plan.NewOuter()
 	}
-	outer := startOuter() // the workers' outer optimiser along S
-	if d := jobconf.Digest(in.Start); K >= 1 {
-		for _, en := range syncs[1] {
-			if en.Base != d {
-				rep.RingDisagreements = append(rep.RingDisagreements, fmt.Sprintf("%s sync 1 (did not start from the checkpoint of record)", short(en.Node)))
-			}
-		}
-	}
-	for k := 1; k < K; k++ {
-		if S[k-1] == nil {
-			break
-		}
-		claims := map[string]int{}
-		for _, en := range syncs[k+1] {
-			claims[en.Base]++
-		}
-		var best *llama.Adapter
-		var bestOuter *jobconf.Outer
-		bestVotes := 0
-		for ri, order := range in.Rings {
-			vecs, ok := ringInputs(order, syncs[k])
-			if !ok {
-				continue
-			}
-			var groups []int
-			if ri < len(in.RingGroups) {
-				groups = in.RingGroups[ri]
-			}
-			mean, err := ring.ReferenceGroups(vecs, groups, ring.Mean, ring.FP32)
-			if err != nil {
-				continue
-			}
-			c, o := S[k-1].Clone(), outer.Clone()
-			if err := o.Apply(c, mean); err != nil {
-				return nil, err
-			}
-			if v := claims[jobconf.Digest(c)]; v > bestVotes {
-				best, bestOuter, bestVotes = c, o, v
-			}
-		}
-		if best == nil {
-			rep.RingUnknown = append(rep.RingUnknown, k)
-			break
-		}
-		S[k], outer = best, bestOuter
-		d := jobconf.Digest(best)
-		for _, en := range syncs[k+1] {
-			if en.Base != d {
-				rep.RingDisagreements = append(rep.RingDisagreements, fmt.Sprintf("%s sync %d", short(en.Node), k+1))
-			}
-		}
-	}
-
-	// A delta whose claimed start differs from what the ring produced (when
-	// that is known) is not comparable with the others, and could be
-	// dodging the spot-check by naming a false base: it is left out of the
-	// merge (not slashed: a corrupted ring would make honest nodes
-	// disagree too, and then no configuration matches at all).
-	for k := 1; k <= K; k++ {
-		if S[k-1] == nil {
-			continue
-		}
-		d := jobconf.Digest(S[k-1])
-		for _, en := range syncs[k] {
-			if en.Base != d {
-				en.a = nil
-				rep.Excluded = append(rep.Excluded, en.Slot.String()+" (base disagrees with the ring)")
-			}
-		}
+	S, err := reconstruct(in, syncs, K, rep)
+	if err != nil {
+		return nil, err
 	}
 
 	// A node proven to cheat on submission this epoch loses its deltas
@@ -486,7 +431,9 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	// attacks of the literature (ALIE, IPM, mimic, noise within the bound)
 	// are all outliers of one kind or another, and none replays. Outliers
 	// are found sync by sync among the deltas still in, so a node already
-	// caught no longer makes its twin an outlier.
+	// caught no longer makes its twin an outlier. A check the epoch's
+	// screening already made from the same start (Input.Screened) is not
+	// made again: its outcome stands.
 	for k := 1; k <= K; k++ {
 		if in.SpotCheckBP > 0 {
 			if err := markOutliers(in.Outliers, syncs[k]); err != nil {
@@ -494,91 +441,17 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			}
 		}
 		for _, en := range syncs[k] {
-			bp := in.SpotCheckBP
-			if in.Watched[en.Node] {
-				bp = WatchedShare(bp)
-			}
-			if en.a == nil || !(en.outlier != "" || Sampled(in.SpotKey, en.Digest, bp)) || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
+			if !due(in, k, en, S) {
 				continue
 			}
-			if in.OnNodes || fromTraces(plan, en.Delta) {
-				if in.CheckTraces == nil {
-					rep.NotReplayed = append(rep.NotReplayed, en.Slot.String()+" ("+en.Backend+" backend; no trace checker)")
-					continue
-				}
-				traces := make([]string, k)
-				missing := 0
-				for s := 1; s <= k; s++ {
-					for _, o := range syncs[s] {
-						if o.Node == en.Node {
-							traces[s-1] = o.Traces
-						}
-					}
-					if traces[s-1] == "" && missing == 0 {
-						missing = s
-					}
-				}
-				if missing > 0 {
-					// Without the traces of every sync before it the update
-					// cannot be recomputed (the optimiser's moments carry):
-					// the delta stays out of the merge, unpunished.
-					rep.NotReplayed = append(rep.NotReplayed, fmt.Sprintf("%s (%s backend; no traces of sync %d)", en.Slot, en.Backend, missing))
-					rep.Excluded = append(rep.Excluded, fmt.Sprintf("%s (not checkable: no traces of sync %d)", en.Slot, missing))
-					en.a = nil
-					watch(en.Node)
-					continue
-				}
-				rep.SpotChecks++
-				if en.outlier != "" {
-					rep.Targeted = append(rep.Targeted, en.Slot.String()+" ("+en.outlier+")")
-				}
-				en.checked = true
-				tc, err := in.CheckTraces(ctx, en.Node, traces, S[:k], en.Delta)
-				if err != nil {
-					return nil, err
-				}
-				if tc.Pending {
-					// Not decided yet (its validators' verdicts are
-					// awaited): counted as passed for now, the evaluation
-					// stops before scoring.
-					res.Pending++
-					continue
-				}
-				tc.Slot = en.Slot.String()
-				rep.TraceChecks = append(rep.TraceChecks, tc)
-				if tc.Failed == "" && tc.Unverifiable != "" {
-					rep.Excluded = append(rep.Excluded, fmt.Sprintf("%s (not checkable: %s)", en.Slot, tc.Unverifiable))
-					en.a = nil
-					watch(en.Node)
-					continue
-				}
-				if tc.Failed != "" {
-					rep.Excluded = append(rep.Excluded, en.Slot.String())
-					res.Slashes = append(res.Slashes, Slash{Node: en.Node, Slot: en.Slot, Sync: k, Digest: en.Digest, Offence: OffenceTraceCheck,
-						Detail: tc.Failed + ": " + tc.Detail})
-					en.a = nil
-					forfeit(en.Node, OffenceTraceCheck)
-					watch(en.Node)
-				}
-				continue
-			}
-			rep.SpotChecks++
-			if en.outlier != "" {
-				rep.Targeted = append(rep.Targeted, en.Slot.String()+" ("+en.outlier+")")
-			}
-			en.checked = true
-			ok, detail, err := spotCheck(ctx, in, k, en, S)
+			c, err := checkDelta(ctx, in, k, en, syncs, S)
 			if err != nil {
 				return nil, err
 			}
-			if !ok {
-				rep.Excluded = append(rep.Excluded, en.Slot.String())
-				res.Slashes = append(res.Slashes, Slash{Node: en.Node, Slot: en.Slot, Sync: k, Digest: en.Digest, Offence: OffenceSpotCheck, Detail: detail})
-				en.a = nil
-				// It loses every other delta of the epoch too (they are
-				// not replayed: one proof is enough): a cheater must not
-				// keep what it cheated for.
-				forfeit(en.Node, OffenceSpotCheck)
+			if sl := c.apply(res, k, en); sl != "" {
+				forfeit(en.Node, sl)
+				watch(en.Node)
+			} else if c.watch() {
 				watch(en.Node)
 			}
 		}
@@ -592,7 +465,6 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	// trajectory T. The held-out figures come from the meter (a base at
 	// hand) or, on nodes, from what validators measured.
 	var meter *evalpkg.Meter
-	var err error
 	if !in.OnNodes {
 		if meter, err = evalpkg.NewMeter(plan, in.Base, in.ShardSize, in.EvalSize, in.Threads); err != nil {
 			return nil, err
