@@ -26,10 +26,10 @@ const (
 	EventRingRecovered    = "ring_recovered"
 	// EventRebased: the member continued from hanzod's rebuilt state
 	// instead of a sync's all-reduce, after a cheater's ejection.
-	EventRebased = "rebased"
-	EventEpochDone        = "epoch_done"
-	EventEpochAbandoned   = "epoch_abandoned"
-	EventJobDone          = "job_done"
+	EventRebased        = "rebased"
+	EventEpochDone      = "epoch_done"
+	EventEpochAbandoned = "epoch_abandoned"
+	EventJobDone        = "job_done"
 	// EventCheck: a validator ran (or could not run) a check.
 	EventCheck = "check"
 	// EventCheckStarted: a validator starts a check it was assigned.

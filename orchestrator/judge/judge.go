@@ -216,8 +216,8 @@ type Judge struct {
 	// checks it.
 	pendingChecks map[string][]pendingCheck
 	selfCheck     map[string]bool
-	starved       map[string]bool   // job/slot → warned that no validator can be asked
-	evalPkgs      map[string]string // job/request digest → the evaluation package's CID
+	starved       map[string]bool       // job/slot → warned that no validator can be asked
+	evalPkgs      map[string]string     // job/request digest → the evaluation package's CID
 	smu           sync.Mutex            // a leaf lock: held only around screen and its ejections
 	screen        map[string]*screening // job → its running epoch's screening (screen.go)
 
@@ -362,7 +362,7 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 	j := &Judge{cfg: cfg, eng: eng, log: cfg.Log, base: cfg.Base,
 		seen: map[string]map[string]jobspec.Slot{}, waiting: map[string]time.Time{}, ready: map[string]bool{},
 		pendingChecks: map[string][]pendingCheck{}, selfCheck: map[string]bool{}, starved: map[string]bool{}, evalPkgs: map[string]string{},
-		screen: map[string]*screening{},
+		screen:    map[string]*screening{},
 		settledAt: map[string]time.Time{}, reclaimed: map[string]bool{},
 		templates: map[string]*llama.Adapter{}, failures: map[string]int{},
 		verdicts: map[[2]string]uint64{}, slashes: map[string]uint64{},
