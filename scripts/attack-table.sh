@@ -1,19 +1,23 @@
 #!/bin/sh
-# The in-bound attack table of docs/threat-model.md: held-out accuracy of
-# gym up under each in-bound attack (noise, alie, alie-adaptive, ipm,
-# mimic, mimic-noise; at their default strengths) against the
+# The attack table of docs/threat-model.md: held-out accuracy of gym up
+# under each attack (ATTACKS, at their default strengths) against the
 # honest run of the same seed and configuration (median merge), the
-# attackers' share of the rewards and the epoch they were caught in, for
-# f = 1 of 4 and f = 2 of 7 workers, over several seeds. With OUTLIERS=off
+# attackers' share of the rewards and what they were paid, when they were
+# caught (ejected while the epoch ran, with the lag from their first delta
+# in syncs and seconds, or at an epoch's merge) and the honest nodes
+# slashed, for f = 1 of 4 and f = 2 of 7 workers, over several seeds. With OUTLIERS=off
 # the attack runs use gym up --no-outlier-replays (hanzod replays only the
 # keyed 10% share), to measure the attacks without that defence.
 #
+# Every run of a seed derives the workers' keys from it (--key-seed), so an
+# attacked run and its honest twin train each worker on the same data.
 # The runs are sequential (CPU-heavy) and resumable: each run's summary is
 # kept as DIR/<workers>w-<attack>-s<seed>[-off].json and not run again.
 #
 # Usage: scripts/attack-table.sh [-o DIR] [SEEDS...]   (default: out/attack-table, seeds 0 1 2)
 # Environment: EPOCHS (2), STEPS (20: steps per epoch), CONFIGS ("4:1 7:2"),
-# ATTACKS ("noise alie alie-adaptive ipm mimic mimic-noise"), OUTLIERS (on;
+# ATTACKS ("noise alie alie-adaptive ipm mimic mimic-noise"; ATTACKS=all:
+# signflip noise replay equivocate ring alie ipm mimic scale rewards), OUTLIERS (on;
 # off: see above), TABLE_ONLY=1 (print the table from the summaries there, run nothing),
 # PROFILE ("--data-parallel=false --interval 5": the local-steps profile the
 # table in docs/threat-model.md was measured with; PROFILE= runs gym up's
@@ -27,6 +31,7 @@ epochs=${EPOCHS:-2}
 steps=${STEPS:-20}
 configs=${CONFIGS:-4:1 7:2}
 attacks=${ATTACKS:-noise alie alie-adaptive ipm mimic mimic-noise}
+[ "$attacks" = all ] && attacks="signflip noise replay equivocate ring alie ipm mimic scale rewards"
 profile=${PROFILE---data-parallel=false --interval 5}
 suffix=""
 extra=""
@@ -45,7 +50,7 @@ if [ "${TABLE_ONLY:-0}" != 1 ]; then
         [ -s "$dir/$name.json" ] && continue
         echo "$(date -u +%H:%M:%S) gym up --workers $n --epochs $epochs --steps-per-epoch $steps --seed $s $flags" >&2
         # shellcheck disable=SC2086
-        "$bin" up --workers "$n" --epochs "$epochs" --steps-per-epoch "$steps" --seed "$s" $profile $flags \
+        "$bin" up --workers "$n" --epochs "$epochs" --steps-per-epoch "$steps" --seed "$s" --key-seed "$s" $profile $flags \
           --out "$dir/run" --json >"$dir/$name.tmp" 2>"$dir/$name.log" || true
         mv "$dir/$name.tmp" "$dir/$name.json"
         rm -rf "$dir/run"
@@ -66,38 +71,49 @@ def load(n, a, s):
 def ok(r):
     return r is not None and r.get("status") == "published"
 def caught(r):
-    # the first epoch whose merge forfeited an attacker ("—": never)
+    # when the attackers were caught: ejected while an epoch ran ("eN sK +Ls":
+    # in epoch N, K syncs and L seconds after their first delta), or at an
+    # epoch's merge ("eN merge"); "—": never
     ids = {x["id"] for x in r["nodes"] if x.get("attack")}
-    got = set()
+    got, out = set(), []
     for e in r.get("epochs", []):
-        if ids & set(e.get("forfeited") or []):
-            got |= ids & set(e.get("forfeited") or [])
-            if got == ids:
-                return f"e{e['epoch']}"
-    return "—" if not got else f"{len(got)} of {len(ids)}"
-def share(r):
-    paid = sum(x["reward"] for x in r["nodes"])
-    return sum(x["reward"] for x in r["nodes"] if x.get("attack")) / paid if paid else 0.0
-print("| workers, f | attack | held-out accuracy, seeds " + "/".join(seeds) + " | honest run, same seeds | mean Δ | attackers' reward share (fair share) | attackers caught in |")
-print("|---|---|---|---|---|---|---|")
+        for j in e.get("ejections") or []:
+            if j["node"] in ids and j["node"] not in got:
+                got.add(j["node"])
+                out.append(f"e{e['epoch']} {j['lag_syncs']}s/{j['lag_seconds']:.0f}s")
+        for n in ids & set(e.get("forfeited") or []):
+            if n not in got:
+                got.add(n)
+                out.append(f"e{e['epoch']} merge")
+    if not out:
+        return "—" if not any(x.get("slashed") for x in r["nodes"] if x.get("attack")) else "slashed"
+    return ", ".join(out)
+def paid(r):
+    return sum(x["reward"] for x in r["nodes"] if x.get("attack"))
+def honest_slashed(r):
+    return sum(1 for x in r["nodes"] if not x.get("attack") and x.get("slashed"))
+print("| workers, f | attack | held-out accuracy, seeds " + "/".join(seeds) + " | honest run, same seeds | mean Δ | attackers' reward share (fair share) | attackers paid (GYM) | caught | honest slashed |")
+print("|---|---|---|---|---|---|---|---|---|")
 worst = None
 for c in configs:
     n, f = c.split(":")
     for a in attacks:
-        acc, hon, sh, cg, deltas = [], [], [], [], []
+        acc, hon, sh, cg, deltas, pd, hs = [], [], [], [], [], [], []
         for s in seeds:
             h, r = load(n, "honest", s), load(n, a, s)
             acc.append(f"{r['eval_after']:.3f}" if ok(r) else ("—" if r is None else r.get("status", "?")))
             hon.append(f"{h['eval_after']:.3f}" if ok(h) else "—")
             sh.append(f"{100*share(r):.1f}%" if ok(r) else "—")
             cg.append(caught(r) if ok(r) else "—")
+            pd.append(f"{paid(r):.1f}" if ok(r) else "—")
+            hs.append(str(honest_slashed(r)) if ok(r) else "—")
             if ok(r) and ok(h):
                 dacc = r["eval_after"] - h["eval_after"]
                 deltas.append(dacc)
                 if worst is None or dacc < worst[0]:
                     worst = (dacc, n, f, a, s, r["eval_after"], h["eval_after"])
         mean = f"{sum(deltas)/len(deltas):+.3f}" if deltas else "—"
-        print(f"| {n}, {f} | {a} | {' / '.join(acc)} | {' / '.join(hon)} | {mean} | {' / '.join(sh)} ({100*int(f)/int(n):.0f}%) | {' / '.join(cg)} |")
+        print(f"| {n}, {f} | {a} | {' / '.join(acc)} | {' / '.join(hon)} | {mean} | {' / '.join(sh)} ({100*int(f)/int(n):.0f}%) | {' / '.join(pd)} | {' / '.join(cg)} | {' / '.join(hs)} |")
 if worst:
     print(f"\nWorst case: {worst[3]}, f = {worst[2]} of {worst[1]}, seed {worst[4]}: {worst[5]:.3f} against {worst[6]:.3f} honest ({worst[0]:+.3f}).")
 fp, nd, hit = 0, 0, 0
