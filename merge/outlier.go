@@ -46,6 +46,10 @@ type Outlier struct {
 // Like Merge it is a pure function, its result the same for any order of
 // in (sorted by node; outliers in node order).
 func Outliers(c OutlierConfig, in []Input) ([]Outlier, error) {
+	return outliers(c, in, nil)
+}
+
+func outliers(c OutlierConfig, in []Input, ratios *[]Ratios) ([]Outlier, error) {
 	n := len(in)
 	if n < 3 {
 		return nil, nil
@@ -133,5 +137,38 @@ func Outliers(c OutlierConfig, in []Input) ([]Outlier, error) {
 			out = append(out, Outlier{Node: x.Node, Reason: why})
 		}
 	}
+	if ratios != nil {
+		for i, x := range in {
+			r := Ratios{Node: x.Node}
+			if md > 0 {
+				r.Distance = dist[i] / md
+			}
+			if mn > 0 {
+				r.Norm = norms[i] / mn
+			}
+			if mp > 0 {
+				r.Nearest = nearest[i] / mp
+			}
+			*ratios = append(*ratios, r)
+		}
+	}
 	return out, nil
+}
+
+// Ratios are the statistics Outliers compares with its bounds, for one
+// contribution: its distance to the coordinate-wise median over the median
+// distance, its norm over the median norm, its nearest other contribution's
+// distance over the typical distance apart (0 where the scale is 0).
+type Ratios struct {
+	Node                    string
+	Distance, Norm, Nearest float64
+}
+
+// OutlierRatios is Outliers that also returns every contribution's
+// Ratios, in node order (none for fewer than 3 contributions): what a
+// measurement of the bounds (gym bench outliers) reads.
+func OutlierRatios(c OutlierConfig, in []Input) ([]Outlier, []Ratios, error) {
+	var rs []Ratios
+	out, err := outliers(c, in, &rs)
+	return out, rs, err
 }

@@ -20,7 +20,7 @@ func newBench() *cobra.Command {
 		Short: "Measure this machine: delta packing and verification, the model engine against PyTorch, its memory on a BF16 base",
 	}
 	cmd.AddCommand(newBenchDelta(), newBenchVerifyRSS(), newBenchModel(), newBenchModelGo(), newBenchBackend(), newBenchQuality(), newBenchQualitySim(),
-		newBenchLoad(), newBenchLoadGo())
+		newBenchLoad(), newBenchLoadGo(), newBenchOutliers())
 	return cmd
 }
 

@@ -490,6 +490,12 @@ func (h *harness) run(line string) string {
 		return h.step(JudgeDelta{Verdict: v})
 	case "eject":
 		return h.step(Eject{Job: pos[0], Node: h.id(pos[1]), Reason: strings.Join(pos[2:], " ")})
+	case "rebase":
+		// rebase JOB EPOCH SYNC STEP REASON...
+		return h.step(SetRebase{Job: pos[0], Epoch: mustInt(pos[1]), Sync: mustInt(pos[2]), Step: mustU(pos[3]), Reason: strings.Join(pos[4:], " ")})
+	case "rebase-publish":
+		// rebase-publish JOB EPOCH SYNC CID DIGEST
+		return h.step(PublishRebase{Job: pos[0], Epoch: mustInt(pos[1]), Sync: mustInt(pos[2]), CID: pos[3], Digest: pos[4]})
 	case "assign":
 		// assign JOB NODE EPOCH STEP VALIDATOR [pkg=CID] [digest=D]: the
 		// slot's accepted digest unless given.
