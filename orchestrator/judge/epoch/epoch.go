@@ -434,6 +434,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	// caught no longer makes its twin an outlier. A check the epoch's
 	// screening already made from the same start (Input.Screened) is not
 	// made again: its outcome stands.
+	used := map[string]int{} // each node's outlier checks (OutlierBudget)
 	for k := 1; k <= K; k++ {
 		if in.SpotCheckBP > 0 {
 			if err := markOutliers(in.Outliers, syncs[k]); err != nil {
@@ -441,7 +442,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			}
 		}
 		for _, en := range syncs[k] {
-			if !due(in, k, en, S) {
+			if !due(in, k, en, S, used) {
 				continue
 			}
 			c, err := checkDelta(ctx, in, k, en, syncs, S)

@@ -39,6 +39,9 @@ type world struct {
 	groups []int          // the ring's groups (two-level), nil: flat
 	loss   float64        // what the replayer's steps report
 	outer  *jobconf.Outer // the outer state the epoch starts from (nil: fresh)
+	// scale multiplies a node's contributions (nil or absent: 1): an
+	// honest node whose deltas stand apart and replay.
+	scale map[string]float64
 }
 
 // startOuter is a copy of the outer optimiser the epoch starts with.
@@ -98,9 +101,13 @@ func (w *world) contribution(node string, k int) *llama.Adapter {
 	seed := sha256.Sum256(fmt.Appendf(nil, "%s/%d", node, k))
 	r := rand.New(rand.NewPCG(uint64(seed[0])<<8|uint64(seed[1]), uint64(k)))
 	a := w.start.Zeroed()
+	f := 1.0
+	if s, ok := w.scale[node]; ok {
+		f = s
+	}
 	for _, t := range a.Views() {
 		for j := range t.Data {
-			t.Data[j] = float32(1e-4 * (2*r.Float64() - 1))
+			t.Data[j] = float32(f * 1e-4 * (2*r.Float64() - 1))
 		}
 	}
 	return a

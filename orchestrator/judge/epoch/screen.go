@@ -29,8 +29,9 @@ type Rebase struct {
 // runs; Evaluate takes them back through Input.Screened instead of making
 // them again.
 type Check struct {
-	Slot jobspec.Slot
-	Sync int
+	Slot   jobspec.Slot
+	Sync   int
+	Digest string // the delta file's
 	// Start is jobconf.Digest of the start the delta was checked from:
 	// a screened check stands only where Evaluate reconstructs the same.
 	Start string
@@ -52,14 +53,33 @@ type Check struct {
 	Trace TraceCheck
 }
 
+// OutlierBudget is the most deltas of one node an epoch replays (or
+// trace-checks) because the outlier tests named them, beyond those the
+// keyed share samples: max(4, K/4) for an epoch of K syncs. A node cannot
+// make hanzod check without bound by sending deltas that look odd but
+// replay; every delta the key samples is checked whatever the budget.
+func OutlierBudget(syncs int) int { return max(4, syncs/4) }
+
 // due reports whether en is to be checked: sampled by the key at its
-// node's share, or an outlier, while its start is known and agreed.
-func due(in Input, k int, en *entry, S []*llama.Adapter) bool {
+// node's share, or an outlier within its node's budget (used counts the
+// node's outlier checks so far and is advanced), while its start is known
+// and agreed.
+func due(in Input, k int, en *entry, S []*llama.Adapter, used map[string]int) bool {
 	bp := in.SpotCheckBP
 	if in.Watched[en.Node] {
 		bp = WatchedShare(bp)
 	}
-	return en.a != nil && (en.outlier != "" || Sampled(in.SpotKey, en.Digest, bp)) && S[k-1] != nil && en.Base == jobconf.Digest(S[k-1])
+	if en.a == nil || S[k-1] == nil || en.Base != jobconf.Digest(S[k-1]) {
+		return false
+	}
+	if Sampled(in.SpotKey, en.Digest, bp) {
+		return true
+	}
+	if en.outlier == "" || used[en.Node] >= OutlierBudget(in.Plan.Syncs()) {
+		return false
+	}
+	used[en.Node]++
+	return true
 }
 
 // checkDelta checks en (of sync k, start S[k−1]): by replay, or from the
@@ -71,7 +91,7 @@ func checkDelta(ctx context.Context, in Input, k int, en *entry, syncs [][]*entr
 		c.Outlier = en.outlier
 		return c, nil
 	}
-	c := Check{Slot: en.Slot, Sync: k, Start: start, Outlier: en.outlier}
+	c := Check{Slot: en.Slot, Sync: k, Digest: en.Digest, Start: start, Outlier: en.outlier}
 	if in.OnNodes || fromTraces(in.Plan, en.Delta) {
 		c.Traced = true
 		if in.CheckTraces == nil {
@@ -338,11 +358,19 @@ func ScreenSync(ctx context.Context, in Input, k int) (*Screened, error) {
 			return nil, fmt.Errorf("epoch: outliers of sync %d: %w", k, err)
 		}
 	}
+	// The outlier checks of each node's earlier syncs count against its
+	// budget.
+	used := map[string]int{}
+	for _, c := range in.Screened {
+		if c.Sync < k && c.Outlier != "" && !Sampled(in.SpotKey, c.Digest, in.SpotCheckBP) {
+			used[c.Slot.Node]++
+		}
+	}
 	for _, en := range syncs[k] {
 		if en.outlier != "" {
 			out.Outliers[en.Slot] = en.outlier
 		}
-		if !due(in, k, en, S) {
+		if !due(in, k, en, S, used) {
 			continue
 		}
 		c, err := checkDelta(ctx, in, k, en, syncs, S)

@@ -239,3 +239,63 @@ func TestRebaseState(t *testing.T) {
 		})
 	}
 }
+
+// A node whose every delta stands apart but replays (an odd honest node,
+// or one trying to make hanzod work) is checked for at most its outlier
+// budget an epoch, beyond the keyed sample; the screening and the end of
+// the epoch keep one count.
+func TestOutlierBudget(t *testing.T) {
+	w := newWorldWith(t, func(s *jobspec.Spec) { s.StepsPerEpoch = 24 })
+	c := w.nodes[2]
+	w.scale = map[string]float64{c: 6}
+	ds := w.honest(t)
+	K := w.plan.Syncs()
+	budget := epoch.OutlierBudget(K)
+	if budget != 6 {
+		t.Fatalf("budget %d for %d syncs, want 6", budget, K)
+	}
+	var calls int
+	by := map[string]int{}
+	counted := func() epoch.Replayer {
+		rp := w.replay(&calls)
+		return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error) {
+			by[node]++
+			return rp(ctx, node, k, starts)
+		}
+	}
+	in := w.input(ds, counted())
+	in.SpotCheckBP, in.SpotKey = 1, []byte("a key sampling none of these digests")
+	for _, d := range ds {
+		if epoch.Sampled(in.SpotKey, d.Digest, in.SpotCheckBP) {
+			t.Fatalf("%s is sampled: pick another key", d.Digest)
+		}
+	}
+	res, err := epoch.Evaluate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if by[c] != budget || len(res.Slashes) != 0 || slices.ContainsFunc(w.nodes, func(n string) bool { return by[n] > budget }) {
+		t.Fatalf("replays by node %v, slashes %+v; want the budget's %d of %s's and no more of anyone's", by, res.Slashes, budget, c[:8])
+	}
+	calls, by = 0, map[string]int{}
+	screened := map[jobspec.Slot]epoch.Check{}
+	for k := 1; k <= K; k++ {
+		sin := w.input(upTo(ds, k), counted())
+		sin.SpotCheckBP, sin.SpotKey, sin.Screened = in.SpotCheckBP, in.SpotKey, screened
+		r, err := epoch.ScreenSync(context.Background(), sin, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range r.Checks {
+			screened[ch.Slot] = ch
+		}
+	}
+	if by[c] != budget || slices.ContainsFunc(w.nodes, func(n string) bool { return by[n] > budget }) {
+		t.Fatalf("the screening's replays by node: %v; want the budget's %d of %s's and no more of anyone's", by, budget, c[:8])
+	}
+	calls = 0
+	in.Screened = screened
+	if _, err := epoch.Evaluate(context.Background(), in); err != nil || calls != 0 {
+		t.Fatalf("after the screening the evaluation replayed %d deltas (%v), want none", calls, err)
+	}
+}
