@@ -144,3 +144,10 @@ func parseOuter(b []byte, params int) (m, v []float32, steps int, err error) {
 	}
 	return m, v, steps, nil
 }
+
+// SingleStep reports whether each contribution of the job is one
+// optimiser step: a sync every step, one plain SGD update a batch
+// (synchronous data parallelism, docs/data-parallel.md).
+func (p Plan) SingleStep() bool {
+	return p.Interval == 1 && p.Trainer.SGD && p.Trainer.NumIterations <= 1
+}

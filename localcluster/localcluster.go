@@ -150,6 +150,9 @@ type Config struct {
 	// (judge.Config.Outliers); every test off measures the attacks
 	// without that defence.
 	Outliers merge.OutlierConfig
+	// NoScreening leaves every check to the epochs' ends
+	// (judge.Config.NoScreening): what the screening is worth.
+	NoScreening bool
 	// NodeRate bounds each node's requests per second at hanzod.
 	NodeRate float64
 	// Stake is deposited and bonded for every worker (the eligibility
@@ -493,6 +496,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		dc.TickInterval = min(dc.TickInterval, dc.LeaseTTL/2)
 	}
 	dc.EvalSize, dc.ShardSize, dc.Base, dc.Outliers, dc.ModelWork = cfg.EvalSize, cfg.ShardSize, shared, cfg.Outliers, cfg.ModelWork
+	dc.NoScreening = cfg.NoScreening
 	s := &dc.Engine.State
 	s.HeartbeatInterval, s.FailAfter, s.MinHeartbeatGap = cfg.Heartbeat, cfg.FailAfter, cfg.MinHeartbeatGap
 	s.MaxStep = min(s.MaxStep, cfg.FailAfter/2)

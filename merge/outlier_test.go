@@ -180,3 +180,51 @@ func TestOutliersOrderAndEdges(t *testing.T) {
 		t.Fatal("ragged vectors accepted")
 	}
 }
+
+// Single-step jobs take SingleStepOutliers where the operator set
+// nothing; an operator's bound wins; other jobs keep the defaults.
+func TestBoundsFor(t *testing.T) {
+	if got := BoundsFor(false, OutlierConfig{}); got != (OutlierConfig{}) {
+		t.Fatalf("local steps: %+v, want the defaults (zero)", got)
+	}
+	if got := BoundsFor(true, OutlierConfig{}); got != SingleStepOutliers {
+		t.Fatalf("single steps: %+v, want %+v", got, SingleStepOutliers)
+	}
+	got := BoundsFor(true, OutlierConfig{Far: 3, Small: 0.1})
+	if want := (OutlierConfig{Far: 3, Near: -1, Twin: 0.2, Small: 0.1, Large: 6}); got != want {
+		t.Fatalf("single steps with the operator's far and small: %+v, want %+v", got, want)
+	}
+	// Random directions of one norm: the centre is near zero, and a
+	// delta f× the others' norm is about f× the median distance from it.
+	// 4× is an outlier by default, not among single steps; 8× is one for
+	// both.
+	in := func(f float64) []Input {
+		r := rand.New(rand.NewPCG(3, 4))
+		var out []Input
+		for i := range 5 {
+			x := make([]float32, 400)
+			for j := range x {
+				x[j] = float32(r.NormFloat64())
+				if i == 4 {
+					x[j] *= float32(f)
+				}
+			}
+			out = append(out, Input{Node: string(rune('a' + i)), Vec: x})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		f        float64
+		single   bool
+		wantFlag bool
+	}{{4, false, true}, {4, true, false}, {8, true, true}} {
+		o, err := Outliers(BoundsFor(c.single, OutlierConfig{}), in(c.f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flagged := slices.ContainsFunc(o, func(x Outlier) bool { return x.Node == "e" })
+		if flagged != c.wantFlag || len(o) > 1 {
+			t.Errorf("×%v, single steps %v: %+v, want the scaled delta flagged %v and no other", c.f, c.single, o, c.wantFlag)
+		}
+	}
+}

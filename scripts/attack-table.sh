@@ -88,6 +88,9 @@ def caught(r):
     if not out:
         return "—" if not any(x.get("slashed") for x in r["nodes"] if x.get("attack")) else "slashed"
     return ", ".join(out)
+def share(r):
+    paid = sum(x["reward"] for x in r["nodes"])
+    return sum(x["reward"] for x in r["nodes"] if x.get("attack")) / paid if paid else 0.0
 def paid(r):
     return sum(x["reward"] for x in r["nodes"] if x.get("attack"))
 def honest_slashed(r):

@@ -98,7 +98,7 @@ func (w *Worker) inBound(ctx context.Context, own []float32, job string, e, k in
 		}
 		v, err = attack.ALIE(honest, strength)
 	case AttackALIEAdaptive:
-		v, strength, err = attack.AdaptiveALIE(honest, c, unflagged(merge.OutlierConfig{}, honest, f))
+		v, strength, err = attack.AdaptiveALIE(honest, c, unflagged(merge.BoundsFor(w.plan.SingleStep(), merge.OutlierConfig{}), honest, f))
 		if errors.Is(err, attack.ErrNoHiding) { // f > 1 identical vectors are near-copies of each other whatever z
 			strength = attack.DefaultALIEZ(members, f)
 			w.c.Logger.Warn("adaptive ALIE: every z is flagged: the default z", "z", strength, "colluders", f, "epoch", e, "sync", k)

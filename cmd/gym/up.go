@@ -34,32 +34,32 @@ import (
 
 // upOptions are gym up's flags.
 type upOptions struct {
-	workers, epochs, stepsPerEpoch, interval, prompts int
-	task, killAt, attack, aggregation, out, modelDir  string
-	byzantine, spotCheckBP, threads                   int
-	evalSize, shardSize                               int    // --eval-size, --shard-size
-	validators                                        int    // --validators N (-1: 2 where hanzod checks on nodes, else 0)
-	modelWork                                         string // --model-work auto|nodes|self
-	ringGroups                                        int    // --ring-groups G
-	validatorAttack                                   string // --validator-attack KIND (the last validator)
-	attackZ, attackEps, attackNoise                   float64
-	attackZSet                                        bool // --attack-z given
-	seed                                              uint64
-	keySeed                                           int64 // --key-seed; -1: fresh keys
-	json, restartKilled, noOutlierReplays             bool
-	timeout                                           time.Duration
-	ipfs                                              string
-	backend, python                                   string
-	torchDevice, torchDType                           string   // --torch-device, --torch-dtype
-	use4bit                                           bool     // --use-4bit: the job's gspo.use_4bit
-	maxSeqLen                                         int      // --max-seq-len (0: the profile's, raised to fit the dataset)
-	dryRun                                            bool     // --dry-run: plan the job, print it, start nothing
-	backends                                          []string // --backend parsed, one per worker
-	replicas                                          int
-	killLeaderAt                                      string
-	ledger, geth                                      string // --ledger embedded|evm, --geth PATH
-	confirmations                                     uint64
-	learningRate, outerLR, outerMomentum              float64
+	workers, epochs, stepsPerEpoch, interval, prompts  int
+	task, killAt, attack, aggregation, out, modelDir   string
+	byzantine, spotCheckBP, threads                    int
+	evalSize, shardSize                                int    // --eval-size, --shard-size
+	validators                                         int    // --validators N (-1: 2 where hanzod checks on nodes, else 0)
+	modelWork                                          string // --model-work auto|nodes|self
+	ringGroups                                         int    // --ring-groups G
+	validatorAttack                                    string // --validator-attack KIND (the last validator)
+	attackZ, attackEps, attackNoise                    float64
+	attackZSet                                         bool // --attack-z given
+	seed                                               uint64
+	keySeed                                            int64 // --key-seed; -1: fresh keys
+	json, restartKilled, noOutlierReplays, noScreening bool
+	timeout                                            time.Duration
+	ipfs                                               string
+	backend, python                                    string
+	torchDevice, torchDType                            string   // --torch-device, --torch-dtype
+	use4bit                                            bool     // --use-4bit: the job's gspo.use_4bit
+	maxSeqLen                                          int      // --max-seq-len (0: the profile's, raised to fit the dataset)
+	dryRun                                             bool     // --dry-run: plan the job, print it, start nothing
+	backends                                           []string // --backend parsed, one per worker
+	replicas                                           int
+	killLeaderAt                                       string
+	ledger, geth                                       string // --ledger embedded|evm, --geth PATH
+	confirmations                                      uint64
+	learningRate, outerLR, outerMomentum               float64
 	// dataParallel submits jobconf.BuiltinDataParallelGSPO (with --interval
 	// 1 unless it is given).
 	dataParallel bool
@@ -227,6 +227,8 @@ Exits 0 when the job is published, 1 otherwise.`,
 	f.StringVar(&o.ipfs, "ipfs", os.Getenv("IPFS_URL"), "kubo RPC URL (http://HOST:5001): hanzod pins every checkpoint there; the summary says whether it did [IPFS_URL]")
 	f.BoolVar(&o.noOutlierReplays, "no-outlier-replays", false, "hanzod replays only the keyed spot-check share, not the outliers of each sync (to measure the attacks without that defence)")
 	f.MarkHidden("no-outlier-replays")
+	f.BoolVar(&o.noScreening, "no-screening", false, "hanzod checks deltas only at each epoch's end, not while it runs (to measure what the in-epoch screening is worth, docs/byzantine.md)")
+	f.MarkHidden("no-screening")
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan the job on the model and dataset as the workers will, print the job it would submit (JSON) and exit without starting anything")
 	f.IntVar(&o.maxSeqLen, "max-seq-len", 0, "the job's gspo.max_seq_len (prompt and completion tokens); 0: the built-in profile's, raised to the longest prompt and answer of --dataset as the model tokenizes them")
 	f.StringVar(&o.torchDevice, "torch-device", "", "the torch workers' device: cpu, cuda or cuda:N (default cpu)")
@@ -473,6 +475,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) (*localcl
 	if o.noOutlierReplays {
 		cfg.Outliers = merge.OutlierConfig{Far: -1, Near: -1, Twin: -1, Small: -1, Large: -1}
 	}
+	cfg.NoScreening = o.noScreening
 	for i := range o.workers {
 		a := ""
 		if i >= o.workers-o.byzantine {

@@ -120,6 +120,9 @@ type Config struct {
 	// Outliers is the validator's outlier replay configuration
 	// (judge.Config.Outliers).
 	Outliers merge.OutlierConfig
+	// NoScreening leaves every check to the epochs' ends
+	// (judge.Config.NoScreening).
+	NoScreening bool
 	// Base is the built-in base model, parsed once by the process (nil:
 	// the daemon uses basemodel.Builtin).
 	Base *basemodel.Base
@@ -645,7 +648,7 @@ func (d *Daemon) openJudge(srv *server.Server) error {
 		blobs = vs.Blobs()
 	}
 	d.judge, err = judge.New(judge.Config{DataDir: cfg.DataDir, Blobs: blobs, Key: key, MinStake: cfg.OrchestratorStake, Store: d.arts, Threads: threads, Bases: bases, Datasets: datasets,
-		EpochGrace: cfg.EpochGrace, BlobRetention: cfg.BlobRetention, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, Base: base, ModelWork: cfg.ModelWork, Log: d.log.With("part", "judge")}, d.eng)
+		EpochGrace: cfg.EpochGrace, BlobRetention: cfg.BlobRetention, EvalSize: cfg.EvalSize, ShardSize: cfg.ShardSize, Outliers: cfg.Outliers, NoScreening: cfg.NoScreening, Base: base, ModelWork: cfg.ModelWork, Log: d.log.With("part", "judge")}, d.eng)
 	if err != nil {
 		return err
 	}

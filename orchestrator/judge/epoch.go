@@ -577,7 +577,7 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 	}
 	in := epoch.Input{Job: jb.ID, Epoch: e, Plan: plan, Rule: rule, Byzantine: jb.Spec.Byzantine,
 		SpotCheckBP: jb.Spec.SpotCheckShare(), SpotKey: j.cfg.Key.Seed(), Start: start,
-		Base: plan.Base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights, Outliers: j.cfg.Outliers,
+		Base: plan.Base, ShardSize: j.cfg.ShardSize, EvalSize: j.cfg.EvalSize, Threads: j.cfg.Threads, Weights: j.cfg.Weights, Outliers: merge.BoundsFor(plan.SingleStep(), j.cfg.Outliers),
 		Replay: epoch.Retrain(plan.Base, plan, e, j.cfg.Threads)}
 	if plan.Base.ConfigOnly {
 		in.Replay = nil // nothing to replay with: Evaluate runs on nodes
