@@ -29,18 +29,19 @@ type OutlierConfig struct {
 // SingleStepOutliers are the bounds for contributions of one optimiser
 // step each (synchronous data parallelism: a sync every step, plain SGD
 // inside, docs/byzantine.md), where an honest contribution is one noisy
-// gradient: on the 1,320 honest deltas of six gym up runs (four workers,
-// seeds 0–4) an honest delta was 0.35–17× the median distance from the
+// gradient. On the 2,040 honest deltas of seven gym up runs (four workers,
+// seeds 0–4; seven workers, seeds 0–1; two epochs each; gym bench
+// outliers) an honest delta was 0.20–17× the median distance from the
 // centre (99% below 3.4×), its norm 5e-5–15× the median (a worker whose
 // groups all had one reward sends the KL term's gradient alone), its
-// nearest other delta 0.24–10× the typical distance away, and the default
-// bounds flagged 16% of them. Far and large at 6× keep the in-bound noise
-// (16–25× both) and flag 0.3% of the honest deltas (single-step spikes);
-// the near and small tests are off (they cannot separate ALIE or IPM from
-// honest gradients here: the keyed share and the screening catch those
-// within the epoch), and the twin test only takes copies closer than
-// 0.2× the typical distance (a mimic sends 0).
-var SingleStepOutliers = OutlierConfig{Far: 6, Near: -1, Twin: 0.2, Small: -1, Large: 6}
+// nearest other delta 0.11–10× the typical distance away, and the default
+// bounds flagged 19% of them. Far and large at 6× keep the in-bound noise
+// (16–25× both) and flag 0.2% of the honest deltas (single-step spikes);
+// the near and small tests are off (ALIE, IPM and the noisy mimic sit
+// inside the honest spread of single steps: the keyed share catches them
+// while the epoch runs), and the twin test takes only copies closer than
+// 0.1× the typical distance (a mimic sends 0).
+var SingleStepOutliers = OutlierConfig{Far: 6, Near: -1, Twin: 0.1, Small: -1, Large: 6}
 
 // BoundsFor is the outlier configuration of a job: c's bounds, each zero
 // field taken from SingleStepOutliers when the job's contributions are

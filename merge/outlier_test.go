@@ -191,7 +191,7 @@ func TestBoundsFor(t *testing.T) {
 		t.Fatalf("single steps: %+v, want %+v", got, SingleStepOutliers)
 	}
 	got := BoundsFor(true, OutlierConfig{Far: 3, Small: 0.1})
-	if want := (OutlierConfig{Far: 3, Near: -1, Twin: 0.2, Small: 0.1, Large: 6}); got != want {
+	if want := (OutlierConfig{Far: 3, Near: -1, Twin: 0.1, Small: 0.1, Large: 6}); got != want {
 		t.Fatalf("single steps with the operator's far and small: %+v, want %+v", got, want)
 	}
 	// Random directions of one norm: the centre is near zero, and a

@@ -80,7 +80,7 @@ def caught(r):
         for j in e.get("ejections") or []:
             if j["node"] in ids and j["node"] not in got:
                 got.add(j["node"])
-                out.append(f"e{e['epoch']} {j['lag_syncs']}s/{j['lag_seconds']:.0f}s")
+                out.append(f"e{e['epoch']} +{j['lag_syncs']} syncs {j['lag_seconds']:.0f} s")
         for n in ids & set(e.get("forfeited") or []):
             if n not in got:
                 got.add(n)
