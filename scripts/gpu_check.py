@@ -5,8 +5,8 @@ Run through scripts/gpu-check.sh, which prepares the Python environment (from wh
 it where the machine has no index) and the gym binary. For each mode it makes a random Qwen3
 saved in bf16 by transformers (the built-in tokenizer, so the built-in addition task runs on it),
 runs `gym up --model DIR --backend torch --torch-device DEVICE` with two validators (hanzod never
-loads the base: the validators check every sampled delta from its traces on the CPU, in the Go
-engine, and measure the held-out figures), and prints one JSON report:
+loads the base: the validators check every sampled delta — half of them, --spot-check-bp 5000 — from
+its traces on the CPU, in the Go engine, and measure the held-out figures), and prints one JSON report:
 
 - per mode: the job's status, wall time, the torch workers' step time (mean and max, from their
   events), the peak GPU memory in use (the sum over every compute process nvidia-smi lists: run it on an otherwise
@@ -108,7 +108,10 @@ def run_mode(gym: str, python: str, model: pathlib.Path, out: pathlib.Path, devi
     """One gym up run; returns the mode's part of the report."""
     up = out / mode
     args = [gym, "up", "--model", str(model), "--backend", "torch", "--torch-device", device, "--torch-dtype", "bfloat16",
-            "--python", python, "--validators", "2", "--json", "--out", str(up), "--timeout", f"{int(timeout)}s", *up_args]
+            "--python", python, "--validators", "2", "--json", "--out", str(up), "--timeout", f"{int(timeout)}s",
+            # half the deltas trace-checked (the default 10% may sample none
+            # of a short run's: the report is about those checks' differences)
+            "--spot-check-bp", "5000", *up_args]
     if mode == "4bit":
         args.append("--use-4bit")
     sampler = GPUSampler()
