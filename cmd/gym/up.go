@@ -769,6 +769,14 @@ func (v *upView) hanzodEvent(job string, ev state.Event) {
 		v.say("hanzod: epoch %d rewards (GYM): %s", b.Epoch, strings.Join(parts, ", "))
 	case state.JobSettled:
 		v.say("hanzod: job settled, stakes released (record signed)")
+	case state.RebaseSet:
+		if b.Job == job {
+			v.say("hanzod: the members will continue from a state rebuilt from the honest deltas at sync %d (%s)", b.Sync, b.Reason)
+		}
+	case state.RebasePublished:
+		if b.Job == job {
+			v.say("hanzod: rebuilt state of epoch %d sync %d published: %s", b.Epoch, b.Sync, b.CID)
+		}
 	}
 }
 
@@ -781,6 +789,19 @@ func printSummary(w io.Writer, s *localcluster.Summary) {
 	fmt.Fprintf(w, "  held-out accuracy: %.1f%% → %.1f%%   (loss %.3f → %.3f)\n", 100*s.EvalBefore, 100*s.EvalAfter, s.LossBefore, s.LossAfter)
 	for _, e := range s.Epochs {
 		fmt.Fprintf(w, "  epoch %d: %s  accuracy %.1f%%  %d deltas, %d spot-checked, merged in %.2f s\n", e.Epoch, e.CID, 100*e.Accuracy, e.Deltas, e.SpotChecks, e.MergeSeconds)
+		for _, j := range e.Ejections {
+			name := j.Node[:min(12, len(j.Node))]
+			for _, n := range s.Nodes {
+				if n.ID == j.Node {
+					name = n.Name
+				}
+			}
+			fmt.Fprintf(w, "    %s ejected while the epoch ran (%s, sync %d): %d sync(s) and %.1f s after its first delta (docs/byzantine.md)\n",
+				name, j.Offence, j.Sync, j.Syncs, j.Seconds)
+		}
+		if len(e.Rebases) > 0 {
+			fmt.Fprintf(w, "    the members continued from hanzod's state rebuilt from the honest deltas at sync(s) %v\n", e.Rebases)
+		}
 		if len(e.TraceChecks) > 0 {
 			var lp, rel float64
 			var failed, unverifiable int
