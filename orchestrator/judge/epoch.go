@@ -398,12 +398,18 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 			return err
 		}
 	}
-	in, err := j.epochInput(ctx, plan, jb, start, true)
+	// The deltas the epoch's screening decoded are taken as they are (one
+	// copy in memory); the others are read back.
+	sc := j.screened(jb.ID, e)
+	var cached map[jobspec.Slot]epoch.Delta
+	if sc != nil {
+		cached = sc.deltas
+	}
+	in, err := j.epochInput(ctx, plan, jb, start, true, cached)
 	if err != nil {
 		return err
 	}
 	in.StartOuter = startOuter
-	sc := j.screened(jb.ID, e)
 	if sc != nil {
 		in.Screened = sc.checks
 	}
@@ -569,7 +575,8 @@ func (j *Judge) aggregate(ctx context.Context, jb state.Job) error {
 // the job's ring configurations from the log, the merge rule.
 //
 // Without load the deltas are left out (the screening keeps its own).
-func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job, start *llama.Adapter, load bool) (epoch.Input, error) {
+// cached holds deltas already decoded, by slot (nil: none).
+func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job, start *llama.Adapter, load bool, cached map[jobspec.Slot]epoch.Delta) (epoch.Input, error) {
 	e := jb.Epoch
 	rule, err := merge.ParseRule(jb.Spec.Aggregation)
 	if err != nil {
@@ -588,6 +595,10 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 			continue
 		}
 		if _, _, ok := plan.SyncOf(sl.Step); !ok {
+			continue
+		}
+		if d, ok := cached[sl]; ok && d.Digest == dig {
+			in.Deltas = append(in.Deltas, d)
 			continue
 		}
 		d, err := j.epochDelta(ctx, jb.ID, sl, dig, template)

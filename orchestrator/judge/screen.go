@@ -183,7 +183,7 @@ func syncIn(plan jobconf.Plan, jb state.Job, k int) bool {
 // screenInput is the input of the screening of sync k (or of a rebase at
 // k): the epoch's deltas of syncs 1..k, the offenders and rebases known.
 func (j *Judge) screenInput(ctx context.Context, plan jobconf.Plan, jb state.Job, sc *screening, k int) (epoch.Input, error) {
-	in, err := j.epochInput(ctx, plan, jb.Clone(), sc.start, false)
+	in, err := j.epochInput(ctx, plan, jb.Clone(), sc.start, false, nil)
 	if err != nil {
 		return epoch.Input{}, err
 	}
