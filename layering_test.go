@@ -12,23 +12,46 @@ import (
 
 const module = "github.com/zooai/gym/"
 
-// wiring are the packages that may put the orchestrator together with
-// everything else: the commands, the local cluster that gym up and the
-// end-to-end tests share, and its chain (gym up --ledger evm: a dev chain
-// and hanzod's chain ledger, kept apart so localcluster does not link
-// go-ethereum).
-var wiring = []string{"cmd", "localcluster", "localchain"}
+// folders is the one table of which top-level folder may import which
+// (besides itself): the architecture as the tree shows it
+// (docs/architecture.md). The model (the engine, training, data) and the
+// keys build on nothing but utilities; artifacts on those; the protocol
+// (what both sides compute and exchange) on all three; the node and the
+// orchestrator on the protocol, never on each other; the local
+// development network and the commands wire everything. internal holds
+// utilities and the test and bench harnesses, which may use the model and
+// the protocol they exercise.
+var folders = map[string][]string{
+	"api":          {},
+	"internal":     {"model", "protocol"},
+	"model":        {"internal"},
+	"keys":         {"internal"},
+	"chain":        {"internal", "keys"},
+	"artifact":     {"internal", "keys", "model"},
+	"protocol":     {"api", "internal", "keys", "artifact", "model"},
+	"node":         {"api", "internal", "keys", "artifact", "model", "protocol"},
+	"orchestrator": {"api", "internal", "keys", "artifact", "model", "protocol", "chain"},
+	"devnet":       {"api", "internal", "keys", "artifact", "model", "protocol", "chain", "node", "orchestrator"},
+	"cmd":          {"api", "internal", "keys", "artifact", "model", "protocol", "chain", "node", "orchestrator", "devnet"},
+}
 
-// leaves are the packages the rest is built on: their builds depend on
-// nothing of the worker, the orchestrator or the commands.
-var leaves = []string{"ring", "delta", "llama", "tokenizer", "safetensors", "jobspec", "nodeauth", "edkey", "tensorname", "dataset", "reward", "envserver", "task", "chat", "toolcall", "episode"}
+// wiring are the packages that may put the orchestrator together with
+// everything else: the commands and the local development network (the
+// local cluster gym up and the end-to-end tests share, and its chain).
+var wiring = []string{"cmd", "devnet"}
 
 // testOnly lists test imports of orchestrator/... from outside it that are
 // allowed, with the reason. Keep it short: a test that needs the real
-// orchestrator uses localcluster.
+// orchestrator uses devnet/localcluster.
 var testOnly = map[string]string{
 	// "pkg → orchestrator/x": "why",
-	"worker → orchestrator/state": "the worker tests run a real hanzod (localcluster) and assert on its event log and job state",
+	"node/worker → orchestrator/state": "the worker tests run a real hanzod (localcluster) and assert on its event log and job state",
+}
+
+// folder is the top-level folder of package path rel (module-relative).
+func folder(rel string) string {
+	f, _, _ := strings.Cut(rel, "/")
+	return f
 }
 
 // under reports whether package path rel (module-relative) is dir or below it.
@@ -110,43 +133,28 @@ func (f *fakeT) Errorf(format string, args ...any) {
 
 func checkLayering(t reporter, p pkgImports) {
 	t.Helper()
-	inOrch := under(p.path, "orchestrator")
-	if !inOrch && !underAny(p.path, wiring) {
-		// No package below the orchestrator imports it, directly or
-		// through another package.
-		var direct, indirect []string
-		for _, d := range p.deps {
-			switch {
-			case !under(d, "orchestrator"):
-			case slices.Contains(p.imports, d):
-				direct = append(direct, d)
-			default:
-				indirect = append(indirect, d)
-			}
-		}
-		for _, d := range direct {
-			t.Errorf("%s imports %s: only cmd/... and localcluster may use the orchestrator; move what %s needs into a package below it (as jobspec and nodeauth)", p.path, d, p.path)
-		}
-		if len(direct) == 0 && len(indirect) > 0 {
-			t.Errorf("%s depends on %s through its imports: only cmd/... and localcluster may use the orchestrator", p.path, strings.Join(indirect, ", "))
-		}
-		for _, d := range p.testImports {
-			if under(d, "orchestrator") && testOnly[p.path+" → "+d] == "" {
-				t.Errorf("the tests of %s import %s: use localcluster for a real orchestrator, or list the import in testOnly with the reason", p.path, d)
-			}
+	from := folder(p.path)
+	may, known := folders[from]
+	if !known {
+		t.Errorf("%s is in folder %s/, which the layering table (folders) does not know: put it in a domain folder or add the folder with what it may import", p.path, from)
+	}
+	for _, d := range p.imports {
+		if to := folder(d); to != from && known && !slices.Contains(may, to) {
+			t.Errorf("%s imports %s: %s/ may import only %v (layering_test.go, folders)", p.path, d, from, may)
 		}
 	}
-	if underAny(p.path, leaves) {
-		for _, d := range p.deps {
-			if under(d, "worker") || under(d, "orchestrator") || under(d, "cmd") {
-				t.Errorf("%s depends on %s: %v are leaves and must not build on the worker, the orchestrator or the commands", p.path, d, leaves)
+	inOrch := under(p.path, "orchestrator")
+	if !inOrch && !underAny(p.path, wiring) {
+		for _, d := range p.testImports {
+			if under(d, "orchestrator") && testOnly[p.path+" → "+d] == "" {
+				t.Errorf("the tests of %s import %s: use devnet/localcluster for a real orchestrator, or list the import in testOnly with the reason", p.path, d)
 			}
 		}
 	}
 	if !under(p.path, "orchestrator/daemon") && !underAny(p.path, wiring) {
 		for _, d := range append(slices.Clone(p.imports), p.testImports...) {
 			if under(d, "orchestrator/daemon") {
-				t.Errorf("%s imports %s: only cmd/... and localcluster wire hanzod's daemon", p.path, d)
+				t.Errorf("%s imports %s: only cmd/... and devnet/... wire hanzod's daemon", p.path, d)
 			}
 		}
 	}
@@ -159,11 +167,13 @@ func TestLayeringCatches(t *testing.T) {
 		p    pkgImports
 		want string
 	}{
-		{pkgImports{path: "worker", imports: []string{"orchestrator/state"}, deps: []string{"orchestrator/state"}}, "worker imports orchestrator/state"},
-		{pkgImports{path: "jobconf", imports: []string{"x"}, deps: []string{"x", "orchestrator/ledger"}}, "jobconf depends on orchestrator/ledger through its imports"},
-		{pkgImports{path: "nodeclient", testImports: []string{"orchestrator/engine"}}, "the tests of nodeclient import orchestrator/engine"},
-		{pkgImports{path: "ring/memnet", deps: []string{"worker"}}, "ring/memnet depends on worker"},
+		{pkgImports{path: "node/worker", imports: []string{"orchestrator/state"}}, "node/worker imports orchestrator/state"},
+		{pkgImports{path: "protocol/jobconf", imports: []string{"node/worker"}}, "protocol/jobconf imports node/worker"},
+		{pkgImports{path: "model/llama", imports: []string{"protocol/delta"}}, "model/llama imports protocol/delta"},
+		{pkgImports{path: "orchestrator/judge", imports: []string{"node/worker"}}, "orchestrator/judge imports node/worker"},
+		{pkgImports{path: "node/nodeclient", testImports: []string{"orchestrator/engine"}}, "the tests of node/nodeclient import orchestrator/engine"},
 		{pkgImports{path: "orchestrator/judge", imports: []string{"orchestrator/daemon"}}, "orchestrator/judge imports orchestrator/daemon"},
+		{pkgImports{path: "stray/pkg"}, "stray/pkg is in folder stray/"},
 	} {
 		ft := &fakeT{}
 		checkLayering(ft, tc.p)
@@ -173,9 +183,10 @@ func TestLayeringCatches(t *testing.T) {
 	}
 	for _, ok := range []pkgImports{
 		{path: "cmd/gym", imports: []string{"orchestrator/daemon"}, deps: []string{"orchestrator/daemon"}},
-		{path: "localcluster", imports: []string{"orchestrator/engine"}, deps: []string{"orchestrator/engine"}},
-		{path: "worker", testImports: []string{"localcluster"}},
-		{path: "orchestrator/server", imports: []string{"orchestrator/state"}, deps: []string{"orchestrator/state"}},
+		{path: "devnet/localcluster", imports: []string{"orchestrator/engine", "node/worker"}},
+		{path: "node/worker", testImports: []string{"devnet/localcluster"}},
+		{path: "orchestrator/server", imports: []string{"orchestrator/state", "protocol/jobspec"}},
+		{path: "protocol/ring", imports: []string{"keys/edkey"}},
 	} {
 		ft := &fakeT{}
 		checkLayering(ft, ok)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/zooai/gym/edkey/edkeytest"
+	"github.com/zooai/gym/keys/edkey/edkeytest"
 )
 
 // A manifest's creator key and signature are refused whenever edkey

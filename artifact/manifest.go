@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
-	"github.com/zooai/gym/edkey"
+	"github.com/zooai/gym/keys/edkey"
 )
 
 // Manifest errors.

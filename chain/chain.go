@@ -27,7 +27,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/rpc"
 
-	"github.com/zooai/gym/contracts"
+	"github.com/zooai/gym/chain/contracts"
 )
 
 // HanzoChainID is the Hanzo compute chain's id (seed 002, HANZO_CHAIN_ID).

@@ -9,7 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/zooai/gym/chain"
-	"github.com/zooai/gym/contracts"
+	"github.com/zooai/gym/chain/contracts"
 )
 
 // Every custom error of the committed ABIs decodes by name with its

@@ -11,7 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
-	"github.com/zooai/gym/contracts"
+	"github.com/zooai/gym/chain/contracts"
 )
 
 // DeployConfig is what Deploy sets up.

@@ -9,7 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
-	"github.com/zooai/gym/contracts"
+	"github.com/zooai/gym/chain/contracts"
 )
 
 // Event is one decoded log of the contracts.

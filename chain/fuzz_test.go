@@ -10,7 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/zooai/gym/chain"
-	"github.com/zooai/gym/contracts"
+	"github.com/zooai/gym/chain/contracts"
 )
 
 var fuzzAddrs = chain.Addresses{ChainID: 1, GYMToken: common.Address{1}, MiningPool: common.Address{2}, PublicationRegistry: common.Address{3}}

@@ -18,7 +18,7 @@ for c in "auth=true tls=true" "auth=false tls=true" "auth=true tls=false" "auth=
   d="$tmp/$1-$2"
   mkdir -p "$d"
   GYM_RING_CPUPROFILE="$d" "$tmp/gym" ring bench --nodes 4 --size 64MiB --iters "$iters" --"$1" --"$2" --json > "$d/result.json"
-  go tool pprof -top -nodecount=100000 -focus='ring\.\(\*callState\)|ring/tcp\.\(\*inConn\)\.read|ring/tcp\.\(\*outConn\)' \
+  go tool pprof -top -nodecount=100000 -focus='ring\.\(\*callState\)|protocol/ring/tcp\.\(\*inConn\)\.read|protocol/ring/tcp\.\(\*outConn\)' \
     "$tmp/gym" "$d"/node-*.pprof > "$d/top.txt" 2>/dev/null
 done
 python3 - "$tmp" "$iters" <<'PY'

@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
-# Rebuilds the chain contracts: compiles contracts/src/*.sol with the solc-js
-# and OpenZeppelin versions pinned in contracts/package-lock.json, writes the
-# ABI and bytecode to contracts/build/, and generates the Go bindings
-# (contracts/*_bind.go) with go-ethereum's abigen at the version go.mod pins.
+# Rebuilds the chain contracts: compiles chain/contracts/src/*.sol with the solc-js
+# and OpenZeppelin versions pinned in chain/contracts/package-lock.json, writes the
+# ABI and bytecode to chain/contracts/build/, and generates the Go bindings
+# (chain/contracts/*_bind.go) with go-ethereum's abigen at the version go.mod pins.
 #
 #   scripts/build-contracts.sh          rebuild in place
 #   scripts/build-contracts.sh DIR      write DIR/build/* and DIR/*_bind.go
 #                                       instead (contracts.TestReproducible)
 #
-# Needs node and npm; the first run installs contracts/node_modules (npm ci).
+# Needs node and npm; the first run installs chain/contracts/node_modules (npm ci).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
-out=${1:-contracts}
+out=${1:-chain/contracts}
 out=$(mkdir -p "$out" && cd "$out" && pwd)
 
-if [ ! -d contracts/node_modules/solc ] || [ contracts/package-lock.json -nt contracts/node_modules/.package-lock.json ]; then
-  (cd contracts && npm ci --no-audit --no-fund --silent)
+if [ ! -d chain/contracts/node_modules/solc ] || [ chain/contracts/package-lock.json -nt chain/contracts/node_modules/.package-lock.json ]; then
+  (cd chain/contracts && npm ci --no-audit --no-fund --silent)
 fi
-node contracts/compile.js "$out/build" >&2
+node chain/contracts/compile.js "$out/build" >&2
 
 geth=$(go list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 for c in GYMToken MiningPool PublicationRegistry; do

@@ -55,11 +55,11 @@ export GYM_PYTHON="$PWD/$venv/bin/python"
 # missing here.
 export GYM_REQUIRE_PYTHON=1 GYM_REQUIRE_REDIS=1
 
-# The pinned solc-js and OpenZeppelin (contracts/package-lock.json), and
+# The pinned solc-js and OpenZeppelin (chain/contracts/package-lock.json), and
 # abigen in the module cache, so that contracts.TestReproducible rebuilds the
 # contracts without the network; it fails instead of skipping without node.
-if [ ! -d contracts/node_modules/solc ] || [ contracts/package-lock.json -nt contracts/node_modules/.package-lock.json ]; then
-  (cd contracts && npm ci --no-audit --no-fund --silent)
+if [ ! -d chain/contracts/node_modules/solc ] || [ chain/contracts/package-lock.json -nt chain/contracts/node_modules/.package-lock.json ]; then
+  (cd chain/contracts && npm ci --no-audit --no-fund --silent)
 fi
 go run "github.com/ethereum/go-ethereum/cmd/abigen@$(go list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)" --help >/dev/null 2>&1 || true
 export GYM_REQUIRE_NODE=1
@@ -97,7 +97,7 @@ go test -count=1 -timeout 75m ./...
 # loss and delay calibrations count datagrams and stay out (a loaded
 # machine drops some in the kernel): run them with GYM_NETNS=1 by hand.
 if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && ip netns list >/dev/null 2>&1; then
-  GYM_NETNS=1 go test -count=1 -timeout 30m -run 'Netns' ./cmd/gym ./ring/tcp ./artifact/transfer
+  GYM_NETNS=1 go test -count=1 -timeout 30m -run 'Netns' ./cmd/gym ./protocol/ring/tcp ./artifact/transfer
 else
   echo "network-namespace tests skipped: they need root and ip(8)" >&2
 fi
@@ -117,30 +117,30 @@ fi
 # run (worker.TestRingOfThree) stands for the whole system and the judge's
 # epoch replays are left to the run above (under the detector they are
 # arithmetic ten times slower and took 40 minutes together).
-go test -count=1 -timeout 40m -race -short ./delta ./nodekey ./ring/... ./orchestrator/engine ./orchestrator/judge ./artifact/transfer ./worker ./merge
+go test -count=1 -timeout 40m -race -short ./protocol/delta ./keys/nodekey ./protocol/ring/... ./orchestrator/engine ./orchestrator/judge ./artifact/transfer ./node/worker ./protocol/merge
 # The engine's portable kernels (what machines without AVX-512 run) against
 # the documented summation orders, and builds for arm64 and GOAMD64=v3
 # (where Go would fuse an unconverted x*y+z); TestHalfBase: a BF16/F16 base
 # kept 16-bit gives its float32 reading's bits there too.
-go test -count=1 -tags purego -run 'TestKernelsBitExact|TestModelSIMDMatchesGo|TestFMA32|TestCacheAndThreadsEveryArch|TestHalfBase' ./llama
-GOAMD64=v3 go test -count=1 -run 'TestKernelsBitExact|TestModelSIMDMatchesGo|TestFMA32|TestHalfBase' ./llama
-GOARCH=arm64 go vet ./llama
-GOOS=windows go vet ./llama
+go test -count=1 -tags purego -run 'TestKernelsBitExact|TestModelSIMDMatchesGo|TestFMA32|TestCacheAndThreadsEveryArch|TestHalfBase' ./model/llama
+GOAMD64=v3 go test -count=1 -run 'TestKernelsBitExact|TestModelSIMDMatchesGo|TestFMA32|TestHalfBase' ./model/llama
+GOARCH=arm64 go vet ./model/llama
+GOOS=windows go vet ./model/llama
 
 # Fuzz every parser for a fixed number of executions (bounded time; a crash
 # fails the run and leaves its input under the package's testdata/fuzz/).
 fuzz=(
-  "./delta FuzzRead 20000"
-  "./dataset FuzzReadJSONL 20000"
-  "./dataset FuzzReadParquet 5000"
-  "./delta FuzzReadResigned 20000"
-  "./delta FuzzReadHead 20000"
-  "./evalpkg FuzzParseInfo 20000"
-  "./evalpkg FuzzParseResults 20000"
-  "./safetensors FuzzParse 50000"
-  "./jobconf FuzzResumeOuter 20000"
-  "./ring FuzzDecodeFrame 50000"
-  "./ring FuzzOpenEvidence 50000"
+  "./protocol/delta FuzzRead 20000"
+  "./model/dataset FuzzReadJSONL 20000"
+  "./model/dataset FuzzReadParquet 5000"
+  "./protocol/delta FuzzReadResigned 20000"
+  "./protocol/delta FuzzReadHead 20000"
+  "./protocol/evalpkg FuzzParseInfo 20000"
+  "./protocol/evalpkg FuzzParseResults 20000"
+  "./model/safetensors FuzzParse 50000"
+  "./protocol/jobconf FuzzResumeOuter 20000"
+  "./protocol/ring FuzzDecodeFrame 50000"
+  "./protocol/ring FuzzOpenEvidence 50000"
   "./artifact FuzzReadCAR 20000"
   "./artifact FuzzWalkBlock 20000"
   "./artifact FuzzParseSigned 20000"
@@ -153,29 +153,29 @@ fuzz=(
   "./chain FuzzDecodeRevertData 20000"
   "./chain FuzzParseAddresses 20000"
   "./orchestrator/chainsync FuzzParseAccounts 20000"
-  "./jobspec FuzzParseJobFile 20000"
-  "./jobspec FuzzParseSlot 20000"
-  "./jobspec FuzzModelCID 20000"
-  "./llama FuzzParseConfig 20000"
-  "./llama FuzzParseAdapterConfig 20000"
-  "./peft FuzzParseConfig 20000"
-  "./jobconf FuzzDecodeAny 20000"
-  "./backend/torch FuzzReadTraces 5000"
-  "./trace FuzzRead 10000"
-  "./trace FuzzReadBundle 5000"
-  "./trace FuzzReadParquet 3000"
-  "./checkpkg FuzzReadInfo 5000"
-  "./envserver FuzzParse 20000"
-  "./tokenizer FuzzParse 5000"
-  "./tokenizer FuzzEncode 10000"
-  "./chat FuzzRender 10000"
-  "./chat FuzzCompile 10000"
-  "./toolcall FuzzParse 20000"
-  "./episode FuzzReadJSONL 10000"
+  "./protocol/jobspec FuzzParseJobFile 20000"
+  "./protocol/jobspec FuzzParseSlot 20000"
+  "./protocol/jobspec FuzzModelCID 20000"
+  "./model/llama FuzzParseConfig 20000"
+  "./model/llama FuzzParseAdapterConfig 20000"
+  "./model/peft FuzzParseConfig 20000"
+  "./protocol/jobconf FuzzDecodeAny 20000"
+  "./node/backend/torch FuzzReadTraces 5000"
+  "./protocol/trace FuzzRead 10000"
+  "./protocol/trace FuzzReadBundle 5000"
+  "./protocol/trace FuzzReadParquet 3000"
+  "./protocol/checkpkg FuzzReadInfo 5000"
+  "./model/envserver FuzzParse 20000"
+  "./model/tokenizer FuzzParse 5000"
+  "./model/tokenizer FuzzEncode 10000"
+  "./model/chat FuzzRender 10000"
+  "./model/chat FuzzCompile 10000"
+  "./model/toolcall FuzzParse 20000"
+  "./model/episode FuzzReadJSONL 10000"
   "./orchestrator/judge FuzzSubmit 3000"
   "./orchestrator/server FuzzSubmitJob 5000"
-  "./release FuzzParseSums 20000"
-  "./release FuzzParseSig 20000"
+  "./keys/release FuzzParseSums 20000"
+  "./keys/release FuzzParseSig 20000"
 )
 for f in "${fuzz[@]}"; do
   set -- $f

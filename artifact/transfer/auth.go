@@ -26,7 +26,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/zooai/gym/artifact"
-	"github.com/zooai/gym/edkey"
+	"github.com/zooai/gym/keys/edkey"
 )
 
 // Authorization errors; the server maps them to 401 or 403.

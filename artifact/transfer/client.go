@@ -12,7 +12,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/zooai/gym/artifact"
-	"github.com/zooai/gym/edkey"
+	"github.com/zooai/gym/keys/edkey"
 )
 
 // Errors of a source.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/edkey/edkeytest"
+	"github.com/zooai/gym/keys/edkey/edkeytest"
 )
 
 // authHeader encodes an authorization from issuer with the given signature.

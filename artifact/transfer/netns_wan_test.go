@@ -23,7 +23,7 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/ring/ringbench"
+	"github.com/zooai/gym/protocol/ring/ringbench"
 )
 
 // TestNetnsWAN measures the speed figure on the ring work's test

@@ -17,7 +17,7 @@ import (
 
 	"github.com/zooai/gym/chain"
 	"github.com/zooai/gym/chain/chaintest"
-	"github.com/zooai/gym/contracts"
+	"github.com/zooai/gym/chain/contracts"
 )
 
 const gym = 1_000_000

@@ -20,8 +20,8 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
-	"github.com/zooai/gym/dataset"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/dataset"
 )
 
 func newArtifact() *cobra.Command {

@@ -20,9 +20,9 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/zooai/gym/artifact"
-	"github.com/zooai/gym/basecache"
-	"github.com/zooai/gym/dataset"
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/artifact/basecache"
+	"github.com/zooai/gym/model/dataset"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // server is a running `gym artifact serve` child process.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/model/basemodel"
 )
 
 func newBase() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/model/basemodel"
 )
 
 // TestBaseExport: gym base export writes the built-in directory, prints

@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/chat"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/chat"
 )
 
 type baseChatOptions struct {

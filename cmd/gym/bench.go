@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/internal/deltabench"
 	"github.com/zooai/gym/internal/modelbench"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 func newBench() *cobra.Command {

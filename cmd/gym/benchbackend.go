@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/backend"
-	"github.com/zooai/gym/backend/torch"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/model/trainer"
+	"github.com/zooai/gym/node/backend"
+	"github.com/zooai/gym/node/backend/torch"
 )
 
 // benchBackendResult is what gym bench backend measures: seconds per

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/zooai/gym/localcluster"
-	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/devnet/localcluster"
+	"github.com/zooai/gym/protocol/merge"
 )
 
 // newBenchOutliers measures the outlier tests on finished runs.

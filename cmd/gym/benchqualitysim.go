@@ -7,13 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/heldout"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/ring"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/heldout"
+	"github.com/zooai/gym/model/trainer"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/merge"
+	"github.com/zooai/gym/protocol/ring"
 )
 
 // newBenchQualitySim is the screen gym bench quality's settings were chosen

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zooai/gym/chain"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/ledger/evm"
 )

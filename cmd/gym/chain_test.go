@@ -10,7 +10,7 @@ import (
 
 	"github.com/zooai/gym/chain"
 	"github.com/zooai/gym/chain/chaintest"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 

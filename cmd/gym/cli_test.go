@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/internal/modelbench"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/safetensors"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/safetensors"
 )
 
 // gymBin is the gym binary built once for these tests: the CLI contract is

@@ -10,12 +10,12 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/spf13/pflag"
-	"github.com/zooai/gym/basecache"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/dataset"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/reward"
-	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/artifact/basecache"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/dataset"
+	"github.com/zooai/gym/model/reward"
+	"github.com/zooai/gym/model/task"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // dataFlags are the flags that name where prompts come from outside a job

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/trace"
+	"github.com/zooai/gym/protocol/trace"
 )
 
 // writeSums writes a small GSM8K-style dataset in the built-in base's

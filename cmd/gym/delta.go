@@ -15,10 +15,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/safetensors"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/safetensors"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 func newDelta(o *orchestratorFlags) *cobra.Command {

@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/safetensors"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/safetensors"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 // rawEntry is a delta entry with its stored data as given.

@@ -20,10 +20,10 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/nodeclient"
-	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/worker"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/node/nodeclient"
+	"github.com/zooai/gym/node/worker"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 // submitResult is one line of gym delta submit --json.

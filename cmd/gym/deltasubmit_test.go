@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 // TestDeltaSubmit sends a delta to a real hanzod, by file and by CID from

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/safetensors"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/safetensors"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 func newDemo() *cobra.Command {

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/zooai/gym/nodeclient"
-	"github.com/zooai/gym/worker"
+	"github.com/zooai/gym/node/nodeclient"
+	"github.com/zooai/gym/node/worker"
 )
 
 // dialHanzod connects gym worker to hanzod over gRPC (TLS unless the

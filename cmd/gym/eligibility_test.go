@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/hardware"
 	hserver "github.com/zooai/gym/orchestrator/server"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/protocol/hardware"
 )
 
 // registerHW registers n with hardware report hw, signed, and stakes it.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/envserver"
-	"github.com/zooai/gym/reward"
+	"github.com/zooai/gym/model/envserver"
+	"github.com/zooai/gym/model/reward"
 )
 
 func newEnv() *cobra.Command {

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/envserver"
-	"github.com/zooai/gym/episode"
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/prng"
-	"github.com/zooai/gym/rollout"
-	"github.com/zooai/gym/toolcall"
+	"github.com/zooai/gym/model/envserver"
+	"github.com/zooai/gym/model/episode"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/prng"
+	"github.com/zooai/gym/model/rollout"
+	"github.com/zooai/gym/model/toolcall"
 )
 
 type envPlayOptions struct {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/episode"
 	"github.com/zooai/gym/internal/tinyllama"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/episode"
+	"github.com/zooai/gym/model/llama"
 )
 
 // chatModelDir writes a tiny random instruct model: ChatConfig weights,
@@ -25,7 +25,7 @@ func chatModelDir(t *testing.T) string {
 	if err := llama.Save(dir, w); err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := os.ReadFile("../../chat/testdata/templates/Qwen-Qwen2.5-7B-Instruct.jinja")
+	tmpl, err := os.ReadFile("../../model/chat/testdata/templates/Qwen-Qwen2.5-7B-Instruct.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}

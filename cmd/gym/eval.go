@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/heldout"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/peft"
-	"github.com/zooai/gym/task"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/model/heldout"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
+	"github.com/zooai/gym/model/task"
+	"github.com/zooai/gym/model/trainer"
+	"github.com/zooai/gym/protocol/delta"
+	"github.com/zooai/gym/protocol/jobconf"
 )
 
 type evalOptions struct {

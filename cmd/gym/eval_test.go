@@ -9,14 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/heldout"
 	"github.com/zooai/gym/internal/tinyllama"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/peft"
-	"github.com/zooai/gym/task"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/heldout"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
+	"github.com/zooai/gym/model/task"
+	"github.com/zooai/gym/model/trainer"
 )
 
 // evalFixture trains an adapter on sort for a few steps and writes it in

@@ -31,10 +31,10 @@ import (
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/nodeauth"
-	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/peft"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 func newJob(o *orchestratorFlags) *cobra.Command {

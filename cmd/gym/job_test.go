@@ -47,11 +47,11 @@ import (
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/internal/promdoc"
 	"github.com/zooai/gym/internal/tinyllama"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // These tests run the gym binary against a real hanzod process: the client

@@ -5,9 +5,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // readJobFile reads and parses a job file ("-": standard input, named

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)

@@ -7,7 +7,7 @@ import (
 	"runtime"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/modelprobe"
+	"github.com/zooai/gym/model/modelprobe"
 )
 
 func newModel() *cobra.Command {

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/ring/ringbench"
-	gymworker "github.com/zooai/gym/worker"
+	"github.com/zooai/gym/keys/nodekey"
+	gymworker "github.com/zooai/gym/node/worker"
+	"github.com/zooai/gym/protocol/ring/ringbench"
 )
 
 // TestNetnsEndToEnd runs the system across hosts: hanzod in one network

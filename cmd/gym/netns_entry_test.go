@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/ring/ringbench"
+	"github.com/zooai/gym/protocol/ring/ringbench"
 )
 
 // TestNetnsSubmitJobNeedsKey: from another host (network namespace),

@@ -23,11 +23,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/zooai/gym/internal/valkeyserver"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	gymworker "github.com/zooai/gym/node/worker"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/ring/ringbench"
-	gymworker "github.com/zooai/gym/worker"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/ring/ringbench"
 )
 
 // TestNetnsFailoverCutLeader runs hanzod's replicas across hosts: Valkey

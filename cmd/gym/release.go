@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/release"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/keys/release"
 )
 
 func newRelease() *cobra.Command {

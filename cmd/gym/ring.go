@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/ring/ringbench"
+	"github.com/zooai/gym/protocol/ring/ringbench"
 )
 
 func newRing() *cobra.Command {

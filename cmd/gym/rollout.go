@@ -12,15 +12,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/basecache"
-	"github.com/zooai/gym/heldout"
+	"github.com/zooai/gym/artifact/basecache"
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/prng"
-	"github.com/zooai/gym/rollout"
-	"github.com/zooai/gym/task"
-	"github.com/zooai/gym/trace"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/model/heldout"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/prng"
+	"github.com/zooai/gym/model/rollout"
+	"github.com/zooai/gym/model/task"
+	"github.com/zooai/gym/model/trainer"
+	"github.com/zooai/gym/protocol/trace"
 )
 
 type rolloutOptions struct {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/task"
-	"github.com/zooai/gym/trace"
+	"github.com/zooai/gym/model/task"
+	"github.com/zooai/gym/protocol/trace"
 )
 
 // TestRollout: gym rollout writes traces the trace reader accepts, the same

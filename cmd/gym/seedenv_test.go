@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/worker"
+	"github.com/zooai/gym/node/worker"
 )
 
 // TestUse4Bit: the seed's USE_4BIT is refused when it asks for what this

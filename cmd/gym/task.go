@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/model/task"
 )
 
 func newTask() *cobra.Command {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/dataset"
-	"github.com/zooai/gym/reward"
-	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/model/dataset"
+	"github.com/zooai/gym/model/reward"
+	"github.com/zooai/gym/model/task"
 )
 
 // TestTaskExport: a built-in task written as a dataset reads back, with

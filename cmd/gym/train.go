@@ -17,14 +17,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/nodekey"
-	"github.com/zooai/gym/peft"
-	"github.com/zooai/gym/plot"
-	"github.com/zooai/gym/task"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/internal/plot"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
+	"github.com/zooai/gym/model/task"
+	"github.com/zooai/gym/model/trainer"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 // trainOptions are gym train's flags beyond the training config itself.

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 // runTrainCmd runs `gym train args...` in process (the command is not wired

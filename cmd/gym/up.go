@@ -16,20 +16,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/zooai/gym/backend"
-	"github.com/zooai/gym/basecache"
-	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/artifact/basecache"
+	"github.com/zooai/gym/devnet/localcluster"
 	"github.com/zooai/gym/internal/valkeyserver"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/localcluster"
-	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/task"
+	"github.com/zooai/gym/model/trainer"
+	"github.com/zooai/gym/node/backend"
+	"github.com/zooai/gym/node/worker"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/task"
-	"github.com/zooai/gym/trainer"
-	"github.com/zooai/gym/worker"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/merge"
 )
 
 // upOptions are gym up's flags.

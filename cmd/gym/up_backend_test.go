@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // gym up --backend: one name for every worker or one per worker; the job

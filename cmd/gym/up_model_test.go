@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/basecache"
-	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/artifact/basecache"
 	"github.com/zooai/gym/internal/pyenv"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
 )
 
 // TestUpModelDir brings a model as a user would: a tiny random Qwen2 saved
@@ -90,7 +90,7 @@ func TestUpModelDir(t *testing.T) {
 	}
 
 	ids := [][]int{{0, 3, 4, 11, 6, 9, 12, 2, 9}, {0, 7, 2, 9, 1, 5, 13, 1, 2}}
-	peftScript, _ := filepath.Abs(filepath.Join("..", "..", "peft", "testdata", "peft_logits.py"))
+	peftScript, _ := filepath.Abs(filepath.Join("..", "..", "model", "peft", "testdata", "peft_logits.py"))
 	idsJSON, _ := json.Marshal(ids)
 	pc := exec.Command(py, peftScript, model, s.CheckpointDir, string(idsJSON))
 	pc.Dir = t.TempDir()

@@ -12,15 +12,15 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/artifact"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/localcluster"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/devnet/localcluster"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/protocol/jobconf"
 )
 
 // upRunJSON runs gym up with a small job and returns the summary: 2

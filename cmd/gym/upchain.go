@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/zooai/gym/localchain"
-	"github.com/zooai/gym/localcluster"
+	"github.com/zooai/gym/devnet/localchain"
+	"github.com/zooai/gym/devnet/localcluster"
 	hanzod "github.com/zooai/gym/orchestrator/daemon"
 	"github.com/zooai/gym/orchestrator/ledger"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/localchain"
+	"github.com/zooai/gym/devnet/localchain"
 )
 
 // TestUpLedgerEVM runs gym up --ledger evm with a signflip attacker (worker

@@ -20,14 +20,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zooai/gym/artifact/transfer"
-	"github.com/zooai/gym/basemodel"
+	"github.com/zooai/gym/devnet/localcluster"
 	"github.com/zooai/gym/internal/pyenv"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/localcluster"
-	"github.com/zooai/gym/nodeclient"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/node/nodeclient"
+	"github.com/zooai/gym/node/worker"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/worker"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 func workerTestSpec() jobspec.Spec {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/zooai/gym/hardware"
+	"github.com/zooai/gym/protocol/hardware"
 )
 
 // hwProbe is where workerHardware reads the machine: this host's memory

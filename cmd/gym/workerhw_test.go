@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/hardware"
+	"github.com/zooai/gym/protocol/hardware"
 )
 
 // gym worker registers the host's memory as cpu, the GPUs nvidia-smi

@@ -18,8 +18,8 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/internal/valkeyserver"
-	"github.com/zooai/gym/nodeclient"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/node/nodeclient"
 )
 
 // TestMain runs hanzod's main when the failover test starts this test

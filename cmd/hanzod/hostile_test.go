@@ -31,11 +31,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/checkpkg"
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/nodeauth"
-	"github.com/zooai/gym/nodeclient"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/node/nodeclient"
+	"github.com/zooai/gym/protocol/checkpkg"
+	"github.com/zooai/gym/protocol/delta"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 // hostileHanzod runs hanzod as its own process (this test binary with

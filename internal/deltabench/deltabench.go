@@ -26,8 +26,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/internal/pyref"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 // Config says what to measure.

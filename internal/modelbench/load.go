@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zooai/gym/internal/deltabench"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
 )
 
 // The two ways MeasureLoad reads a base: ModeFloat32 widens every tensor

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
 )
 
 // TestRunLoad measures a small BF16 model both ways in child processes:

@@ -30,8 +30,8 @@ import (
 
 	"github.com/zooai/gym/internal/deltabench"
 	"github.com/zooai/gym/internal/pyenv"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/prng"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/prng"
 )
 
 // TorchScript is bench_torch.py, the PyTorch side of the benchmark:

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/zooai/gym/internal/pyenv"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
 )
 
 // TestMain lets the test binary serve as the Go side's child process:

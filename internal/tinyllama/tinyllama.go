@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/prng"
-	"github.com/zooai/gym/tokenizer"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/prng"
+	"github.com/zooai/gym/model/tokenizer"
 )
 
 // Chars are the tokenizer's characters, token id i being Chars[i].

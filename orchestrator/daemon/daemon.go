@@ -37,14 +37,12 @@ import (
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
 	"github.com/zooai/gym/artifact"
+	"github.com/zooai/gym/artifact/basecache"
 	"github.com/zooai/gym/artifact/pin"
 	astore "github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
-	"github.com/zooai/gym/basecache"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/hardware"
-	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/basemodel"
 	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/chainsync"
 	"github.com/zooai/gym/orchestrator/engine"
@@ -55,6 +53,8 @@ import (
 	"github.com/zooai/gym/orchestrator/store"
 	"github.com/zooai/gym/orchestrator/store/bolt"
 	"github.com/zooai/gym/orchestrator/store/valkey"
+	"github.com/zooai/gym/protocol/hardware"
+	"github.com/zooai/gym/protocol/merge"
 )
 
 // Config is everything hanzod needs; flags and environment map onto it.

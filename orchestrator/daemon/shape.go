@@ -10,10 +10,10 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	astore "github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/hardware"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/protocol/hardware"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // maxConfigBytes bounds a base's config.json as hanzod reads it.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	astore "github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/protocol/jobconf"
 )
 
 // hanzod reads a base's shape from its config.json alone: the built-in

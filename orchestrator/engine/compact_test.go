@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store/bolt"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // TestDayOfTicks compresses a day of an idle orchestrator (one tick a

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store"
 	"github.com/zooai/gym/orchestrator/store/bolt"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 type clock struct {

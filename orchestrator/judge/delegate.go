@@ -13,16 +13,16 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/checkpkg"
-	"github.com/zooai/gym/evalpkg"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/peft"
-	"github.com/zooai/gym/verdict"
+	"github.com/zooai/gym/protocol/checkpkg"
+	"github.com/zooai/gym/protocol/evalpkg"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/verdict"
 )
 
 // OffenceFalseVerdict is the offence of a validator whose verdict the

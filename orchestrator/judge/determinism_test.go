@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/peft"
 )
 
 // TestMergeDeterministic submits the same honest deltas of epoch 1 in two

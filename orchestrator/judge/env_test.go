@@ -13,17 +13,17 @@ import (
 	"time"
 
 	"github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/trainer"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store/bolt"
-	"github.com/zooai/gym/ring"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/ring"
 )
 
 // clock is a fake clock: time moves only when a test says so, so the

@@ -19,19 +19,19 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/edkey"
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/keys/edkey"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	ostore "github.com/zooai/gym/orchestrator/store"
-	"github.com/zooai/gym/peft"
-	"github.com/zooai/gym/verdict"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/merge"
+	"github.com/zooai/gym/protocol/verdict"
 )
 
 // Step does whatever the jobs' progress calls for: end an epoch whose

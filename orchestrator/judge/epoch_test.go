@@ -19,15 +19,15 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/peft"
-	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/protocol/delta"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/ring"
 )
 
 // epoch1 caches the honest deltas of epoch 1 of tinySpec: every test

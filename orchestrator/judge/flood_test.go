@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/delta"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/protocol/delta"
 )
 
 // bombBytes is what a decompression bomb declares: 60 MiB of zeros, a

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/protocol/jobconf"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden-epoch.json from this run")

@@ -7,10 +7,10 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/task"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // TestPlanCache: the plan is derived once per job and spec, again when

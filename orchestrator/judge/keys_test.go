@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"github.com/zooai/gym/edkey/edkeytest"
+	"github.com/zooai/gym/keys/edkey/edkeytest"
 	"github.com/zooai/gym/orchestrator/judge"
 )
 

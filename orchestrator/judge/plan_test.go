@@ -4,11 +4,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/task"
 	"github.com/zooai/gym/orchestrator/judge"
-	"github.com/zooai/gym/task"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // TestPlanDerivedOnce: the judge derives a job's plan from its spec once,

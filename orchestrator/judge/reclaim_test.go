@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/peft"
 )
 
 // TestSettledBlobsDeleted: once a job has settled and the retention has

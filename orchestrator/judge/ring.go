@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/nodekey"
+	"github.com/zooai/gym/keys/nodekey"
+	"github.com/zooai/gym/model/llama"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/protocol/ring"
 )
 
 // RingFrame is a frame of a ring all-reduce kept as evidence: the bytes its

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/ring"
-	"github.com/zooai/gym/worker"
+	"github.com/zooai/gym/node/worker"
+	"github.com/zooai/gym/protocol/ring"
 )
 
 // ringReport is node signer's ring frame of the job, as a receiver reports

@@ -14,14 +14,14 @@ import (
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/internal/atomicfile"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/peft"
-	"github.com/zooai/gym/verdict"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/verdict"
 )
 
 // The judge checks a running epoch's deltas sync by sync as they arrive

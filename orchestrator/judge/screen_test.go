@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/merge"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/merge"
 )
 
 // TestScreenEjectsAndRebases: a member's delta of sync 1 is tampered

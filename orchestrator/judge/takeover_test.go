@@ -9,13 +9,13 @@ import (
 
 	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/store"
-	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/blob"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
-	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/protocol/jobconf"
 )
 
 // replica gives e a judge as a fresh replica has it: its own data

@@ -3,11 +3,11 @@ package judge
 import (
 	"context"
 
-	"github.com/zooai/gym/checkpkg"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
-	"github.com/zooai/gym/trace"
+	"github.com/zooai/gym/protocol/checkpkg"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/trace"
 )
 
 // traceChecker is epoch e of job's epoch.TraceChecker: it reads the node's

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/orchestrator/judge"
-	"github.com/zooai/gym/trace"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/trace"
 )
 
 // traceSet is a one-sequence trace set of node i's epoch ep at step.

@@ -3,9 +3,9 @@ package judge
 import (
 	"context"
 
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
+	"github.com/zooai/gym/protocol/delta"
+	"github.com/zooai/gym/protocol/jobconf"
 )
 
 // Upload is a delta upload's announcement (NodeService.UploadDelta): the

@@ -3,9 +3,9 @@ package judge_test
 import (
 	"testing"
 
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/jobconf"
 	"github.com/zooai/gym/orchestrator/judge"
+	"github.com/zooai/gym/protocol/delta"
+	"github.com/zooai/gym/protocol/jobconf"
 )
 
 // upload is file's announcement by node i with the first n bytes as head

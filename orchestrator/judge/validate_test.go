@@ -12,12 +12,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
 	"github.com/zooai/gym/orchestrator/judge"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/protocol/delta"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // good is a valid delta of node i for sync k of epoch 1, its values of

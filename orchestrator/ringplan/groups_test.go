@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/ring/ringsim"
+	"github.com/zooai/gym/protocol/ring/ringsim"
 )
 
 // sites returns the round trips (µs) of sites of the given sizes: in µs

@@ -2,8 +2,8 @@ package server
 
 import (
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/hardware"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/protocol/hardware"
 )
 
 // hardwareFrom is a registration's hardware report.

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/edkey/edkeytest"
+	"github.com/zooai/gym/keys/edkey/edkeytest"
 	"github.com/zooai/gym/orchestrator/state"
 )
 

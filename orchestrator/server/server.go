@@ -31,15 +31,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/edkey"
-	"github.com/zooai/gym/hardware"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/nodeauth"
+	"github.com/zooai/gym/keys/edkey"
 	"github.com/zooai/gym/orchestrator/engine"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/state"
 	"github.com/zooai/gym/orchestrator/store"
+	"github.com/zooai/gym/protocol/hardware"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 // Config bounds what clients may send.

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/state"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 // hexDigest is a file's signature digest as an announcement names it.

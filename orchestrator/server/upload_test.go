@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/zooai/gym/api/hanzod/v1"
-	"github.com/zooai/gym/checkpkg"
-	"github.com/zooai/gym/nodeauth"
+	"github.com/zooai/gym/protocol/checkpkg"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 // chunkOf splits b into messages of one part kind.

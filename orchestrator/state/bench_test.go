@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // cluster is a machine with n registered, staked, heartbeating nodes.

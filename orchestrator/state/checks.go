@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/nodeauth"
-	"github.com/zooai/gym/verdict"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/nodeauth"
+	"github.com/zooai/gym/protocol/verdict"
 )
 
 // RoleValidator is the Node.Role of a validator: it registers like a

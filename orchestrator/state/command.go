@@ -5,11 +5,11 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/zooai/gym/edkey"
-	"github.com/zooai/gym/hardware"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/nodeauth"
+	"github.com/zooai/gym/keys/edkey"
 	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/protocol/hardware"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 // Command is a request to change the state. Step validates it into events.

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ringplan"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 // Commands of the end-to-end run: ring failure reports from nodes, and the

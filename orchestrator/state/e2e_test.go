@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // TestApplyRefusesE2EOutOfPlace: replay refuses end-to-end events that

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/zooai/gym/hardware"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/protocol/hardware"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 // Event is one entry of the append-only log. Index is its 1-based position,

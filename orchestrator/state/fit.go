@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/zooai/gym/hardware"
+	"github.com/zooai/gym/protocol/hardware"
 )
 
 // NodeFit is one node's eligibility for a job: how it would run it (Fit)

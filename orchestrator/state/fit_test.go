@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/hardware"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/protocol/hardware"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // registerHW registers node name with hardware report r (signed), and

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/jobspec"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // TestGSPORefusesNonFinite checks that NaN and infinities are refused for

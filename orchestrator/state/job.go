@@ -9,10 +9,10 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/zooai/gym/hardware"
-	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/orchestrator/ringplan"
+	"github.com/zooai/gym/protocol/hardware"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // JobState is a job's place in its state machine.

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/zooai/gym/edkey/edkeytest"
+	"github.com/zooai/gym/keys/edkey/edkeytest"
 )
 
 // Node ids and request signatures are refused with a reason whenever

@@ -5,8 +5,8 @@ import (
 	"net"
 	"sort"
 
-	"github.com/zooai/gym/hardware"
-	"github.com/zooai/gym/nodeauth"
+	"github.com/zooai/gym/protocol/hardware"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 // NodeStatus is a node's liveness.

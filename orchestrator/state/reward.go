@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // The economics of a job (docs/threat-model.md, "Economics"): an epoch

@@ -3,8 +3,8 @@ package state
 import (
 	"fmt"
 
-	"github.com/zooai/gym/jobspec"
 	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // MaxUtility is the largest utility a signed submission by account may

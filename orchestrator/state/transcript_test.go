@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/nodeauth"
 	"github.com/zooai/gym/orchestrator/ledger"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/nodeauth"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of transcript tests")

@@ -11,7 +11,7 @@ Ed25519 key::
 docs/delta-format.md is the normative description; this module follows the Go
 package ``delta`` rule for rule, so a file one writes the other reads, and a
 file one refuses the other refuses for the same reason (the shared vectors in
-``delta/testdata/vectors`` are checked by both test suites).
+``protocol/delta/testdata/vectors`` are checked by both test suites).
 
 :class:`DeltaWriter` writes files (the seed's class, with the seed's
 ``add_tensor`` / ``finalize`` and the client's ``write_delta`` /

@@ -1,7 +1,7 @@
 """The torch backend's parts: objective, traces files, engine and gRPC service on a tiny random Llama.
 
 The comparison with the Go engine on the built-in base is the Go test
-backend/torch TestGSPOMatchesGoEngine; these tests pin the Python side alone.
+node/backend/torch TestGSPOMatchesGoEngine; these tests pin the Python side alone.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """gym_protocol.delta against the Go package delta.
 
-The shared vectors in delta/testdata/vectors (manifest.json says what each
+The shared vectors in protocol/delta/testdata/vectors (manifest.json says what each
 file holds) are read here and by the Go test TestVectors: valid files from
 both writers must decode to the manifest's tensors and metadata, every
 hostile file must be refused with the sentinel the manifest names. The
 Python-written vectors (py-*.delta) are made here with GYM_UPDATE_VECTORS=1
-(after `go test ./delta -run TestVectors -update-vectors`).
+(after `go test ./protocol/delta -run TestVectors -update-vectors`).
 
 Then: files written here verify with `gym delta verify` and Go-written ones
 read here, for every dtype and compression; mutated files raise DeltaError
@@ -30,7 +30,7 @@ from gym_protocol import delta as gd
 from gym_protocol.keys import SigningKey
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-VECTORS = REPO / "delta" / "testdata" / "vectors"
+VECTORS = REPO / "protocol" / "delta" / "testdata" / "vectors"
 MANIFEST = json.loads((VECTORS / "manifest.json").read_text())
 KEY = SigningKey.from_seed(bytes.fromhex(MANIFEST["seed_hex"]))
 
@@ -310,7 +310,7 @@ def test_bombs_bounded(tmp_path: pathlib.Path) -> None:
 @pytest.mark.parametrize("name", ["seed-none.delta", "seed-lz4.delta", "seed-zstd.delta", "python-lz4-linked.delta"])
 def test_seed_writer_files(gym: pathlib.Path, name: str) -> None:
     """Files of the seed's reference writer (lz4.frame.compress defaults: linked 64 KiB blocks) read as Go reads them."""
-    path = REPO / "delta" / "testdata" / name
+    path = REPO / "protocol" / "delta" / "testdata" / name
     d = gd.read_delta(path)
     info = json.loads(subprocess.run([gym, "delta", "inspect", "--json", path], check=True, capture_output=True,
                                      text=True).stdout)

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/protocol/delta"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // Rejection reasons of a submitted delta (SubmitDeltaResponse.reason). The

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/delta"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
+	"github.com/zooai/gym/protocol/delta"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // tensors is a as delta tensors (fp32), as jobconf.Encode writes them.

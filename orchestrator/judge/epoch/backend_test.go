@@ -3,7 +3,7 @@ package epoch
 import (
 	"testing"
 
-	"github.com/zooai/gym/jobconf"
+	"github.com/zooai/gym/protocol/jobconf"
 )
 
 // A delta escapes exact replay only when it claims torch on a job that

@@ -40,14 +40,14 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/evalpkg"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/trainer"
 	"github.com/zooai/gym/orchestrator/ledger"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/protocol/evalpkg"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/merge"
 )
 
 // OffenceSpotCheck is the offence of a delta that does not replay.

@@ -13,15 +13,15 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/zooai/gym/attack"
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/llama"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
 	"github.com/zooai/gym/orchestrator/ledger"
-	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/protocol/attack"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/merge"
+	"github.com/zooai/gym/protocol/ring"
 )
 
 var testBase = sync.OnceValues(basemodel.Builtin)

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooai/gym/basemodel"
-	"github.com/zooai/gym/evalpkg"
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/basemodel"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/peft"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
-	"github.com/zooai/gym/peft"
+	"github.com/zooai/gym/protocol/evalpkg"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // TestEvaluateOnNodes: a judge without the base model (OnNodes, a

@@ -5,11 +5,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/trainer"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
-	"github.com/zooai/gym/trainer"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
 )
 
 // TestRetrainSGD: under plain SGD the replay trains sync k alone, from the

@@ -6,11 +6,11 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/merge"
-	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/merge"
+	"github.com/zooai/gym/protocol/ring"
 )
 
 // Rebase is a state the epoch's honest members were told to continue

@@ -5,12 +5,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/zooai/gym/jobconf"
-	"github.com/zooai/gym/jobspec"
-	"github.com/zooai/gym/llama"
-	"github.com/zooai/gym/merge"
+	"github.com/zooai/gym/model/llama"
 	"github.com/zooai/gym/orchestrator/judge/epoch"
-	"github.com/zooai/gym/ring"
+	"github.com/zooai/gym/protocol/jobconf"
+	"github.com/zooai/gym/protocol/jobspec"
+	"github.com/zooai/gym/protocol/merge"
+	"github.com/zooai/gym/protocol/ring"
 )
 
 // fourSyncs is a world of four syncs of one step each.

@@ -25,7 +25,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/zooai/gym/chain"
-	"github.com/zooai/gym/contracts"
+	"github.com/zooai/gym/chain/contracts"
 	"github.com/zooai/gym/orchestrator/ledger"
 )
 

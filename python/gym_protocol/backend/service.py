@@ -48,7 +48,7 @@ def _hold_in_step() -> None:
 # A test hook: with GYM_TRAINER_TEST_OOM=<call>[,<call>...] (Load, Generate,
 # Step) in its environment, those calls raise torch.cuda.OutOfMemoryError as
 # a GPU that ran out of memory does, so tests on machines without a GPU check
-# what the worker and the job's status make of it (backend/torch
+# what the worker and the job's status make of it (node/backend/torch
 # TestOutOfMemoryIsUnservable); nothing else sets it.
 OOM_ENV = "GYM_TRAINER_TEST_OOM"
 
