@@ -2,6 +2,7 @@ package localcluster_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,4 +105,36 @@ func TestInEpochEjection(t *testing.T) {
 				e.Ejections[0].Reached, e.Ejections[0].Seconds, e.Rebases[0], e.SpotChecks, e.Accuracy)
 		})
 	}
+}
+
+// TestTracedRewardsReplayed: a go worker whose delta is honest but whose
+// trace bundle claims higher rewards than it sampled (--attack rewards).
+// The replay of a go delta reproduces its samples, so the check compares
+// them with the traces: the lie is proven at its first checked sync, and
+// the node is slashed and ejected like any other cheater.
+func TestTracedRewardsReplayed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a job of six syncs")
+	}
+	cfg := localcluster.TestConfig(t.TempDir(), 4)
+	cfg.Attacks = []string{"", "", "", worker.AttackRewards}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, dataParallelSpec(1, 6, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	bad := sum.Nodes[3]
+	if !bad.Slashed || bad.Reward != 0 || len(bad.Slashes) == 0 || !strings.Contains(bad.Slashes[0], "traces: ") || !strings.Contains(bad.Slashes[0], "reward") {
+		t.Fatalf("the rewards liar: slashed %v %q, paid %v", bad.Slashed, bad.Slashes, bad.Reward)
+	}
+	for _, n := range sum.Nodes[:3] {
+		if n.Slashed {
+			t.Errorf("honest %s slashed: %v", n.Name, n.Slashes)
+		}
+	}
+	t.Logf("caught: %s", bad.Slashes[0])
 }

@@ -608,6 +608,20 @@ func (j *Judge) epochInput(ctx context.Context, plan jobconf.Plan, jb state.Job,
 		in.Deltas = append(in.Deltas, d)
 	}
 	in.CheckTraces = j.traceChecker(jb.ID, plan, e)
+	job := jb.ID
+	in.ClaimedSamples = func(ctx context.Context, d epoch.Delta) ([][]epoch.Sample, error) {
+		sets, err := j.loadTraces(ctx, job, d.Traces)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]epoch.Sample, len(sets))
+		for i, set := range sets {
+			for _, q := range set.Seqs {
+				out[i] = append(out[i], epoch.Sample{PromptIDs: q.PromptIDs, CompletionIDs: q.CompletionIDs, Reward: q.Reward})
+			}
+		}
+		return out, nil
+	}
 	for n, until := range jb.Watch {
 		if until >= e {
 			if in.Watched == nil {

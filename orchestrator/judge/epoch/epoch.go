@@ -42,6 +42,7 @@ import (
 
 	"github.com/zooai/gym/model/basemodel"
 	"github.com/zooai/gym/model/llama"
+	"github.com/zooai/gym/model/rollout"
 	"github.com/zooai/gym/model/trainer"
 	"github.com/zooai/gym/orchestrator/ledger"
 	"github.com/zooai/gym/protocol/evalpkg"
@@ -125,9 +126,30 @@ type TraceCheck struct {
 // Replayer re-executes node's training of syncs 1..k of the epoch exactly
 // as a worker does: from starts[0] at the epoch's first step, Interval
 // steps a sync, continuing after sync s < k from starts[s] with the
-// optimiser state kept. It returns the adapter at the end of sync k and the
-// losses of sync k's steps. len(starts) is k.
-type Replayer func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error)
+// optimiser state kept. It returns the adapter at the end of sync k, the
+// losses of sync k's steps and, where it can, their samples. len(starts)
+// is k.
+type Replayer func(ctx context.Context, node string, k int, starts []*llama.Adapter) (Replayed, error)
+
+// Replayed is what a replay of one sync gives.
+type Replayed struct {
+	Adapter *llama.Adapter
+	Losses  []float64
+	// Samples are the completions each of the sync's steps sampled, in
+	// order (nil: the replayer does not say).
+	Samples [][]Sample
+}
+
+// Sample is one sampled completion as a trace records it: what a replay
+// compares a delta's traces with.
+type Sample struct {
+	PromptIDs, CompletionIDs []int
+	Reward                   float64
+}
+
+// SampleReader reads the samples a delta's trace bundle claims, step by
+// step (Input.ClaimedSamples).
+type SampleReader func(ctx context.Context, d Delta) ([][]Sample, error)
 
 // Input is everything an epoch's evaluation depends on.
 type Input struct {
@@ -170,6 +192,9 @@ type Input struct {
 	// Watched are the nodes checked at WatchedShare instead of
 	// SpotCheckBP (after a failed or missing check in an earlier epoch).
 	Watched map[string]bool
+	// ClaimedSamples reads the samples a replayed delta's traces claim,
+	// to compare with the replay's (nil: not compared).
+	ClaimedSamples SampleReader
 	// CheckTraces checks a sampled delta that cannot be replayed bit for
 	// bit (a torch delta on a job that allows torch) from its traces; nil:
 	// such deltas are not checked (Report.NotReplayed).
@@ -740,10 +765,11 @@ func spotCheck(ctx context.Context, in Input, k int, en *entry, S []*llama.Adapt
 	if _, err := jobconf.Worker(en.Node); err != nil {
 		return false, err.Error(), nil
 	}
-	got, losses, err := in.Replay(ctx, en.Node, k, S[:k])
+	rp, err := in.Replay(ctx, en.Node, k, S[:k])
 	if err != nil {
 		return false, "", err
 	}
+	got, losses := rp.Adapter, rp.Losses
 	d := jobconf.Sub(got, S[k-1])
 	jobconf.Clip(d, in.Plan.ClipNorm(d.NumParams()))
 	want, have := jobconf.Flatten(d), jobconf.Flatten(en.a)
@@ -762,7 +788,43 @@ func spotCheck(ctx context.Context, in Input, k int, en *entry, S []*llama.Adapt
 	if cl := jobconf.ClaimedLoss(losses); abs(cl-en.ClaimedLoss) > 0.05 {
 		return false, fmt.Sprintf("claimed loss %.6g, replay gives %.6g", en.ClaimedLoss, cl), nil
 	}
+	if in.ClaimedSamples != nil && en.Traces != "" && rp.Samples != nil {
+		// The traces the delta names are a signed statement of what it
+		// sampled and was rewarded: they must be the replay's.
+		claimed, err := in.ClaimedSamples(ctx, en.Delta)
+		if err != nil {
+			return false, "", err
+		}
+		if why := sameSamples(claimed, rp.Samples); why != "" {
+			return false, "traces: " + why, nil
+		}
+	}
 	return true, "", nil
+}
+
+// sameSamples says how the samples a delta's traces claim differ from
+// the replay's ("": they do not).
+func sameSamples(claimed, replayed [][]Sample) string {
+	if len(claimed) != len(replayed) {
+		return fmt.Sprintf("%d steps traced, the replay took %d", len(claimed), len(replayed))
+	}
+	for s := range claimed {
+		if len(claimed[s]) != len(replayed[s]) {
+			return fmt.Sprintf("step %d: %d completions traced, the replay sampled %d", s+1, len(claimed[s]), len(replayed[s]))
+		}
+		for i, c := range claimed[s] {
+			r := replayed[s][i]
+			switch {
+			case !slices.Equal(c.PromptIDs, r.PromptIDs):
+				return fmt.Sprintf("step %d completion %d: another prompt than the replay's", s+1, i)
+			case !slices.Equal(c.CompletionIDs, r.CompletionIDs):
+				return fmt.Sprintf("step %d completion %d: another completion than the replay's", s+1, i)
+			case abs(c.Reward-r.Reward) > 1e-9:
+				return fmt.Sprintf("step %d completion %d: reward %.6g traced, the replay's %.6g", s+1, i, c.Reward, r.Reward)
+			}
+		}
+	}
+	return ""
 }
 
 // Retrain is the Replayer of the built-in trainer: it trains node's data
@@ -778,13 +840,13 @@ func spotCheck(ctx context.Context, in Input, k int, en *entry, S []*llama.Adapt
 // 1/k of its cost; that is what makes a sync every step affordable to
 // check.
 func Retrain(base *basemodel.Base, plan jobconf.Plan, epoch, threads int) Replayer {
-	return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error) {
+	return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (Replayed, error) {
 		worker, err := jobconf.Worker(node)
 		if err != nil {
-			return nil, nil, err
+			return Replayed{}, err
 		}
 		if k < 1 || len(starts) < k {
-			return nil, nil, fmt.Errorf("epoch: replay of sync %d given %d ring results", k, len(starts))
+			return Replayed{}, fmt.Errorf("epoch: replay of sync %d given %d ring results", k, len(starts))
 		}
 		first, st := 1, trainer.State{Step: plan.FirstStep(epoch), Adapter: starts[0]}
 		if plan.Trainer.SGD {
@@ -793,27 +855,41 @@ func Retrain(base *basemodel.Base, plan jobconf.Plan, epoch, threads int) Replay
 		}
 		tr, err := trainer.Resume(base.Weights, base.Tokenizer, plan.Trainer, worker, threads, st)
 		if err != nil {
-			return nil, nil, err
+			return Replayed{}, err
 		}
-		var losses []float64
+		var out Replayed
 		for s := first; s <= k; s++ {
-			losses = losses[:0]
+			out.Losses, out.Samples = out.Losses[:0], out.Samples[:0]
 			for range plan.Interval {
 				st, err := tr.Step(ctx)
 				if err != nil {
-					return nil, nil, err
+					return Replayed{}, err
 				}
-				losses = append(losses, st.Loss)
+				out.Losses = append(out.Losses, st.Loss)
+				out.Samples = append(out.Samples, samplesOf(tr.Rollouts()))
 			}
 			if s == k {
 				break
 			}
 			if tr, err = tr.Rebase(starts[s]); err != nil {
-				return nil, nil, err
+				return Replayed{}, err
 			}
 		}
-		return tr.Adapter(), losses, nil
+		out.Adapter = tr.Adapter()
+		return out, nil
 	}
+}
+
+// samplesOf are a step's rollouts as a trace records them (nil for none).
+func samplesOf(ro *rollout.Rollouts) []Sample {
+	if ro == nil {
+		return nil
+	}
+	out := make([]Sample, len(ro.Rewards))
+	for i := range out {
+		out[i] = Sample{PromptIDs: ro.Prompts[i/ro.G], CompletionIDs: ro.Completions[i], Reward: ro.Rewards[i]}
+	}
+	return out
 }
 
 func short(id string) string {

@@ -116,16 +116,16 @@ func (w *world) contribution(node string, k int) *llama.Adapter {
 // replay is the fake re-execution: the start of sync k plus node's
 // contribution. It counts its calls.
 func (w *world) replay(calls *int) epoch.Replayer {
-	return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error) {
+	return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (epoch.Replayed, error) {
 		*calls++
 		if len(starts) != k {
-			return nil, nil, fmt.Errorf("replay of sync %d given %d starts", k, len(starts))
+			return epoch.Replayed{}, fmt.Errorf("replay of sync %d given %d starts", k, len(starts))
 		}
 		a := starts[k-1].Clone()
 		if err := jobconf.AddFlat(a, jobconf.Flatten(w.contribution(node, k))); err != nil {
-			return nil, nil, err
+			return epoch.Replayed{}, err
 		}
-		return a, []float64{w.loss}, nil
+		return epoch.Replayed{Adapter: a, Losses: []float64{w.loss}}, nil
 	}
 }
 
@@ -142,10 +142,11 @@ func (w *world) honest(t *testing.T) []epoch.Delta {
 	for k := 1; k <= w.plan.Syncs(); k++ {
 		by := map[string]*llama.Adapter{}
 		for _, n := range w.nodes {
-			got, losses, err := rp(context.Background(), n, k, starts)
+			r, err := rp(context.Background(), n, k, starts)
 			if err != nil {
 				t.Fatal(err)
 			}
+			got, losses := r.Adapter, r.Losses
 			d := jobconf.Sub(got, starts[k-1])
 			if f := jobconf.Clip(d, w.plan.ClipNorm(d.NumParams())); f != 1 {
 				t.Fatalf("honest contribution clipped by %g", f)
@@ -379,8 +380,8 @@ func TestEvaluateDeterministic(t *testing.T) {
 func TestEvaluateReplayError(t *testing.T) {
 	w := newWorld(t)
 	boom := errors.New("out of memory")
-	_, err := epoch.Evaluate(context.Background(), w.input(w.honest(t), func(context.Context, string, int, []*llama.Adapter) (*llama.Adapter, []float64, error) {
-		return nil, nil, boom
+	_, err := epoch.Evaluate(context.Background(), w.input(w.honest(t), func(context.Context, string, int, []*llama.Adapter) (epoch.Replayed, error) {
+		return epoch.Replayed{}, boom
 	}))
 	if !errors.Is(err, boom) {
 		t.Fatalf("err %v, want %v", err, boom)

@@ -3,6 +3,7 @@ package epoch_test
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zooai/gym/model/llama"
@@ -79,14 +80,20 @@ func TestRetrainSGD(t *testing.T) {
 				}
 			}
 		}
-		got, losses, err := epoch.Retrain(base, plan, e, 1)(context.Background(), node, k, starts)
+		rp, err := epoch.Retrain(base, plan, e, 1)(context.Background(), node, k, starts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		got, losses := rp.Adapter, rp.Losses
 		if jobconf.Digest(got) != jobconf.Digest(tr.Adapter()) || len(losses) != 1 || losses[0] != want[0] {
 			t.Fatalf("sgd %v: the replay of sync %d is not the worker's (losses %v, want %v)", sgd, k, losses, want)
 		}
-		if _, _, err := epoch.Retrain(base, plan, e, 1)(context.Background(), node, k, starts[:k-1]); err == nil {
+		// The replay's samples are the worker's last step's.
+		ro := tr.Rollouts()
+		if len(rp.Samples) != 1 || len(rp.Samples[0]) != len(ro.Rewards) || !slices.Equal(rp.Samples[0][0].CompletionIDs, ro.Completions[0]) || rp.Samples[0][0].Reward != ro.Rewards[0] {
+			t.Fatalf("sgd %v: the replay's samples of sync %d are not the worker's", sgd, k)
+		}
+		if _, err := epoch.Retrain(base, plan, e, 1)(context.Background(), node, k, starts[:k-1]); err == nil {
 			t.Fatalf("sgd %v: a replay of sync %d given %d ring results ran", sgd, k, k-1)
 		}
 	}

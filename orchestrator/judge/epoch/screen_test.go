@@ -194,10 +194,11 @@ func TestRebaseState(t *testing.T) {
 				for _, n := range []string{a, b} {
 					full := make([]*llama.Adapter, k)
 					full[k-1] = starts[k-1]
-					got, losses, err := rp(context.Background(), n, k, full)
+					r, err := rp(context.Background(), n, k, full)
 					if err != nil {
 						t.Fatal(err)
 					}
+					got, losses := r.Adapter, r.Losses
 					d := jobconf.Sub(got, starts[k-1])
 					by[n] = d
 					step := uint64(w.plan.SyncStep(1, k))
@@ -258,7 +259,7 @@ func TestOutlierBudget(t *testing.T) {
 	by := map[string]int{}
 	counted := func() epoch.Replayer {
 		rp := w.replay(&calls)
-		return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (*llama.Adapter, []float64, error) {
+		return func(ctx context.Context, node string, k int, starts []*llama.Adapter) (epoch.Replayed, error) {
 			by[node]++
 			return rp(ctx, node, k, starts)
 		}
