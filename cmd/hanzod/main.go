@@ -123,10 +123,28 @@ func loadSettings(args []string) (daemon.Config, slog.Level, settings, error) {
 	return cfg, level, s, err
 }
 
+// defaultProvision is hanzod's provisioning timeout: a job's nodes fetch
+// and verify its base and dataset before it starts, which for a real base
+// takes minutes (the state machine's own default, 60 s, is a test's).
+const defaultProvision = 10 * time.Minute
+
+// shortDur writes d as a flag value without trailing zero units (2m, 1h).
+func shortDur(d time.Duration) string {
+	s := d.String() // 2m0s, 1h0m0s, 1m30s
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 func parseSettings(args []string) (daemon.Config, slog.Level, settings, error) {
 	def := daemon.DefaultConfig()
 	s := settings{Listen: def.Listen, Metrics: def.Metrics, Store: def.Store, ValkeyPrefix: def.ValkeyPrefix, Lease: def.LeaseTTL.String(), LogLevel: "info",
-		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: "2m", CheckTimeout: "10m", ModelWork: "auto", Provision: "10m", BlobRetention: "1h", Ledger: "embedded", ChainID: chainIDDefault, Confirmations: 1,
+		Artifacts: def.Artifacts, Threads: def.Threads, EpochGrace: shortDur(judge.DefaultEpochGrace), CheckTimeout: shortDur(def.Engine.State.CheckTimeout), ModelWork: judge.ModelWorkAuto,
+		Provision: shortDur(defaultProvision), BlobRetention: shortDur(judge.DefaultBlobRetention), Ledger: "embedded", ChainID: chainIDDefault, Confirmations: 1,
 		EpochReward: gym(def.Engine.State.EpochReward), RewardPerSample: gym(def.Engine.State.RewardPerSample), MinEpochSamples: def.Engine.State.MinEpochSamples}
 
 	fs := flag.NewFlagSet("hanzod", flag.ContinueOnError)

@@ -92,6 +92,13 @@ const (
 	DefaultEvalSize  = 500
 )
 
+// Config's EpochGrace and BlobRetention when they are 0 (hanzod's flags
+// show them as their defaults).
+const (
+	DefaultEpochGrace    = 2 * time.Minute
+	DefaultBlobRetention = time.Hour
+)
+
 // Config configures a Judge.
 type Config struct {
 	DataDir string // checkpoints/ (the working copies) and, without Blobs, the blobs go here
@@ -337,10 +344,10 @@ func New(cfg Config, eng Engine) (*Judge, error) {
 		cfg.EvalSize = DefaultEvalSize
 	}
 	if cfg.EpochGrace == 0 {
-		cfg.EpochGrace = 2 * time.Minute
+		cfg.EpochGrace = DefaultEpochGrace
 	}
 	if cfg.BlobRetention == 0 {
-		cfg.BlobRetention = time.Hour
+		cfg.BlobRetention = DefaultBlobRetention
 	}
 	if cfg.Weights == [3]float64{} {
 		cfg.Weights = [3]float64{0.5, 0.3, 0.2}
