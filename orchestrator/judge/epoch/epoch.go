@@ -406,13 +406,6 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	rep := &res.Report
 	K := plan.Syncs()
 	syncs := bySync(in)
-
-	startOuter := func() *jobconf.Outer {
-		if in.StartOuter != nil {
-			return in.StartOuter.Clone()
-		}
-		return plan.NewOuter()
-	}
 	S, err := reconstruct(in, syncs, K, rep)
 	if err != nil {
 		return nil, err
@@ -487,13 +480,35 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		return res, nil
 	}
 
+	if err := scoreAndMerge(in, syncs, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// scoreAndMerge scores every delta still in and merges sync by sync along
+// the orchestrator's own trajectory T: the checkpoint of record, its
+// held-out figures (from the meter where a base is at hand, or from what
+// validators measured), the report's scores and the epoch's rewards. On
+// nodes without figures yet it stops after the merge with the request in
+// res.Evaluation.
+func scoreAndMerge(in Input, syncs [][]*entry, res *Result) error {
+	plan, e, K := in.Plan, in.Epoch, in.Plan.Syncs()
+	rep := &res.Report
+	startOuter := func() *jobconf.Outer {
+		if in.StartOuter != nil {
+			return in.StartOuter.Clone()
+		}
+		return plan.NewOuter()
+	}
+	var err error
 	// Score and merge sync by sync along the orchestrator's own
 	// trajectory T. The held-out figures come from the meter (a base at
 	// hand) or, on nodes, from what validators measured.
 	var meter *evalpkg.Meter
 	if !in.OnNodes {
 		if meter, err = evalpkg.NewMeter(plan, in.Base, in.ShardSize, in.EvalSize, in.Threads); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	lives := make([][]*entry, K+1)
@@ -543,7 +558,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	}
 	if m != nil {
 		if err := m.Fits(evalpkg.Info{Syncs: scoredSyncs(), StartAccuracy: e == 1}); err != nil {
-			return nil, fmt.Errorf("epoch: the measured figures do not answer this evaluation: %w", err)
+			return fmt.Errorf("epoch: the measured figures do not answer this evaluation: %w", err)
 		}
 	}
 	measuring := meter != nil || m != nil
@@ -559,7 +574,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	switch {
 	case meter != nil:
 		if rep.LossBefore, err = meter.Loss(T); err != nil {
-			return nil, err
+			return err
 		}
 	case m != nil:
 		rep.LossBefore = m.LossStart
@@ -592,7 +607,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 			switch {
 			case meter != nil:
 				if before, err = meter.Loss(T); err != nil {
-					return nil, err
+					return err
 				}
 			case m != nil:
 				before = m.Syncs[si].Before
@@ -620,7 +635,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 				var la float64
 				if meter != nil {
 					if la, err = meter.Loss(evalpkg.AfterUpdate(T, en.a)); err != nil {
-						return nil, err
+						return err
 					}
 				} else {
 					la = m.Syncs[si].After[i]
@@ -652,7 +667,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		}
 		u, mr, err := merge.Merge(c, mi)
 		if err != nil {
-			return nil, fmt.Errorf("judge: merge of sync %d: %w", k, err)
+			return fmt.Errorf("judge: merge of sync %d: %w", k, err)
 		}
 		for i := range scores {
 			for _, ct := range mr.Contributions {
@@ -663,7 +678,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		}
 		rep.Scores = append(rep.Scores, scores...)
 		if err := outerT.Apply(T, u); err != nil {
-			return nil, err
+			return err
 		}
 		prevU = u
 	}
@@ -672,7 +687,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 		req.Final = T
 		req.Seal()
 		res.Evaluation = req
-		return res, nil
+		return nil
 	}
 	if qN > 0 {
 		rep.Quality = qSum / float64(qN)
@@ -680,14 +695,14 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	switch {
 	case meter != nil:
 		if rep.LossAfter, err = meter.Loss(T); err != nil {
-			return nil, err
+			return err
 		}
 		if rep.Accuracy, err = meter.Accuracy(T); err != nil {
-			return nil, err
+			return err
 		}
 		if e == 1 {
 			if rep.AccuracyBefore, err = meter.Accuracy(in.Start); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	case m != nil:
@@ -695,7 +710,7 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 	}
 	res.Merged, res.Outer = T, outerT
 	res.Rewards = Rewards(plan, rep.Scores)
-	return res, nil
+	return nil
 }
 
 // Rewards are the epoch's contributions by node: compute by accepted
