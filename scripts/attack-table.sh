@@ -10,7 +10,9 @@
 # keyed 10% share), to measure the attacks without that defence.
 #
 # Every run of a seed derives the workers' keys from it (--key-seed), so an
-# attacked run and its honest twin train each worker on the same data.
+# attacked run and its honest twin train each worker on the same data. A
+# third run per seed, n - f honest workers, shows what losing the
+# attackers' share of the batch costs on its own (the table's first row).
 # The runs are sequential (CPU-heavy) and resumable: each run's summary is
 # kept as DIR/<workers>w-<attack>-s<seed>[-off].json and not run again.
 #
@@ -44,13 +46,17 @@ if [ "${TABLE_ONLY:-0}" != 1 ]; then
   for c in $configs; do
     n=${c%:*} f=${c#*:}
     for s in $seeds; do
-      for a in honest $attacks; do
-        name="${n}w-$a-s$s"
-        if [ "$a" = honest ]; then flags="--aggregation median"; else flags="--byzantine $f --attack $a $extra" name="$name$suffix"; fi
+      for a in honest fewer $attacks; do
+        name="${n}w-$a-s$s" w=$n
+        case $a in
+        honest) flags="--aggregation median" ;;
+        fewer) flags="--aggregation median" w=$((n - f)) ;; # the honest run without the attackers' share
+        *) flags="--byzantine $f --attack $a $extra" name="$name$suffix" ;;
+        esac
         [ -s "$dir/$name.json" ] && continue
-        echo "$(date -u +%H:%M:%S) gym up --workers $n --epochs $epochs --steps-per-epoch $steps --seed $s $flags" >&2
+        echo "$(date -u +%H:%M:%S) gym up --workers $w --epochs $epochs --steps-per-epoch $steps --seed $s $flags" >&2
         # shellcheck disable=SC2086
-        "$bin" up --workers "$n" --epochs "$epochs" --steps-per-epoch "$steps" --seed "$s" --key-seed "$s" $profile $flags \
+        "$bin" up --workers "$w" --epochs "$epochs" --steps-per-epoch "$steps" --seed "$s" --key-seed "$s" $profile $flags \
           --out "$dir/run" --json >"$dir/$name.tmp" 2>"$dir/$name.log" || true
         mv "$dir/$name.tmp" "$dir/$name.json"
         rm -rf "$dir/run"
@@ -100,6 +106,17 @@ print("|---|---|---|---|---|---|---|---|---|")
 worst = None
 for c in configs:
     n, f = c.split(":")
+    # What losing the attackers' share costs an honest run: n - f honest
+    # workers on the same seeds (the f attackers' keys are the last ones).
+    acc, hon, deltas = [], [], []
+    for s in seeds:
+        h, r = load(n, "honest", s), load(n, "fewer", s)
+        acc.append(f"{r['eval_after']:.3f}" if ok(r) else "—")
+        hon.append(f"{h['eval_after']:.3f}" if ok(h) else "—")
+        if ok(r) and ok(h):
+            deltas.append(r["eval_after"] - h["eval_after"])
+    if deltas:
+        print(f"| {n}, {f} | (honest, {int(n)-int(f)} workers) | {' / '.join(acc)} | {' / '.join(hon)} | {sum(deltas)/len(deltas):+.3f} | — | — | — | — |")
     for a in attacks:
         acc, hon, sh, cg, deltas, pd, hs = [], [], [], [], [], [], []
         for s in seeds:
