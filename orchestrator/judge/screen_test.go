@@ -2,6 +2,9 @@ package judge_test
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,5 +97,31 @@ func TestScreenEjectsAndRebases(t *testing.T) {
 	}
 	if got := jb.Rebases[0].Digest; got != jobconf.Digest(want) {
 		t.Fatalf("rebase state %s, want the honest deltas' merge %s", got, jobconf.Digest(want))
+	}
+
+	// A replica that takes over has none of this judge's files: it reads
+	// the rebase state back from the blob store (checked against the
+	// logged digest) for the epoch's reconstruction, and merges.
+	dir := filepath.Join(e.jdir(), "checkpoints", e.job, "rebase-0001-0002")
+	if _, err := os.Stat(filepath.Join(dir, "adapter_model.safetensors")); err != nil {
+		t.Fatalf("the rebase state's directory: %v", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	e.restartJudge()
+	for k := 3; k <= e.plan.Syncs(); k++ {
+		for _, i := range h.ring[1:] {
+			if r := e.submit(h.files[k][i]); !r.Accepted {
+				t.Fatalf("sync-%d delta of node %d: %+v", k, i, r)
+			}
+		}
+	}
+	e.stepUntil("epoch 1 published", func(jb state.Job) bool { return jb.State == state.Published })
+	if _, err := os.Stat(filepath.Join(dir, "adapter_model.safetensors")); err != nil {
+		t.Fatalf("the rebase state was not restored from the blob store: %v", err)
+	}
+	if rep := e.report(1); !slices.Equal(rep.Rebases, []int{2}) || !slices.Contains(rep.Forfeited, e.ids[cheat]) {
+		t.Fatalf("report: rebases %v, forfeited %v", rep.Rebases, rep.Forfeited)
 	}
 }
