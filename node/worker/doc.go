@@ -97,7 +97,9 @@
 // by CID verified and parsed; detail: the CID and its directory),
 // bandwidth_reported, checkpoint_loaded, epoch_started, step,
 // delta_submitted, delta_rejected, ring_reduced, ring_failed,
-// ring_recovered, epoch_done, epoch_abandoned (dropped from the ring, the
+// ring_recovered, rebased (the sync's all-reduce replaced by hanzod's
+// state rebuilt from the honest deltas after a cheater's ejection; detail:
+// its CID; docs/byzantine.md), epoch_done, epoch_abandoned (dropped from the ring, the
 // job moved on, or an error: detail says which), job_done (state published
 // or failed).
 //
@@ -106,7 +108,7 @@
 // Config.Attack makes a worker misbehave, to demonstrate detection:
 // signflip (δ×(−1000), unclipped, in the delta and the ring: refused by the
 // ring's norm check), noise (δ plus Gaussian noise of norm 0.9·C, clipped:
-// left to the epoch merge), replay (from the second sync on, the first
+// caught by the judge's screening while the epoch runs), replay (from the second sync on, the first
 // sync's tensors re-signed with fresh metadata), equivocate (after the
 // honest delta, a second one, δ×2, for the same slot), ring (honest
 // deltas, δ×(−1000) into the all-reduce), and the in-bound attacks of the

@@ -12,7 +12,7 @@ import (
 // eventKinds are every Event.Kind, so each series is always exported.
 var eventKinds = []string{EventRegistered, EventAssigned, EventIdle, EventJobRefused, EventBaseReady, EventDatasetReady, EventBandwidth,
 	EventCheckpointLoaded, EventEpochStarted, EventStep, EventDeltaSubmitted, EventDeltaRejected,
-	EventRingReduced, EventRingFailed, EventRingRecovered, EventEpochDone, EventEpochAbandoned, EventJobDone}
+	EventRingReduced, EventRingFailed, EventRingRecovered, EventRebased, EventEpochDone, EventEpochAbandoned, EventJobDone}
 
 // counters are the worker's own metrics, kept from the events it emits.
 type counters struct {
