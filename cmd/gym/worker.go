@@ -16,16 +16,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
-	"github.com/zooai/gym/artifact"
 	"github.com/zooai/gym/artifact/basecache"
-	"github.com/zooai/gym/artifact/store"
 	"github.com/zooai/gym/artifact/transfer"
 	"github.com/zooai/gym/keys/nodekey"
 	"github.com/zooai/gym/model/basemodel"
 	"github.com/zooai/gym/node/backend"
 	"github.com/zooai/gym/node/backend/torch"
+	nodedaemon "github.com/zooai/gym/node/daemon"
 	"github.com/zooai/gym/node/nodeclient"
 	"github.com/zooai/gym/node/worker"
 	"github.com/zooai/gym/protocol/hardware"
@@ -76,13 +74,6 @@ type workerOptions struct {
 type artifactNode interface {
 	ArtifactServer(nodeclient.ServeConfig) (*transfer.Server, error)
 	SetSources([]transfer.Peer)
-}
-
-// baseNode is what fetching base models by CID needs of the orchestrator
-// client (nodeclient.Client): its store, and fetches into it.
-type baseNode interface {
-	Store() *store.Store
-	FetchBase(ctx context.Context, root cid.Cid) error
 }
 
 func newWorkerCmd(dial DialFunc) *cobra.Command {
@@ -347,14 +338,10 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	cfg.Key = key
 	ctx := c.Context()
+	var torchOpts *torch.Options
 	if be == backend.Torch {
-		tb, err := torch.New(ctx, torch.Options{Python: o.python, Device: o.torchDevice, DType: o.torchType, Use4Bit: use4bit,
-			BaseDir: o.modelDir, Log: stderr})
-		if err != nil {
-			return err
-		}
-		defer tb.Close()
-		cfg.Backend = tb
+		torchOpts = &torch.Options{Python: o.python, Device: o.torchDevice, DType: o.torchType, Use4Bit: use4bit,
+			BaseDir: o.modelDir, Log: stderr}
 	}
 	if dialOpts.Hardware, err = workerHardware(ctx, machineProbe, o.accelerators, be, o.torchDevice, o.torchType); err != nil {
 		return err
@@ -369,21 +356,10 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 	}
 	cfg.Orchestrator = orch
 	cfg.Logger = logger
-	if bn, ok := orch.(baseNode); ok {
-		// Bases jobs name by CID: fetched into the node's artifact store
-		// from hanzod and peers, exported and verified under DIR/bases.
-		bases, err := basecache.New(filepath.Join(filepath.Dir(bn.Store().Dir()), "bases"), bn.Store(), bn.FetchBase)
-		if err != nil {
-			return err
-		}
-		cfg.Bases = bases
-		// Datasets jobs name by CID, kept the same way under DIR/datasets.
-		datasets, err := basecache.NewKind(artifact.KindDataset, filepath.Join(filepath.Dir(bn.Store().Dir()), "datasets"), bn.Store(), bn.FetchBase)
-		if err != nil {
-			return err
-		}
-		cfg.Datasets = datasets
-	}
+	// Bases and datasets jobs name by CID are fetched into the node's
+	// artifact store from hanzod and peers, exported and verified under
+	// DIR/bases and DIR/datasets (node/daemon).
+	nodeArtifacts, _ := orch.(nodedaemon.Artifacts)
 	if cfg.ArtifactsAddr != "" || len(o.artifactsPeers) > 0 || len(o.artifactsAllow) > 0 || o.artifactsAllowAny {
 		an, ok := orch.(artifactNode)
 		if !ok {
@@ -408,15 +384,16 @@ func runWorker(c *cobra.Command, dial DialFunc, cfg worker.Config, o workerOptio
 		}
 		fmt.Fprintln(stdout, e)
 	}
-	w, err := worker.New(cfg)
+	node, err := nodedaemon.Start(ctx, nodedaemon.Config{Worker: cfg, Artifacts: nodeArtifacts, Torch: torchOpts})
 	if err != nil {
 		if errors.Is(err, worker.ErrConfig) {
 			return usageError{err}
 		}
 		return err
 	}
-	fmt.Fprintf(stderr, "gym worker: node %s, orchestrator %s\n", w.ID(), o.orchestrator)
-	err = w.Run(ctx)
+	defer node.Close()
+	fmt.Fprintf(stderr, "gym worker: node %s, orchestrator %s\n", node.Worker().ID(), o.orchestrator)
+	err = node.Run(ctx)
 	if errors.Is(err, worker.ErrJobFailed) {
 		return &exitError{code: 1, msg: "the job failed"}
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/zooai/gym/model/basemodel"
 	"github.com/zooai/gym/node/backend"
 	"github.com/zooai/gym/node/backend/torch"
+	nodedaemon "github.com/zooai/gym/node/daemon"
 	"github.com/zooai/gym/node/nodeclient"
 	"github.com/zooai/gym/node/worker"
 	"github.com/zooai/gym/orchestrator/daemon"
@@ -1143,13 +1144,8 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	}
 	wc := worker.DefaultConfig()
 	wc.Key, wc.Orchestrator, wc.DataDir, wc.Threads, wc.Base = w.Key, nc, w.Dir, cfg.WorkerThreads, c.shared
-	if wc.Bases, err = basecache.New(filepath.Join(w.Dir, "bases"), nc.Store(), nc.FetchBase); err != nil {
-		logf.Close()
-		evf.Close()
-		nc.Close()
-		return err
-	}
-	if wc.Datasets, err = basecache.NewKind(artifact.KindDataset, filepath.Join(w.Dir, "datasets"), nc.Store(), nc.FetchBase); err != nil {
+	// The caches before the test hook (cfg.Worker), which may wrap them.
+	if wc.Bases, wc.Datasets, err = nodedaemon.Caches(nc, w.Dir); err != nil {
 		logf.Close()
 		evf.Close()
 		nc.Close()
@@ -1178,37 +1174,28 @@ func (c *Cluster) startInProcess(w *Worker) error {
 	if cfg.Worker != nil {
 		cfg.Worker(w, &wc)
 	}
-	var tb *torch.Backend
+	// The node is put together as gym worker's is (node/daemon): the
+	// caches of bases and datasets by CID under its directory, the torch
+	// backend where it trains with torch, the worker.
+	nd := nodedaemon.Config{Worker: wc, Artifacts: nc, Dir: w.Dir}
 	if c.backendOf(w) == backend.Torch {
-		if tb, err = torch.New(c.ctx, torch.Options{Python: cfg.Python, Env: cfg.PythonEnv, BaseDir: cfg.ModelDir, Log: logf, Device: cfg.TorchDevice, DType: cfg.TorchDType}); err != nil {
-			logf.Close()
-			evf.Close()
-			nc.Close()
-			return fmt.Errorf("localcluster: worker %s: %w", w.Name, err)
-		}
-		wc.Backend = tb
+		nd.Torch = &torch.Options{Python: cfg.Python, Env: cfg.PythonEnv, BaseDir: cfg.ModelDir, Log: logf, Device: cfg.TorchDevice, DType: cfg.TorchDType}
 	}
-	wk, err := worker.New(wc)
+	node, err := nodedaemon.Start(c.ctx, nd)
 	if err != nil {
-		if tb != nil {
-			tb.Close()
-		}
 		logf.Close()
 		evf.Close()
 		nc.Close()
-		return err
+		return fmt.Errorf("localcluster: worker %s: %w", w.Name, err)
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	done := make(chan struct{})
 	c.mu.Lock()
-	w.cmd, w.cancel, w.done, w.err, w.torch = nil, cancel, done, nil, tb
+	w.cmd, w.cancel, w.done, w.err, w.torch = nil, cancel, done, nil, node.Torch()
 	c.mu.Unlock()
 	go func() {
 		defer close(done)
-		err := wk.Run(ctx)
-		if tb != nil {
-			tb.Close()
-		}
+		err := node.Run(ctx)
 		nc.Close()
 		logf.Close()
 		evf.Close()
