@@ -1149,8 +1149,10 @@ func (w *Worker) rebase(ctx context.Context, rb Rebase, job string, e, k int, li
 			rb = r
 			break
 		}
+		// Ask hanzod (at the heartbeat limiter's pace) rather than wait
+		// for the next beat: the ring is held until the state is in.
 		var err error
-		if _, seq, err = w.heart.next(ctx, seq, false); err != nil {
+		if _, seq, err = w.heart.next(ctx, seq, true); err != nil {
 			return nil, nil, err
 		}
 	}
