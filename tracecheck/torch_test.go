@@ -22,25 +22,43 @@ import (
 	"github.com/zooai/gym/trainer"
 )
 
-// torchCalibrations are the dtypes the torch calibration tests measure,
-// each over the job seeds listed (bfloat16's spread is wide, so it is
-// measured over more); suite are the seeds the suite checks without
-// -calibrate. subtle says whether the subtle attacks (an update ×1.5, a
-// delta from other traces, completions sampled from the base of a policy
-// still near it) must be caught at the dtype's tolerances: in bfloat16
-// they hide in the honest spread (docs/traces.md), and the test only logs
-// what they measure.
+// torchCalibrations are the runs the torch calibration tests measure: a
+// dtype and the workers' optimiser (AdamW, the local-steps profile's, or
+// plain SGD at 1e-3 with one update a step, the data-parallel default's),
+// each over the job seeds listed; suite are the seeds the suite checks
+// without -calibrate. Every run must catch the update attacks (an update
+// ×1.5 or negated, a delta from other traces than the ones named) at its
+// dtype's tolerances. baseCaught says whether completions sampled from
+// the base must fail the log-probability check too: where the policy is
+// still near the base (SGD's small steps) or bfloat16's rounding is as
+// large, they can hide in the honest spread (docs/traces.md), and the
+// test only logs what they measure.
 var torchCalibrations = []struct {
-	dtype        string
+	name, dtype  string
+	sgd          bool
 	seeds, suite []uint64
-	subtle       bool
+	baseCaught   bool
 }{
-	{jobconf.Float32, []uint64{0}, []uint64{0}, true},
-	// Of the five bfloat16 seeds, 0 gave the largest update difference
-	// (relative L2 0.968, cosine 0.466) and 0.458 nats of log-prob (the
-	// largest, 0.477, was seed 1's); 3 the largest loss difference
-	// (0.0439).
-	{jobconf.BFloat16, []uint64{0, 1, 2, 3, 4}, []uint64{0, 3}, false},
+	{"float32", jobconf.Float32, false, seedRange(10), []uint64{0}, true},
+	{"float32-sgd", jobconf.Float32, true, seedRange(10), []uint64{0}, false},
+	// Of the 30 bfloat16 seeds, 14 gave the largest update difference
+	// (worker 5: relative L2 0.127, cosine 0.992), and 27 the largest loss
+	// difference (worker 11, 0.021: its worker's KL term jumps to 7.7 in
+	// a step, which the replay follows).
+	{"bfloat16", jobconf.BFloat16, false, seedRange(30), []uint64{14, 27}, false},
+	// Under SGD seeds 0 and 3 were the ones whose update the replay missed
+	// most before it took π_old's log-probabilities as its own
+	// (withOldLogP: relative L2 2.6 and 3.7).
+	{"bfloat16-sgd", jobconf.BFloat16, true, seedRange(30), []uint64{0, 3}, false},
+}
+
+// seedRange is 0..n−1.
+func seedRange(n uint64) []uint64 {
+	s := make([]uint64, n)
+	for i := range s {
+		s[i] = uint64(i)
+	}
+	return s
 }
 
 // calibrate runs the calibration tests over every seed of
@@ -95,7 +113,10 @@ func tolerances(t *testing.T, dtype string) Tolerance {
 // same traces must fail that tolerance.
 func TestTorchTracesCalibration(t *testing.T) {
 	for _, cal := range torchCalibrations {
-		t.Run(cal.dtype, func(t *testing.T) {
+		if cal.sgd {
+			continue // sampling does not depend on the optimiser
+		}
+		t.Run(cal.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			b := newTorch(t, ctx, cal.dtype)
@@ -106,7 +127,7 @@ func TestTorchTracesCalibration(t *testing.T) {
 			seeds := seedsOf(cal.seeds, cal.suite)
 			for _, seed := range seeds {
 				s := torchTraces(t, ctx, b, base, adapted, seed)
-				r, w := logProbs(t, adapted, s), logProbs(t, plain, s)
+				r, w := logProbsOf(t, adapted, s), logProbsOf(t, plain, s)
 				t.Logf("torch %s CPU traces under the Go engine, seed %d: %d tokens, max |Δ| %.3g nats, mean %.3g, sequence sum max %.3g; under the base: max %.3g, mean %.3g",
 					cal.dtype, seed, r.Tokens, r.MaxAbs, r.MeanAbs, r.SeqMaxAbs, w.MaxAbs, w.MeanAbs)
 				worst.MaxAbs, worst.MeanAbs, worst.SeqMaxAbs = max(worst.MaxAbs, r.MaxAbs), max(worst.MeanAbs, r.MeanAbs), max(worst.SeqMaxAbs, r.SeqMaxAbs)
@@ -172,8 +193,8 @@ func torchTraces(t *testing.T, ctx context.Context, b *torch.Backend, base *base
 	return s
 }
 
-// logProbs is LogProbs(md, s), which must compare every token.
-func logProbs(t *testing.T, md *llama.Model, s *trace.Set) LogProbReport {
+// logProbsOf is LogProbs(md, s), which must compare every token.
+func logProbsOf(t *testing.T, md *llama.Model, s *trace.Set) LogProbReport {
 	t.Helper()
 	r, err := LogProbs(md, s, 16)
 	if err != nil {
@@ -186,20 +207,22 @@ func logProbs(t *testing.T, md *llama.Model, s *trace.Set) LogProbReport {
 }
 
 // syncSpread is the largest honest difference of each tolerant check over
-// the syncs checked, and the range of what the subtle attacks gave.
+// the syncs checked, and the range of what the attacks gave.
 type syncSpread struct {
 	logProb, relL2, lossDiff float64
 	cosine                   float64 // the least
-	// scaledRelL2 is the relative L2 error of an update ×1.5, otherCosine
-	// the cosine of a delta from other traces, and baseLogProb the
-	// log-probability difference of completions sampled from the base:
-	// [least, largest] each.
-	scaledRelL2, otherCosine, baseLogProb [2]float64
+	// ratio is the range of the honest ‖delta‖/‖replay‖.
+	ratio [2]float64
+	// scaledRelL2 and scaledRatio are what an update ×1.5 gives,
+	// otherRelL2 and otherCosine a delta from other traces, and
+	// baseLogProb the log-probability difference of completions sampled
+	// from the base: [least, largest] each.
+	scaledRelL2, scaledRatio, otherRelL2, otherCosine, baseLogProb [2]float64
 }
 
 func newSpread() syncSpread {
 	span := [2]float64{math.Inf(1), math.Inf(-1)}
-	return syncSpread{cosine: 1, scaledRelL2: span, otherCosine: span, baseLogProb: span}
+	return syncSpread{cosine: 1, ratio: span, scaledRelL2: span, scaledRatio: span, otherRelL2: span, otherCosine: span, baseLogProb: span}
 }
 
 // widen widens span to take x.
@@ -208,24 +231,25 @@ func widen(span *[2]float64, x float64) { span[0], span[1] = min(span[0], x), ma
 func (s *syncSpread) add(r SyncReport) {
 	s.logProb, s.relL2, s.lossDiff = max(s.logProb, r.LogProbMax), max(s.relL2, r.RelL2), max(s.lossDiff, r.LossDiff)
 	s.cosine = min(s.cosine, r.Cosine)
+	widen(&s.ratio, r.NormRatio)
 }
 
 // TestTorchSyncCalibration trains two syncs with the torch backend (CPU,
-// float32 and bfloat16; workers 5 and 11 of each job seed) and checks the
-// second from its traces with the Go engine's float32 replay. The honest
-// spread of every tolerant check, logged for docs/traces.md, must pass
-// Tolerances("torch", dtype), and each attack must fail the check made for
-// it: an inflated reward, traces copied from another node and a negated
-// update at every dtype; an update scaled ×1.5 (relative L2 0.5), a delta
-// from other traces and completions sampled from the base where the
-// calibration says they are caught (float32).
+// float32 and bfloat16, AdamW and plain SGD; workers 5 and 11 of each job
+// seed) and checks the second from its traces with the Go engine's
+// float32 replay. The honest spread of every tolerant check, logged for
+// docs/traces.md, must pass Tolerances("torch", dtype), and each attack
+// must fail the check made for it: an inflated reward, traces copied from
+// another node, an update ×1.5 or negated and a delta from other traces
+// at every dtype; completions sampled from the base where the
+// calibration says they are caught (float32 AdamW).
 func TestTorchSyncCalibration(t *testing.T) {
 	base, err := basemodel.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, cal := range torchCalibrations {
-		t.Run(cal.dtype, func(t *testing.T) {
+		t.Run(cal.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 			defer cancel()
 			b := newTorch(t, ctx, cal.dtype)
@@ -235,22 +259,28 @@ func TestTorchSyncCalibration(t *testing.T) {
 			for _, seed := range seeds {
 				c := syncConfig()
 				c.Seed = seed
-				checkTorchAttacks(t, ctx, b, base, c, tol, cal.dtype, cal.subtle, &spread)
+				if cal.sgd {
+					// The data-parallel profile's inner optimiser
+					// (jobconf.BuiltinDataParallelGSPO).
+					c.SGD, c.NumIterations, c.LearningRate = true, 1, 1e-3
+				}
+				checkTorchAttacks(t, ctx, b, base, c, tol, cal.name, cal.baseCaught, &spread)
 			}
-			t.Logf("torch %s, largest honest difference over %d seeds × 2 workers: log-prob %.3g nats (tolerance %.3g, margin %.1f×); update rel L2 %.3g (tolerance %.3g, margin %.1f×); cosine %.9f (at least %.6f, margin %.1f× in 1 − cosine); loss Δ %.3g (tolerance %.3g, margin %.1f×)",
-				cal.dtype, len(seeds), spread.logProb, tol.LogProbMax, tol.LogProbMax/spread.logProb, spread.relL2, tol.UpdateRelL2, tol.UpdateRelL2/spread.relL2,
-				spread.cosine, tol.UpdateCosine, (1-tol.UpdateCosine)/(1-spread.cosine), spread.lossDiff, tol.Loss, tol.Loss/spread.lossDiff)
-			t.Logf("torch %s attacks: update ×1.5 rel L2 %.3g – %.3g; delta from other traces cosine %.3g – %.3g; completions from the base %.3g – %.3g nats",
-				cal.dtype, spread.scaledRelL2[0], spread.scaledRelL2[1], spread.otherCosine[0], spread.otherCosine[1], spread.baseLogProb[0], spread.baseLogProb[1])
+			t.Logf("torch %s, largest honest difference over %d seeds × 2 workers: log-prob %.3g nats (tolerance %.3g, margin %.1f×); update rel L2 %.3g (tolerance %.3g, margin %.1f×); cosine %.9f (at least %.6f, margin %.1f× in 1 − cosine); loss Δ %.3g (tolerance %.3g, margin %.1f×); norm ratio %.4f – %.4f",
+				cal.name, len(seeds), spread.logProb, tol.LogProbMax, tol.LogProbMax/spread.logProb, spread.relL2, tol.UpdateRelL2, tol.UpdateRelL2/spread.relL2,
+				spread.cosine, tol.UpdateCosine, (1-tol.UpdateCosine)/(1-spread.cosine), spread.lossDiff, tol.Loss, tol.Loss/spread.lossDiff, spread.ratio[0], spread.ratio[1])
+			t.Logf("torch %s attacks: update ×1.5 rel L2 %.3g – %.3g (margin %.1f× over the tolerance), norm ratio %.4f – %.4f; delta from other traces rel L2 %.3g – %.3g, cosine %.3g – %.3g; completions from the base %.3g – %.3g nats",
+				cal.name, spread.scaledRelL2[0], spread.scaledRelL2[1], spread.scaledRelL2[0]/tol.UpdateRelL2, spread.scaledRatio[0], spread.scaledRatio[1],
+				spread.otherRelL2[0], spread.otherRelL2[1], spread.otherCosine[0], spread.otherCosine[1], spread.baseLogProb[0], spread.baseLogProb[1])
 		})
 	}
 }
 
 // checkTorchAttacks trains workers 5 and 11 of job c with backend b, checks
-// their honest sync 2 within tol and every attack against it (the subtle
-// ones must be caught only when subtle is set), and adds what it measured
-// to spread.
-func checkTorchAttacks(t *testing.T, ctx context.Context, b *torch.Backend, base *basemodel.Base, c trainer.Config, tol Tolerance, dtype string, subtle bool, spread *syncSpread) {
+// their honest sync 2 within tol and every attack against it (completions
+// sampled from the base must be caught only when baseCaught is set), and
+// adds what it measured to spread.
+func checkTorchAttacks(t *testing.T, ctx context.Context, b *torch.Backend, base *basemodel.Base, c trainer.Config, tol Tolerance, dtype string, baseCaught bool, spread *syncSpread) {
 	t.Helper()
 	ins := map[uint64]SyncInput{}
 	honest := map[uint64]float64{} // each worker's log-prob max
@@ -261,8 +291,8 @@ func checkTorchAttacks(t *testing.T, ctx context.Context, b *torch.Backend, base
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("torch %s seed %d worker %d, sync 2 checked by the Go engine: %d steps, %d tokens; log-prob max %.3g mean %.3g nats (tolerance %.3g); update rel L2 %.3g (tolerance %.3g), cosine %.9f (at least %.6f); loss Δ %.3g (tolerance %.3g)",
-			dtype, c.Seed, worker, r.Steps, r.Tokens, r.LogProbMax, r.LogProbMean, tol.LogProbMax, r.RelL2, tol.UpdateRelL2, r.Cosine, tol.UpdateCosine, r.LossDiff, tol.Loss)
+		t.Logf("torch %s seed %d worker %d, sync 2 checked by the Go engine: %d steps, %d tokens; log-prob max %.3g mean %.3g nats (tolerance %.3g); update rel L2 %.3g (tolerance %.3g), cosine %.9f (at least %.6f), norm ratio %.4f; loss Δ %.3g (tolerance %.3g)",
+			dtype, c.Seed, worker, r.Steps, r.Tokens, r.LogProbMax, r.LogProbMean, tol.LogProbMax, r.RelL2, tol.UpdateRelL2, r.Cosine, tol.UpdateCosine, r.NormRatio, r.LossDiff, tol.Loss)
 		if r.Failed != "" {
 			t.Fatalf("an honest torch %s sync fails %s: %s", dtype, r.Failed, r.Detail)
 		}
@@ -282,8 +312,9 @@ func checkTorchAttacks(t *testing.T, ctx context.Context, b *torch.Backend, base
 			}
 			if f == 1.5 {
 				widen(&spread.scaledRelL2, r.RelL2)
+				widen(&spread.scaledRatio, r.NormRatio)
 			}
-			if (f < 0 || subtle) && r.Failed != CheckUpdate {
+			if r.Failed != CheckUpdate {
 				t.Errorf("torch %s update ×%v passes: %+v", dtype, f, r)
 			}
 		}
@@ -305,19 +336,31 @@ func checkTorchAttacks(t *testing.T, ctx context.Context, b *torch.Backend, base
 	a, o := ins[5], ins[11]
 	x := a
 	x.Traces = o.Traces
-	if r, err := CheckSync(ctx, x, tol); err != nil || r.Failed != CheckPrompts {
-		t.Errorf("torch %s traces copied from another node: %+v %v", dtype, r, err)
+	// Under AdamW the replay starts at sync 1, from the adapter both
+	// started from, and the prompts differ first; under SGD it replays
+	// sync 2 alone, whose traces claim the other node's start.
+	want := CheckPrompts
+	if c.SGD {
+		want = CheckShape
 	}
-	x = a
-	x.Delta = o.Delta
-	r, err := CheckSync(ctx, x, tol)
-	if err != nil {
-		t.Fatal(err)
+	if r, err := CheckSync(ctx, x, tol); err != nil || r.Failed != want {
+		t.Errorf("torch %s traces copied from another node: %+v %v (want %s)", dtype, r, err, want)
 	}
-	otherCosine := r.Cosine
-	widen(&spread.otherCosine, otherCosine)
-	if subtle && r.Failed != CheckUpdate {
-		t.Errorf("torch %s delta from other traces passes: %+v", dtype, r)
+	// Each worker's traces named with the other's delta.
+	var otherCosine [2]float64
+	for i, p := range [][2]SyncInput{{a, o}, {o, a}} {
+		x = p[0]
+		x.Delta = p[1].Delta
+		r, err := CheckSync(ctx, x, tol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		otherCosine[i] = r.Cosine
+		widen(&spread.otherCosine, r.Cosine)
+		widen(&spread.otherRelL2, r.RelL2)
+		if r.Failed != CheckUpdate {
+			t.Errorf("torch %s delta from other traces passes: %+v", dtype, r)
+		}
 	}
 	x = a
 	x.Traces = [][]*trace.Set{a.Traces[0], append([]*trace.Set(nil), a.Traces[1]...)}
@@ -331,7 +374,8 @@ func checkTorchAttacks(t *testing.T, ctx context.Context, b *torch.Backend, base
 	// The largest log-probability difference of the sync with the base's
 	// completions in step 4, every step checked (no tolerance stops it):
 	// above the honest sync's largest, it is step 4's.
-	if r, err = CheckSync(ctx, x, Tolerance{LogProbMax: math.Inf(1), UpdateRelL2: math.Inf(1), UpdateCosine: -1, Loss: math.Inf(1)}); err != nil {
+	r, err := CheckSync(ctx, x, Tolerance{LogProbMax: math.Inf(1), UpdateRelL2: math.Inf(1), UpdateCosine: -1, Loss: math.Inf(1)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	attacked := r.LogProbMax
@@ -339,9 +383,9 @@ func checkTorchAttacks(t *testing.T, ctx context.Context, b *torch.Backend, base
 	if r, err = CheckSync(ctx, x, tol); err != nil {
 		t.Fatal(err)
 	}
-	if subtle && r.Failed != CheckLogProbs {
+	if baseCaught && r.Failed != CheckLogProbs {
 		t.Errorf("torch %s completions sampled from the base pass: %+v", dtype, r)
 	}
-	t.Logf("torch %s seed %d attacks: delta from other traces cosine %.3g; completions from the base in step 4: the sync's log-prob max %.3g nats (honest %.3g), failed check %q",
-		dtype, c.Seed, otherCosine, attacked, honest[5], r.Failed)
+	t.Logf("torch %s seed %d attacks: delta from other traces cosine %.3g and %.3g; completions from the base in the last step: the sync's log-prob max %.3g nats (honest %.3g), failed check %q",
+		dtype, c.Seed, otherCosine[0], otherCosine[1], attacked, honest[5], r.Failed)
 }
