@@ -190,6 +190,64 @@ func TestCheckSyncSGD(t *testing.T) {
 	}
 }
 
+// TestCheckSyncOwnOldLogProbs: the replay takes π_old's log-probabilities
+// as its own recomputation, not the recorded ones. A go worker's traces
+// with every recorded log-probability moved by up to 0.02 nats (another
+// engine's rounding, within a tolerance that admits it) replay to the
+// worker's update bit for bit; taken from the traces, they would move the
+// GSPO ratios off 1 by far more than its clip range (3e-4) and the
+// replayed update away from the worker's.
+func TestCheckSyncOwnOldLogProbs(t *testing.T) {
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := trainSyncs(t, backend.GoBackend{}, base, syncConfig(), 5, 2)
+	x := cloneInput(in)
+	r := prng.New(3)
+	moved := 0
+	for _, sets := range x.Traces {
+		for _, set := range sets {
+			for i := range set.Seqs {
+				q := &set.Seqs[i]
+				lp := append([]float32(nil), q.LogProbs...)
+				for k := range lp {
+					lp[k] -= float32(0.02 * r.Float64())
+					moved++
+				}
+				q.LogProbs = lp
+			}
+		}
+	}
+	tol, _ := Tolerances("go", "")
+	tol.LogProbMax = 0.05
+	got, err := CheckSync(context.Background(), x, tol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Failed != "" || got.RelL2 != 0 || !(got.LogProbMax > 0 && got.LogProbMax <= 0.02) {
+		t.Fatalf("traces with %d log-probabilities moved: %+v, want the update bit for bit", moved, got)
+	}
+	// The test means something: trained on the recorded log-probabilities,
+	// the first step's update is another one.
+	c := syncConfig()
+	step := func(sets [][]*trace.Set) []float32 {
+		tr, err := trainer.Resume(base.Weights, base.Tokenizer, c, 5, 2, trainer.State{Adapter: in.Starts[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Train(context.Background(), sets[0][0].Rollouts()); err != nil {
+			t.Fatal(err)
+		}
+		return jobconf.Flatten(jobconf.Sub(tr.Adapter(), in.Starts[0]))
+	}
+	if rel, cos := compare(step(x.Traces), step(in.Traces)); !(rel > 0.01) {
+		t.Fatalf("the moved log-probabilities, taken as π_old's, change the first update by only %.3g (cosine %.6f): the test shows nothing", rel, cos)
+	} else {
+		t.Logf("the moved log-probabilities as π_old's would change the first update by relative L2 %.3g (cosine %.4f); the replay's own give it bit for bit", rel, cos)
+	}
+}
+
 // TestCompare: relative L2 error and cosine on known vectors.
 func TestCompare(t *testing.T) {
 	rel, cos := compare([]float32{1.5, 0}, []float32{1, 0})
