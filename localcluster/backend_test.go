@@ -243,55 +243,65 @@ func TestTorchOutOfMemoryRefuses(t *testing.T) {
 }
 
 // TestTorchTraceAttacks: two go and two torch workers on a job that allows
-// any backend, every delta checked. The torch workers lie in ways only the
-// traces show — one submits its update ×1.5 with honest traces, the other
-// honest updates with every reward in its traces 0.5 higher — and the
-// job's two validators (docs/validators.md), checking every delta from its
-// traces since a torch delta cannot be replayed bit for bit, catch both:
-// each is slashed for trace_check on their verdicts by the check made for
-// it, the go workers are not, and the job publishes verified.
+// any backend, every delta checked, the torch workers training in float32
+// and then in bfloat16. The torch workers lie in ways only the traces show
+// — one submits its update ×1.5 with honest traces, the other honest
+// updates with every reward in its traces 0.5 higher — and the job's two
+// validators (docs/validators.md), checking every delta from its traces
+// since a torch delta cannot be replayed bit for bit, catch both at the
+// dtype's tolerances (docs/traces.md): each is slashed for trace_check on
+// their verdicts by the check made for it, the go workers are not, and the
+// job publishes verified.
 func TestTorchTraceAttacks(t *testing.T) {
-	cfg := torchConfig(t, []string{"go", "go", "torch", "torch"})
-	cfg.Attacks = []string{"", "", worker.AttackScale, worker.AttackRewards}
-	// The checks are the validators' (docs/validators.md): two honest
-	// ones, asked two at a time.
-	cfg.Validators = []string{"", ""}
-	// Generous bounds, not synchronisation: torch steps on a shared machine.
-	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
-	spec := tinySpec(1, 4, 4)
-	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP, spec.Validators = "any", false, 10_000, 2
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	sum, err := localcluster.Run(ctx, cfg, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Status != "published" {
-		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
-	}
-	for i, n := range sum.Nodes {
-		if slashed := i >= 2 && n.Role == ""; n.Slashed != slashed {
-			t.Errorf("node %d (%s, attack %q): slashed %v %v, want %v", i, n.Backend, n.Attack, n.Slashed, n.Slashes, slashed)
-		}
-	}
-	failed := map[string]string{} // node id → the check that caught it
-	for _, e := range sum.Epochs {
-		for _, c := range e.TraceChecks {
-			t.Logf("trace check %s: failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f, loss Δ %.3g)",
-				c.Slot, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.LossDiff)
-			if c.Failed != "" {
-				failed[c.Slot[strings.LastIndex(c.Slot, "/")+1:]] = c.Failed
+	for _, dtype := range []string{"float32", "bfloat16"} {
+		t.Run(dtype, func(t *testing.T) {
+			cfg := torchConfig(t, []string{"go", "go", "torch", "torch"})
+			cfg.Attacks = []string{"", "", worker.AttackScale, worker.AttackRewards}
+			cfg.TorchDType = dtype
+			// The checks are the validators' (docs/validators.md): two
+			// honest ones, asked two at a time.
+			cfg.Validators = []string{"", ""}
+			// Generous bounds, not synchronisation: torch steps on a shared machine.
+			cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
+			spec := tinySpec(1, 4, 4)
+			spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP, spec.Validators = "any", false, 10_000, 2
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			sum, err := localcluster.Run(ctx, cfg, spec)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if len(c.Validators) != 2 || c.Validators[0] == "hanzod" {
-				t.Errorf("check %s decided by %v, want the two validators", c.Slot, c.Validators)
+			if sum.Status != "published" {
+				t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
 			}
-		}
-	}
-	if got := failed[sum.Nodes[2].ID]; got != "update" {
-		t.Errorf("the ×1.5 update was caught by %q, want update", got)
-	}
-	if got := failed[sum.Nodes[3].ID]; got != "rewards" {
-		t.Errorf("the inflated rewards were caught by %q, want rewards", got)
+			for i, n := range sum.Nodes {
+				if slashed := i >= 2 && n.Role == ""; n.Slashed != slashed {
+					t.Errorf("node %d (%s, attack %q): slashed %v %v, want %v", i, n.Backend, n.Attack, n.Slashed, n.Slashes, slashed)
+				}
+			}
+			failed := map[string]string{} // node id → the check that caught it
+			for _, e := range sum.Epochs {
+				for _, c := range e.TraceChecks {
+					t.Logf("trace check %s (%s %s): failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f, loss Δ %.3g)",
+						c.Slot, c.Backend, c.DType, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.LossDiff)
+					if c.Failed != "" {
+						failed[c.Slot[strings.LastIndex(c.Slot, "/")+1:]] = c.Failed
+					}
+					if len(c.Validators) != 2 || c.Validators[0] == "hanzod" {
+						t.Errorf("check %s decided by %v, want the two validators", c.Slot, c.Validators)
+					}
+					if want := map[bool]string{true: dtype, false: "float32"}[c.Backend == "torch"]; c.DType != want {
+						t.Errorf("check %s (%s): dtype %q, want %q", c.Slot, c.Backend, c.DType, want)
+					}
+				}
+			}
+			if got := failed[sum.Nodes[2].ID]; got != "update" {
+				t.Errorf("the ×1.5 update was caught by %q, want update", got)
+			}
+			if got := failed[sum.Nodes[3].ID]; got != "rewards" {
+				t.Errorf("the inflated rewards were caught by %q, want rewards", got)
+			}
+		})
 	}
 }
 
