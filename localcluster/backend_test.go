@@ -282,8 +282,8 @@ func TestTorchTraceAttacks(t *testing.T) {
 			failed := map[string]string{} // node id → the check that caught it
 			for _, e := range sum.Epochs {
 				for _, c := range e.TraceChecks {
-					t.Logf("trace check %s (%s %s): failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f, loss Δ %.3g)",
-						c.Slot, c.Backend, c.DType, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.LossDiff)
+					t.Logf("trace check %s (%s %s): failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f scale %.4f, loss Δ %.3g)",
+						c.Slot, c.Backend, c.DType, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.Scale, c.LossDiff)
 					if c.Failed != "" {
 						failed[c.Slot[strings.LastIndex(c.Slot, "/")+1:]] = c.Failed
 					}
@@ -302,6 +302,52 @@ func TestTorchTraceAttacks(t *testing.T) {
 				t.Errorf("the inflated rewards were caught by %q, want rewards", got)
 			}
 		})
+	}
+}
+
+// TestTorchHonestBFloat16: two go and two honest torch workers training in
+// bfloat16, two epochs, every delta checked from its traces by hanzod: no
+// torch delta fails its check at bfloat16's tolerances (docs/traces.md),
+// nobody is slashed, and the job publishes. Each check's figures are
+// logged: the honest end-to-end spread the calibration quotes.
+func TestTorchHonestBFloat16(t *testing.T) {
+	cfg := torchConfig(t, []string{"go", "go", "torch", "torch"})
+	cfg.TorchDType = "bfloat16"
+	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
+	spec := tinySpec(2, 4, 4)
+	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP = "any", false, 10_000
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sum, err := localcluster.Run(ctx, cfg, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != "published" {
+		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+	}
+	for i, n := range sum.Nodes {
+		if n.Slashed || n.Rejected != 0 {
+			t.Errorf("node %d (%s): slashed %v %v, %d deltas rejected", i, n.Backend, n.Slashed, n.Slashes, n.Rejected)
+		}
+	}
+	checks := 0
+	for _, e := range sum.Epochs {
+		for _, c := range e.TraceChecks {
+			t.Logf("trace check %s (%s %s): failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f scale %.4f, loss Δ %.3g)",
+				c.Slot, c.Backend, c.DType, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.Scale, c.LossDiff)
+			if c.Failed != "" {
+				t.Errorf("an honest %s %s delta failed its trace check %s: %s", c.Backend, c.DType, c.Failed, c.Detail)
+			}
+			if c.Backend == "torch" {
+				checks++
+				if c.DType != "bfloat16" {
+					t.Errorf("check %s: dtype %q, want bfloat16", c.Slot, c.DType)
+				}
+			}
+		}
+	}
+	if checks == 0 {
+		t.Error("no torch delta was checked from its traces")
 	}
 }
 

@@ -248,7 +248,7 @@ func TestCheckSyncOwnOldLogProbs(t *testing.T) {
 	}
 }
 
-// TestCompare: relative L2 error and cosine on known vectors.
+// TestCompare: relative L2 error, cosine and scale on known vectors.
 func TestCompare(t *testing.T) {
 	rel, cos := compare([]float32{1.5, 0}, []float32{1, 0})
 	if math.Abs(rel-0.5) > 1e-12 || math.Abs(cos-1) > 1e-12 {
@@ -263,6 +263,20 @@ func TestCompare(t *testing.T) {
 	}
 	if rel, _ = compare([]float32{1}, []float32{0}); !math.IsInf(rel, 1) {
 		t.Errorf("against zero: %v", rel)
+	}
+	for _, c := range []struct {
+		have, want []float32
+		scale      float64
+	}{
+		{[]float32{1.5, 3}, []float32{1, 2}, 1.5},
+		{[]float32{1, 5}, []float32{1, 0}, 1}, // across it: no length along it
+		{[]float32{-2, 0}, []float32{1, 0}, -2},
+		{[]float32{0, 0}, []float32{0, 0}, 1},
+		{[]float32{1, 0}, []float32{0, 0}, math.Inf(1)},
+	} {
+		if got := scale(c.have, c.want); got != c.scale {
+			t.Errorf("scale(%v, %v) = %v, want %v", c.have, c.want, got, c.scale)
+		}
 	}
 }
 
