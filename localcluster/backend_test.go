@@ -265,6 +265,12 @@ func TestTorchTraceAttacks(t *testing.T) {
 			cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
 			spec := tinySpec(1, 4, 4)
 			spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP, spec.Validators = "any", false, 10_000, 2
+			if dtype == "bfloat16" {
+				// 4 prompts × 4: bfloat16's tolerances for 16 sequences
+				// a step or more, which catch ×1.5; with fewer its
+				// honest spread is as wide (docs/traces.md).
+				spec.PromptsPerStep = 4
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			sum, err := localcluster.Run(ctx, cfg, spec)
@@ -306,16 +312,23 @@ func TestTorchTraceAttacks(t *testing.T) {
 }
 
 // TestTorchHonestBFloat16: two go and two honest torch workers training in
-// bfloat16, two epochs, every delta checked from its traces by hanzod: no
-// torch delta fails its check at bfloat16's tolerances (docs/traces.md),
-// nobody is slashed, and the job publishes. Each check's figures are
-// logged: the honest end-to-end spread the calibration quotes.
+// bfloat16, two epochs, every delta checked from its traces by hanzod, at
+// 2 and at 4 prompts × 4 a step (bfloat16's two tolerances): no torch
+// delta fails its check (docs/traces.md), nobody is slashed, and the job
+// publishes. Each check's figures are logged: the honest end-to-end
+// spread the calibration quotes.
 func TestTorchHonestBFloat16(t *testing.T) {
+	for _, prompts := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%dx4", prompts), func(t *testing.T) { torchHonestBFloat16(t, prompts) })
+	}
+}
+
+func torchHonestBFloat16(t *testing.T, prompts int) {
 	cfg := torchConfig(t, []string{"go", "go", "torch", "torch"})
 	cfg.TorchDType = "bfloat16"
 	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
 	spec := tinySpec(2, 4, 4)
-	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP = "any", false, 10_000
+	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP, spec.PromptsPerStep = "any", false, 10_000, prompts
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sum, err := localcluster.Run(ctx, cfg, spec)

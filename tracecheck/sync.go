@@ -44,6 +44,19 @@ type Tolerance struct {
 	// Loss bounds |claimed − recomputed| of the sync's mean loss (the
 	// seeds' 0.05; 0.1 for bf16, whose honest spread reaches 0.021).
 	Loss float64
+	// Small, when set, replaces these tolerances for a job whose steps
+	// hold fewer than SmallBelow sequences (prompts × group size): fewer
+	// sequences leave more of the gradient to another engine's rounding.
+	Small      *Tolerance
+	SmallBelow int
+}
+
+// For is the tolerance for a job of seqs sequences a step.
+func (t Tolerance) For(seqs int) Tolerance {
+	if t.Small != nil && seqs < t.SmallBelow {
+		return *t.Small
+	}
+	return t
 }
 
 // Tolerances for a backend's deltas trained in dtype (jobconf.KeyDType;
@@ -80,16 +93,28 @@ var torchFloat32 = Tolerance{LogProbMax: 1e-3, UpdateRelL2: 1e-2, UpdateCosine: 
 
 // torchBFloat16 are the tolerances of PyTorch bfloat16 on the CPU, over
 // the honest spread measured against the float32 replay (docs/traces.md:
-// 30 job seeds × 2 workers under AdamW, under SGD and in the localcluster
-// tests' smaller batches, and those tests' end-to-end runs). bfloat16's
-// rounding moves an honest update mostly across itself (relative L2 error
-// up to 0.24, cosine down to 0.97) and hardly along it (scale 0.967 to
-// 1.012), so the scale catches an update ×1.5 (1.47 or more) and the
-// cosine and relative L2 a delta from other traces (cosine at most 0.36,
-// relative L2 0.98 or more). The log-probability tolerance is the earlier
-// one (0.23 nats measured): completions sampled from the base of a policy
-// still near it (0.005–1.8 nats) still hide under it.
-var torchBFloat16 = Tolerance{LogProbMax: 1, UpdateRelL2: 0.5, UpdateCosine: 0.8, UpdateScale: 0.1, Loss: 0.1}
+// 30 job seeds × 2 workers, syncs 1 and 2, under AdamW with LoRA on every
+// projection or on q_proj and v_proj alone, under SGD, and the localcluster
+// tests' end-to-end runs). bfloat16's rounding moves an honest update
+// mostly across itself and less along it: with 16 sequences a step or
+// more, relative L2 error up to 0.48, cosine down to 0.88, scale along the
+// update 0.833 to 1.078, so the scale catches an update ×1.5 (1.405 or
+// more measured) and the cosine a delta from other traces (at most 0.36).
+// With fewer sequences a step (the localcluster tests' 2 prompts × 4) the
+// honest update can move a third of the way (scale down to 0.59, cosine
+// 0.58): torchBFloat16Small admits that, and an update ×1.5 passes it.
+// The log-probability tolerance is the earlier one (0.23 nats measured):
+// completions sampled from the base of a policy still near it
+// (0.005–1.8 nats) still hide under it.
+var torchBFloat16 = Tolerance{LogProbMax: 1, UpdateRelL2: 0.7, UpdateCosine: 0.6, UpdateScale: 0.25, Loss: 0.1,
+	Small: &torchBFloat16Small, SmallBelow: 16}
+
+// torchBFloat16Small are bfloat16's tolerances for jobs of fewer than 16
+// sequences a step: over the honest spread of 2 prompts × 4 (relative L2
+// up to 0.93, cosine down to 0.58, scale 0.59 to 1.10); a delta from
+// other traces (cosine at most 0.19) is still caught, an update ×1.5 is
+// not.
+var torchBFloat16Small = Tolerance{LogProbMax: 1, UpdateRelL2: 2, UpdateCosine: 0.3, UpdateScale: 0.6, Loss: 0.1}
 
 // SyncInput is one node's sync k of an epoch, with everything needed to
 // check it from its traces: the traces of every sync of the epoch up to
@@ -170,6 +195,7 @@ func CheckSync(ctx context.Context, in SyncInput, tol Tolerance) (SyncReport, er
 		return r, nil
 	}
 	c := in.Config
+	tol = tol.For(c.PromptsPerStep * c.GroupSize)
 	// Under AdamW the moments carry across syncs, so the check replays the
 	// epoch's syncs up to k. Plain SGD carries none: sync k starts from
 	// Starts[k-1] with the update count the earlier traces imply (reset

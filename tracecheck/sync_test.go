@@ -33,6 +33,14 @@ func syncConfig() trainer.Config {
 // of every step, and the last sync's clipped update.
 func trainSyncs(t *testing.T, b backend.Backend, base *basemodel.Base, c trainer.Config, worker uint64, K int) SyncInput {
 	t.Helper()
+	all := trainEverySync(t, b, base, c, worker, K)
+	return all[K-1]
+}
+
+// trainEverySync is trainSyncs, with the input to check each sync 1..K.
+func trainEverySync(t *testing.T, b backend.Backend, base *basemodel.Base, c trainer.Config, worker uint64, K int) []SyncInput {
+	t.Helper()
+	var all []SyncInput
 	ctx := context.Background()
 	start, err := trainer.InitialAdapter(base.Weights.Cfg, c)
 	if err != nil {
@@ -65,6 +73,9 @@ func trainSyncs(t *testing.T, b backend.Backend, base *basemodel.Base, c trainer
 		u := jobconf.Sub(tr.Adapter(), from)
 		jobconf.Clip(u, clip)
 		in.Delta, in.ClaimedLoss = u, jobconf.ClaimedLoss(losses)
+		k := in
+		k.Starts, k.Traces = append([]*llama.Adapter(nil), in.Starts...), append([][]*trace.Set(nil), in.Traces...)
+		all = append(all, k)
 		if s == K {
 			break
 		}
@@ -79,7 +90,7 @@ func trainSyncs(t *testing.T, b backend.Backend, base *basemodel.Base, c trainer
 			t.Fatal(err)
 		}
 	}
-	return in
+	return all
 }
 
 // TestCheckSyncGo: a go worker's sync 2 checks exactly (every difference
@@ -428,6 +439,14 @@ func TestTolerances(t *testing.T) {
 	}
 	if b, err := Tolerances("torch", jobconf.BFloat16); err != nil || !(b.LogProbMax > f.LogProbMax) || !(b.UpdateCosine < f.UpdateCosine) {
 		t.Errorf("torch bfloat16: %+v %v", b, err)
+	}
+	// bfloat16's tolerances widen below 16 sequences a step; float32's
+	// and go's do not.
+	if b, _ := Tolerances("torch", jobconf.BFloat16); b.For(16).UpdateScale != b.UpdateScale || !(b.For(15).UpdateScale > b.UpdateScale) || !(b.For(8).UpdateCosine < b.UpdateCosine) {
+		t.Errorf("torch bfloat16 for 16 and 15 sequences a step: %+v, %+v", b.For(16), b.For(15))
+	}
+	if f.For(1) != f || g.For(1) != g {
+		t.Errorf("float32 or go tolerances change with the batch: %+v %+v", f.For(1), g.For(1))
 	}
 	for _, c := range [][2]string{{"go", jobconf.BFloat16}, {"", jobconf.BFloat16}, {"torch", "float16"}} {
 		if tol, err := Tolerances(c[0], c[1]); err == nil {
