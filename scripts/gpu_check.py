@@ -144,7 +144,7 @@ def run_mode(gym: str, python: str, model: pathlib.Path, out: pathlib.Path, devi
         res.setdefault("evaluators", e.get("evaluators"))
         for c in e.get("trace_checks") or []:
             checks.append({k: c.get(k) for k in ("slot", "dtype", "failed", "unverifiable", "validators", "logprob_max",
-                                                  "update_rel_l2", "update_cosine", "loss_diff", "steps", "tokens")})
+                                                  "update_rel_l2", "update_cosine", "update_scale", "loss_diff", "steps", "tokens")})
     res["trace_checks"] = checks
     refused = [n.get("refused") for n in summary.get("nodes") or [] if n.get("refused")]
     if refused:

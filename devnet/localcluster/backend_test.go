@@ -243,23 +243,92 @@ func TestTorchOutOfMemoryRefuses(t *testing.T) {
 }
 
 // TestTorchTraceAttacks: two go and two torch workers on a job that allows
-// any backend, every delta checked. The torch workers lie in ways only the
-// traces show — one submits its update ×1.5 with honest traces, the other
-// honest updates with every reward in its traces 0.5 higher — and the
-// job's two validators (docs/validators.md), checking every delta from its
-// traces since a torch delta cannot be replayed bit for bit, catch both:
-// each is slashed for trace_check on their verdicts by the check made for
-// it, the go workers are not, and the job publishes verified.
+// any backend, every delta checked, the torch workers training in float32
+// and then in bfloat16. The torch workers lie in ways only the traces show
+// — one submits its update ×1.5 with honest traces, the other honest
+// updates with every reward in its traces 0.5 higher — and the job's two
+// validators (docs/validators.md), checking every delta from its traces
+// since a torch delta cannot be replayed bit for bit, catch both at the
+// dtype's tolerances (docs/traces.md): each is slashed for trace_check on
+// their verdicts by the check made for it, the go workers are not, and the
+// job publishes verified.
 func TestTorchTraceAttacks(t *testing.T) {
+	for _, dtype := range []string{"float32", "bfloat16"} {
+		t.Run(dtype, func(t *testing.T) {
+			cfg := torchConfig(t, []string{"go", "go", "torch", "torch"})
+			cfg.Attacks = []string{"", "", worker.AttackScale, worker.AttackRewards}
+			cfg.TorchDType = dtype
+			// The checks are the validators' (docs/validators.md): two
+			// honest ones, asked two at a time.
+			cfg.Validators = []string{"", ""}
+			// Generous bounds, not synchronisation: torch steps on a shared machine.
+			cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
+			spec := tinySpec(1, 4, 4)
+			spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP, spec.Validators = "any", false, 10_000, 2
+			if dtype == "bfloat16" {
+				// 4 prompts × 4: bfloat16's tolerances for 16 sequences
+				// a step or more, which catch ×1.5; with fewer its
+				// honest spread is as wide (docs/traces.md).
+				spec.PromptsPerStep = 4
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			sum, err := localcluster.Run(ctx, cfg, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Status != "published" {
+				t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
+			}
+			for i, n := range sum.Nodes {
+				if slashed := i >= 2 && n.Role == ""; n.Slashed != slashed {
+					t.Errorf("node %d (%s, attack %q): slashed %v %v, want %v", i, n.Backend, n.Attack, n.Slashed, n.Slashes, slashed)
+				}
+			}
+			failed := map[string]string{} // node id → the check that caught it
+			for _, e := range sum.Epochs {
+				for _, c := range e.TraceChecks {
+					t.Logf("trace check %s (%s %s): failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f scale %.4f, loss Δ %.3g)",
+						c.Slot, c.Backend, c.DType, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.Scale, c.LossDiff)
+					if c.Failed != "" {
+						failed[c.Slot[strings.LastIndex(c.Slot, "/")+1:]] = c.Failed
+					}
+					if len(c.Validators) != 2 || c.Validators[0] == "hanzod" {
+						t.Errorf("check %s decided by %v, want the two validators", c.Slot, c.Validators)
+					}
+					if want := map[bool]string{true: dtype, false: "float32"}[c.Backend == "torch"]; c.DType != want {
+						t.Errorf("check %s (%s): dtype %q, want %q", c.Slot, c.Backend, c.DType, want)
+					}
+				}
+			}
+			if got := failed[sum.Nodes[2].ID]; got != "update" {
+				t.Errorf("the ×1.5 update was caught by %q, want update", got)
+			}
+			if got := failed[sum.Nodes[3].ID]; got != "rewards" {
+				t.Errorf("the inflated rewards were caught by %q, want rewards", got)
+			}
+		})
+	}
+}
+
+// TestTorchHonestBFloat16: two go and two honest torch workers training in
+// bfloat16, two epochs, every delta checked from its traces by hanzod, at
+// 2 and at 4 prompts × 4 a step (bfloat16's two tolerances): no torch
+// delta fails its check (docs/traces.md), nobody is slashed, and the job
+// publishes. Each check's figures are logged: the honest end-to-end
+// spread the calibration quotes.
+func TestTorchHonestBFloat16(t *testing.T) {
+	for _, prompts := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%dx4", prompts), func(t *testing.T) { torchHonestBFloat16(t, prompts) })
+	}
+}
+
+func torchHonestBFloat16(t *testing.T, prompts int) {
 	cfg := torchConfig(t, []string{"go", "go", "torch", "torch"})
-	cfg.Attacks = []string{"", "", worker.AttackScale, worker.AttackRewards}
-	// The checks are the validators' (docs/validators.md): two honest
-	// ones, asked two at a time.
-	cfg.Validators = []string{"", ""}
-	// Generous bounds, not synchronisation: torch steps on a shared machine.
+	cfg.TorchDType = "bfloat16"
 	cfg.RingTimeout, cfg.EpochGrace, cfg.FailAfter = 2*time.Minute, 5*time.Minute, 2*time.Minute
-	spec := tinySpec(1, 4, 4)
-	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP, spec.Validators = "any", false, 10_000, 2
+	spec := tinySpec(2, 4, 4)
+	spec.Backend, spec.GSPO.Use4Bit, spec.SpotCheckBP, spec.PromptsPerStep = "any", false, 10_000, prompts
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sum, err := localcluster.Run(ctx, cfg, spec)
@@ -270,28 +339,28 @@ func TestTorchTraceAttacks(t *testing.T) {
 		t.Fatalf("job %s (%s)", sum.Status, sum.Reason)
 	}
 	for i, n := range sum.Nodes {
-		if slashed := i >= 2 && n.Role == ""; n.Slashed != slashed {
-			t.Errorf("node %d (%s, attack %q): slashed %v %v, want %v", i, n.Backend, n.Attack, n.Slashed, n.Slashes, slashed)
+		if n.Slashed || n.Rejected != 0 {
+			t.Errorf("node %d (%s): slashed %v %v, %d deltas rejected", i, n.Backend, n.Slashed, n.Slashes, n.Rejected)
 		}
 	}
-	failed := map[string]string{} // node id → the check that caught it
+	checks := 0
 	for _, e := range sum.Epochs {
 		for _, c := range e.TraceChecks {
-			t.Logf("trace check %s: failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f, loss Δ %.3g)",
-				c.Slot, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.LossDiff)
+			t.Logf("trace check %s (%s %s): failed %q %s (log-prob max %.3g, update rel L2 %.3g cosine %.6f scale %.4f, loss Δ %.3g)",
+				c.Slot, c.Backend, c.DType, c.Failed, c.Detail, c.LogProbMax, c.RelL2, c.Cosine, c.Scale, c.LossDiff)
 			if c.Failed != "" {
-				failed[c.Slot[strings.LastIndex(c.Slot, "/")+1:]] = c.Failed
+				t.Errorf("an honest %s %s delta failed its trace check %s: %s", c.Backend, c.DType, c.Failed, c.Detail)
 			}
-			if len(c.Validators) != 2 || c.Validators[0] == "hanzod" {
-				t.Errorf("check %s decided by %v, want the two validators", c.Slot, c.Validators)
+			if c.Backend == "torch" {
+				checks++
+				if c.DType != "bfloat16" {
+					t.Errorf("check %s: dtype %q, want bfloat16", c.Slot, c.DType)
+				}
 			}
 		}
 	}
-	if got := failed[sum.Nodes[2].ID]; got != "update" {
-		t.Errorf("the ×1.5 update was caught by %q, want update", got)
-	}
-	if got := failed[sum.Nodes[3].ID]; got != "rewards" {
-		t.Errorf("the inflated rewards were caught by %q, want rewards", got)
+	if checks == 0 {
+		t.Error("no torch delta was checked from its traces")
 	}
 }
 

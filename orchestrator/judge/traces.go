@@ -41,5 +41,5 @@ func (j *Judge) traceChecker(job string, plan jobconf.Plan, e int) epoch.TraceCh
 
 // setFigures copies a check's measured differences into its report entry.
 func setFigures(tc *epoch.TraceCheck, f checkpkg.Figures) {
-	tc.Steps, tc.Tokens, tc.LogProbMax, tc.RelL2, tc.Cosine, tc.LossDiff = f.Steps, f.Tokens, f.LogProbMax, f.RelL2, f.Cosine, f.LossDiff
+	tc.Steps, tc.Tokens, tc.LogProbMax, tc.RelL2, tc.Cosine, tc.LossDiff, tc.Scale = f.Steps, f.Tokens, f.LogProbMax, f.RelL2, f.Cosine, f.LossDiff, f.Scale
 }

@@ -249,11 +249,15 @@ type Figures struct {
 	RelL2      float64 `json:"update_rel_l2"`
 	Cosine     float64 `json:"update_cosine"`
 	LossDiff   float64 `json:"loss_diff"`
+	// Scale is the delta's length along the recomputed update
+	// (tracecheck.SyncReport.Scale); absent from validators before it.
+	Scale float64 `json:"update_scale,omitempty"`
 }
 
 // FiguresOf are r's figures.
 func FiguresOf(r tracecheck.SyncReport) Figures {
-	return Figures{Steps: r.Steps, Tokens: r.Tokens, LogProbMax: finite(r.LogProbMax), RelL2: finite(r.RelL2), Cosine: finite(r.Cosine), LossDiff: finite(r.LossDiff)}
+	return Figures{Steps: r.Steps, Tokens: r.Tokens, LogProbMax: finite(r.LogProbMax), RelL2: finite(r.RelL2), Cosine: finite(r.Cosine), LossDiff: finite(r.LossDiff),
+		Scale: finite(r.Scale)}
 }
 
 func finite(x float64) float64 {

@@ -33,6 +33,14 @@ func syncConfig() trainer.Config {
 // of every step, and the last sync's clipped update.
 func trainSyncs(t *testing.T, b backend.Backend, base *basemodel.Base, c trainer.Config, worker uint64, K int) SyncInput {
 	t.Helper()
+	all := trainEverySync(t, b, base, c, worker, K)
+	return all[K-1]
+}
+
+// trainEverySync is trainSyncs, with the input to check each sync 1..K.
+func trainEverySync(t *testing.T, b backend.Backend, base *basemodel.Base, c trainer.Config, worker uint64, K int) []SyncInput {
+	t.Helper()
+	var all []SyncInput
 	ctx := context.Background()
 	start, err := trainer.InitialAdapter(base.Weights.Cfg, c)
 	if err != nil {
@@ -65,6 +73,9 @@ func trainSyncs(t *testing.T, b backend.Backend, base *basemodel.Base, c trainer
 		u := jobconf.Sub(tr.Adapter(), from)
 		jobconf.Clip(u, clip)
 		in.Delta, in.ClaimedLoss = u, jobconf.ClaimedLoss(losses)
+		k := in
+		k.Starts, k.Traces = append([]*llama.Adapter(nil), in.Starts...), append([][]*trace.Set(nil), in.Traces...)
+		all = append(all, k)
 		if s == K {
 			break
 		}
@@ -79,7 +90,7 @@ func trainSyncs(t *testing.T, b backend.Backend, base *basemodel.Base, c trainer
 			t.Fatal(err)
 		}
 	}
-	return in
+	return all
 }
 
 // TestCheckSyncGo: a go worker's sync 2 checks exactly (every difference
@@ -190,7 +201,65 @@ func TestCheckSyncSGD(t *testing.T) {
 	}
 }
 
-// TestCompare: relative L2 error and cosine on known vectors.
+// TestCheckSyncOwnOldLogProbs: the replay takes π_old's log-probabilities
+// as its own recomputation, not the recorded ones. A go worker's traces
+// with every recorded log-probability moved by up to 0.02 nats (another
+// engine's rounding, within a tolerance that admits it) replay to the
+// worker's update bit for bit; taken from the traces, they would move the
+// GSPO ratios off 1 by far more than its clip range (3e-4) and the
+// replayed update away from the worker's.
+func TestCheckSyncOwnOldLogProbs(t *testing.T) {
+	base, err := basemodel.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := trainSyncs(t, backend.GoBackend{}, base, syncConfig(), 5, 2)
+	x := cloneInput(in)
+	r := prng.New(3)
+	moved := 0
+	for _, sets := range x.Traces {
+		for _, set := range sets {
+			for i := range set.Seqs {
+				q := &set.Seqs[i]
+				lp := append([]float32(nil), q.LogProbs...)
+				for k := range lp {
+					lp[k] -= float32(0.02 * r.Float64())
+					moved++
+				}
+				q.LogProbs = lp
+			}
+		}
+	}
+	tol, _ := Tolerances("go", "")
+	tol.LogProbMax = 0.05
+	got, err := CheckSync(context.Background(), x, tol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Failed != "" || got.RelL2 != 0 || !(got.LogProbMax > 0 && got.LogProbMax <= 0.02) {
+		t.Fatalf("traces with %d log-probabilities moved: %+v, want the update bit for bit", moved, got)
+	}
+	// The test means something: trained on the recorded log-probabilities,
+	// the first step's update is another one.
+	c := syncConfig()
+	step := func(sets [][]*trace.Set) []float32 {
+		tr, err := trainer.Resume(base.Weights, base.Tokenizer, c, 5, 2, trainer.State{Adapter: in.Starts[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Train(context.Background(), sets[0][0].Rollouts()); err != nil {
+			t.Fatal(err)
+		}
+		return jobconf.Flatten(jobconf.Sub(tr.Adapter(), in.Starts[0]))
+	}
+	if rel, cos := compare(step(x.Traces), step(in.Traces)); !(rel > 0.01) {
+		t.Fatalf("the moved log-probabilities, taken as π_old's, change the first update by only %.3g (cosine %.6f): the test shows nothing", rel, cos)
+	} else {
+		t.Logf("the moved log-probabilities as π_old's would change the first update by relative L2 %.3g (cosine %.4f); the replay's own give it bit for bit", rel, cos)
+	}
+}
+
+// TestCompare: relative L2 error, cosine and scale on known vectors.
 func TestCompare(t *testing.T) {
 	rel, cos := compare([]float32{1.5, 0}, []float32{1, 0})
 	if math.Abs(rel-0.5) > 1e-12 || math.Abs(cos-1) > 1e-12 {
@@ -205,6 +274,20 @@ func TestCompare(t *testing.T) {
 	}
 	if rel, _ = compare([]float32{1}, []float32{0}); !math.IsInf(rel, 1) {
 		t.Errorf("against zero: %v", rel)
+	}
+	for _, c := range []struct {
+		have, want []float32
+		scale      float64
+	}{
+		{[]float32{1.5, 3}, []float32{1, 2}, 1.5},
+		{[]float32{1, 5}, []float32{1, 0}, 1}, // across it: no length along it
+		{[]float32{-2, 0}, []float32{1, 0}, -2},
+		{[]float32{0, 0}, []float32{0, 0}, 1},
+		{[]float32{1, 0}, []float32{0, 0}, math.Inf(1)},
+	} {
+		if got := scale(c.have, c.want); got != c.scale {
+			t.Errorf("scale(%v, %v) = %v, want %v", c.have, c.want, got, c.scale)
+		}
 	}
 }
 
@@ -356,6 +439,14 @@ func TestTolerances(t *testing.T) {
 	}
 	if b, err := Tolerances("torch", jobconf.BFloat16); err != nil || !(b.LogProbMax > f.LogProbMax) || !(b.UpdateCosine < f.UpdateCosine) {
 		t.Errorf("torch bfloat16: %+v %v", b, err)
+	}
+	// bfloat16's tolerances widen below 16 sequences a step; float32's
+	// and go's do not.
+	if b, _ := Tolerances("torch", jobconf.BFloat16); b.For(16).UpdateScale != b.UpdateScale || !(b.For(15).UpdateScale > b.UpdateScale) || !(b.For(8).UpdateCosine < b.UpdateCosine) {
+		t.Errorf("torch bfloat16 for 16 and 15 sequences a step: %+v, %+v", b.For(16), b.For(15))
+	}
+	if f.For(1) != f || g.For(1) != g {
+		t.Errorf("float32 or go tolerances change with the batch: %+v %+v", f.For(1), g.For(1))
 	}
 	for _, c := range [][2]string{{"go", jobconf.BFloat16}, {"", jobconf.BFloat16}, {"torch", "float16"}} {
 		if tol, err := Tolerances(c[0], c[1]); err == nil {

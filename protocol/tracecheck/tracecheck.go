@@ -48,9 +48,20 @@ var ErrMismatch = errors.New("tracecheck: the traces do not fit the model")
 // md, which must be the policy the traces claim (base plus adapter).
 // Sequences of equal length are run together, batch at a time.
 func LogProbs(md *llama.Model, s *trace.Set, batch int) (LogProbReport, error) {
+	r, _, err := logProbs(md, s, batch, false)
+	return r, err
+}
+
+// logProbs is LogProbs, and with keep the recomputed log-probabilities of
+// every sequence's completion tokens (nil for a sequence without).
+func logProbs(md *llama.Model, s *trace.Set, batch int, keep bool) (LogProbReport, [][]float32, error) {
 	V := md.W.Cfg.Vocab
 	if s.Header.Vocab != V {
-		return LogProbReport{}, fmt.Errorf("%w: traces over a vocabulary of %d, the model has %d", ErrMismatch, s.Header.Vocab, V)
+		return LogProbReport{}, nil, fmt.Errorf("%w: traces over a vocabulary of %d, the model has %d", ErrMismatch, s.Header.Vocab, V)
+	}
+	var kept [][]float32
+	if keep {
+		kept = make([][]float32, len(s.Seqs))
 	}
 	batch = max(batch, 1)
 	// Sequences by total length, in a fixed order.
@@ -84,11 +95,14 @@ func LogProbs(md *llama.Model, s *trace.Set, batch int) (LogProbReport, error) {
 			}
 			logits, err := md.Logits(tokens, len(part), T)
 			if err != nil {
-				return LogProbReport{}, fmt.Errorf("%w: %v", ErrMismatch, err)
+				return LogProbReport{}, nil, fmt.Errorf("%w: %v", ErrMismatch, err)
 			}
 			for b, i := range part {
 				q := &s.Seqs[i]
 				P := len(q.PromptIDs)
+				if keep {
+					kept[i] = make([]float32, len(q.CompletionIDs))
+				}
 				var seqDiff float64
 				for k, id := range q.CompletionIDs {
 					// The logits at position P+k−1 predict token P+k.
@@ -97,6 +111,9 @@ func LogProbs(md *llama.Model, s *trace.Set, batch int) (LogProbReport, error) {
 						scaled[j] = v * inv
 					}
 					llama.LogSoftmax(lp, scaled)
+					if keep {
+						kept[i][k] = lp[id]
+					}
 					d := float64(q.LogProbs[k]) - float64(lp[id])
 					seqDiff += d
 					a := math.Abs(d)
@@ -113,5 +130,5 @@ func LogProbs(md *llama.Model, s *trace.Set, batch int) (LogProbReport, error) {
 	if r.Tokens > 0 {
 		r.MeanAbs = sum / float64(r.Tokens)
 	}
-	return r, nil
+	return r, kept, nil
 }

@@ -121,6 +121,11 @@ type TraceCheck struct {
 	RelL2      float64 `json:"update_rel_l2"`
 	Cosine     float64 `json:"update_cosine"`
 	LossDiff   float64 `json:"loss_diff"`
+	// Scale is the delta's length along the recomputed update (1 for
+	// the update itself, 1.5 for it ×1.5; tracecheck.SyncReport.Scale);
+	// absent where the check stopped before the update, or a validator's
+	// verdict did not give it.
+	Scale float64 `json:"update_scale,omitempty"`
 }
 
 // Replayer re-executes node's training of syncs 1..k of the epoch exactly
