@@ -116,10 +116,7 @@ def rewrite_rel(path_rel: str, old_dir: str, new_dir: str) -> str | None:
 
 def fix_relative(text: str, new_file: str) -> str:
     new_dir = os.path.dirname(new_file)
-    old_dir = os.path.dirname(unmapped(new_file))
-    if old_dir == new_dir and not any(new_dir == n or new_dir.startswith(n + "/") for _, n in MOVES):
-        # a file that did not move: only its targets may have
-        pass
+    old_dir = os.path.dirname(unmapped(new_file))  # the same for a file that did not move
 
     def lit(m: re.Match) -> str:
         r = rewrite_rel(m.group(1), old_dir, new_dir)
@@ -147,16 +144,24 @@ def fix_relative(text: str, new_file: str) -> str:
 def mention_pattern() -> re.Pattern:
     olds = sorted((o for o, _ in MOVES), key=len, reverse=True)
     # a path-like mention: OLD/ or ./OLD at a boundary (not after a letter,
-    # digit, '/', '-', '_' or '.': URLs, longer names and nested paths stay)
-    return re.compile(r'(?<![A-Za-z0-9_./-])(\./)?(' + "|".join(map(re.escape, olds)) + r')(?=/|\b(?=[`\s),:;\]]|$))')
+    # digit, '/', '-', '_' or '.': URLs, longer names and nested paths stay);
+    # fix_mentions keeps only those followed by '/' or after './'
+    return re.compile(r'(?<![A-Za-z0-9_./-])(\./)?(' + "|".join(map(re.escape, olds)) + r')\b')
 
 
-def fix_mentions(text: str, pat: re.Pattern, require_slash: bool) -> str:
+TOKEN = re.compile(r'[A-Za-z0-9_./*-]*')
+
+
+def fix_mentions(text: str, pat: re.Pattern) -> str:
     def sub(m: re.Match) -> str:
         dot, old = m.group(1) or "", m.group(2)
-        nxt = text[m.end():m.end() + 1]
-        if nxt != "/" and not dot:
+        if text[m.end():m.end() + 1] != "/" and not dot:
             return m.group(0)  # a bare word: a package name, not a path
+        # only a mention of something that moved: the path, followed to
+        # where it now is, must exist (api/'s `trainer/v1` is not trainer/)
+        rest = TOKEN.match(text, m.end()).group(0).split("...")[0].split("*")[0].rstrip("./")
+        if not os.path.exists(os.path.join(ROOT, mapped(old + rest))):
+            return m.group(0)
         return dot + mapped(old)
     return pat.sub(sub, text)
 
@@ -180,9 +185,9 @@ def main() -> int:
             new = fix_imports(new)
             new = fix_relative(new, f)
             # comments and strings naming files: `worker/worker.go` and the like
-            new = "\n".join(fix_mentions(line, pat, True) if line.lstrip().startswith("//") else line for line in new.split("\n"))
+            new = "\n".join(fix_mentions(line, pat) if line.lstrip().startswith("//") else line for line in new.split("\n"))
         elif f.endswith((".md", ".sh", ".py", ".yml", ".yaml", ".txt", ".toml")) or "/" not in f or f.startswith((".ci/", "deploy/", "scripts/")):
-            new = fix_mentions(new, pat, True)
+            new = fix_mentions(new, pat)
         if new != text:
             open(full, "w", encoding="utf-8").write(new)
             changed += 1

@@ -336,34 +336,12 @@ func (j *Judge) RestoreCheckpoint(ctx context.Context, job string, e int, root s
 func (j *Judge) checkpoint(ctx context.Context, job string, e int, root string) (string, error) {
 	dir := j.CheckpointDir(job, e)
 	if _, err := os.Stat(filepath.Join(dir, peft.WeightsFile)); err != nil {
-		_ = os.RemoveAll(dir) // a partial directory of an interrupted merge
-		err := atomicfile.Dir(dir, 0o755, func(tmp string) error {
-			for _, f := range checkpointFiles {
-				b, err := j.cfg.Blobs.Get(ctx, checkpointBlob(root, f))
-				if optionalCheckpointFiles[f] && errors.Is(err, blob.ErrNotFound) {
-					continue // the import below finds the root changed if it belonged
-				}
-				if err != nil {
-					return fmt.Errorf("judge: checkpoint of epoch %d of %s (%s): %w", e, job, root, err)
-				}
-				if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
-					return err
-				}
-			}
-			im, err := artifact.Import(ctx, artifact.NewMemBlocks(), tmp)
-			if err != nil {
-				return err
-			}
-			if im.Root.String() != root {
-				return fmt.Errorf("judge: the stored checkpoint of epoch %d of %s imports to %s, the log records %s", e, job, im.Root, root)
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return "", err
+		if err := j.restoreDir(ctx, dir, root); err != nil {
+			return "", fmt.Errorf("judge: checkpoint of epoch %d of %s (%s): %w", e, job, root, err)
 		}
 		j.log.Info("checkpoint restored from the blob store", "job", job, "epoch", e, "cid", root)
 	}
+
 	if k := j.cfg.Store.Known(artifact.KindCheckpoint, job); k != nil && k.Manifest.Version > uint64(e) {
 		return dir, nil // a later epoch is published already (a merge interrupted after publishing)
 	}

@@ -241,13 +241,9 @@ func (j *Judge) afterEjection(ctx context.Context, jb state.Job, node, offence s
 	if !ok || cur.State != state.Running || cur.Epoch != e {
 		return nil
 	}
+	ej.Reached = reachedSync(plan, cur)
 	for s := range cur.Slots {
-		if s.Epoch != e {
-			continue
-		}
-		_, k, _ := plan.SyncOf(s.Step)
-		ej.Reached = max(ej.Reached, k)
-		if s.Node == node && (ej.FirstSync < 0 || k < ej.FirstSync) {
+		if _, k, _ := plan.SyncOf(s.Step); s.Epoch == e && s.Node == node && (ej.FirstSync < 0 || k < ej.FirstSync) {
 			ej.FirstSync = k
 		}
 	}
@@ -275,14 +271,7 @@ func (j *Judge) afterEjection(ctx context.Context, jb state.Job, node, offence s
 		if cur.State != state.Running || cur.Epoch != e || slices.ContainsFunc(cur.Rebases, func(r state.Rebase) bool { return r.CID == "" }) {
 			return nil
 		}
-		reached := 0
-		for s := range cur.Slots {
-			if s.Epoch == e {
-				_, k, _ := plan.SyncOf(s.Step)
-				reached = max(reached, k)
-			}
-		}
-		at := reached + 1
+		at := reachedSync(plan, cur) + 1
 		if at >= plan.Syncs() {
 			return nil
 		}
@@ -297,6 +286,19 @@ func (j *Judge) afterEjection(ctx context.Context, jb state.Job, node, offence s
 		}
 	}
 	return nil
+}
+
+// reachedSync is the highest sync of jb's running epoch any member has a
+// delta accepted for (0: none yet).
+func reachedSync(plan jobconf.Plan, jb state.Job) int {
+	reached := 0
+	for s := range jb.Slots {
+		if s.Epoch == jb.Epoch {
+			_, k, _ := plan.SyncOf(s.Step)
+			reached = max(reached, k)
+		}
+	}
+	return reached
 }
 
 // rebaseDir is where the state of job's rebase at epoch e, sync k is
@@ -417,7 +419,9 @@ func (j *Judge) rebasesOf(ctx context.Context, plan jobconf.Plan, jb state.Job, 
 
 // restoreDir makes sure dir holds the checkpoint-layout directory whose
 // root CID is root, restoring its files from the blob store
-// (keepCheckpoint) when this replica did not write it.
+// (keepCheckpoint) when this replica did not write it (a partial
+// directory of an interrupted write is replaced): a checkpoint of record
+// or a rebase state.
 func (j *Judge) restoreDir(ctx context.Context, dir, root string) error {
 	if _, err := os.Stat(filepath.Join(dir, peft.WeightsFile)); err == nil {
 		return nil
@@ -427,7 +431,7 @@ func (j *Judge) restoreDir(ctx context.Context, dir, root string) error {
 		for _, f := range checkpointFiles {
 			b, err := j.cfg.Blobs.Get(ctx, checkpointBlob(root, f))
 			if optionalCheckpointFiles[f] && errors.Is(err, blob.ErrNotFound) {
-				continue
+				continue // the import below finds the root changed if it belonged
 			}
 			if err != nil {
 				return err

@@ -500,12 +500,6 @@ func Evaluate(ctx context.Context, in Input) (*Result, error) {
 func scoreAndMerge(in Input, syncs [][]*entry, res *Result) error {
 	plan, e, K := in.Plan, in.Epoch, in.Plan.Syncs()
 	rep := &res.Report
-	startOuter := func() *jobconf.Outer {
-		if in.StartOuter != nil {
-			return in.StartOuter.Clone()
-		}
-		return plan.NewOuter()
-	}
 	var err error
 	// Score and merge sync by sync along the orchestrator's own
 	// trajectory T. The held-out figures come from the meter (a base at
@@ -575,7 +569,7 @@ func scoreAndMerge(in Input, syncs [][]*entry, res *Result) error {
 	req := &evalpkg.Request{Info: evalpkg.Info{Job: in.Job, Epoch: e, ShardSize: in.ShardSize, EvalSize: in.EvalSize, Syncs: scoredSyncs(), StartAccuracy: e == 1},
 		Start: in.Start}
 	T := in.Start.Clone()
-	outerT := startOuter() // the same outer optimiser along T, on the merged updates
+	outerT := in.startOuter() // the same outer optimiser along T, on the merged updates
 	switch {
 	case meter != nil:
 		if rep.LossBefore, err = meter.Loss(T); err != nil {
@@ -590,7 +584,6 @@ func scoreAndMerge(in Input, syncs [][]*entry, res *Result) error {
 	var qSum float64
 	var qN int
 	si := -1 // index of the scored sync among the measured
-	mcfg := merge.Config{Rule: in.Rule, Byzantine: in.Byzantine}
 	w := merge.Weights{Alpha: in.Weights[0], Beta: in.Weights[1], Gamma: in.Weights[2]}
 	for k := 1; k <= K; k++ {
 		live := lives[k]
@@ -660,15 +653,11 @@ func scoreAndMerge(in Input, syncs [][]*entry, res *Result) error {
 			mi = append(mi, merge.Input{Node: en.Node, Vec: v, Quality: weight})
 			scores = append(scores, score)
 		}
-		c := mcfg
-		if f := merge.CheckDefensible(in.Rule, len(mi), c.Byzantine); f != nil {
+		c, f := in.mergeConfig(len(mi))
+		if f != nil {
 			// Fewer contributors than the declared f needs: merge what the
 			// rule can still defend and say so.
 			res.Shortfalls = append(res.Shortfalls, Shortfall{Sync: k, Deltas: len(mi), Err: f})
-			c.Byzantine = max(0, (len(mi)-1)/3)
-			if in.Rule == merge.Mean {
-				c.Byzantine = 0
-			}
 		}
 		u, mr, err := merge.Merge(c, mi)
 		if err != nil {

@@ -222,16 +222,12 @@ func bySync(in Input) [][]*entry {
 // corrupted ring would make honest nodes disagree too, and then no
 // configuration matches at all).
 func reconstruct(in Input, syncs [][]*entry, upTo int, rep *Report) ([]*llama.Adapter, error) {
-	plan := in.Plan
 	S := make([]*llama.Adapter, upTo)
 	if upTo == 0 {
 		return S, nil
 	}
 	S[0] = in.Start
-	outer := plan.NewOuter() // the workers' outer optimiser along S
-	if in.StartOuter != nil {
-		outer = in.StartOuter.Clone()
-	}
+	outer := in.startOuter() // the workers' outer optimiser along S
 	if d := jobconf.Digest(in.Start); len(syncs) > 1 {
 		for _, en := range syncs[1] {
 			if en.Base != d {
@@ -304,6 +300,29 @@ func reconstruct(in Input, syncs [][]*entry, upTo int, rep *Report) ([]*llama.Ad
 		}
 	}
 	return S, nil
+}
+
+// startOuter is a copy of the outer optimiser the epoch starts with.
+func (in Input) startOuter() *jobconf.Outer {
+	if in.StartOuter != nil {
+		return in.StartOuter.Clone()
+	}
+	return in.Plan.NewOuter()
+}
+
+// mergeConfig is the merge of a sync of n deltas: the job's rule and f,
+// or, when n is too few for the declared f, what the rule can still
+// defend, with the reason (nil: none).
+func (in Input) mergeConfig(n int) (merge.Config, error) {
+	c := merge.Config{Rule: in.Rule, Byzantine: in.Byzantine}
+	f := merge.CheckDefensible(in.Rule, n, c.Byzantine)
+	if f != nil {
+		c.Byzantine = max(0, (n-1)/3)
+		if in.Rule == merge.Mean {
+			c.Byzantine = 0
+		}
+	}
+	return c, f
 }
 
 // Screened is what screening one sync found.
@@ -402,11 +421,7 @@ func RebaseState(in Input, j int) (*llama.Adapter, *jobconf.Outer, error) {
 	if _, err := reconstruct(in, syncs, j, &rep); err != nil {
 		return nil, nil, err
 	}
-	T := in.Start.Clone()
-	outer := in.Plan.NewOuter()
-	if in.StartOuter != nil {
-		outer = in.StartOuter.Clone()
-	}
+	T, outer := in.Start.Clone(), in.startOuter()
 	for k := 1; k <= j; k++ {
 		var mi []merge.Input
 		for _, en := range syncs[k] {
@@ -418,13 +433,7 @@ func RebaseState(in Input, j int) (*llama.Adapter, *jobconf.Outer, error) {
 		if len(mi) == 0 {
 			continue
 		}
-		c := merge.Config{Rule: in.Rule, Byzantine: in.Byzantine}
-		if merge.CheckDefensible(in.Rule, len(mi), c.Byzantine) != nil {
-			c.Byzantine = max(0, (len(mi)-1)/3)
-			if in.Rule == merge.Mean {
-				c.Byzantine = 0
-			}
-		}
+		c, _ := in.mergeConfig(len(mi))
 		u, _, err := merge.Merge(c, mi)
 		if err != nil {
 			return nil, nil, fmt.Errorf("epoch: rebase merge of sync %d: %w", k, err)
